@@ -1,0 +1,40 @@
+package tracker
+
+// BatchKey names one origin's sealed sub-window. Keys are what the fleet view
+// deduplicates on: the same key received twice is counted once.
+type BatchKey struct {
+	// Origin is the node's -name: the peer, stable across restarts.
+	Origin string
+	// Boot is random per process start, so a restarted node's batches are
+	// told apart from those of its previous run.
+	Boot uint64
+	// Epoch is the sub-window number on the shared wall-clock grid:
+	// floor(unix milliseconds / sub-window length).
+	Epoch int64
+	// Part splits a batch by destination when an origin has more
+	// destinations than fit one message.
+	Part uint16
+}
+
+// Bucket is one non-empty count of a sparse histogram: Index into the
+// layout's counts, and Count >= 1.
+type Bucket struct {
+	Index uint16
+	Count uint32
+}
+
+// DestCounts is one destination's sparse histogram within a sealed
+// sub-window: Buckets ascend by Index and Total is the sum of their Counts.
+type DestCounts struct {
+	Dest    string
+	Total   uint64
+	Buckets []Bucket
+}
+
+// Batch is one origin's sealed sub-window: per destination, the latencies
+// recorded in epoch Key.Epoch, in the histogram layout Layout.
+type Batch struct {
+	Key    BatchKey
+	Layout Layout
+	Dests  []DestCounts
+}
