@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -77,4 +79,37 @@ func TestHistQuantileRule(t *testing.T) {
 	h.add(g.index(60000), 1)
 	got, _ := h.quantileValue(&g, 0.9999)
 	require.Equal(t, int64(60159), got)
+}
+
+func TestHistAddSub(t *testing.T) {
+	g, err := newGeometry(DefaultConfig().Layout())
+	require.NoError(t, err)
+	h := newHist(&g)
+	h.add(3, 5)
+	h.add(7, 2)
+	h.sub(3, 5)
+	require.Equal(t, uint64(2), h.total)
+	i, ok := h.quantileIndex(0.5)
+	require.True(t, ok)
+	require.Equal(t, 7, i)
+	h.sub(7, 2)
+	_, ok = h.quantileIndex(0.5)
+	require.False(t, ok)
+}
+
+func TestConfigEpochGrid(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.Validate())
+	require.Equal(t, 6*time.Second, c.SubWindow())
+	require.Equal(t, int64(0), c.Epoch(time.UnixMilli(5999)))
+	require.Equal(t, int64(1), c.Epoch(time.UnixMilli(6000)))
+	require.Equal(t, int64(-1), c.Epoch(time.UnixMilli(-1)))
+	require.Equal(t, time.UnixMilli(12000), c.EpochStart(2))
+	require.Equal(t, Layout{1, 60000, 2}, c.Layout())
+	bad := Config{Window: 0, SubWindows: 256, MaxTrackableLatency: time.Millisecond, MaxDestinations: -1}
+	err := bad.Validate()
+	require.Error(t, err)
+	for _, field := range []string{"SubWindows", "Window", "MaxTrackableLatency", "MaxDestinations"} {
+		require.ErrorContains(t, err, field)
+	}
 }

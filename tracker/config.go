@@ -1,0 +1,102 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Config configures a Tracker or SyncTracker. The zero value is not valid;
+// start from DefaultConfig.
+type Config struct {
+	// Window is the whole sliding window. Default 60s.
+	Window time.Duration
+	// SubWindows is the number of sub-windows in the ring, 1..255. The window
+	// slides one sub-window at a time. Default 10.
+	SubWindows int
+	// MinSamples is how many samples the window must hold before a quantile
+	// is given. Default 3.
+	MinSamples uint32
+	// MaxTrackableLatency is the largest latency kept; larger samples are
+	// clamped to it. At least 2ms. Default 60s.
+	MaxTrackableLatency time.Duration
+	// MaxDestinations bounds the destinations tracked: 0 means unlimited,
+	// otherwise recording a new destination evicts the one least recently
+	// recorded. Default 0.
+	MaxDestinations int
+}
+
+// DefaultConfig returns a 60s window of 10 sub-windows, MinSamples 3, and a
+// 60s maximum trackable latency, with no bound on destinations.
+func DefaultConfig() Config {
+	return Config{
+		Window:              60 * time.Second,
+		SubWindows:          10,
+		MinSamples:          3,
+		MaxTrackableLatency: 60 * time.Second,
+	}
+}
+
+// Validate reports every problem with c, joined with errors.Join.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SubWindows < 1 || c.SubWindows > 255 {
+		errs = append(errs, fmt.Errorf("tracker: SubWindows must be in 1..255, got %d", c.SubWindows))
+	}
+	if c.Window <= 0 {
+		errs = append(errs, fmt.Errorf("tracker: Window must be > 0, got %v", c.Window))
+	} else if c.SubWindows >= 1 && c.Window/time.Duration(c.SubWindows) < time.Millisecond {
+		errs = append(errs, fmt.Errorf("tracker: Window/SubWindows must be >= 1ms, got %v/%d", c.Window, c.SubWindows))
+	}
+	if c.MaxTrackableLatency < 2*time.Millisecond {
+		errs = append(errs, fmt.Errorf("tracker: MaxTrackableLatency must be >= 2ms, got %v", c.MaxTrackableLatency))
+	}
+	if c.MaxDestinations < 0 {
+		errs = append(errs, fmt.Errorf("tracker: MaxDestinations must be >= 0, got %d", c.MaxDestinations))
+	}
+	return errors.Join(errs...)
+}
+
+// SubWindow returns the length of one sub-window, Window/SubWindows truncated
+// to whole milliseconds. It is meaningful only for a valid Config.
+func (c Config) SubWindow() time.Duration {
+	return time.Duration(c.subWindowMillis()) * time.Millisecond
+}
+
+func (c Config) subWindowMillis() int64 {
+	if c.SubWindows < 1 {
+		return 0
+	}
+	return int64(c.Window/time.Duration(c.SubWindows)) / int64(time.Millisecond)
+}
+
+// Epoch returns the sub-window number that now falls in on the wall-clock
+// grid shared by every node: floor(now.UnixMilli() / SubWindow). It is
+// meaningful only for a valid Config.
+func (c Config) Epoch(now time.Time) int64 {
+	return floorDiv(now.UnixMilli(), c.subWindowMillis())
+}
+
+// EpochStart returns the wall-clock start of epoch e; epoch e covers
+// [EpochStart(e), EpochStart(e+1)).
+func (c Config) EpochStart(e int64) time.Time {
+	return time.UnixMilli(e * c.subWindowMillis())
+}
+
+// Layout returns the histogram layout the tracker uses: lowest 1 ms, highest
+// MaxTrackableLatency in whole ms, 2 significant digits.
+func (c Config) Layout() Layout {
+	return Layout{Lowest: 1, Highest: int64(c.MaxTrackableLatency / time.Millisecond), SignificantDigits: 2}
+}
+
+// floorDiv divides rounding toward negative infinity; d must be > 0.
+func floorDiv(n, d int64) int64 {
+	if d <= 0 {
+		return 0
+	}
+	q := n / d
+	if n%d != 0 && n < 0 {
+		q--
+	}
+	return q
+}
