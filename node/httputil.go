@@ -1,0 +1,149 @@
+package node
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits of POST /v1/record (DESIGN.md section 7).
+const (
+	maxRecordBody    = 1 << 20 // bytes
+	maxRecordSamples = 10_000
+	maxDestLen       = 256 // bytes
+)
+
+// errorBody is every error response: {"error": "..."} with a 4xx or 5xx status.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client went away; nothing left to tell it
+}
+
+func writeError(w http.ResponseWriter, status int, format string, args ...any) {
+	writeJSON(w, status, errorBody{Error: fmt.Sprintf(format, args...)})
+}
+
+// Sample is one latency observation of POST /v1/record.
+type Sample struct {
+	Dest      string
+	LatencyMs float64
+}
+
+// rawSample keeps the fields' raw JSON so that a missing field, a wrong type
+// and invalid UTF-8 can each be told apart and named.
+type rawSample struct {
+	Dest      json.RawMessage `json:"dest"`
+	LatencyMs json.RawMessage `json:"latency_ms"`
+}
+
+type recordRequest struct {
+	Samples *[]rawSample `json:"samples"`
+}
+
+// errBodyTooLarge marks a body over maxRecordBody; the handler answers 413.
+var errBodyTooLarge = errors.New("body exceeds 1 MiB")
+
+// decodeRecord reads and validates a POST /v1/record body. It returns every
+// sample, or the first problem found naming the sample's index; nothing is
+// returned (so nothing is recorded) when any sample is invalid.
+func decodeRecord(r io.Reader) ([]Sample, error) {
+	body, err := io.ReadAll(io.LimitReader(r, maxRecordBody+1))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errBodyTooLarge
+		}
+		return nil, fmt.Errorf("reading body: %w", err)
+	}
+	if len(body) > maxRecordBody {
+		return nil, errBodyTooLarge
+	}
+	var req recordRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("body is not a JSON object of the form {\"samples\":[...]}: %v", err)
+	}
+	if req.Samples == nil {
+		return nil, errors.New(`missing field "samples"`)
+	}
+	raw := *req.Samples
+	if len(raw) == 0 || len(raw) > maxRecordSamples {
+		return nil, fmt.Errorf("samples: want 1..%d samples, got %d", maxRecordSamples, len(raw))
+	}
+	out := make([]Sample, len(raw))
+	for i, rs := range raw {
+		s, err := rs.validate()
+		if err != nil {
+			return nil, fmt.Errorf("samples[%d]: %w", i, err)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func (rs rawSample) validate() (Sample, error) {
+	if isMissing(rs.Dest) {
+		return Sample{}, errors.New(`missing field "dest"`)
+	}
+	if isMissing(rs.LatencyMs) {
+		return Sample{}, errors.New(`missing field "latency_ms"`)
+	}
+	if !utf8.Valid(rs.Dest) {
+		return Sample{}, errors.New(`"dest" is not valid UTF-8`)
+	}
+	var s Sample
+	if err := json.Unmarshal(rs.Dest, &s.Dest); err != nil {
+		return Sample{}, errors.New(`"dest" must be a string`)
+	}
+	switch {
+	case s.Dest == "":
+		return Sample{}, errors.New(`"dest" must not be empty`)
+	case len(s.Dest) > maxDestLen:
+		return Sample{}, fmt.Errorf(`"dest" is %d bytes, more than %d`, len(s.Dest), maxDestLen)
+	case !utf8.ValidString(s.Dest) || strings.ContainsRune(s.Dest, utf8.RuneError):
+		// JSON escapes such as a lone \ud800 decode to U+FFFD.
+		return Sample{}, errors.New(`"dest" is not valid UTF-8`)
+	}
+	if err := json.Unmarshal(rs.LatencyMs, &s.LatencyMs); err != nil {
+		return Sample{}, errors.New(`"latency_ms" must be a number`)
+	}
+	if math.IsNaN(s.LatencyMs) || math.IsInf(s.LatencyMs, 0) || s.LatencyMs < 0 {
+		return Sample{}, fmt.Errorf(`"latency_ms" must be a finite number >= 0, got %v`, s.LatencyMs)
+	}
+	return s, nil
+}
+
+// isMissing reports a field that was absent or JSON null.
+func isMissing(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// requireToken wraps h so that it answers 401 unless the request carries
+// "Authorization: Bearer <token>". An empty token disables the check.
+func requireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="atnode"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
