@@ -158,12 +158,15 @@
     if (c.textContent !== text) c.textContent = text;
   }
 
-  function gossipText(bytes, batches, prevBytes, seconds) {
-    let t = fmtBytes(bytes) + ' · ' + fmtCount(batches) + ' batches';
+  // setGossip shows a cumulative byte counter, its batches and the rate
+  // since the previous status.
+  function setGossip(id, bytes, batches, prevBytes, seconds) {
+    const sub = el('span', 'sub');
+    sub.append(el('span', '', fmtCount(batches) + ' batches'));
     if (isNum(bytes) && isNum(prevBytes) && seconds > 0 && bytes >= prevBytes) {
-      t += ' · ' + fmtBytes((bytes - prevBytes) / seconds) + '/s';
+      sub.append(' · ', el('span', '', fmtBytes((bytes - prevBytes) / seconds) + '/s'));
     }
-    return t;
+    $(id).replaceChildren(fmtBytes(bytes), sub);
   }
 
   function renderStatus(s) {
@@ -184,8 +187,8 @@
     const now = performance.now();
     const pg = prevStatus && prevStatus.gossip && typeof prevStatus.gossip === 'object' ? prevStatus.gossip : {};
     const secs = prevStatus ? (now - prevStatusAt) / 1000 : 0;
-    setText('f-gossip-in', gossipText(num(g.bytes_in), num(g.batches_in), num(pg.bytes_in), secs));
-    setText('f-gossip-out', gossipText(num(g.bytes_out), num(g.batches_out), num(pg.bytes_out), secs));
+    setGossip('f-gossip-in', num(g.bytes_in), num(g.batches_in), num(pg.bytes_in), secs);
+    setGossip('f-gossip-out', num(g.bytes_out), num(g.batches_out), num(pg.bytes_out), secs);
 
     const rej = g.rejected && typeof g.rejected === 'object' ? g.rejected : {};
     const reasons = Object.keys(rej).sort();
@@ -240,7 +243,6 @@
       fleet: cssColor('--c-fleet'),
       timeout: cssColor('--c-timeout'),
       peers: cssColor('--c-peers'),
-      peersFill: cssColor('--c-peers-fill'),
       axis: cssColor('--muted'),
       grid: cssColor('--grid'),
     };
@@ -268,7 +270,7 @@
         { label: 'local ' + qLabel, scale: 'ms', stroke: c.local, width: 2, value: msValue },
         { label: 'fleet ' + qLabel, scale: 'ms', stroke: c.fleet, width: 2, value: msValue },
         { label: 'timeout', scale: 'ms', stroke: c.timeout, width: 1.5, dash: [6, 4], value: msValue },
-        { label: 'peers', scale: 'peers', stroke: c.peers, fill: c.peersFill, width: 1,
+        { label: 'peers', scale: 'peers', stroke: c.peers, width: 1.5,
           paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (isNum(v) ? String(v) : '—') },
       ],
     };
