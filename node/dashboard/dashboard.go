@@ -76,8 +76,8 @@ type handler struct {
 // The page reads the node's JSON API from the same origin with paths
 // relative to the page (v1/status, v1/members, v1/history?dest=D), so it
 // also works behind a reverse proxy that serves the whole node under a
-// prefix. It refreshes every 2 s; a query parameter interval=MS (250 to
-// 60000) changes that.
+// prefix. It refreshes every 2 s (a query parameter interval=MS, 250 to
+// 60000, changes that) and pauses while its tab is hidden.
 //
 // The index is sent with Cache-Control no-cache and refers to each asset
 // with ?v=<content hash>; an asset requested with its current hash may be

@@ -14,7 +14,7 @@ import (
 // every /v1/status call advances by two seconds, so each refresh of the page
 // sees a new point per destination and the data moves deterministically.
 type fakeAPI struct {
-	scenario string // "busy", "quiet" or "empty"
+	scenario string // a key of fakeScenarios
 
 	mu   sync.Mutex
 	tick int64
@@ -68,6 +68,11 @@ var fakeScenarios = map[string][]fakeDest{
 		{name: "no-data", localMs: absent, fleetMs: absent, peers: constPeers(0)},
 	},
 	"empty": nil,
+	// "broken" answers 500 for the history of the destination "broken".
+	"broken": {
+		{name: "db-1", localMs: steady(12), fleetMs: steady(15), peers: constPeers(5)},
+		{name: "broken"},
+	},
 }
 
 type fakeMember struct {
@@ -83,7 +88,7 @@ func (f *fakeAPI) members(tick int64) []fakeMember {
 	switch f.scenario {
 	case "empty":
 		return []fakeMember{}
-	case "quiet":
+	case "quiet", "broken":
 		return []fakeMember{{"n0", "n0-1a2b3c4d", "127.0.0.1:7946", "alive", "1a2b3c4d"}}
 	}
 	n3 := "alive"
@@ -190,6 +195,10 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 		if fakeScenarios[f.scenario][i].name == dest {
 			d = &fakeScenarios[f.scenario][i]
 		}
+	}
+	if dest == "broken" {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "history store unavailable"})
+		return
 	}
 	if d == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown destination " + dest})

@@ -102,7 +102,24 @@
 
   function message(err) { return String((err && err.message) || err); }
 
+  // One refresh at a time: the next is scheduled when this one ends. A
+  // hidden tab skips its turns and refreshes as soon as it is shown again.
+  let timer = 0;
+  let inflight = false;
+  function schedule(delay) {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(refresh, delay);
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && !inflight) schedule(0);
+  });
+
   async function refresh() {
+    if (document.hidden) {
+      schedule(interval);
+      return;
+    }
+    inflight = true;
     try {
       const [status, members] = await Promise.all([getJSON('v1/status'), getJSON('v1/members')]);
       const dests = Array.from(new Set(asArray(status.destinations).filter((d) => typeof d === 'string' && d !== ''))).sort();
@@ -131,7 +148,8 @@
       state.lastError = message(err);
       renderConn();
     } finally {
-      window.setTimeout(refresh, interval);
+      inflight = false;
+      schedule(interval);
     }
   }
 
