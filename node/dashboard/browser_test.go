@@ -1,0 +1,350 @@
+package dashboard
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+)
+
+// Environment of the browser test.
+const (
+	// envBrowser names the Chromium binary; the test skips without it.
+	envBrowser = "ATNODE_BROWSER"
+	// envScreenshot, when set, is the PNG path for a full-page screenshot of
+	// the busy scenario; other scenarios write beside it with their name.
+	envScreenshot = "ATNODE_SCREENSHOT"
+)
+
+// pageState is what the test reads back from window.__dashboard and the DOM.
+type pageState struct {
+	Updates      int          `json:"updates"`
+	Errors       int          `json:"errors"`
+	LastError    *string      `json:"lastError"`
+	Charts       []chartState `json:"charts"`
+	Cards        []string     `json:"cards"`
+	Notes        []string     `json:"notes"`
+	EmptyShown   bool         `json:"emptyShown"`
+	MemberRows   [][]string   `json:"memberRows"`
+	SelfMember   string       `json:"selfMember"`
+	Node         string       `json:"node"`
+	Conn         string       `json:"conn"`
+	ScrollWidth  int          `json:"scrollWidth"`
+	ViewWidth    int          `json:"viewWidth"`
+	GossipIn     string       `json:"gossipIn"`
+	RejectedText string       `json:"rejectedText"`
+}
+
+type chartState struct {
+	Dest   string  `json:"dest"`
+	Points int     `json:"points"`
+	Series int     `json:"series"`
+	LastT  float64 `json:"lastT"`
+	Width  int     `json:"width"`
+	Inked  int     `json:"inked"` // canvas pixels with any alpha
+}
+
+const readState = `(() => {
+  const d = window.__dashboard;
+  if (!d) return null;
+  const charts = Object.keys(d.charts).sort().map((dest) => {
+    const u = d.charts[dest];
+    const xs = u.data[0] || [];
+    const canvas = u.root.querySelector('canvas');
+    let inked = 0;
+    if (canvas && canvas.width > 0 && canvas.height > 0) {
+      // Read a copy, so the chart's own canvas is not switched to the slow
+      // read-back path (Chromium warns about repeated getImageData).
+      const probe = document.createElement('canvas');
+      probe.width = canvas.width;
+      probe.height = canvas.height;
+      const ctx = probe.getContext('2d', { willReadFrequently: true });
+      ctx.drawImage(canvas, 0, 0);
+      const px = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let i = 3; i < px.length; i += 4) if (px[i] !== 0) inked++;
+    }
+    return { dest, points: xs.length, series: u.series.length, lastT: xs.length ? xs[xs.length - 1] : 0,
+             width: canvas ? canvas.width : 0, inked };
+  });
+  const rows = Array.from(document.querySelectorAll('#members tbody tr'));
+  return {
+    updates: d.updates, errors: d.errors, lastError: d.lastError, charts,
+    cards: Array.from(document.querySelectorAll('#dests .card')).map((c) => c.dataset.dest),
+    notes: Array.from(document.querySelectorAll('#dests .card .note')).map((n) => n.textContent),
+    emptyShown: !document.getElementById('dests-empty').hidden,
+    memberRows: rows.map((tr) => Array.from(tr.cells).map((c) => c.textContent)),
+    selfMember: (document.querySelector('#members tr.self') || {dataset: {}}).dataset.member || '',
+    node: document.getElementById('node-name').textContent,
+    conn: document.getElementById('conn').dataset.state,
+    scrollWidth: document.documentElement.scrollWidth,
+    viewWidth: window.innerWidth,
+    gossipIn: document.getElementById('f-gossip-in').textContent,
+    rejectedText: document.getElementById('f-rejected').textContent,
+  };
+})()`
+
+// consoleLog collects everything the page reports as a problem.
+type consoleLog struct {
+	mu       sync.Mutex
+	problems []string
+}
+
+func (c *consoleLog) add(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c *consoleLog) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.problems...)
+}
+
+func (c *consoleLog) listen(ev any) {
+	switch ev := ev.(type) {
+	case *runtime.EventConsoleAPICalled:
+		switch ev.Type {
+		case runtime.ConsoleAPICalledTypeError, runtime.ConsoleAPICalledTypeWarning, runtime.ConsoleAPICalledTypeAssert:
+			args := make([]string, 0, len(ev.Args))
+			for _, a := range ev.Args {
+				if a.Value != nil {
+					args = append(args, string(a.Value))
+				} else {
+					args = append(args, a.Description)
+				}
+			}
+			c.add("console.%s: %s", ev.Type, strings.Join(args, " "))
+		}
+	case *runtime.EventExceptionThrown:
+		d := ev.ExceptionDetails
+		msg := d.Text
+		if d.Exception != nil {
+			msg += " " + d.Exception.Description
+		}
+		c.add("exception at %s:%d: %s", d.URL, d.LineNumber, msg)
+	case *log.EventEntryAdded:
+		// Failed loads (404s), CSP violations and the like land here.
+		if e := ev.Entry; e.Level == log.EntryLevelError || e.Level == log.EntryLevelWarning {
+			c.add("log %s %s: %s %s", e.Level, e.Source, e.Text, e.URL)
+		}
+	}
+}
+
+// newBrowser starts headless Chromium from ATNODE_BROWSER, or skips.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	exe := os.Getenv(envBrowser)
+	if exe == "" {
+		t.Skipf("browser test skipped: set %s to a Chromium binary (e.g. %s=/usr/bin/chromium after apt-get install chromium)", envBrowser, envBrowser)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true), // small /dev/shm in containers
+		chromedp.WindowSize(1280, 900),
+	}
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(func() {
+		cancelBrowser() // closes the browser...
+		cancelAlloc()   // ...and waits for its process to exit
+	})
+	start := time.Now()
+	require.NoError(t, chromedp.Do(browserCtx), "start %s", exe)
+	t.Logf("browser started in %v", time.Since(start).Round(time.Millisecond))
+	return browserCtx
+}
+
+func TestBrowserDashboard(t *testing.T) {
+	browserCtx := newBrowser(t)
+	shot := os.Getenv(envScreenshot)
+
+	tests := []struct {
+		scenario      string
+		width, height int64
+		dark          bool // switch to prefers-color-scheme: dark once the page has data
+		check         func(t *testing.T, first, last pageState)
+		// failing, if set, is the error the page must report for a
+		// request the fake API fails; the browser's log then has a line
+		// per failed request and nothing else.
+		failing string
+	}{
+		{scenario: "busy", width: 1280, height: 900, check: checkBusy},
+		{scenario: "busy", width: 390, height: 844, check: checkBusy}, // phone
+		{scenario: "busy", width: 1024, height: 768, dark: true, check: checkBusy},
+		{scenario: "quiet", width: 1280, height: 900, check: func(t *testing.T, _, last pageState) {
+			require.Equal(t, []string{"idle", "no-data"}, last.Cards)
+			require.Len(t, last.Charts, 2)
+			require.Equal(t, 0, last.Charts[0].Points, "idle has no points")
+			require.Positive(t, last.Charts[1].Points, "no-data has points with null quantiles")
+			require.False(t, last.EmptyShown)
+			require.Len(t, last.MemberRows, 1)
+			require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
+			require.Equal(t, "stale epoch 0", last.RejectedText)
+		}},
+		{scenario: "broken", width: 1280, height: 900, failing: "v1/history?dest=broken: 500 history store unavailable",
+			check: func(t *testing.T, _, last pageState) {
+				require.Equal(t, []string{"broken", "db-1"}, last.Cards)
+				require.Equal(t, []string{"history unavailable: v1/history?dest=broken: 500 history store unavailable", ""}, last.Notes)
+				require.Len(t, last.Charts, 1, "no chart without a history")
+				require.Equal(t, "db-1", last.Charts[0].Dest)
+				require.Positive(t, last.Charts[0].Points)
+			}},
+		{scenario: "empty", width: 1280, height: 900, check: func(t *testing.T, _, last pageState) {
+			require.Empty(t, last.Cards)
+			require.Empty(t, last.Charts)
+			require.True(t, last.EmptyShown, "empty-state message shown")
+			require.Equal(t, [][]string{{"No members known yet."}}, last.MemberRows)
+		}},
+	}
+	for _, tc := range tests {
+		name := fmt.Sprintf("%s/%dx%d", tc.scenario, tc.width, tc.height)
+		if tc.dark {
+			name += "/dark"
+		}
+		t.Run(name, func(t *testing.T) {
+			api := &fakeAPI{scenario: tc.scenario}
+			mux := http.NewServeMux()
+			api.register(mux)
+			mux.Handle("GET /", Handler())
+			srv := httptest.NewServer(mux) // listens on 127.0.0.1
+			defer srv.Close()
+
+			tabCtx, cancelTab := chromedp.NewContext(browserCtx)
+			defer cancelTab()
+			ctx, cancel := context.WithTimeout(tabCtx, 30*time.Second)
+			defer cancel()
+			// Listen delivers events in order on the tab's reader, so every
+			// problem the page reported before a command returns has been
+			// recorded by then. chromedp enables the Runtime and Log domains.
+			var problems consoleLog
+			require.NoError(t, chromedp.Listen(ctx, problems.listen))
+
+			start := time.Now()
+			require.NoError(t, chromedp.Do(ctx,
+				chromedp.EmulateViewport(tc.width, tc.height),
+				chromedp.Navigate(srv.URL+"/?interval=300"),
+			))
+
+			// Poll until the page has refreshed a few times after its
+			// first complete render, or the deadline passes.
+			var first, last pageState
+			haveFirst := false
+			for {
+				st, err := chromedp.Run(ctx, chromedp.Evaluate[*pageState](readState))
+				require.NoError(t, err)
+				if st != nil && st.Updates >= 1 && !haveFirst {
+					first, haveFirst = *st, true
+					if tc.dark { // the page rebuilds its charts in the new colours
+						_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+							Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+						})
+						require.NoError(t, err)
+					}
+				}
+				if st != nil {
+					last = *st
+				}
+				if haveFirst && last.Updates >= first.Updates+3 && drawn(last) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					p := problems.list()
+					t.Fatalf("page did not settle: %v; last state %+v; %d console problems, first %q", ctx.Err(), last, len(p), p[:min(3, len(p))])
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+			t.Logf("%s: %d refreshes in %v", name, last.Updates, time.Since(start).Round(time.Millisecond))
+
+			require.Equal(t, "live", last.Conn)
+			problemList := problems.list()
+			if tc.failing == "" {
+				require.Zero(t, last.Errors, "page recorded request errors: %v", last.LastError)
+				require.Nil(t, last.LastError)
+			} else {
+				require.GreaterOrEqual(t, last.Errors, last.Updates, "one failure per refresh")
+				require.NotNil(t, last.LastError)
+				require.Equal(t, tc.failing, *last.LastError)
+				for _, p := range problemList {
+					require.Contains(t, p, "status of 500", "only the failed requests are logged")
+				}
+				problemList = nil
+			}
+			require.Equal(t, "n0", last.Node)
+			require.LessOrEqual(t, last.ScrollWidth, last.ViewWidth, "no horizontal page scroll")
+			tc.check(t, first, last)
+
+			if shot != "" {
+				path := shot
+				if tc.scenario != "busy" || tc.width != 1280 {
+					path = strings.TrimSuffix(shot, filepath.Ext(shot)) + "-" + strings.ReplaceAll(name, "/", "-") + ".png"
+				}
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				require.NoError(t, err)
+				require.NoError(t, os.WriteFile(path, png, 0o644))
+				t.Logf("screenshot %s", path)
+			}
+			require.Empty(t, problemList, "console errors, warnings or exceptions")
+		})
+	}
+}
+
+// drawn reports whether every chart has a canvas with ink on it. A card
+// gets its chart in the same refresh that brings its first history, so the
+// scenario checks say which cards must have one.
+func drawn(st pageState) bool {
+	for _, c := range st.Charts {
+		if c.Width == 0 || c.Inked == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func checkBusy(t *testing.T, first, last pageState) {
+	dests := []string{"cache eu/west#1", "db-1", "db-2", "search"}
+	require.Equal(t, dests, last.Cards, "one card per destination, sorted")
+	require.Len(t, last.Charts, len(dests))
+	for i, c := range last.Charts {
+		require.Equal(t, dests[i], c.Dest)
+		require.Equal(t, 180, c.Points, "%s: three minutes at one point a second", c.Dest)
+		require.Equal(t, 5, c.Series, "%s: time, local, fleet, timeout, peers", c.Dest)
+		require.Greater(t, c.Inked, 1000, "%s: canvas has lines on it", c.Dest)
+		require.Greater(t, c.LastT, first.Charts[i].LastT, "%s: live refresh moved the chart", c.Dest)
+	}
+	names := make([]string, 0, len(last.MemberRows))
+	for _, row := range last.MemberRows {
+		require.Len(t, row, 5, "name, member, address, state, boot id")
+		names = append(names, row[0])
+		require.Contains(t, []string{"alive", "suspect", "dead", "left"}, row[3])
+		require.True(t, strings.HasPrefix(row[1], row[0]+"-"+row[4]), "row %q", row)
+	}
+	require.Equal(t, []string{"n0", "n1", "n2", "n3", "n4", "n5"}, names)
+	require.Equal(t, []string{"n5", "127.0.0.1:7951", "dead"}, []string{last.MemberRows[5][0], last.MemberRows[5][2], last.MemberRows[5][3]})
+	require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
+	require.Contains(t, last.GossipIn, "batches")
+	require.Contains(t, last.RejectedText, "stale epoch")
+}

@@ -1,0 +1,26 @@
+// Package dashboard serves atnode's web dashboard: one page that plots, per
+// destination over time, the local and fleet quantiles, the chosen timeout
+// and the peer count, with a members table and a header of node facts and
+// gossip counters.
+//
+// [Handler] serves the page at "/" and its assets under [AssetPrefix]. The
+// page, its script and style, and the charting library (uPlot, vendored
+// from the npm registry under static/vendor with its version and update
+// steps in static/vendor/README.md) are embedded with embed, so the
+// dashboard works offline and the page makes no request to anything but
+// the node that served it. It reads three endpoints of the node's JSON API
+// (DESIGN.md section 7), relative to the page:
+//
+//	GET v1/status            node, addresses, window, destinations, gossip counters
+//	GET v1/members           the members table
+//	GET v1/history?dest=D    the points plotted for destination D
+//
+// and refreshes every 2 s. The page sets window.__dashboard to its live
+// state (updates, errors, the uPlot instances per destination) for tests.
+//
+// Concurrency: the handler is built once by Handler and never changes; it
+// is safe for concurrent use.
+//
+// Time: the package reads no clock. Timestamps come from the API's points;
+// the browser's clock only says how long ago the page last refreshed.
+package dashboard

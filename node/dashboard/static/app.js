@@ -1,0 +1,419 @@
+// atnode dashboard: polls the node's JSON API (same origin, paths relative to
+// the page) and draws one uPlot chart per destination plus a members table.
+// No framework, no inline handlers, no network beyond the node itself.
+//
+// window.__dashboard exposes the live state for tests and for people poking
+// at the page from the console; it is read-only by convention.
+(function () {
+  'use strict';
+
+  const CHART_HEIGHT = 240;
+  const FETCH_TIMEOUT_MS = 5000;
+  const params = new URLSearchParams(window.location.search);
+  const interval = clamp(parseInt(params.get('interval'), 10) || 2000, 250, 60000);
+
+  const state = {
+    interval: interval, // refresh period in ms (?interval=MS, 250..60000)
+    updates: 0,         // refreshes that completed
+    errors: 0,          // failed requests (whole refreshes or single histories)
+    lastError: null,    // message of the most recent failure, null after a clean refresh
+    lastUpdate: null,   // Date of the last completed refresh
+    status: null,       // last /v1/status body
+    members: [],        // last /v1/members body
+    destinations: [],   // destinations shown, sorted
+    charts: {},         // dest -> uPlot instance
+  };
+  window.__dashboard = state;
+
+  const cards = new Map(); // dest -> card (see newCard)
+  let prevStatus = null;   // previous status and its time, for gossip rates
+  let prevStatusAt = 0;
+
+  const $ = (id) => document.getElementById(id);
+
+  // ---- formatting --------------------------------------------------------
+
+  function clamp(v, lo, hi) { return Math.min(hi, Math.max(lo, v)); }
+  function isNum(v) { return typeof v === 'number' && Number.isFinite(v); }
+  function num(v) { return isNum(v) ? v : null; }
+  function str(v) { return typeof v === 'string' && v !== '' ? v : '—'; }
+  function asArray(v) { return Array.isArray(v) ? v : []; }
+
+  // fmtMs prints a duration given in ms with three significant digits.
+  function fmtMs(v) {
+    if (!isNum(v)) return '—';
+    if (v >= 1000) return Number((v / 1000).toPrecision(3)) + ' s';
+    if (v === 0) return '0 ms';
+    return Number(v.toPrecision(3)) + ' ms';
+  }
+  function fmtAxisMs(v) {
+    if (!isNum(v)) return '';
+    if (v >= 1000) return Number((v / 1000).toPrecision(3)) + 's';
+    return String(Number(v.toPrecision(3)));
+  }
+  function fmtDuration(ms) {
+    if (!isNum(ms)) return '—';
+    return ms < 1000 ? ms + ' ms' : Number((ms / 1000).toPrecision(4)) + ' s';
+  }
+  function fmtCount(v) { return isNum(v) ? Math.round(v).toLocaleString('en-US') : '—'; }
+  function fmtBytes(v) {
+    if (!isNum(v)) return '—';
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let i = 0;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return (i === 0 ? String(Math.round(v)) : v.toFixed(1)) + ' ' + units[i];
+  }
+  // fmtQuantile turns 0.9999 into "P99.99".
+  function fmtQuantile(q) {
+    if (!isNum(q) || q <= 0 || q >= 1) return 'quantile';
+    return 'P' + Number((q * 100).toFixed(6));
+  }
+
+  function el(tag, className, text) {
+    const e = document.createElement(tag);
+    if (className) e.className = className;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function setText(id, text) { const e = $(id); if (e.textContent !== text) e.textContent = text; }
+
+  // ---- fetching ----------------------------------------------------------
+
+  async function getJSON(path) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), FETCH_TIMEOUT_MS);
+    try {
+      const res = await fetch(path, { cache: 'no-store', headers: { Accept: 'application/json' }, signal: ctl.signal });
+      let body = null;
+      try { body = await res.json(); } catch (e) { body = null; }
+      if (!res.ok) {
+        const why = body && typeof body.error === 'string' ? body.error : res.statusText;
+        throw new Error(path + ': ' + res.status + ' ' + why);
+      }
+      if (body === null) throw new Error(path + ': response is not JSON');
+      return body;
+    } catch (err) {
+      if (err && err.name === 'AbortError') throw new Error(path + ': no answer within ' + FETCH_TIMEOUT_MS / 1000 + ' s');
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  function message(err) { return String((err && err.message) || err); }
+
+  // One refresh at a time: the next is scheduled when this one ends. A
+  // hidden tab skips its turns and refreshes as soon as it is shown again.
+  let timer = 0;
+  let inflight = false;
+  function schedule(delay) {
+    window.clearTimeout(timer);
+    timer = window.setTimeout(refresh, delay);
+  }
+  document.addEventListener('visibilitychange', () => {
+    if (!document.hidden && !inflight) schedule(0);
+  });
+
+  async function refresh() {
+    if (document.hidden) {
+      schedule(interval);
+      return;
+    }
+    inflight = true;
+    try {
+      const [status, members] = await Promise.all([getJSON('v1/status'), getJSON('v1/members')]);
+      const dests = Array.from(new Set(asArray(status.destinations).filter((d) => typeof d === 'string' && d !== ''))).sort();
+      // One failed history (a destination that just expired, say) marks its
+      // card and leaves the others alone.
+      const histories = await Promise.all(dests.map((d) =>
+        getJSON('v1/history?dest=' + encodeURIComponent(d)).then(
+          (h) => ({ ok: true, h: h }),
+          (err) => ({ ok: false, err: message(err) }))));
+      let failed = null;
+      histories.forEach((r) => { if (!r.ok) { state.errors++; failed = r.err; } });
+
+      renderStatus(status);
+      renderMembers(asArray(members), status);
+      renderDests(dests, histories);
+
+      state.status = status;
+      state.members = asArray(members);
+      state.destinations = dests;
+      state.updates++;
+      state.lastUpdate = new Date();
+      state.lastError = failed;
+      renderConn();
+    } catch (err) {
+      state.errors++;
+      state.lastError = message(err);
+      renderConn();
+    } finally {
+      inflight = false;
+      schedule(interval);
+    }
+  }
+
+  // ---- header --------------------------------------------------------------
+
+  function renderConn() {
+    const c = $('conn');
+    let st, text;
+    const age = state.lastUpdate ? (Date.now() - state.lastUpdate.getTime()) / 1000 : null;
+    if (state.lastError && (age === null || age * 1000 > 2 * interval)) {
+      st = 'error';
+      text = 'cannot refresh: ' + state.lastError;
+    } else if (age === null) {
+      st = 'connecting';
+      text = 'connecting…';
+    } else if (age * 1000 > 3 * interval + 1000) {
+      st = 'stale';
+      text = 'stale: last update ' + Math.round(age) + ' s ago';
+    } else {
+      st = 'live';
+      text = 'live, every ' + fmtDuration(interval) + (state.lastError ? ' (' + state.lastError + ')' : '');
+    }
+    c.dataset.state = st;
+    if (c.textContent !== text) c.textContent = text;
+  }
+
+  // setGossip shows a cumulative byte counter, its batches and the rate
+  // since the previous status.
+  function setGossip(id, bytes, batches, prevBytes, seconds) {
+    const sub = el('span', 'sub');
+    sub.append(el('span', '', fmtCount(batches) + ' batches'));
+    if (isNum(bytes) && isNum(prevBytes) && seconds > 0 && bytes >= prevBytes) {
+      sub.append(' · ', el('span', '', fmtBytes((bytes - prevBytes) / seconds) + '/s'));
+    }
+    $(id).replaceChildren(fmtBytes(bytes), sub);
+  }
+
+  function renderStatus(s) {
+    const node = str(s.node);
+    setText('node-name', node);
+    document.title = 'atnode ' + node;
+    setText('f-member', str(s.member));
+    setText('f-gossip-addr', str(s.gossip_addr));
+    setText('f-http-addr', str(s.http_addr));
+    let win = fmtDuration(num(s.window_ms));
+    if (isNum(s.window_ms) && isNum(s.sub_window_ms) && s.sub_window_ms > 0) {
+      win += ' = ' + Math.round(s.window_ms / s.sub_window_ms) + ' × ' + fmtDuration(s.sub_window_ms);
+    }
+    setText('f-window', win);
+    setText('f-alive', fmtCount(num(s.members_alive)));
+
+    const g = s.gossip && typeof s.gossip === 'object' ? s.gossip : {};
+    const now = performance.now();
+    const pg = prevStatus && prevStatus.gossip && typeof prevStatus.gossip === 'object' ? prevStatus.gossip : {};
+    const secs = prevStatus ? (now - prevStatusAt) / 1000 : 0;
+    setGossip('f-gossip-in', num(g.bytes_in), num(g.batches_in), num(pg.bytes_in), secs);
+    setGossip('f-gossip-out', num(g.bytes_out), num(g.batches_out), num(pg.bytes_out), secs);
+
+    const rej = g.rejected && typeof g.rejected === 'object' ? g.rejected : {};
+    const reasons = Object.keys(rej).sort();
+    let total = 0;
+    const parts = reasons.map((k) => { const n = num(rej[k]) || 0; total += n; return k.replace(/_/g, ' ') + ' ' + fmtCount(n); });
+    const r = $('f-rejected');
+    setText('f-rejected', parts.length ? parts.join(' · ') : 'none');
+    r.classList.toggle('warn', total > 0);
+    prevStatus = s;
+    prevStatusAt = now;
+  }
+
+  // ---- members -------------------------------------------------------------
+
+  const STATES = ['alive', 'suspect', 'dead', 'left'];
+
+  function renderMembers(members, status) {
+    const tbody = $('members').tBodies[0];
+    const rows = members.filter((m) => m && typeof m === 'object').slice().sort((a, b) =>
+      String(a.name).localeCompare(String(b.name)) || String(a.member).localeCompare(String(b.member)));
+    const frag = document.createDocumentFragment();
+    if (rows.length === 0) {
+      const tr = el('tr', 'placeholder');
+      const td = el('td', '', 'No members known yet.');
+      td.colSpan = 5;
+      tr.append(td);
+      frag.append(tr);
+    }
+    for (const m of rows) {
+      const tr = el('tr');
+      tr.dataset.member = String(m.member);
+      if (status && m.member === status.member) tr.classList.add('self');
+      const stateName = STATES.includes(m.state) ? m.state : 'unknown';
+      const badge = el('span', 'state state-' + stateName, str(m.state));
+      const stateCell = el('td');
+      stateCell.append(badge);
+      tr.append(el('td', '', str(m.name)), el('td', '', str(m.member)), el('td', '', str(m.addr)), stateCell, el('td', '', str(m.boot_id)));
+      frag.append(tr);
+    }
+    tbody.replaceChildren(frag);
+  }
+
+  // ---- destinations ----------------------------------------------------------
+
+  function cssColor(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  }
+
+  function chartOptions(width, qLabel) {
+    const c = {
+      local: cssColor('--c-local'),
+      fleet: cssColor('--c-fleet'),
+      timeout: cssColor('--c-timeout'),
+      peers: cssColor('--c-peers'),
+      axis: cssColor('--muted'),
+      grid: cssColor('--grid'),
+    };
+    const msValue = (u, v) => fmtMs(v);
+    const axis = { stroke: c.axis, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 } };
+    return {
+      width: width,
+      height: CHART_HEIGHT,
+      cursor: { sync: { key: 'atnode' }, drag: { x: true, y: false } },
+      scales: {
+        x: { time: true },
+        // asinh behaves like a log scale above 1 ms and stays defined at 0,
+        // so a 3 ms quantile and a 60 s timeout are both readable.
+        ms: { distr: 4, asinh: 1 },
+        peers: { range: (u, min, max) => [0, Math.max(4, Math.ceil((isNum(max) ? max : 0) * 1.25))] },
+      },
+      axes: [
+        Object.assign({}, axis),
+        Object.assign({}, axis, { scale: 'ms', size: 48, values: (u, splits) => splits.map(fmtAxisMs) }),
+        Object.assign({}, axis, { scale: 'peers', side: 1, size: 36, grid: { show: false },
+          values: (u, splits) => splits.map((v) => (Number.isInteger(v) ? String(v) : '')) }),
+      ],
+      series: [
+        { value: '{HH}:{mm}:{ss}' },
+        { label: 'local ' + qLabel, scale: 'ms', stroke: c.local, width: 2, value: msValue },
+        { label: 'fleet ' + qLabel, scale: 'ms', stroke: c.fleet, width: 2, value: msValue },
+        { label: 'timeout', scale: 'ms', stroke: c.timeout, width: 1.5, dash: [6, 4], value: msValue },
+        { label: 'peers', scale: 'peers', stroke: c.peers, width: 1.5,
+          paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (isNum(v) ? String(v) : '—') },
+      ],
+    };
+  }
+
+  // toColumns turns the points of a history into uPlot's column layout,
+  // null for missing or non-numeric values (drawn as gaps).
+  function toColumns(points) {
+    const cols = [[], [], [], [], []];
+    for (const p of points) {
+      if (!p || !isNum(p.t_ms)) continue;
+      cols[0].push(p.t_ms / 1000);
+      cols[1].push(num(p.local_ms));
+      cols[2].push(num(p.fleet_ms));
+      cols[3].push(num(p.timeout_ms));
+      cols[4].push(num(p.peers));
+    }
+    return cols;
+  }
+
+  function newCard(dest) {
+    const root = el('article', 'card');
+    root.dataset.dest = dest;
+    const head = el('header', 'card-head');
+    const title = el('h3', '', dest);
+    title.title = dest;
+    const source = el('span', 'badge');
+    source.title = 'source of the latest estimate';
+    head.append(title, source);
+    const stats = el('dl', 'stats');
+    const statEls = {};
+    for (const [key, label] of [['local', 'local'], ['fleet', 'fleet'], ['timeout', 'timeout'], ['peers', 'peers'], ['samples', 'samples (local)']]) {
+      const d = el('div', 's-' + key);
+      const dt = el('dt', '', label);
+      const dd = el('dd', '', '—');
+      d.append(dt, dd);
+      stats.append(d);
+      statEls[key] = { dt: dt, dd: dd };
+    }
+    const plot = el('div', 'plot');
+    const note = el('p', 'note');
+    root.append(head, stats, plot, note);
+    const card = { dest: dest, root: root, source: source, statEls: statEls, plot: plot, note: note, chart: null, qLabel: null, data: null, observer: null };
+    card.observer = new ResizeObserver(() => resizeCard(card));
+    card.observer.observe(plot);
+    return card;
+  }
+
+  function plotWidth(card) { return Math.max(200, Math.floor(card.plot.clientWidth)); }
+
+  function resizeCard(card) {
+    if (!card.chart) return;
+    const w = plotWidth(card);
+    if (w !== card.chart.width) card.chart.setSize({ width: w, height: CHART_HEIGHT });
+  }
+
+  function buildChart(card) {
+    if (card.chart) card.chart.destroy();
+    card.chart = new uPlot(chartOptions(plotWidth(card), card.qLabel), card.data, card.plot);
+    state.charts[card.dest] = card.chart;
+  }
+
+  function dropCard(card) {
+    card.observer.disconnect();
+    if (card.chart) card.chart.destroy();
+    card.root.remove();
+    delete state.charts[card.dest];
+    cards.delete(card.dest);
+  }
+
+  function updateCard(card, result) {
+    if (!result.ok) {
+      card.note.textContent = 'history unavailable: ' + result.err;
+      card.note.classList.add('bad');
+      return;
+    }
+    const h = result.h && typeof result.h === 'object' ? result.h : {};
+    const points = asArray(h.points);
+    const qLabel = fmtQuantile(h.quantile);
+    card.data = toColumns(points);
+    if (!card.chart || card.qLabel !== qLabel) {
+      card.qLabel = qLabel;
+      buildChart(card);
+    } else {
+      card.chart.setData(card.data);
+    }
+
+    const last = points.length ? points[points.length - 1] : {};
+    card.statEls.local.dt.textContent = 'local ' + qLabel;
+    card.statEls.fleet.dt.textContent = 'fleet ' + qLabel;
+    card.statEls.local.dd.textContent = fmtMs(num(last.local_ms));
+    card.statEls.fleet.dd.textContent = fmtMs(num(last.fleet_ms));
+    card.statEls.timeout.dd.textContent = fmtMs(num(last.timeout_ms));
+    card.statEls.peers.dd.textContent = fmtCount(num(last.peers));
+    card.statEls.samples.dd.textContent = fmtCount(num(last.samples)) + ' (' + fmtCount(num(last.local_samples)) + ')';
+    card.source.textContent = typeof last.source === 'string' ? last.source : '';
+    card.note.classList.remove('bad');
+    card.note.textContent = points.length ? '' : 'No points yet: this destination has no recent history.';
+  }
+
+  function renderDests(dests, histories) {
+    const wanted = new Set(dests);
+    for (const card of Array.from(cards.values())) {
+      if (!wanted.has(card.dest)) dropCard(card);
+    }
+    const box = $('dests');
+    dests.forEach((dest, i) => {
+      let card = cards.get(dest);
+      if (!card) {
+        card = newCard(dest);
+        cards.set(dest, card);
+      }
+      // Keep the DOM in sorted order without moving cards that are in place.
+      if (box.children[i] !== card.root) box.insertBefore(card.root, box.children[i] || null);
+      updateCard(card, histories[i]);
+    });
+    $('dests-empty').hidden = dests.length > 0;
+  }
+
+  // Chart colours are read from CSS when a chart is built, so rebuild them
+  // all when the colour scheme changes.
+  window.matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+    for (const card of cards.values()) if (card.chart) buildChart(card);
+  });
+
+  window.setInterval(renderConn, 1000);
+  refresh();
+})();
