@@ -173,10 +173,12 @@ func TestLossyNetworkStillConverges(t *testing.T) {
 		nodes = append(nodes, startNode(t, memConfig(t, "lossy"+string(rune('a'+i)), uint64(100+i), tr, seed)))
 	}
 	took := eventually(t, "7 members converge despite loss", func() bool { return sees(nodes, names(nodes)...) })
-	st := nw.Stats()
-	t.Logf("lossy join: 7 members converged in %v; network %+v", took, st)
-	require.NotZero(t, st.PacketsDropped)
-	require.NotZero(t, st.PacketsDuplicated)
+	t.Logf("lossy join: 7 members converged in %v; network %+v", took, nw.Stats())
+	// The faults were really injected (gossip goes on, so they show up).
+	eventually(t, "packets dropped and duplicated", func() bool {
+		st := nw.Stats()
+		return st.PacketsDropped > 0 && st.PacketsDuplicated > 0
+	})
 }
 
 func TestSendReliable(t *testing.T) {
