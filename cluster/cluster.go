@@ -426,18 +426,25 @@ func (c *Cluster) Members() []Member {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.pruneLocked(now)
 	out := make([]Member, 0, len(c.members))
-	for k, e := range c.members {
-		if !e.State.Up() && k != c.self && now.Sub(e.Since) > c.cfg.Timing.DeadRetention {
-			delete(c.members, k)
-			continue
-		}
+	for _, e := range c.members {
 		out = append(out, e.Member)
 	}
 	slices.SortFunc(out, func(a, b Member) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Member, b.Member))
 	})
 	return out
+}
+
+// pruneLocked forgets members dead or left for longer than DeadRetention
+// (memberlist forgets them then too); self is kept.
+func (c *Cluster) pruneLocked(now time.Time) {
+	for k, e := range c.members {
+		if !e.State.Up() && k != c.self && now.Sub(e.Since) > c.cfg.Timing.DeadRetention {
+			delete(c.members, k)
+		}
+	}
 }
 
 // NumAlive returns the number of members alive or suspect, itself included
@@ -519,6 +526,7 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 	m.Name, m.BootID = name, boot
 
 	c.mu.Lock()
+	c.pruneLocked(m.Since)
 	prev := c.members[m.Member]
 	leaving = leaving || (prev != nil && prev.leaving) || (n.Name == c.self && c.leaving.Load())
 	if left {
