@@ -1,0 +1,186 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// waitWide is the deadline for every poll: far above the measured times
+// (reported with t.Logf), so a loaded machine does not fail the tests.
+const waitWide = 20 * time.Second
+
+// syncBuf collects log output; printed only when the test fails, because
+// memberlist goroutines may log briefly after a test returns.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+	buf := &syncBuf{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// eventually polls cond until it holds or waitWide passes, and returns how
+// long it took.
+func eventually(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > waitWide {
+			t.Fatalf("not within %v: %s", waitWide, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// recorder keeps the events a cluster delivered.
+type recorder struct {
+	mu     sync.Mutex
+	events []Event
+	msgs   [][]byte
+}
+
+func (r *recorder) onEvent(e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) onMessage(b []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, b)
+}
+
+// has reports whether an event of typ for member was delivered.
+func (r *recorder) has(typ EventType, member string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.events, func(e Event) bool {
+		return e.Type == typ && e.Member.Member == member
+	})
+}
+
+func (r *recorder) messages() [][]byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
+}
+
+// node is a cluster under test with its recorder.
+type node struct {
+	*Cluster
+	rec *recorder
+	tr  *memtransport.Transport
+}
+
+// memConfig is a config for a member on the in-memory network.
+func memConfig(t *testing.T, name string, boot uint64, tr *memtransport.Transport, seeds ...string) Config {
+	cfg := DefaultConfig()
+	cfg.Name = name
+	cfg.BootID = boot
+	cfg.Transport = tr
+	cfg.Seeds = seeds
+	cfg.Timing = FastTiming()
+	cfg.Logger = testLogger(t).With("node", name)
+	return cfg
+}
+
+// startNode creates and starts a member; it is closed at cleanup.
+func startNode(t *testing.T, cfg Config) *node {
+	t.Helper()
+	rec := &recorder{}
+	cfg.OnEvent = rec.onEvent
+	cfg.OnMessage = rec.onMessage
+	c, err := New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { _ = c.Close() })
+	tr, _ := cfg.Transport.(*memtransport.Transport)
+	return &node{Cluster: c, rec: rec, tr: tr}
+}
+
+// memCluster starts n members named n0.. on a fresh network; every member
+// has n0 as its seed. Boot IDs are fixed so runs are reproducible.
+func memCluster(t *testing.T, seed uint64, n int) (*memtransport.Network, []*node) {
+	t.Helper()
+	nw := memtransport.New(seed)
+	t.Cleanup(nw.Close)
+	var nodes []*node
+	var seedAddr string
+	for i := range n {
+		tr := nw.NewTransport()
+		if i == 0 {
+			seedAddr = tr.Addr()
+		}
+		nodes = append(nodes, startNode(t, memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, seedAddr)))
+	}
+	return nw, nodes
+}
+
+// alive returns the member names a node lists as up.
+func upMembers(c *Cluster) []string {
+	var out []string
+	for _, m := range c.Members() {
+		if m.State.Up() {
+			out = append(out, m.Member)
+		}
+	}
+	return out
+}
+
+// sees reports whether every node in from lists exactly want as up.
+func sees(from []*node, want ...string) bool {
+	slices.Sort(want)
+	for _, n := range from {
+		got := upMembers(n.Cluster)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return false
+		}
+	}
+	return true
+}
+
+func names(nodes []*node) []string {
+	var out []string
+	for _, n := range nodes {
+		out = append(out, n.MemberName())
+	}
+	return out
+}
