@@ -197,7 +197,10 @@ func TestAppendBatchRefuses(t *testing.T) {
 			bk := b.Dests[0].Buckets
 			bk[len(bk)-1].Index = 1280
 		}, ErrMalformed},
-		{"zero count", func(b *tracker.Batch) { b.Dests[0].Total -= uint64(b.Dests[0].Buckets[0].Count); b.Dests[0].Buckets[0].Count = 0 }, ErrMalformed},
+		{"zero count", func(b *tracker.Batch) {
+			b.Dests[0].Total -= uint64(b.Dests[0].Buckets[0].Count)
+			b.Dests[0].Buckets[0].Count = 0
+		}, ErrMalformed},
 		{"wrong total", func(b *tracker.Batch) { b.Dests[5].Total-- }, ErrMalformed},
 		{"duplicate names, map path", func(b *tracker.Batch) { b.Dests[39].Dest = b.Dests[1].Dest }, ErrMalformed},
 		{"duplicate names, scan path", func(b *tracker.Batch) { b.Dests = b.Dests[:5]; b.Dests[4].Dest = b.Dests[1].Dest }, ErrMalformed},

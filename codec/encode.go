@@ -2,7 +2,9 @@ package codec
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
@@ -138,11 +140,17 @@ func appendDest(b []byte, d *tracker.DestCounts) []byte {
 	b = appendStr(b, d.Dest)
 	b = appendUint(b, d.Total)
 	b = appendArrayLen(b, 2*len(d.Buckets))
+	b = slices.Grow(b, 14*len(d.Buckets)) // the largest pair: uint16 delta, uint32 count
 	prev := uint16(0)
 	for _, bk := range d.Buckets {
-		b = appendUint(b, uint64(bk.Index-prev)) // the first index is absolute
-		b = appendUint(b, uint64(bk.Count))
+		delta := bk.Index - prev // the first index is absolute
 		prev = bk.Index
+		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
+			b = append(b, byte(delta), byte(bk.Count))
+			continue
+		}
+		b = appendUint(b, uint64(delta))
+		b = appendUint(b, uint64(bk.Count))
 	}
 	return b
 }
@@ -181,10 +189,13 @@ func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) {
 	return out, nil
 }
 
-// checkDistinct refuses duplicate destination names. It allocates a map
-// only for large batches; below that a quadratic scan is cheaper.
+// nameSeed keys the hash of checkDistinct; set once, never changed.
+var nameSeed = maphash.MakeSeed()
+
+// checkDistinct refuses duplicate destination names without allocating:
+// an open-addressing table of indices on the stack (len(dests) <= MaxDests).
 func checkDistinct(dests []tracker.DestCounts) error {
-	if len(dests) <= 32 {
+	if len(dests) <= 16 {
 		for i := range dests {
 			for j := range i {
 				if dests[i].Dest == dests[j].Dest {
@@ -194,12 +205,25 @@ func checkDistinct(dests []tracker.DestCounts) error {
 		}
 		return nil
 	}
-	seen := make(map[string]struct{}, len(dests))
+	var table [2 * MaxDests]uint16 // index+1 of a destination, 0 when empty
+	size := 32
+	for size < 2*len(dests) {
+		size *= 2
+	}
+	slots := table[:size]
+	mask := uint64(size - 1)
 	for i := range dests {
-		if _, dup := seen[dests[i].Dest]; dup {
-			return malformed("destination %q appears twice", dests[i].Dest)
+		name := dests[i].Dest
+		for h := maphash.String(nameSeed, name) & mask; ; h = (h + 1) & mask {
+			j := slots[h]
+			if j == 0 {
+				slots[h] = uint16(i + 1)
+				break
+			}
+			if dests[j-1].Dest == name {
+				return malformed("destination %q appears twice", name)
+			}
 		}
-		seen[dests[i].Dest] = struct{}{}
 	}
 	return nil
 }
@@ -212,6 +236,47 @@ type Encoder struct {
 	ends  []int
 	parts [][]byte
 	seen  map[string]struct{}
+
+	// The part being written: where it starts in buf, where its
+	// destination array header is, and how many destinations it holds.
+	start, hdr, count int
+}
+
+// distinct refuses duplicate names in dests, of any length.
+func (e *Encoder) distinct(dests []tracker.DestCounts) error {
+	if len(dests) <= MaxDests {
+		return checkDistinct(dests)
+	}
+	if e.seen == nil {
+		e.seen = make(map[string]struct{}, len(dests))
+	}
+	clear(e.seen)
+	for i := range dests {
+		if _, dup := e.seen[dests[i].Dest]; dup {
+			return malformed("destination %q appears twice", dests[i].Dest)
+		}
+		e.seen[dests[i].Dest] = struct{}{}
+	}
+	return nil
+}
+
+// begin starts part number part of b.
+func (e *Encoder) begin(b *tracker.Batch, part int) {
+	e.start, e.count = len(e.buf), 0
+	e.buf = appendBatchHead(e.buf, b, uint16(part))
+	e.hdr = len(e.buf)
+	e.buf = append(e.buf, 0xdc, 0, 0) // array16 placeholder, shrunk by finish when count < 16
+}
+
+// finish writes the destination count of the current part and ends it.
+func (e *Encoder) finish() {
+	if e.count < 16 {
+		e.buf[e.hdr] = 0x90 | byte(e.count)
+		e.buf = append(e.buf[:e.hdr+1], e.buf[e.hdr+3:]...)
+	} else {
+		e.buf[e.hdr+1], e.buf[e.hdr+2] = byte(e.count>>8), byte(e.count)
+	}
+	e.ends = append(e.ends, len(e.buf))
 }
 
 // BatchParts encodes b as one or more batch messages, splitting its
@@ -233,60 +298,40 @@ func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.seen == nil {
-		e.seen = make(map[string]struct{})
+	if err := e.distinct(b.Dests); err != nil { // across all parts
+		return nil, err
 	}
-	clear(e.seen)
-	buf, ends := e.buf[:0], e.ends[:0]
-	part, start, hdr, count := 0, 0, 0, 0
-	begin := func() {
-		start, count = len(buf), 0
-		buf = appendBatchHead(buf, &b, uint16(part))
-		hdr = len(buf)
-		buf = append(buf, 0xdc, 0, 0) // array16 placeholder, shrunk by finish when count < 16
-	}
-	finish := func() {
-		if count < 16 {
-			buf[hdr] = 0x90 | byte(count)
-			buf = append(buf[:hdr+1], buf[hdr+3:]...)
-		} else {
-			buf[hdr+1], buf[hdr+2] = byte(count>>8), byte(count)
-		}
-		ends = append(ends, len(buf))
-	}
-	begin()
+	e.buf, e.ends = e.buf[:0], e.ends[:0]
+	part := 0
+	e.begin(&b, part)
 	for i := range b.Dests {
 		d := &b.Dests[i]
 		if err := checkDest(d, countsLen); err != nil {
 			return nil, err
 		}
-		if _, dup := e.seen[d.Dest]; dup {
-			return nil, malformed("destination %q appears twice", d.Dest)
-		}
-		e.seen[d.Dest] = struct{}{}
-		mark := len(buf)
-		buf = appendDest(buf, d)
-		if count > 0 && (count == MaxDests || len(buf)-start > maxBytes) {
-			e.tmp = append(e.tmp[:0], buf[mark:]...)
-			buf = buf[:mark]
-			finish()
+		mark := len(e.buf)
+		e.buf = appendDest(e.buf, d)
+		if e.count > 0 && (e.count == MaxDests || len(e.buf)-e.start > maxBytes) {
+			// Move this destination to a new part.
+			e.tmp = append(e.tmp[:0], e.buf[mark:]...)
+			e.buf = e.buf[:mark]
+			e.finish()
 			if part++; part > math.MaxUint16 {
 				return nil, tooLarge("batch needs more than %d parts", math.MaxUint16+1)
 			}
-			begin()
-			buf = append(buf, e.tmp...)
+			e.begin(&b, part)
+			e.buf = append(e.buf, e.tmp...)
 		}
-		if len(buf)-start > maxBytes {
-			return nil, tooLarge("destination %q alone needs %d bytes, more than %d", d.Dest, len(buf)-start, maxBytes)
+		if len(e.buf)-e.start > maxBytes {
+			return nil, tooLarge("destination %q alone needs %d bytes, more than %d", d.Dest, len(e.buf)-e.start, maxBytes)
 		}
-		count++
+		e.count++
 	}
-	finish()
-	e.buf, e.ends = buf, ends
+	e.finish()
 	e.parts = e.parts[:0]
 	prev := 0
-	for _, end := range ends {
-		e.parts = append(e.parts, buf[prev:end:end])
+	for _, end := range e.ends {
+		e.parts = append(e.parts, e.buf[prev:end:end])
 		prev = end
 	}
 	return e.parts, nil
