@@ -1,0 +1,662 @@
+package codec
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// How msgpack/v5 (v5.4.1) primitives behave on hostile input, and the guard
+// for each (read in its source):
+//   - DecodeArrayLen and DecodeBytesLen return a declared length up to
+//     2^32−1 without allocating; nil gives −1. Every length is checked
+//     against a cap and against the bytes left before it is used.
+//   - DecodeString, Skip of a str/bin/ext and the reflection decoder
+//     allocate from the declared length before reading (DecodeString
+//     min(n, 1 MiB), reflection into []byte all n). Names are therefore
+//     read with DecodeBytesLen, a length check and ReadFull into a fixed
+//     256-byte buffer; unknown str/bin/ext values are skipped by seeking
+//     the bytes.Reader past them.
+//   - Skip recurses into arrays and maps without a depth limit; skipValue
+//     bounds the depth and the declared element counts.
+//   - DecodeUint64 returns 0 for nil and wraps negative ints to huge
+//     values; DecodeInt64 wraps a uint64 above MaxInt64 to a negative value.
+//     readUint and readInt peek at the code and refuse both.
+//   - Reading from a bytes.Reader, the msgpack Decoder does not buffer (the
+//     reader is its own io.ByteScanner), so d.rd.Len() is exactly the
+//     number of bytes not yet decoded.
+
+// maxInterned bounds the Decoder's table of interned names.
+const maxInterned = 1 << 14
+
+// Decoder decodes messages from peers, strictly and within bounded memory,
+// reusing its buffers between calls. Its results alias those buffers: a
+// Batch, Digest or Pull returned is valid until the Decoder's next call
+// (CloneBatch, slices.Clone to keep one). Names are interned in a bounded
+// table, so decoding batches from the same peers allocates nothing in the
+// steady state. Not safe for concurrent use: use one Decoder per goroutine.
+type Decoder struct {
+	rd bytes.Reader
+	md *msgpack.Decoder
+
+	expect    tracker.Layout // zero: any supported layout
+	last      tracker.Layout // last layout validated, and its counts
+	lastCount int
+
+	name    [MaxNameBytes]byte
+	intern  map[string]string
+	seen    map[string]struct{}
+	dests   []tracker.DestCounts
+	spans   []int
+	buckets []tracker.Bucket
+	keys    []tracker.BatchKey
+}
+
+// NewDecoder returns a Decoder. When expect is not the zero Layout, batches
+// in any other layout are refused with ErrLayout; with the zero Layout any
+// layout tracker supports is accepted. It fails when expect is neither zero
+// nor supported.
+func NewDecoder(expect tracker.Layout) (*Decoder, error) {
+	d := &Decoder{expect: expect}
+	if expect != (tracker.Layout{}) {
+		if err := expect.Validate(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrLayout, err)
+		}
+		d.last, d.lastCount = expect, expect.CountsLen()
+	}
+	d.Reset()
+	return d, nil
+}
+
+// Reset drops the Decoder's buffers and interned names (to return memory
+// after an unusually large message); it keeps the expected layout.
+func (d *Decoder) Reset() {
+	d.rd.Reset(nil)
+	d.md = msgpack.NewDecoder(&d.rd)
+	d.intern = make(map[string]string)
+	d.seen = make(map[string]struct{})
+	d.dests, d.spans, d.buckets, d.keys = nil, nil, nil, nil
+}
+
+// Type returns the type of msg after checking its size, array header and
+// version, so a receiver can dispatch to DecodeBatch, DecodeDigest or
+// DecodePull. An unknown type is returned with an error wrapping ErrType.
+func (d *Decoder) Type(msg []byte) (MessageType, error) {
+	t, _, err := d.begin(msg)
+	if err == nil && (t < TypeBatch || t > TypePull) {
+		err = fmt.Errorf("%w: %s", ErrType, t)
+	}
+	return t, err
+}
+
+// begin checks the size and the header of msg and returns its type and its
+// number of elements after version and type.
+func (d *Decoder) begin(msg []byte) (MessageType, int, error) {
+	if len(msg) > MaxMessageBytes {
+		return 0, 0, tooLarge("message of %d bytes, more than %d", len(msg), MaxMessageBytes)
+	}
+	d.rd.Reset(msg)
+	d.md.Reset(&d.rd)
+	n, err := d.readArrayLen("message", math.MaxInt)
+	if err != nil {
+		return 0, 0, err
+	}
+	if n < 2 {
+		return 0, 0, malformed("message array of %d elements, want version and type", n)
+	}
+	v, err := d.readUint("version", math.MaxUint64)
+	if err != nil {
+		return 0, 0, err
+	}
+	if v != Version {
+		return 0, 0, fmt.Errorf("%w: version %d, want %d", ErrVersion, v, Version)
+	}
+	t, err := d.readUint("message type", math.MaxUint64)
+	if err != nil {
+		return 0, 0, err
+	}
+	if t > math.MaxUint8 {
+		return 0, 0, fmt.Errorf("%w: type(%d)", ErrType, t)
+	}
+	return MessageType(t), n - 2, nil
+}
+
+// open starts decoding msg as a message of type want with known fields
+// after version and type, and returns the number of extra fields to skip.
+func (d *Decoder) open(msg []byte, want MessageType, known int) (int, error) {
+	t, n, err := d.begin(msg)
+	if err != nil {
+		return 0, err
+	}
+	if t != want {
+		return 0, fmt.Errorf("%w: %s, want %s", ErrType, t, want)
+	}
+	return d.extras(want.String(), n, known)
+}
+
+// extras checks that a record of n elements holds its known fields and at
+// most MaxExtraFields more, and returns how many more.
+func (d *Decoder) extras(what string, n, known int) (int, error) {
+	if n < known {
+		return 0, malformed("%s has %d fields, want at least %d", what, n, known)
+	}
+	if n-known > MaxExtraFields {
+		return 0, malformed("%s has %d unknown fields, more than %d", what, n-known, MaxExtraFields)
+	}
+	return n - known, nil
+}
+
+// readRecord reads the array header of a record with known fields and
+// returns the number of extra fields to skip after them.
+func (d *Decoder) readRecord(what string, known int) (int, error) {
+	n, err := d.readArrayLen(what, math.MaxInt)
+	if err != nil {
+		return 0, err
+	}
+	return d.extras(what, n, known)
+}
+
+// finish skips a record's extra fields.
+func (d *Decoder) finish(extras int) error {
+	for range extras {
+		if err := d.skipValue(0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// end skips the message's extra fields and refuses trailing bytes.
+func (d *Decoder) end(extras int) error {
+	if err := d.finish(extras); err != nil {
+		return err
+	}
+	if n := d.rd.Len(); n != 0 {
+		return malformed("%d trailing bytes", n)
+	}
+	return nil
+}
+
+func (d *Decoder) fail(what string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return malformed("%s: truncated", what)
+	}
+	return malformed("%s: %v", what, err)
+}
+
+// readArrayLen reads an array header: not nil, declaring at most limit
+// elements (else ErrTooLarge) and no more elements than bytes left (every
+// element takes at least one byte).
+func (d *Decoder) readArrayLen(what string, limit int) (int, error) {
+	c, err := d.md.PeekCode()
+	if err != nil {
+		return 0, d.fail(what, err)
+	}
+	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
+		return 0, malformed("%s: code %#x, want an array", what, c)
+	}
+	n, err := d.md.DecodeArrayLen()
+	if err != nil {
+		return 0, d.fail(what, err)
+	}
+	if n > limit {
+		return 0, tooLarge("%s: %d elements, more than %d", what, n, limit)
+	}
+	if n > d.rd.Len() {
+		return 0, malformed("%s: array of %d elements, only %d bytes left", what, n, d.rd.Len())
+	}
+	return n, nil
+}
+
+// isSigned reports whether c encodes a signed integer, possibly negative.
+func isSigned(c byte) bool {
+	return c >= msgpcode.NegFixedNumLow || (c >= msgpcode.Int8 && c <= msgpcode.Int64)
+}
+
+// readUint reads a non-negative integer of at most limit, in any msgpack
+// integer encoding; nil, negative values and other types are refused.
+func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
+	c, err := d.md.PeekCode()
+	if err != nil {
+		return 0, d.fail(what, err)
+	}
+	var v uint64
+	switch {
+	case c == msgpcode.Nil:
+		return 0, malformed("%s: nil, want an integer", what)
+	case isSigned(c):
+		s, err := d.md.DecodeInt64()
+		if err != nil {
+			return 0, d.fail(what, err)
+		}
+		if s < 0 {
+			return 0, malformed("%s: %d is negative", what, s)
+		}
+		v = uint64(s)
+	default:
+		if v, err = d.md.DecodeUint64(); err != nil {
+			return 0, d.fail(what, err)
+		}
+	}
+	if v > limit {
+		return 0, malformed("%s: %d out of range [0, %d]", what, v, limit)
+	}
+	return v, nil
+}
+
+// readCount is readUint for the hot loop of bucket pairs: a value in
+// [1, limit] with limit < 2^63. It skips the code peek: DecodeUint64 maps
+// nil to 0 and a negative value to one above 2^63, both out of range.
+func (d *Decoder) readCount(what string, limit uint64) (uint64, error) {
+	v, err := d.md.DecodeUint64()
+	if err != nil {
+		return 0, d.fail(what, err)
+	}
+	if v == 0 || v > limit {
+		return 0, malformed("%s: %d out of range [1, %d]", what, int64(v), limit)
+	}
+	return v, nil
+}
+
+// readInt reads an integer in [lo, hi], in any msgpack integer encoding.
+func (d *Decoder) readInt(what string, lo, hi int64) (int64, error) {
+	c, err := d.md.PeekCode()
+	if err != nil {
+		return 0, d.fail(what, err)
+	}
+	var v int64
+	switch c {
+	case msgpcode.Nil:
+		return 0, malformed("%s: nil, want an integer", what)
+	case msgpcode.Uint64:
+		u, err := d.md.DecodeUint64()
+		if err != nil {
+			return 0, d.fail(what, err)
+		}
+		if u > math.MaxInt64 {
+			return 0, malformed("%s: %d out of range [%d, %d]", what, u, lo, hi)
+		}
+		v = int64(u)
+	default:
+		if v, err = d.md.DecodeInt64(); err != nil {
+			return 0, d.fail(what, err)
+		}
+	}
+	if v < lo || v > hi {
+		return 0, malformed("%s: %d out of range [%d, %d]", what, v, lo, hi)
+	}
+	return v, nil
+}
+
+// readName reads a non-empty UTF-8 str of at most MaxNameBytes into the
+// fixed name buffer and returns it interned.
+func (d *Decoder) readName(what string) (string, error) {
+	c, err := d.md.PeekCode()
+	if err != nil {
+		return "", d.fail(what, err)
+	}
+	if !msgpcode.IsString(c) {
+		return "", malformed("%s: code %#x, want a string", what, c)
+	}
+	n, err := d.md.DecodeBytesLen()
+	if err != nil {
+		return "", d.fail(what, err)
+	}
+	switch {
+	case n == 0:
+		return "", malformed("%s: empty name", what)
+	case n > MaxNameBytes:
+		return "", tooLarge("%s: name of %d bytes, more than %d", what, n, MaxNameBytes)
+	case n > d.rd.Len():
+		return "", malformed("%s: name of %d bytes, only %d left", what, n, d.rd.Len())
+	}
+	b := d.name[:n]
+	if err := d.md.ReadFull(b); err != nil {
+		return "", d.fail(what, err)
+	}
+	if !utf8.Valid(b) {
+		return "", malformed("%s: name %q is not valid UTF-8", what, b)
+	}
+	if s, ok := d.intern[string(b)]; ok { // no allocation: the compiler special-cases map[string(b)]
+		return s, nil
+	}
+	if len(d.intern) >= maxInterned {
+		clear(d.intern)
+	}
+	s := string(b)
+	d.intern[s] = s
+	return s, nil
+}
+
+// skipValue skips one value of any type, seeking past str, bin and ext
+// payloads instead of reading them, checking every declared length against
+// the bytes left and the nesting against maxSkipDepth.
+func (d *Decoder) skipValue(depth int) error {
+	const what = "unknown field"
+	if depth > maxSkipDepth {
+		return malformed("%s nested deeper than %d", what, maxSkipDepth)
+	}
+	c, err := d.md.PeekCode()
+	if err != nil {
+		return d.fail(what, err)
+	}
+	n := 0
+	switch {
+	case msgpcode.IsFixedNum(c), c == msgpcode.Nil, c == msgpcode.False, c == msgpcode.True,
+		c >= msgpcode.Float && c <= msgpcode.Int64: // float, double, (u)int8..64: 1..9 bytes
+		if err := d.md.Skip(); err != nil {
+			return d.fail(what, err)
+		}
+		return nil
+	case msgpcode.IsString(c), msgpcode.IsBin(c):
+		if n, err = d.md.DecodeBytesLen(); err != nil {
+			return d.fail(what, err)
+		}
+	case msgpcode.IsExt(c):
+		if _, n, err = d.md.DecodeExtHeader(); err != nil {
+			return d.fail(what, err)
+		}
+	case msgpcode.IsFixedArray(c), c == msgpcode.Array16, c == msgpcode.Array32:
+		if n, err = d.readArrayLen(what, math.MaxInt); err != nil {
+			return err
+		}
+		for range n {
+			if err := d.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	case msgpcode.IsFixedMap(c), c == msgpcode.Map16, c == msgpcode.Map32:
+		if n, err = d.md.DecodeMapLen(); err != nil {
+			return d.fail(what, err)
+		}
+		if 2*n > d.rd.Len() {
+			return malformed("%s: map of %d entries, only %d bytes left", what, n, d.rd.Len())
+		}
+		for range 2 * n {
+			if err := d.skipValue(depth + 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		return malformed("%s: reserved code %#x", what, c)
+	}
+	if n > d.rd.Len() {
+		return malformed("%s: %d bytes declared, only %d left", what, n, d.rd.Len())
+	}
+	_, _ = d.rd.Seek(int64(n), io.SeekCurrent) // cannot fail: 0 <= n <= Len
+	return nil
+}
+
+// countsLen validates l (cached for the last layout seen) and returns its
+// number of counts.
+func (d *Decoder) countsLen(l tracker.Layout) (int, error) {
+	if d.expect != (tracker.Layout{}) && l != d.expect {
+		return 0, fmt.Errorf("%w: %+v, want %+v", ErrLayout, l, d.expect)
+	}
+	if l == d.last && d.lastCount > 0 {
+		return d.lastCount, nil
+	}
+	if err := l.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrLayout, err)
+	}
+	d.last, d.lastCount = l, l.CountsLen()
+	return d.lastCount, nil
+}
+
+// DecodeBatch decodes and validates a batch message. The result aliases
+// the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge, ErrVersion,
+// ErrType, ErrLayout or ErrMalformed.
+func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
+	b, err := d.decodeBatch(msg)
+	if err != nil {
+		return tracker.Batch{}, err
+	}
+	return b, nil
+}
+
+func (d *Decoder) decodeBatch(msg []byte) (tracker.Batch, error) {
+	var b tracker.Batch
+	extra, err := d.open(msg, TypeBatch, 3)
+	if err != nil {
+		return b, err
+	}
+
+	// Layout: [lowest, highest, significant digits].
+	x, err := d.readRecord("layout", 3)
+	if err != nil {
+		return b, err
+	}
+	if b.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	if b.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return b, err
+	}
+	b.Layout.SignificantDigits = int(sig)
+	if err := d.finish(x); err != nil {
+		return b, err
+	}
+	countsLen, err := d.countsLen(b.Layout)
+	if err != nil {
+		return b, err
+	}
+
+	// Key: [origin, boot, epoch, part].
+	if x, err = d.readRecord("key", 4); err != nil {
+		return b, err
+	}
+	if b.Key.Origin, err = d.readName("origin"); err != nil {
+		return b, err
+	}
+	if b.Key.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
+		return b, err
+	}
+	if b.Key.Epoch, err = d.readInt("epoch", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	part, err := d.readUint("part", math.MaxUint16)
+	if err != nil {
+		return b, err
+	}
+	b.Key.Part = uint16(part)
+	if err := d.finish(x); err != nil {
+		return b, err
+	}
+
+	// Destinations: [[name, total, [index, count, Δindex, count, …]], …].
+	n, err := d.readArrayLen("destinations", MaxDests)
+	if err != nil {
+		return b, err
+	}
+	d.dests, d.spans, d.buckets = d.dests[:0], d.spans[:0], d.buckets[:0]
+	clear(d.seen)
+	for i := range n {
+		if err := d.readDest(i, countsLen); err != nil {
+			return b, err
+		}
+	}
+	if err := d.end(extra); err != nil {
+		return b, err
+	}
+	start := 0
+	for i, end := range d.spans {
+		d.dests[i].Buckets = d.buckets[start:end:end]
+		start = end
+	}
+	b.Dests = d.dests
+	return b, nil
+}
+
+func (d *Decoder) readDest(i, countsLen int) error {
+	x, err := d.readRecord("destination", 3)
+	if err != nil {
+		return err
+	}
+	name, err := d.readName("destination name")
+	if err != nil {
+		return err
+	}
+	if _, dup := d.seen[name]; dup {
+		return malformed("destination %q appears twice", name)
+	}
+	d.seen[name] = struct{}{}
+	total, err := d.readUint("destination total", math.MaxUint64)
+	if err != nil {
+		return err
+	}
+	m, err := d.readArrayLen("buckets", math.MaxInt)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m == 0:
+		return malformed("destination %q: no buckets", name)
+	case m%2 != 0:
+		return malformed("destination %q: odd bucket array of %d elements", name, m)
+	case m/2 > countsLen:
+		return malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
+	}
+	last := uint64(countsLen - 1)
+	idx, err := d.readUint("bucket index", last)
+	if err != nil {
+		return err
+	}
+	var sum uint64
+	for j := range m / 2 {
+		if j > 0 {
+			delta, err := d.readCount("bucket index delta", last-idx)
+			if err != nil {
+				return malformed("destination %q: bucket %d: index not ascending or beyond %d: %w", name, j, last, err)
+			}
+			idx += delta
+		}
+		c, err := d.readCount("bucket count", math.MaxUint32)
+		if err != nil {
+			return err
+		}
+		sum += c // at most 65536 · (2^32−1): cannot overflow
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
+	}
+	if sum != total {
+		return malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
+	}
+	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total})
+	d.spans = append(d.spans, len(d.buckets))
+	return d.finish(x)
+}
+
+// readKeys reads the key groups of a digest or pull into d.keys.
+func (d *Decoder) readKeys() ([]tracker.BatchKey, error) {
+	n, err := d.readArrayLen("key groups", MaxKeyOrigins)
+	if err != nil {
+		return nil, err
+	}
+	keys := d.keys[:0]
+	for g := range n {
+		x, err := d.readRecord("key group", 4)
+		if err != nil {
+			return nil, err
+		}
+		var k tracker.BatchKey
+		if k.Origin, err = d.readName("origin"); err != nil {
+			return nil, err
+		}
+		if k.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
+			return nil, err
+		}
+		if g > 0 {
+			p := keys[len(keys)-1]
+			if k.Origin < p.Origin || (k.Origin == p.Origin && k.Boot <= p.Boot) {
+				return nil, malformed("key group %d (%q, %d) not after (%q, %d)", g, k.Origin, k.Boot, p.Origin, p.Boot)
+			}
+		}
+		if k.Epoch, err = d.readInt("base epoch", math.MinInt64, math.MaxInt64); err != nil {
+			return nil, err
+		}
+		m, err := d.readArrayLen("keys", math.MaxInt)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case m == 0:
+			return nil, malformed("key group %d: no keys", g)
+		case m%2 != 0:
+			return nil, malformed("key group %d: odd key array of %d elements", g, m)
+		case len(keys)+m/2 > MaxKeys:
+			return nil, tooLarge("more than %d keys", MaxKeys)
+		}
+		for j := range m / 2 {
+			delta, err := d.readUint("epoch delta", uint64(math.MaxInt64)-uint64(k.Epoch))
+			if err != nil {
+				return nil, err
+			}
+			part, err := d.readUint("part", math.MaxUint16)
+			if err != nil {
+				return nil, err
+			}
+			if j > 0 && delta == 0 && uint16(part) <= k.Part {
+				return nil, malformed("key group %d: key %d not after the previous key", g, j)
+			}
+			k.Epoch = int64(uint64(k.Epoch) + delta)
+			k.Part = uint16(part)
+			keys = append(keys, k)
+		}
+		if err := d.finish(x); err != nil {
+			return nil, err
+		}
+	}
+	d.keys = keys
+	return keys, nil
+}
+
+func (d *Decoder) decodeKeys(msg []byte, t MessageType) (string, []tracker.BatchKey, error) {
+	extra, err := d.open(msg, t, 2)
+	if err != nil {
+		return "", nil, err
+	}
+	sender, err := d.readName("sender")
+	if err != nil {
+		return "", nil, err
+	}
+	keys, err := d.readKeys()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := d.end(extra); err != nil {
+		return "", nil, err
+	}
+	return sender, keys, nil
+}
+
+// DecodeDigest decodes and validates a digest message. Keys come out in
+// canonical order and alias the Decoder's buffer (see Decoder). Errors
+// wrap ErrTooLarge, ErrVersion, ErrType or ErrMalformed.
+func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) {
+	s, k, err := d.decodeKeys(msg, TypeDigest)
+	if err != nil {
+		return Digest{}, err
+	}
+	return Digest{Sender: s, Keys: k}, nil
+}
+
+// DecodePull decodes and validates a pull message, like DecodeDigest.
+func (d *Decoder) DecodePull(msg []byte) (Pull, error) {
+	s, k, err := d.decodeKeys(msg, TypePull)
+	if err != nil {
+		return Pull{}, err
+	}
+	return Pull{Sender: s, Keys: k}, nil
+}

@@ -1,0 +1,101 @@
+// Package codec is the wire format nodes exchange over memberlist: sealed
+// sub-windows (batches), digests of the batches a node holds, and pulls of
+// missing batches. Everything a peer sends is untrusted, so decoding is
+// strict and bounded.
+//
+// # Messages
+//
+// Every message is one msgpack array: the protocol version (Version, 1),
+// the message type (TypeBatch 1, TypeDigest 2, TypePull 3), then the
+// type's fields. Integers use the most compact msgpack encoding (the
+// encoder writes exactly what msgpack/v5 writes with UseCompactInts);
+// decoders accept any integer encoding whose value is in range, but never
+// nil, floats or a negative value where a non-negative one is expected.
+//
+//	batch  = [1, 1, layout, key, [dest, …]]
+//	layout = [lowest, highest, significant digits]          must be tracker-supported
+//	key    = [origin, boot, epoch, part]                    str, uint64, int64, uint16
+//	dest   = [name, total, [index₀, count₀, Δ₁, count₁, …]]
+//	digest = [1, 2, sender, [group, …]]
+//	pull   = [1, 3, sender, [group, …]]
+//	group  = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
+//
+// A destination's buckets are (index, count) pairs: the first index is
+// absolute, each later one is the difference Δ >= 1 from the previous
+// index, so indices are strictly ascending by construction of a valid
+// message; indices are < Layout.CountsLen(), counts in [1, 2^32−1], and
+// total must equal their sum. Names (origin, sender, destination) are
+// non-empty valid UTF-8 of at most MaxNameBytes; a batch never names a
+// destination twice and holds at least one bucket per destination.
+//
+// Digest and pull keys travel grouped by (origin, boot) with epochs
+// delta-coded from the group's base epoch (epoch₀ = base + Δepoch₀), about
+// 2 bytes per key. Keys must be in canonical order (CompareKeys, SortKeys):
+// groups strictly ascending by (origin, boot), keys within a group strictly
+// ascending by (epoch, part). So a decoded key list is sorted and free of
+// duplicates without any map.
+//
+// # Limits
+//
+// Before allocating anything from a declared length the decoder checks it
+// against a cap and against the bytes actually left: a message is at most
+// MaxMessageBytes (1 MiB), a batch at most MaxDests (4096) destinations, a
+// digest or pull at most MaxKeyOrigins (4096) groups and MaxKeys (65 536)
+// keys, a name at most MaxNameBytes (256) bytes. An 8-byte message
+// declaring a 4 GiB string or array costs a few small allocations for the
+// error, not the declared size (TestHostileInputAllocatesLittle). No
+// trailing bytes are accepted.
+//
+// msgpack/v5's reflection decoding (Unmarshal into structs) is never used
+// on peer bytes: it allocates the length a sender declares, silently
+// narrows integers and ignores trailing bytes. Decoder uses only its
+// streaming primitives (DecodeArrayLen, DecodeUint64, DecodeInt64,
+// DecodeBytesLen then ReadFull into a fixed buffer, DecodeMapLen,
+// DecodeExtHeader, Skip of fixed-size values), each guarded as described
+// in decode.go. hdrhistogram-go's Decode is never called on peer bytes.
+//
+// # Errors
+//
+// Every decoding error wraps exactly one of ErrVersion, ErrType, ErrLayout,
+// ErrTooLarge and ErrMalformed, with detail; test with errors.Is and count
+// refusals by sentinel. A count or length above a documented cap is
+// ErrTooLarge; one that contradicts the bytes present is ErrMalformed.
+// Encoders validate their input with the same rules, so a node never sends
+// what its peers refuse.
+//
+// # Versions and extensions
+//
+// A decoder accepts only messages whose version equals Version; anything
+// else is ErrVersion, never guessed at. A message type it does not know is
+// ErrType (so a receiver can count and drop it).
+//
+// Within a version, a minor revision may append fields to any record: the
+// message array, layout, key, destination and key group. A decoder reads
+// the fields it knows, then skips up to MaxExtraFields more per record,
+// each a msgpack value nested at most 8 deep whose declared lengths must
+// fit the bytes left; str, bin and ext payloads are skipped without being
+// read. Fewer fields than known is ErrMalformed. Lists (destinations,
+// bucket pairs, groups, keys) never take extra elements. Anything that an
+// older decoder must not ignore — new meaning for a known field, a changed
+// encoding, an extension that alters counts — needs a new Version; a node
+// that speaks two versions keeps the old encoder until every peer decodes
+// the new one. The bytes of every version are pinned by golden files under
+// testdata/golden (see testdata/README.md).
+//
+// # Splitting batches
+//
+// A batch with more than MaxDests destinations, or more bytes than the
+// sender's transport takes, is split by destination into parts, each its
+// own BatchKey.Part, by Encoder.BatchParts. The split is greedy and
+// deterministic, so the same sealed sub-window always maps to the same
+// keys; the fleet view deduplicates on keys.
+//
+// # Concurrency and time
+//
+// Decoder and Encoder reuse their buffers and are not safe for concurrent
+// use; use one per goroutine. Results of Decoder methods alias its buffers
+// until its next call (CloneBatch keeps a batch). AppendBatch,
+// AppendDigest, AppendPull, CompareKeys, SortKeys and CloneBatch are safe
+// for concurrent use on distinct arguments. The package has no notion of
+// time: epochs are numbers on tracker's shared grid, carried as they are.
+package codec

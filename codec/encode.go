@@ -1,0 +1,413 @@
+package codec
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// The encoder writes msgpack by hand with append, byte for byte what
+// msgpack/v5's Encoder writes with UseCompactInts(true) (a test checks),
+// because it is several times faster and never allocates into a reused
+// buffer. Only decoding must go through msgpack/v5's streaming primitives.
+
+func appendUint(b []byte, v uint64) []byte {
+	switch {
+	case v <= math.MaxInt8:
+		return append(b, byte(v))
+	case v <= math.MaxUint8:
+		return append(b, 0xcc, byte(v))
+	case v <= math.MaxUint16:
+		return append(b, 0xcd, byte(v>>8), byte(v))
+	case v <= math.MaxUint32:
+		return append(b, 0xce, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return append(b, 0xcf, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
+		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+func appendInt(b []byte, v int64) []byte {
+	switch {
+	case v >= 0:
+		return appendUint(b, uint64(v))
+	case v >= -32:
+		return append(b, byte(v))
+	case v >= math.MinInt8:
+		return append(b, 0xd0, byte(v))
+	case v >= math.MinInt16:
+		return append(b, 0xd1, byte(v>>8), byte(v))
+	case v >= math.MinInt32:
+		return append(b, 0xd2, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+	}
+	return append(b, 0xd3, byte(v>>56), byte(v>>48), byte(v>>40), byte(v>>32),
+		byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
+}
+
+// appendStr writes s as a msgpack str; callers have checked len(s) <= MaxNameBytes.
+func appendStr(b []byte, s string) []byte {
+	switch n := len(s); {
+	case n < 32:
+		b = append(b, 0xa0|byte(n))
+	case n <= math.MaxUint8:
+		b = append(b, 0xd9, byte(n))
+	default:
+		b = append(b, 0xda, byte(n>>8), byte(n))
+	}
+	return append(b, s...)
+}
+
+func appendArrayLen(b []byte, n int) []byte {
+	switch {
+	case n < 16:
+		return append(b, 0x90|byte(n))
+	case n <= math.MaxUint16:
+		return append(b, 0xdc, byte(n>>8), byte(n))
+	}
+	return append(b, 0xdd, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+}
+
+func checkName(what, s string) error {
+	switch {
+	case s == "":
+		return malformed("%s: empty name", what)
+	case len(s) > MaxNameBytes:
+		return tooLarge("%s: name of %d bytes, more than %d", what, len(s), MaxNameBytes)
+	case !utf8.ValidString(s):
+		return malformed("%s: name %q is not valid UTF-8", what, s)
+	}
+	return nil
+}
+
+// checkDest reports whether d obeys the decoder's rules for a layout with
+// countsLen counts.
+func checkDest(d *tracker.DestCounts, countsLen int) error {
+	if err := checkName("destination", d.Dest); err != nil {
+		return err
+	}
+	if len(d.Buckets) == 0 {
+		return malformed("destination %q: no buckets", d.Dest)
+	}
+	var sum uint64
+	prev := -1
+	for _, bk := range d.Buckets {
+		switch {
+		case int(bk.Index) <= prev:
+			return malformed("destination %q: bucket index %d after %d, not ascending", d.Dest, bk.Index, prev)
+		case int(bk.Index) >= countsLen:
+			return malformed("destination %q: bucket index %d out of range [0, %d)", d.Dest, bk.Index, countsLen)
+		case bk.Count == 0:
+			return malformed("destination %q: bucket %d has count 0", d.Dest, bk.Index)
+		}
+		prev = int(bk.Index)
+		sum += uint64(bk.Count) // at most 65536 · (2^32−1): cannot overflow
+	}
+	if sum != d.Total {
+		return malformed("destination %q: total %d, buckets sum to %d", d.Dest, d.Total, sum)
+	}
+	return nil
+}
+
+// checkBatchHead validates b's layout and origin and returns the layout's
+// number of counts.
+func checkBatchHead(b *tracker.Batch) (int, error) {
+	if err := b.Layout.Validate(); err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrLayout, err)
+	}
+	if err := checkName("origin", b.Key.Origin); err != nil {
+		return 0, err
+	}
+	return b.Layout.CountsLen(), nil
+}
+
+func appendBatchHead(b []byte, bt *tracker.Batch, part uint16) []byte {
+	b = append(b, 0x95, Version, byte(TypeBatch), 0x93)
+	b = appendInt(b, bt.Layout.Lowest)
+	b = appendInt(b, bt.Layout.Highest)
+	b = appendInt(b, int64(bt.Layout.SignificantDigits))
+	b = append(b, 0x94)
+	b = appendStr(b, bt.Key.Origin)
+	b = appendUint(b, bt.Key.Boot)
+	b = appendInt(b, bt.Key.Epoch)
+	return appendUint(b, uint64(part))
+}
+
+func appendDest(b []byte, d *tracker.DestCounts) []byte {
+	b = append(b, 0x93)
+	b = appendStr(b, d.Dest)
+	b = appendUint(b, d.Total)
+	b = appendArrayLen(b, 2*len(d.Buckets))
+	b = slices.Grow(b, 14*len(d.Buckets)) // the largest pair: uint16 delta, uint32 count
+	prev := uint16(0)
+	for _, bk := range d.Buckets {
+		delta := bk.Index - prev // the first index is absolute
+		prev = bk.Index
+		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
+			b = append(b, byte(delta), byte(bk.Count))
+			continue
+		}
+		b = appendUint(b, uint64(delta))
+		b = appendUint(b, uint64(bk.Count))
+	}
+	return b
+}
+
+// AppendBatch appends b, encoded as one batch message with b.Key as is, to
+// dst and returns the extended slice. It validates b first, with the rules
+// the Decoder enforces: an error wraps ErrLayout, ErrMalformed, or
+// ErrTooLarge when b has more than MaxDests destinations or does not fit
+// MaxMessageBytes (use Encoder.BatchParts for those), and dst is returned
+// unchanged.
+func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) {
+	countsLen, err := checkBatchHead(&b)
+	if err != nil {
+		return dst, err
+	}
+	if len(b.Dests) > MaxDests {
+		return dst, tooLarge("%d destinations, more than %d", len(b.Dests), MaxDests)
+	}
+	for i := range b.Dests {
+		if err := checkDest(&b.Dests[i], countsLen); err != nil {
+			return dst, err
+		}
+	}
+	if err := checkDistinct(b.Dests); err != nil {
+		return dst, err
+	}
+	start := len(dst)
+	out := appendBatchHead(dst, &b, b.Key.Part)
+	out = appendArrayLen(out, len(b.Dests))
+	for i := range b.Dests {
+		out = appendDest(out, &b.Dests[i])
+	}
+	if len(out)-start > MaxMessageBytes {
+		return dst, tooLarge("batch of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
+	}
+	return out, nil
+}
+
+// nameSeed keys the hash of checkDistinct; set once, never changed.
+var nameSeed = maphash.MakeSeed()
+
+// checkDistinct refuses duplicate destination names without allocating:
+// an open-addressing table of indices on the stack (len(dests) <= MaxDests).
+func checkDistinct(dests []tracker.DestCounts) error {
+	if len(dests) <= 16 {
+		for i := range dests {
+			for j := range i {
+				if dests[i].Dest == dests[j].Dest {
+					return malformed("destination %q appears twice", dests[i].Dest)
+				}
+			}
+		}
+		return nil
+	}
+	var table [2 * MaxDests]uint16 // index+1 of a destination, 0 when empty
+	size := 32
+	for size < 2*len(dests) {
+		size *= 2
+	}
+	slots := table[:size]
+	mask := uint64(size - 1)
+	for i := range dests {
+		name := dests[i].Dest
+		for h := maphash.String(nameSeed, name) & mask; ; h = (h + 1) & mask {
+			j := slots[h]
+			if j == 0 {
+				slots[h] = uint16(i + 1)
+				break
+			}
+			if dests[j-1].Dest == name {
+				return malformed("destination %q appears twice", name)
+			}
+		}
+	}
+	return nil
+}
+
+// Encoder encodes batches split into parts, reusing its buffers: the
+// zero value is ready to use. Not safe for concurrent use.
+type Encoder struct {
+	buf   []byte
+	tmp   []byte
+	ends  []int
+	parts [][]byte
+	seen  map[string]struct{}
+
+	// The part being written: where it starts in buf, where its
+	// destination array header is, and how many destinations it holds.
+	start, hdr, count int
+}
+
+// distinct refuses duplicate names in dests, of any length.
+func (e *Encoder) distinct(dests []tracker.DestCounts) error {
+	if len(dests) <= MaxDests {
+		return checkDistinct(dests)
+	}
+	if e.seen == nil {
+		e.seen = make(map[string]struct{}, len(dests))
+	}
+	clear(e.seen)
+	for i := range dests {
+		if _, dup := e.seen[dests[i].Dest]; dup {
+			return malformed("destination %q appears twice", dests[i].Dest)
+		}
+		e.seen[dests[i].Dest] = struct{}{}
+	}
+	return nil
+}
+
+// begin starts part number part of b.
+func (e *Encoder) begin(b *tracker.Batch, part int) {
+	e.start, e.count = len(e.buf), 0
+	e.buf = appendBatchHead(e.buf, b, uint16(part))
+	e.hdr = len(e.buf)
+	e.buf = append(e.buf, 0xdc, 0, 0) // array16 placeholder, shrunk by finish when count < 16
+}
+
+// finish writes the destination count of the current part and ends it.
+func (e *Encoder) finish() {
+	if e.count < 16 {
+		e.buf[e.hdr] = 0x90 | byte(e.count)
+		e.buf = append(e.buf[:e.hdr+1], e.buf[e.hdr+3:]...)
+	} else {
+		e.buf[e.hdr+1], e.buf[e.hdr+2] = byte(e.count>>8), byte(e.count)
+	}
+	e.ends = append(e.ends, len(e.buf))
+}
+
+// BatchParts encodes b as one or more batch messages, splitting its
+// destinations, in order, into parts of at most MaxDests destinations and
+// at most maxBytes bytes each (maxBytes <= 0 or above MaxMessageBytes means
+// MaxMessageBytes). Part i carries Key.Part = i; b.Key.Part is ignored. The
+// split is greedy and deterministic, so encoding the same batch with the
+// same maxBytes gives the same parts and keys.
+//
+// The returned slices alias the Encoder's buffer and are valid until its
+// next call; copy them to keep them. Errors are those of AppendBatch, and
+// ErrTooLarge when one destination alone exceeds maxBytes or more than
+// 65536 parts would be needed.
+func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
+	if maxBytes <= 0 || maxBytes > MaxMessageBytes {
+		maxBytes = MaxMessageBytes
+	}
+	countsLen, err := checkBatchHead(&b)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.distinct(b.Dests); err != nil { // across all parts
+		return nil, err
+	}
+	e.buf, e.ends = e.buf[:0], e.ends[:0]
+	part := 0
+	e.begin(&b, part)
+	for i := range b.Dests {
+		d := &b.Dests[i]
+		if err := checkDest(d, countsLen); err != nil {
+			return nil, err
+		}
+		mark := len(e.buf)
+		e.buf = appendDest(e.buf, d)
+		if e.count > 0 && (e.count == MaxDests || len(e.buf)-e.start > maxBytes) {
+			// Move this destination to a new part.
+			e.tmp = append(e.tmp[:0], e.buf[mark:]...)
+			e.buf = e.buf[:mark]
+			e.finish()
+			if part++; part > math.MaxUint16 {
+				return nil, tooLarge("batch needs more than %d parts", math.MaxUint16+1)
+			}
+			e.begin(&b, part)
+			e.buf = append(e.buf, e.tmp...)
+		}
+		if len(e.buf)-e.start > maxBytes {
+			return nil, tooLarge("destination %q alone needs %d bytes, more than %d", d.Dest, len(e.buf)-e.start, maxBytes)
+		}
+		e.count++
+	}
+	e.finish()
+	e.parts = e.parts[:0]
+	prev := 0
+	for _, end := range e.ends {
+		e.parts = append(e.parts, e.buf[prev:end:end])
+		prev = end
+	}
+	return e.parts, nil
+}
+
+// checkKeys validates keys (canonical order, names, caps) and returns the
+// number of (origin, boot) groups.
+func checkKeys(keys []tracker.BatchKey) (int, error) {
+	if len(keys) > MaxKeys {
+		return 0, tooLarge("%d keys, more than %d", len(keys), MaxKeys)
+	}
+	groups := 0
+	for i := range keys {
+		k := &keys[i]
+		if i > 0 && CompareKeys(keys[i-1], *k) >= 0 {
+			return 0, malformed("key %d (%+v) not after key %d (%+v): use SortKeys", i, *k, i-1, keys[i-1])
+		}
+		if i == 0 || k.Origin != keys[i-1].Origin || k.Boot != keys[i-1].Boot {
+			if err := checkName("origin", k.Origin); err != nil {
+				return 0, err
+			}
+			groups++
+		}
+	}
+	if groups > MaxKeyOrigins {
+		return 0, tooLarge("%d origins, more than %d", groups, MaxKeyOrigins)
+	}
+	return groups, nil
+}
+
+func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType) ([]byte, error) {
+	if err := checkName("sender", sender); err != nil {
+		return b, err
+	}
+	groups, err := checkKeys(keys)
+	if err != nil {
+		return b, err
+	}
+	start := len(b)
+	out := append(b, 0x94, Version, byte(t))
+	out = appendStr(out, sender)
+	out = appendArrayLen(out, groups)
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].Origin == keys[i].Origin && keys[j].Boot == keys[i].Boot {
+			j++
+		}
+		out = append(out, 0x94)
+		out = appendStr(out, keys[i].Origin)
+		out = appendUint(out, keys[i].Boot)
+		out = appendInt(out, keys[i].Epoch)
+		out = appendArrayLen(out, 2*(j-i))
+		prev := keys[i].Epoch
+		for _, k := range keys[i:j] {
+			out = appendUint(out, uint64(k.Epoch)-uint64(prev)) // ascending, so the wrap-free difference
+			out = appendUint(out, uint64(k.Part))
+			prev = k.Epoch
+		}
+		i = j
+	}
+	if len(out)-start > MaxMessageBytes {
+		return b, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
+	}
+	return out, nil
+}
+
+// AppendDigest appends d, encoded as a digest message, to dst. d.Keys must
+// be in canonical order (SortKeys). Errors wrap ErrMalformed or
+// ErrTooLarge (more than MaxKeys keys or MaxKeyOrigins origins, or over
+// MaxMessageBytes), and then dst is returned unchanged.
+func AppendDigest(dst []byte, d Digest) ([]byte, error) {
+	return appendKeys(dst, d.Sender, d.Keys, TypeDigest)
+}
+
+// AppendPull appends p, encoded as a pull message, to dst, with the rules
+// and errors of AppendDigest.
+func AppendPull(dst []byte, p Pull) ([]byte, error) {
+	return appendKeys(dst, p.Sender, p.Keys, TypePull)
+}

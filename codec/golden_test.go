@@ -1,0 +1,223 @@
+package codec
+
+import (
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden and the seed corpora under testdata/fuzz")
+
+// goldenBatch exercises every integer width and both name encodings.
+func goldenBatch() tracker.Batch {
+	return tracker.Batch{
+		Key:    tracker.BatchKey{Origin: "node-a", Boot: 0x0123456789abcdef, Epoch: 291_234_567, Part: 2},
+		Layout: defaultLayout,
+		Dests: []tracker.DestCounts{
+			{Dest: "db-1:7000", Total: 1 + 127 + 128 + 70000 + 1, Buckets: []tracker.Bucket{
+				{Index: 0, Count: 1}, {Index: 5, Count: 127}, {Index: 133, Count: 128}, {Index: 1100, Count: 70000}, {Index: 1279, Count: 1},
+			}},
+			{Dest: "cache-é日本-and-a-longer-name-over-31-bytes", Total: math.MaxUint32, Buckets: []tracker.Bucket{{Index: 42, Count: math.MaxUint32}}},
+		},
+	}
+}
+
+func goldenKeys() []tracker.BatchKey {
+	return []tracker.BatchKey{
+		{Origin: "node-a", Boot: 7, Epoch: 291_234_560, Part: 0},
+		{Origin: "node-a", Boot: 7, Epoch: 291_234_560, Part: 1},
+		{Origin: "node-a", Boot: 7, Epoch: 291_234_562, Part: 0},
+		{Origin: "node-a", Boot: 0xfedcba9876543210, Epoch: 291_234_567, Part: 0},
+		{Origin: "node-b", Boot: 1, Epoch: -5, Part: 300},
+	}
+}
+
+// goldenMessages are the messages pinned under testdata/golden.
+func goldenMessages(t testing.TB) map[string][]byte {
+	b, err := AppendBatch(nil, goldenBatch())
+	require.NoError(t, err)
+	d, err := AppendDigest(nil, Digest{Sender: "node-c", Keys: goldenKeys()})
+	require.NoError(t, err)
+	p, err := AppendPull(nil, Pull{Sender: "node-c", Keys: goldenKeys()[1:3]})
+	require.NoError(t, err)
+	return map[string][]byte{"v1-batch": b, "v1-digest": d, "v1-pull": p}
+}
+
+// Golden files hold the bytes as hex, 32 bytes a line: text diffs, no binaries.
+func toHex(b []byte) string {
+	var s strings.Builder
+	for len(b) > 0 {
+		n := min(len(b), 32)
+		s.WriteString(hex.EncodeToString(b[:n]) + "\n")
+		b = b[n:]
+	}
+	return s.String()
+}
+
+func TestGolden(t *testing.T) {
+	dec := newDecoder(t, defaultLayout)
+	for name, msg := range goldenMessages(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "golden", name+".hex")
+			if *update {
+				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+				require.NoError(t, os.WriteFile(path, []byte(toHex(msg)), 0o644))
+			}
+			text, err := os.ReadFile(path)
+			require.NoError(t, err)
+			want, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
+			require.NoError(t, err)
+			require.Equal(t, toHex(want), toHex(msg), "encoding changed: a format change needs a new version (see doc.go); regenerate with -update only if it is intended")
+
+			// The pinned bytes decode to the pinned values.
+			switch name {
+			case "v1-batch":
+				got, err := dec.DecodeBatch(want)
+				require.NoError(t, err)
+				requireSameBatch(t, goldenBatch(), got)
+			case "v1-digest":
+				got, err := dec.DecodeDigest(want)
+				require.NoError(t, err)
+				require.Equal(t, Digest{Sender: "node-c", Keys: goldenKeys()}, got)
+			case "v1-pull":
+				got, err := dec.DecodePull(want)
+				require.NoError(t, err)
+				require.Equal(t, Pull{Sender: "node-c", Keys: goldenKeys()[1:3]}, got)
+			}
+		})
+	}
+}
+
+// fuzzSeeds are the hostile and valid inputs committed under
+// testdata/fuzz/<target>/ (rewritten with -update).
+func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
+	g := goldenMessages(t)
+	huge := raw{0xdb, 0xff, 0xff, 0xff, 0xff}
+	common := func(valid []byte) map[string][]byte {
+		return map[string][]byte{
+			"valid":                     valid,
+			"truncated-half":            valid[:len(valid)/2],
+			"truncated-last-byte":       valid[:len(valid)-1],
+			"trailing-byte":             append(append([]byte(nil), valid...), 0),
+			"empty":                     {},
+			"array32-4G":                {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
+			"str32-4GiB-in-8-bytes":     {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
+			"bin32-4GiB-extra":          withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
+			"version-2":                 build(arr{2, 1}),
+			"version-string":            build(arr{"1", 1}),
+			"type-unknown":              build(arr{1, 77}),
+			"nested-deep-extra":         withExtra(valid, bytes100(0x91)...),
+			"map32-4G-extra":            withExtra(valid, 0xdf, 0xff, 0xff, 0xff, 0xff),
+			"valid-with-extra":          withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
+			"name-str32-4GiB":           build(arr{1, 2, huge}),
+			"reserved-code":             {0x92, 0x01, 0xc1},
+			"nil-everywhere":            build(arr{nil, nil, nil, nil, nil}),
+			"float-version":             build(arr{raw{0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}, 1}),
+			"negative-fixint-type":      build(arr{1, -1}),
+			"uint64-max-version":        build(arr{uint64(math.MaxUint64), 1}),
+			"extra-fields-on-all-known": build(arr{1, 2, "s", arr{arr{"o", 1, 0, arr{0, 0}, "x", arr{}}}, 9, raw{0xc4, 1, 0}}),
+		}
+	}
+	batch := common(g["v1-batch"])
+	for name, m := range map[string]arr{
+		"index-out-of-range":         batchWithDest(arr{"d", 1, arr{1280, 1}}),
+		"index-descending":           batchWithDest(arr{"d", 2, arr{5, 1, -1, 1}}),
+		"index-repeated":             batchWithDest(arr{"d", 2, arr{5, 1, 0, 1}}),
+		"index-delta-overflow":       batchWithDest(arr{"d", 2, arr{5, 1, uint64(math.MaxUint64), 1}}),
+		"count-zero":                 batchWithDest(arr{"d", 0, arr{5, 0}}),
+		"count-over-uint32":          batchWithDest(arr{"d", uint64(1 << 32), arr{5, uint64(1 << 32)}}),
+		"count-negative":             batchWithDest(arr{"d", 1, arr{5, -1}}),
+		"total-overflow":             batchWithDest(arr{"d", uint64(math.MaxUint64), arr{5, uint64(math.MaxUint32), 1, uint64(math.MaxUint32)}}),
+		"total-mismatch":             batchWithDest(arr{"d", 3, arr{5, 1}}),
+		"buckets-array32-4G":         batchWithDest(arr{"d", 1, raw{0xdd, 0xff, 0xff, 0xff, 0xff}}),
+		"buckets-odd":                batchWithDest(arr{"d", 1, arr{5}}),
+		"dests-array32-4G":           with(goodBatch(), 4, raw{0xdd, 0xff, 0xff, 0xff, 0xff}),
+		"dests-4097":                 with(goodBatch(), 4, raw{0xdc, 0x10, 0x01}),
+		"dest-duplicate":             with(goodBatch(), 4, arr{goodDest(), goodDest()}),
+		"dest-name-str32-4GiB":       batchWithDest(arr{huge, 1, arr{5, 1}}),
+		"dest-name-257":              batchWithDest(arr{strings.Repeat("n", 257), 1, arr{5, 1}}),
+		"dest-name-invalid-utf8":     batchWithDest(arr{"\xff", 1, arr{5, 1}}),
+		"layout-unsupported":         with(goodBatch(), 2, arr{1, 60000, 6}),
+		"layout-huge":                with(goodBatch(), 2, arr{1, math.MaxInt64, 5}),
+		"layout-other":               with(goodBatch(), 2, arr{1, 3_600_000, 3}),
+		"layout-map":                 with(goodBatch(), 2, raw{0x81, 1, 2}),
+		"key-part-65536":             with(goodBatch(), 3, arr{"n", 1, 1, 65536}),
+		"key-epoch-uint64":           with(goodBatch(), 3, arr{"n", 1, uint64(math.MaxUint64), 0}),
+		"key-boot-negative":          with(goodBatch(), 3, arr{"n", -5, 1, 0}),
+		"extras-everywhere":          append(arr{1, 1, append(goodLayout(), 0), append(goodKey(), "k"), arr{append(goodDest(), arr{})}}, 1, 2),
+		"wrong-type-count-string":    batchWithDest(arr{"d", 1, arr{5, "1"}}),
+		"wrong-type-dests-string":    with(goodBatch(), 4, "dests"),
+		"dest-map-instead-of-record": with(goodBatch(), 4, arr{raw{0x81, 0xa1, 'd', 1}}),
+	} {
+		batch[name] = build(m)
+	}
+	digest := common(g["v1-digest"])
+	pull := common(g["v1-pull"])
+	g4 := func(origin string, boot any, base any, pairs any) arr { return arr{origin, boot, base, pairs} }
+	for name, groups := range map[string]arr{
+		"groups-unsorted":   {g4("b", 1, 0, arr{0, 0}), g4("a", 1, 0, arr{0, 0})},
+		"groups-repeated":   {g4("a", 1, 0, arr{0, 0}), g4("a", 1, 0, arr{1, 0})},
+		"keys-repeated":     {g4("a", 1, 0, arr{0, 3, 0, 3})},
+		"keys-descending":   {g4("a", 1, 0, arr{0, 3, -1, 3})},
+		"epoch-overflow":    {g4("a", 1, math.MaxInt64, arr{0, 0, 1, 0})},
+		"epoch-min":         {g4("a", 1, math.MinInt64, arr{0, 0, uint64(math.MaxUint64), 0})},
+		"keys-array32-4G":   {g4("a", 1, 0, raw{0xdd, 0xff, 0xff, 0xff, 0xff})},
+		"keys-empty":        {g4("a", 1, 0, arr{})},
+		"part-too-large":    {g4("a", 1, 0, arr{0, 65536})},
+		"origin-str32-4GiB": {g4("a", 1, 0, arr{0, 0}), arr{huge}},
+		"boot-nil":          {g4("a", nil, 0, arr{0, 0})},
+		"groups-4097":       nil,
+	} {
+		groupsV := any(groups)
+		if name == "groups-4097" {
+			groupsV = raw{0xdc, 0x10, 0x01}
+		}
+		digest[name] = build(arr{1, 2, "s", groupsV})
+		pull[name] = build(arr{1, 3, "s", groupsV})
+	}
+	return map[string]map[string][]byte{"FuzzDecodeBatch": batch, "FuzzDecodeDigest": digest, "FuzzDecodePull": pull}
+}
+
+// withExtra appends one unknown field to valid, a message whose fixarray
+// header it rewrites as an array32 one element longer.
+func withExtra(valid []byte, extra ...byte) []byte {
+	n := valid[0]&0x0f + 1
+	out := append([]byte{0xdd, 0, 0, 0, n}, valid[1:]...)
+	return append(out, extra...)
+}
+
+func bytes100(b byte) []byte {
+	out := make([]byte, 100)
+	for i := range out {
+		out[i] = b
+	}
+	return out
+}
+
+// TestFuzzCorpus keeps the committed seed corpora in sync with fuzzSeeds.
+func TestFuzzCorpus(t *testing.T) {
+	for target, seeds := range fuzzSeeds(t) {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if *update {
+			require.NoError(t, os.RemoveAll(dir))
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for name, msg := range seeds {
+				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(msg)))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, entries, len(seeds), "%s: run go test -run TestFuzzCorpus -update", dir)
+	}
+}
