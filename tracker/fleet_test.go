@@ -544,7 +544,7 @@ func TestFleetEstimate(t *testing.T) {
 		require.Equal(t, Estimate{
 			Dest: "x", Quantile: 0.99, Source: SourceFleet, ValueMillis: 100,
 			FleetValueMillis: 100, HasFleetValue: true, Samples: 3, Peers: 2,
-			EffectivePeers: 9.0 / 5, // (2+1)² / (2²+1²)
+			EffectivePeers: 9.0 / 5,                                     // (2+1)² / (2²+1²)
 			Staleness:      7500 * time.Millisecond, HasStaleness: true, // end of E−2 is 6 s before E
 			Trusted: true,
 		}, e)
