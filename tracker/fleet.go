@@ -164,6 +164,7 @@ type Fleet struct {
 	cfg   FleetConfig
 	geo   geometry
 	n     int64 // sub-windows N
+	swMs  int64 // sub-window length in ms
 	ring  int64 // held epochs N+3
 	local localWindow
 
@@ -203,6 +204,7 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		cfg:     cfg,
 		geo:     g,
 		n:       n,
+		swMs:    cfg.Tracker.SubWindow().Milliseconds(),
 		ring:    n + 3,
 		local:   local,
 		live:    1,
@@ -234,7 +236,17 @@ func (f *Fleet) Stats() FleetStats {
 
 // Advance slides the window to the epoch of now. Every method that takes a
 // time does it first; Advance lets the node expire batches when idle.
-func (f *Fleet) Advance(now time.Time) { f.advance(f.cfg.Tracker.Epoch(now)) }
+func (f *Fleet) Advance(now time.Time) { f.advance(f.epochOf(now)) }
+
+// epochOf is Config.Epoch with the sub-window length computed once.
+func (f *Fleet) epochOf(now time.Time) int64 {
+	ms := now.UnixMilli()
+	e := ms / f.swMs
+	if ms%f.swMs != 0 && ms < 0 {
+		e--
+	}
+	return e
+}
 
 func (f *Fleet) inView(ep int64) bool { return ep >= f.epoch-f.n+1 && ep <= f.epoch-1 }
 
@@ -388,16 +400,12 @@ func (f *Fleet) moveView(m *fleetMember, hb *heldBatch, in bool) {
 }
 
 func (f *Fleet) viewAdd(d *destState, p *fleetPeer, dc *DestCounts) {
-	for _, b := range dc.Buckets {
-		d.h.add(int(b.Index), uint64(b.Count))
-	}
+	d.h.addBuckets(dc.Buckets)
 	d.contrib[p] += dc.Total
 }
 
 func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
-	for _, b := range dc.Buckets {
-		d.h.sub(int(b.Index), uint64(b.Count))
-	}
+	d.h.subBuckets(dc.Buckets)
 	if n := d.contrib[p] - dc.Total; n == 0 {
 		delete(d.contrib, p)
 	} else {
@@ -465,7 +473,7 @@ func (f *Fleet) unlink(d *destState) {
 // b's slices. Malformed or oversized batches are refused and counted, never
 // a panic.
 func (f *Fleet) Insert(b Batch, now time.Time) InsertOutcome {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	o := f.insert(&b)
 	f.stats.Inserts[o]++
 	return o
@@ -488,15 +496,21 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	if len(b.Dests) > f.cfg.MaxDestinations {
 		return InsertTooLarge
 	}
-	hb, samples, o := f.canonical(b)
-	if o != InsertNew {
-		return o
-	}
 	k := memberKey{b.Key.Origin, b.Key.Boot}
 	m := f.members[k]
 	var me *memberEpoch
 	if m != nil {
 		me = m.epochs[ep]
+	}
+	if me != nil {
+		// A re-delivery in canonical order is recognised without a copy.
+		if old := me.parts[b.Key.Part]; old != nil && equalBatch(&old.b, b) {
+			return InsertDuplicate
+		}
+	}
+	hb, samples, o := f.canonical(b)
+	if o != InsertNew {
+		return o
 	}
 	entries := max(1, len(hb.b.Dests))
 	if me != nil {
@@ -532,32 +546,14 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 }
 
 // canonical validates b and returns a private copy with destinations sorted
-// by name, and its number of samples.
+// by name, and its number of samples. It reads and copies each bucket once.
 func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
-	var samples uint64
 	nb := 0
 	for i := range b.Dests {
-		dc := &b.Dests[i]
-		if dc.Dest == "" || len(dc.Dest) > maxDestName || len(dc.Buckets) > int(f.geo.countsLen) {
-			return nil, 0, InsertMalformed
-		}
-		var sum uint64
-		prev := -1
-		for _, bk := range dc.Buckets {
-			if int(bk.Index) <= prev || int(bk.Index) >= int(f.geo.countsLen) || bk.Count == 0 {
-				return nil, 0, InsertMalformed
-			}
-			prev = int(bk.Index)
-			sum += uint64(bk.Count) // <= 2^16 · 2^32: no overflow
-		}
-		if sum != dc.Total {
-			return nil, 0, InsertMalformed
-		}
-		samples += sum
-		if samples > maxEpochSamples {
-			return nil, 0, InsertTooLarge
-		}
-		nb += len(dc.Buckets)
+		nb += len(b.Dests[i].Buckets)
+	}
+	if nb > len(b.Dests)*int(f.geo.countsLen) {
+		return nil, 0, InsertMalformed
 	}
 	hb := &heldBatch{
 		b:       Batch{Key: b.Key, Layout: b.Layout, Dests: make([]DestCounts, len(b.Dests))},
@@ -565,16 +561,43 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		buckets: nb,
 	}
 	all := make([]Bucket, nb)
+	var samples uint64
+	sorted := true
 	for i := range b.Dests {
 		dc := &b.Dests[i]
-		n := copy(all, dc.Buckets)
-		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: all[:n:n]}
-		all = all[n:]
-	}
-	slices.SortFunc(hb.b.Dests, func(x, y DestCounts) int { return strings.Compare(x.Dest, y.Dest) })
-	for i := 1; i < len(hb.b.Dests); i++ {
-		if hb.b.Dests[i].Dest == hb.b.Dests[i-1].Dest {
+		if dc.Dest == "" || len(dc.Dest) > maxDestName {
 			return nil, 0, InsertMalformed
+		}
+		if i > 0 && dc.Dest <= b.Dests[i-1].Dest {
+			sorted = false
+		}
+		out := all[:len(dc.Buckets):len(dc.Buckets)]
+		all = all[len(dc.Buckets):]
+		var sum uint64
+		prev := -1
+		for j, bk := range dc.Buckets {
+			if int(bk.Index) <= prev || bk.Count == 0 {
+				return nil, 0, InsertMalformed
+			}
+			prev = int(bk.Index)
+			sum += uint64(bk.Count) // < 2^16 · 2^32: no overflow
+			out[j] = bk
+		}
+		if prev >= int(f.geo.countsLen) || sum != dc.Total {
+			return nil, 0, InsertMalformed
+		}
+		samples += sum
+		if samples > maxEpochSamples {
+			return nil, 0, InsertTooLarge
+		}
+		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: out}
+	}
+	if !sorted {
+		slices.SortFunc(hb.b.Dests, func(x, y DestCounts) int { return strings.Compare(x.Dest, y.Dest) })
+		for i := 1; i < len(hb.b.Dests); i++ {
+			if hb.b.Dests[i].Dest == hb.b.Dests[i-1].Dest {
+				return nil, 0, InsertMalformed
+			}
 		}
 	}
 	return hb, samples, InsertNew
@@ -639,7 +662,7 @@ const minEpoch = -1 << 63
 // are stored but not counted. An unknown member is remembered as excluded
 // while the MaxOrigins cap leaves room.
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	k := memberKey{name, boot}
 	m := f.members[k]
 	if m == nil {
@@ -662,7 +685,7 @@ func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 // Include counts member (name, boot) in the views again, as when it refuted
 // its death. A member not excluded is left as is.
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	m := f.members[memberKey{name, boot}]
 	if m == nil || !m.excluded {
 		return
@@ -679,7 +702,7 @@ func (f *Fleet) Include(name string, boot uint64, now time.Time) {
 // Keys returns the keys of every batch held (for an anti-entropy digest),
 // newest epochs first, then by origin, boot and part.
 func (f *Fleet) Keys(now time.Time) []BatchKey {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	keys := make([]BatchKey, 0, f.batches)
 	for _, m := range f.members {
 		for _, me := range m.epochs {
@@ -696,7 +719,7 @@ func (f *Fleet) Keys(now time.Time) []BatchKey {
 // not hold and would accept now (epoch in [E−N−1, E+1]), without repeats,
 // newest epochs first: what to pull from that peer.
 func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	var out []BatchKey
 	for _, k := range theirs {
 		if k.Epoch < f.epoch-f.n-1 || k.Epoch > f.epoch+1 {

@@ -125,6 +125,7 @@ type destSummary struct {
 	capped    bool
 	ch        fleetHist // the capped view, when capped
 	newest    int64
+	newestEnd time.Time // end of epoch newest
 	hasNewest bool
 }
 
@@ -152,27 +153,29 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	for ep := f.epoch - 1; ep >= f.epoch-f.n+1; ep-- {
 		if d.epochN[f.slot(ep)] > 0 {
 			s.newest, s.hasNewest = ep, true
+			s.newestEnd = f.cfg.Tracker.EpochStart(ep + 1)
 			break
 		}
+	}
+	s.peers = len(d.contrib)
+	s.capped = false
+	s.samples = d.h.total
+	var top uint64
+	for _, n := range d.contrib {
+		top = max(top, n)
+	}
+	share := f.cfg.MaxOriginShare
+	if share <= 0 || s.peers < 4 || !(float64(top) > share*float64(d.h.total)) {
+		s.effPeers = effectivePeersMap(d.contrib)
+		return s
 	}
 	pcs := f.contribs[:0]
 	for p, n := range d.contrib {
 		pcs = append(pcs, peerCount{p, n})
 	}
-	slices.SortFunc(pcs, func(a, b peerCount) int {
-		if a.n != b.n {
-			if a.n > b.n {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.p.name, b.p.name)
-	})
+	slices.SortFunc(pcs, comparePeerCounts)
 	f.contribs = pcs
-	s.peers = len(pcs)
-	s.capped = false
-	s.samples = d.h.total
-	if k, t, ok := shareCap(pcs, f.cfg.MaxOriginShare); ok {
+	if k, t, ok := shareCap(pcs, share); ok {
 		s.capped = true
 		if s.ch.counts == nil {
 			s.ch = newFleetHist(&f.geo)
@@ -185,6 +188,17 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	}
 	s.effPeers = effectivePeers(pcs)
 	return s
+}
+
+// comparePeerCounts orders by count descending, then name.
+func comparePeerCounts(a, b peerCount) int {
+	if a.n != b.n {
+		if a.n > b.n {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.p.name, b.p.name)
 }
 
 // shareCap decides the share cap for peers' sample counts pcs, sorted by
@@ -263,16 +277,36 @@ func (f *Fleet) capPeer(d *destState, ch *fleetHist, p *fleetPeer, n, t uint64) 
 	return kept
 }
 
-// effectivePeers returns (Σn)²/Σn², with the sums exact in 128 bits.
+// effectivePeers returns (Σn)²/Σn², with the sums exact in 128 bits (so
+// the result does not depend on the order of the peers).
 func effectivePeers(pcs []peerCount) float64 {
-	var sum, sqHi, sqLo uint64
+	var a peerSums
 	for _, pc := range pcs {
-		sum += pc.n
-		hi, lo := bits.Mul64(pc.n, pc.n)
-		var c uint64
-		sqLo, c = bits.Add64(sqLo, lo, 0)
-		sqHi += hi + c
+		a.add(pc.n)
 	}
+	return a.effective()
+}
+
+func effectivePeersMap(m map[*fleetPeer]uint64) float64 {
+	var a peerSums
+	for _, n := range m {
+		a.add(n)
+	}
+	return a.effective()
+}
+
+type peerSums struct{ sum, sqHi, sqLo uint64 }
+
+func (a *peerSums) add(n uint64) {
+	a.sum += n
+	hi, lo := bits.Mul64(n, n)
+	var c uint64
+	a.sqLo, c = bits.Add64(a.sqLo, lo, 0)
+	a.sqHi += hi + c
+}
+
+func (a *peerSums) effective() float64 {
+	sum, sqHi, sqLo := a.sum, a.sqHi, a.sqLo
 	if sum == 0 {
 		return 0
 	}
@@ -292,7 +326,7 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 	if !(q > 0 && q <= 1) {
 		return e, ErrQuantile
 	}
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	if d := f.dests[dest]; d != nil {
 		s := f.summary(d)
 		view := &d.h
@@ -304,7 +338,7 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 		}
 		e.Samples, e.Peers, e.EffectivePeers = s.samples, s.peers, s.effPeers
 		if s.hasNewest {
-			e.Staleness, e.HasStaleness = max(now.Sub(f.cfg.Tracker.EpochStart(s.newest+1)), 0), true
+			e.Staleness, e.HasStaleness = max(now.Sub(s.newestEnd), 0), true
 		}
 	}
 	if f.local != nil {
@@ -384,7 +418,7 @@ func (d DecisionEstimator) QuantileMillis(dest string, q float64, now time.Time)
 // bucket-for-bucket equal on every node once all batches have arrived), or
 // nil when the view is empty.
 func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -402,7 +436,7 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 
 // Destinations returns the destinations with a fleet state at now, sorted.
 func (f *Fleet) Destinations(now time.Time) []string {
-	f.advance(f.cfg.Tracker.Epoch(now))
+	f.advance(f.epochOf(now))
 	out := make([]string, 0, len(f.dests))
 	for name := range f.dests {
 		out = append(out, name)

@@ -5,31 +5,62 @@ import "math"
 // fleetBlockShift sets the width of the block sums of fleetHist: 64 counts.
 const fleetBlockShift = 6
 
-// fleetHist is a hist plus the sum of each block of 64 counts, so a quantile
-// walks at most countsLen/64 block sums and then 64 counts, whatever the
-// distribution (a plain walk from the top of a 1280-count layout down to a
-// 100 ms tail touches ~1200 counts). It answers exactly as hist.quantileIndex
-// does; a test checks that on random histograms.
+// fleetHist is a dense histogram in a geometry's layout, like hist, plus the
+// sum of each block of 64 counts, so a quantile walks at most countsLen/64
+// block sums and then 64 counts, whatever the distribution (a plain walk from
+// the top of a 1280-count layout down to a 100 ms tail touches ~1200 counts).
+// It answers exactly as hist.quantileIndex does; a test checks that on random
+// histograms. It is its own type so the fleet's hot loops do not depend on
+// hist's internals.
 type fleetHist struct {
-	hist
+	counts []uint64
 	blocks []uint64
+	total  uint64
 }
 
 func newFleetHist(g *geometry) fleetHist {
 	return fleetHist{
-		hist:   newHist(g),
+		counts: make([]uint64, g.countsLen),
 		blocks: make([]uint64, (int(g.countsLen)+(1<<fleetBlockShift)-1)>>fleetBlockShift),
 	}
 }
 
 func (h *fleetHist) add(i int, n uint64) {
-	h.hist.add(i, n)
+	h.counts[i] += n
 	h.blocks[i>>fleetBlockShift] += n
+	h.total += n
 }
 
 func (h *fleetHist) sub(i int, n uint64) {
-	h.hist.sub(i, n)
+	h.counts[i] -= n
 	h.blocks[i>>fleetBlockShift] -= n
+	h.total -= n
+}
+
+// addBuckets adds a sparse histogram; its indices must be in range.
+func (h *fleetHist) addBuckets(bs []Bucket) {
+	counts, blocks := h.counts, h.blocks
+	var t uint64
+	for _, b := range bs {
+		c := uint64(b.Count)
+		counts[b.Index] += c
+		blocks[b.Index>>fleetBlockShift] += c
+		t += c
+	}
+	h.total += t
+}
+
+// subBuckets subtracts a sparse histogram that was added.
+func (h *fleetHist) subBuckets(bs []Bucket) {
+	counts, blocks := h.counts, h.blocks
+	var t uint64
+	for _, b := range bs {
+		c := uint64(b.Count)
+		counts[b.Index] -= c
+		blocks[b.Index>>fleetBlockShift] -= c
+		t += c
+	}
+	h.total -= t
 }
 
 // copyFrom makes h an exact copy of o, reusing h's arrays.
