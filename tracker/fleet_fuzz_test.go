@@ -34,7 +34,7 @@ func FuzzFleetOps(f *testing.F) {
 			now := at(c, e, int64(next())*20)
 			switch next() % 5 {
 			case 0, 1: // insert
-				b := mkBatch(string(rune('0'+next()%5))[:1], uint64(next()%2), e+int64(next()%9)-6)
+				b := mkBatch(string(rune('0' + next()%5))[:1], uint64(next()%2), e+int64(next()%9)-6)
 				b.Key.Origin = "o" + b.Key.Origin
 				b.Key.Part = uint16(next() % 2)
 				nd := next() % 5
