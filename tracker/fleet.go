@@ -734,8 +734,9 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 }
 
 // Lookup returns the batch held under k, to serve a peer's pull. Its
-// destinations are sorted by name; the batch shares the Fleet's memory and
-// must not be modified.
+// destinations are sorted by name. The batch shares the Fleet's memory, which
+// is never written again once stored: it must not be modified, and it may be
+// read (encoded) after the caller releases the lock guarding the Fleet.
 func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
 	m := f.members[memberKey{k.Origin, k.Boot}]
 	if m == nil {
