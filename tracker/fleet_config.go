@@ -1,0 +1,105 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// FleetConfig configures a Fleet. The zero value is not valid; start from
+// DefaultFleetConfig.
+//
+// Memory: a Fleet holds every accepted batch of the last N+3 epochs (the
+// view's N−1 plus the two older and two newer epochs it accepts) and one
+// dense histogram per destination. At the default layout (1280 counts) that
+// is about 11 KiB per destination, plus the sparse counts of each (origin,
+// destination, epoch): 8 bytes per non-empty bucket and about 110 bytes of
+// bookkeeping (BenchmarkFleetMemory measures 718 B per (origin, destination,
+// epoch) at 75 buckets each). So memory is bounded by MaxDestinations·11 KiB
+// + MaxOrigins·(N+3)·MaxDestinations·(110 + 8·buckets) bytes, and in
+// practice scales with origins × destinations actually seen.
+type FleetConfig struct {
+	// Tracker is the local tracker's configuration: the window and its
+	// sub-windows define the epoch grid and the view, MinSamples the trust
+	// threshold, and MaxTrackableLatency the histogram layout every accepted
+	// batch must carry. Default DefaultConfig(). Its MaxDestinations is not
+	// used by the Fleet (see MaxDestinations below).
+	Tracker Config
+
+	// Self is this node's peer name (its -name). Its batches are never
+	// evicted by the MaxOrigins cap. Default "" (no protection).
+	Self string
+
+	// MinPeers is how many distinct peers (self included) must contribute
+	// samples to a destination before its fleet view is trusted. 0 means
+	// auto: min(3, members alive or suspect, self included), as last given
+	// to SetLiveMembers. Default 0. Cost: none; a larger value makes small
+	// clusters fall back to the local view.
+	MinPeers int
+
+	// MaxOriginShare is the largest share of a destination's fleet view
+	// samples one peer may hold once at least 4 peers contribute; a peer
+	// above it has its counts scaled down to it. In (0, 1]; 0 disables the
+	// cap. Default 0.25. Cost: when the cap bites, the first query after each
+	// change of that destination rebuilds a capped copy of its histogram
+	// (about 1–3 µs at the default layout, plus a merge of the capped peer's
+	// N−1 sub-windows); otherwise nothing.
+	MaxOriginShare float64
+
+	// MaxOrigins bounds the members (peer name + boot ID) whose batches are
+	// held, 1..4096. A new member beyond it evicts the member with the oldest
+	// newest batch (excluded members first, never Self), or is refused when
+	// every held member is at least as recent. Default 256. Scaling: set it to
+	// at least 2 × the cluster size so restarts (a new boot ID per restart)
+	// never evict live data.
+	MaxOrigins int
+
+	// MaxDestinations bounds the destinations with a fleet view, >= 1, and
+	// the destinations one origin may send per epoch. A new destination
+	// beyond it evicts the destination least recently inserted; the evicted
+	// destination's counts in already-held batches stay out of its view for
+	// good (its view restarts from new batches). Default 4096, which is also
+	// the largest batch the codec accepts. Cost: ~11 KiB per destination.
+	MaxDestinations int
+}
+
+// Fleet limits that keep every sum exact in a uint64: at most
+// maxFleetOrigins members × (255+3) epochs × maxEpochSamples samples
+// is below 2^61.
+const (
+	maxFleetOrigins = 4096
+	maxEpochSamples = 1 << 40 // samples one member may send for one epoch, over all parts
+	maxDestName     = 256     // bytes in a destination name
+)
+
+// DefaultFleetConfig returns the tracker's DefaultConfig, auto MinPeers,
+// MaxOriginShare 0.25, MaxOrigins 256 and MaxDestinations 4096.
+func DefaultFleetConfig() FleetConfig {
+	return FleetConfig{
+		Tracker:         DefaultConfig(),
+		MaxOriginShare:  0.25,
+		MaxOrigins:      256,
+		MaxDestinations: 4096,
+	}
+}
+
+// Validate reports every problem with c, joined with errors.Join.
+func (c FleetConfig) Validate() error {
+	var errs []error
+	if err := c.Tracker.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MinPeers < 0 {
+		errs = append(errs, fmt.Errorf("tracker: MinPeers must be >= 0, got %d", c.MinPeers))
+	}
+	if math.IsNaN(c.MaxOriginShare) || c.MaxOriginShare < 0 || c.MaxOriginShare > 1 {
+		errs = append(errs, fmt.Errorf("tracker: MaxOriginShare must be in [0, 1], got %v", c.MaxOriginShare))
+	}
+	if c.MaxOrigins < 1 || c.MaxOrigins > maxFleetOrigins {
+		errs = append(errs, fmt.Errorf("tracker: MaxOrigins must be in 1..%d, got %d", maxFleetOrigins, c.MaxOrigins))
+	}
+	if c.MaxDestinations < 1 {
+		errs = append(errs, fmt.Errorf("tracker: MaxDestinations must be >= 1, got %d", c.MaxDestinations))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,238 @@
+package tracker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeLocal is a localWindow with fixed answers per destination.
+type fakeLocal map[string]fakeView
+
+type fakeView struct {
+	ms, samples uint64
+	ok          bool
+}
+
+func (l fakeLocal) localView(dest string, q float64, now time.Time) (uint64, uint64, bool) {
+	v := l[dest]
+	return v.ms, v.samples, v.ok
+}
+
+const testE = 100000 // the epoch tests start in
+
+func testFleetConfig() FleetConfig {
+	c := DefaultFleetConfig()
+	c.Self = "self"
+	return c
+}
+
+// at returns a time inside epoch e, offset ms into it.
+func at(c FleetConfig, e int64, ms int64) time.Time {
+	return c.Tracker.EpochStart(e).Add(time.Duration(ms) * time.Millisecond)
+}
+
+func newTestFleet(t testing.TB, c FleetConfig, local localWindow) *Fleet {
+	t.Helper()
+	f, err := NewFleet(c, local)
+	require.NoError(t, err)
+	return f
+}
+
+// dc builds a destination's counts from latencies in ms.
+func dc(t testing.TB, dest string, values ...int64) DestCounts {
+	t.Helper()
+	g, err := newGeometry(DefaultConfig().Layout())
+	require.NoError(t, err)
+	counts := map[int]uint32{}
+	for _, v := range values {
+		counts[g.index(v)]++
+	}
+	out := DestCounts{Dest: dest, Total: uint64(len(values))}
+	for i, c := range counts {
+		out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: c})
+	}
+	slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
+	return out
+}
+
+// dcBuckets builds a destination's counts from (index, count) pairs.
+func dcBuckets(dest string, pairs ...uint32) DestCounts {
+	out := DestCounts{Dest: dest}
+	for i := 0; i < len(pairs); i += 2 {
+		out.Buckets = append(out.Buckets, Bucket{Index: uint16(pairs[i]), Count: pairs[i+1]})
+		out.Total += uint64(pairs[i+1])
+	}
+	return out
+}
+
+func mkBatch(origin string, boot uint64, ep int64, dests ...DestCounts) Batch {
+	return Batch{
+		Key:    BatchKey{Origin: origin, Boot: boot, Epoch: ep},
+		Layout: DefaultConfig().Layout(),
+		Dests:  dests,
+	}
+}
+
+// randomBatch returns a batch of origin for epoch ep over dests, each with
+// about perDest samples drawn from a per-destination latency profile.
+func randomBatch(r *rand.Rand, origin string, boot uint64, ep int64, dests []string, perDest int) Batch {
+	g, _ := newGeometry(DefaultConfig().Layout())
+	b := mkBatch(origin, boot, ep)
+	for di, d := range dests {
+		if r.IntN(10) == 0 {
+			continue // not every origin talks to every destination every epoch
+		}
+		counts := map[int]uint32{}
+		n := perDest/2 + r.IntN(perDest)
+		for range n {
+			v := int64(5*(di+1)) + int64(r.ExpFloat64()*float64(10*(di+1)))
+			counts[g.index(min(v, 60000))]++
+		}
+		out := DestCounts{Dest: d, Total: uint64(n)}
+		for i, c := range counts {
+			out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: c})
+		}
+		slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
+		b.Dests = append(b.Dests, out)
+	}
+	r.Shuffle(len(b.Dests), func(i, j int) { b.Dests[i], b.Dests[j] = b.Dests[j], b.Dests[i] })
+	return b
+}
+
+// naiveView merges, from scratch, every counted batch the fleet holds for
+// dest with an epoch in the view: the reference the incremental view must
+// equal, and the naive alternative of the benchmarks.
+func naiveView(f *Fleet, dest string) (counts []uint64, perPeer map[string]uint64) {
+	counts = make([]uint64, f.geo.countsLen)
+	perPeer = map[string]uint64{}
+	for _, m := range f.members {
+		if m.excluded {
+			continue
+		}
+		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
+			me := m.epochs[ep]
+			if me == nil {
+				continue
+			}
+			for _, hb := range me.parts {
+				for i := range hb.b.Dests {
+					if hb.b.Dests[i].Dest != dest || hb.ds[i] == nil || hb.ds[i].evicted {
+						continue
+					}
+					for _, b := range hb.b.Dests[i].Buckets {
+						counts[b.Index] += uint64(b.Count)
+					}
+					perPeer[m.key.name] += hb.b.Dests[i].Total
+				}
+			}
+		}
+	}
+	return counts, perPeer
+}
+
+// checkInvariants recomputes every destination's state from the held
+// batches and compares it with the incremental one.
+func checkInvariants(t testing.TB, f *Fleet) {
+	t.Helper()
+	batches, buckets := 0, 0
+	refs := map[*destState]int{}
+	for _, m := range f.members {
+		require.Same(t, m, f.members[m.key])
+		require.Contains(t, m.peer.members, m)
+		for ep, me := range m.epochs {
+			require.GreaterOrEqual(t, ep, f.epoch-f.n-1)
+			require.LessOrEqual(t, ep, f.epoch+1)
+			for part, hb := range me.parts {
+				require.Equal(t, part, hb.b.Key.Part)
+				batches++
+				buckets += hb.buckets
+				for i, d := range hb.ds {
+					if m.excluded {
+						require.Nil(t, d)
+					}
+					if d != nil {
+						refs[d]++
+						require.Equal(t, hb.b.Dests[i].Dest, d.name)
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, batches, f.batches)
+	require.Equal(t, buckets, f.buckets)
+	require.LessOrEqual(t, len(f.dests), f.cfg.MaxDestinations)
+	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
+	n := 0
+	for d := f.head; d != nil; d = d.next {
+		n++
+		require.Same(t, d, f.dests[d.name])
+	}
+	require.Equal(t, len(f.dests), n)
+	for name, d := range f.dests {
+		require.Equal(t, refs[d], d.refs, name)
+		require.Positive(t, d.refs, name)
+		counts, perPeer := naiveView(f, name)
+		require.Equal(t, counts, d.h.counts, name)
+		var total uint64
+		for i, c := range counts {
+			total += c
+			require.Equal(t, c, d.h.counts[i])
+		}
+		require.Equal(t, total, d.h.total, name)
+		for b := range d.h.blocks {
+			var s uint64
+			for i := b << fleetBlockShift; i < min((b+1)<<fleetBlockShift, len(counts)); i++ {
+				s += counts[i]
+			}
+			require.Equal(t, s, d.h.blocks[b])
+		}
+		got := map[string]uint64{}
+		for p, c := range d.contrib {
+			got[p.name] = c
+		}
+		require.Equal(t, perPeer, got, name)
+	}
+}
+
+// fleetState is a canonical text of everything a Fleet holds (counters
+// aside): equal states give equal texts.
+func fleetState(f *Fleet) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "epoch %d\n", f.epoch)
+	var ms []*fleetMember
+	for _, m := range f.members {
+		ms = append(ms, m)
+	}
+	slices.SortFunc(ms, func(a, b *fleetMember) int {
+		return strings.Compare(fmt.Sprint(a.key), fmt.Sprint(b.key))
+	})
+	for _, m := range ms {
+		fmt.Fprintf(&sb, "member %v excluded=%v\n", m.key, m.excluded)
+	}
+	for _, k := range f.Keys(f.cfg.Tracker.EpochStart(f.epoch)) {
+		b, _ := f.Lookup(k)
+		fmt.Fprintf(&sb, "batch %+v\n", b)
+	}
+	for _, name := range f.Destinations(f.cfg.Tracker.EpochStart(f.epoch)) {
+		d := f.dests[name]
+		fmt.Fprintf(&sb, "dest %q total %d epochN %v\n", name, d.h.total, d.epochN)
+		for i, c := range d.h.counts {
+			if c > 0 {
+				fmt.Fprintf(&sb, "  %d:%d", i, c)
+			}
+		}
+		var ps []string
+		for p, n := range d.contrib {
+			ps = append(ps, fmt.Sprintf("%s=%d", p.name, n))
+		}
+		slices.Sort(ps)
+		fmt.Fprintf(&sb, "\n  peers %v\n", ps)
+	}
+	return sb.String()
+}

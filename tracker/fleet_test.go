@@ -1,0 +1,772 @@
+package tracker
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFleetConfigValidate(t *testing.T) {
+	require.NoError(t, DefaultFleetConfig().Validate())
+	tests := []struct {
+		name   string
+		modify func(*FleetConfig)
+		want   []string
+	}{
+		{"tracker", func(c *FleetConfig) { c.Tracker.SubWindows = 0 }, []string{"SubWindows"}},
+		{"min peers", func(c *FleetConfig) { c.MinPeers = -1 }, []string{"MinPeers"}},
+		{"share NaN", func(c *FleetConfig) { c.MaxOriginShare = math.NaN() }, []string{"MaxOriginShare"}},
+		{"share > 1", func(c *FleetConfig) { c.MaxOriginShare = 1.5 }, []string{"MaxOriginShare"}},
+		{"origins", func(c *FleetConfig) { c.MaxOrigins = 0 }, []string{"MaxOrigins"}},
+		{"origins too many", func(c *FleetConfig) { c.MaxOrigins = 5000 }, []string{"MaxOrigins"}},
+		{"dests", func(c *FleetConfig) { c.MaxDestinations = 0 }, []string{"MaxDestinations"}},
+		{"all joined", func(c *FleetConfig) { c.MinPeers, c.MaxOrigins = -1, -1 }, []string{"MinPeers", "MaxOrigins"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultFleetConfig()
+			tt.modify(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			for _, w := range tt.want {
+				require.ErrorContains(t, err, w)
+			}
+			_, err = NewFleet(c, nil)
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestFleetHistMatchesHist checks the block-indexed quantile walk against
+// hist's on random histograms, every quantile kind.
+func TestFleetHistMatchesHist(t *testing.T) {
+	g, err := newGeometry(DefaultConfig().Layout())
+	require.NoError(t, err)
+	r := rand.New(rand.NewPCG(1, 2))
+	qs := []float64{0, 1e-9, 0.001, 0.25, 0.5, 0.5000001, 0.9, 0.99, 0.9999, 1, 1.5}
+	for trial := range 300 {
+		fh := newFleetHist(&g)
+		h := newHist(&g)
+		for range r.IntN(50) {
+			i := r.IntN(int(g.countsLen))
+			if trial%3 == 0 {
+				i = r.IntN(200) // dense low range
+			}
+			n := uint64(1 + r.IntN(1000))
+			fh.add(i, n)
+			h.add(i, n)
+		}
+		for _, q := range qs {
+			wi, wok := h.quantileIndex(q)
+			gi, gok := fh.quantileIndex(q)
+			require.Equal(t, wok, gok)
+			require.Equal(t, wi, gi, "trial %d q %v", trial, q)
+			wv, _ := h.quantileValue(&g, q)
+			gv, _ := fh.quantileValue(&g, q)
+			require.Equal(t, wv, gv)
+		}
+	}
+}
+
+func TestFleetInsertOutcomes(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxDestinations = 3
+	N := int64(c.Tracker.SubWindows)
+	now := at(c, testE, 10)
+	good := func(ep int64) Batch { return mkBatch("a", 1, ep, dcBuckets("x", 5, 2, 7, 1)) }
+	tests := []struct {
+		name  string
+		batch Batch
+		want  InsertOutcome
+	}{
+		{"oldest accepted", good(testE - N - 1), InsertNew},
+		{"too old", good(testE - N - 2), InsertTooOld},
+		{"newest accepted", good(testE + 1), InsertNew},
+		{"too new", good(testE + 2), InsertTooNew},
+		{"layout", func() Batch { b := good(testE - 1); b.Layout.Highest = 1000; return b }(), InsertLayoutMismatch},
+		{"empty origin", mkBatch("", 1, testE-1, dcBuckets("x", 1, 1)), InsertMalformed},
+		{"empty dest", mkBatch("b", 1, testE-1, dcBuckets("", 1, 1)), InsertMalformed},
+		{"long dest", mkBatch("b", 1, testE-1, dcBuckets(string(make([]byte, 257)), 1, 1)), InsertMalformed},
+		{"repeated dest", mkBatch("b", 1, testE-1, dcBuckets("x", 1, 1), dcBuckets("x", 2, 1)), InsertMalformed},
+		{"descending buckets", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 4, 1)), InsertMalformed},
+		{"repeated bucket", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 5, 1)), InsertMalformed},
+		{"index out of range", mkBatch("b", 1, testE-1, dcBuckets("x", 1280, 1)), InsertMalformed},
+		{"zero count", mkBatch("b", 1, testE-1, dcBuckets("x", 3, 0)), InsertMalformed},
+		{"wrong total", func() Batch { b := mkBatch("b", 1, testE-1, dcBuckets("x", 3, 2)); b.Dests[0].Total = 3; return b }(), InsertMalformed},
+		{"too many dests", mkBatch("b", 1, testE-1, dcBuckets("w", 1, 1), dcBuckets("x", 1, 1), dcBuckets("y", 1, 1), dcBuckets("z", 1, 1)), InsertTooLarge},
+		{"new", good(testE - 1), InsertNew},
+		{"duplicate", good(testE - 1), InsertDuplicate},
+		{"conflict", mkBatch("a", 1, testE-1, dcBuckets("x", 5, 2, 7, 2)), InsertConflict},
+		{"other part", func() Batch { b := good(testE - 1); b.Key.Part = 1; return b }(), InsertNew},
+		{"other boot", mkBatch("a", 2, testE-1, dcBuckets("x", 5, 2, 7, 2)), InsertNew},
+		{"empty dest counts", mkBatch("c", 1, testE-1, DestCounts{Dest: "x"}), InsertNew},
+	}
+	f := newTestFleet(t, c, nil)
+	want := FleetStats{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, f.Insert(tt.batch, now))
+			want.Inserts[tt.want]++
+			require.Equal(t, want.Inserts, f.Stats().Inserts)
+			checkInvariants(t, f)
+		})
+	}
+	// The conflict kept the first copy.
+	b, ok := f.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: testE - 1})
+	require.True(t, ok)
+	require.Equal(t, []Bucket{{5, 2}, {7, 1}}, b.Dests[0].Buckets)
+	// The view holds a (parts 0 and 1, boot 1) and a boot 2: one peer.
+	e, err := f.Estimate("x", 1, now)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3+3+4), e.Samples)
+	require.Equal(t, 1, e.Peers, `"c" sent only empty counts`)
+	require.Equal(t, "new", InsertNew.String())
+	require.Equal(t, "origin_capped", InsertOriginCapped.String())
+	require.Equal(t, "unknown", InsertOutcome(200).String())
+}
+
+// TestFleetInsertCopies checks the caller may reuse a batch's memory.
+func TestFleetInsertCopies(t *testing.T) {
+	c := testFleetConfig()
+	f := newTestFleet(t, c, nil)
+	now := at(c, testE, 0)
+	b := mkBatch("a", 1, testE-1, dcBuckets("y", 3, 1), dcBuckets("x", 5, 2))
+	require.Equal(t, InsertNew, f.Insert(b, now))
+	b.Dests[0].Buckets[0].Count = 99
+	b.Dests[1].Dest = "z"
+	got, ok := f.Lookup(b.Key)
+	require.True(t, ok)
+	require.Equal(t, []DestCounts{dcBuckets("x", 5, 2), dcBuckets("y", 3, 1)}, got.Dests)
+	// The same contents in another order is a duplicate, not a conflict.
+	require.Equal(t, InsertDuplicate, f.Insert(mkBatch("a", 1, testE-1, dcBuckets("x", 5, 2), dcBuckets("y", 3, 1)), now))
+	checkInvariants(t, f)
+}
+
+// TestFleetWindow follows one batch through the view and out of the store.
+func TestFleetWindow(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	e0 := int64(testE)
+	b := mkBatch("a", 1, e0, dcBuckets("x", 10, 4))
+	future := mkBatch("b", 1, e0+1, dcBuckets("x", 20, 1))
+	require.Equal(t, InsertNew, f.Insert(b, at(c, e0, 0)))
+	require.Equal(t, InsertNew, f.Insert(future, at(c, e0, 0)))
+	samples := func(e int64) uint64 {
+		est, err := f.Estimate("x", 0.5, at(c, e, 0))
+		require.NoError(t, err)
+		checkInvariants(t, f)
+		return est.Samples
+	}
+	require.Equal(t, uint64(0), samples(e0), "the current epoch is not in the view")
+	require.Equal(t, uint64(4), samples(e0+1))
+	require.Equal(t, uint64(5), samples(e0+2))
+	require.Equal(t, uint64(5), samples(e0+N-1), "last epoch with b in view")
+	require.Equal(t, uint64(1), samples(e0+N), "b left the view")
+	require.Len(t, f.Keys(at(c, e0+N+1, 0)), 2, "b is still held at E-N-1")
+	require.Equal(t, uint64(0), f.Stats().Expired)
+	require.Len(t, f.Keys(at(c, e0+N+2, 0)), 1, "b expired")
+	require.Equal(t, uint64(1), f.Stats().Expired)
+	require.Equal(t, 1, f.Stats().Members, "a forgotten once its data aged out")
+	// A clock going backwards slides nothing.
+	require.Len(t, f.Keys(at(c, e0, 0)), 1)
+	// A long gap drops everything.
+	require.Empty(t, f.Keys(at(c, e0+1000, 0)))
+	s := f.Stats()
+	require.Equal(t, 0, s.Members+s.Peers+s.Destinations+s.Batches+s.Buckets)
+	checkInvariants(t, f)
+}
+
+func TestFleetMembership(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := at(c, testE, 0)
+	ins := func(b Batch) { require.Equal(t, InsertNew, f.Insert(b, now)) }
+	ins(mkBatch("a", 1, testE-1, dcBuckets("x", 10, 4)))
+	ins(mkBatch("b", 1, testE-1, dcBuckets("x", 20, 2)))
+	ins(mkBatch("b", 1, testE-2, dcBuckets("x", 20, 1)))
+	est := func() Estimate {
+		e, err := f.Estimate("x", 1, now)
+		require.NoError(t, err)
+		checkInvariants(t, f)
+		return e
+	}
+	require.Equal(t, uint64(7), est().Samples)
+
+	t.Run("exclude at once, keep batches", func(t *testing.T) {
+		f.Exclude("b", 1, now)
+		f.Exclude("b", 1, now) // idempotent
+		e := est()
+		require.Equal(t, uint64(4), e.Samples)
+		require.Equal(t, 1, e.Peers)
+		require.Len(t, f.Keys(now), 3)
+		// Batches arriving for an excluded member are stored, not counted.
+		ins(mkBatch("b", 1, testE-3, dcBuckets("x", 20, 5)))
+		require.Equal(t, uint64(4), est().Samples)
+	})
+	t.Run("refutation includes again", func(t *testing.T) {
+		f.Include("b", 1, now)
+		f.Include("b", 1, now) // idempotent
+		require.Equal(t, uint64(12), est().Samples)
+		require.Equal(t, 2, est().Peers)
+	})
+	t.Run("restart is the same peer", func(t *testing.T) {
+		ins(mkBatch("b", 2, testE-1, dcBuckets("x", 30, 3)))
+		e := est()
+		require.Equal(t, uint64(15), e.Samples)
+		require.Equal(t, 2, e.Peers)
+		// The old boot's member is declared dead: its batches leave the view.
+		f.Exclude("b", 1, now)
+		e = est()
+		require.Equal(t, uint64(7), e.Samples)
+		require.Equal(t, 2, e.Peers)
+		require.Equal(t, 3, f.Stats().Members)
+		require.Equal(t, 2, f.Stats().Peers)
+	})
+	t.Run("unknown member excluded in advance", func(t *testing.T) {
+		f.Exclude("z", 9, now)
+		ins(mkBatch("z", 9, testE-1, dcBuckets("x", 40, 1)))
+		require.Equal(t, uint64(7), est().Samples)
+		f.Include("nobody", 1, now) // unknown: nothing happens
+	})
+	t.Run("forget after data aged out", func(t *testing.T) {
+		later := at(c, testE+N+2, 0)
+		f.Advance(later)
+		require.Equal(t, 2, f.Stats().Members, "excluded tombstones stay while their batches could still be accepted")
+		f.Advance(at(c, testE+N+3, 0))
+		s := f.Stats()
+		require.Equal(t, 0, s.Members)
+		require.Equal(t, 0, s.Peers)
+		require.Equal(t, 0, s.Batches)
+		checkInvariants(t, f)
+	})
+}
+
+// TestFleetReplay replays a seeded random message log once, and three times
+// in other orders, and requires identical states.
+func TestFleetReplay(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	r := rand.New(rand.NewPCG(7, 7))
+	dests := []string{"d0", "d1", "d2", "d3", "d4"}
+	var log []Batch
+	for o := range 6 {
+		for ep := testE - N - 3; ep <= testE+3; ep++ { // includes refused epochs
+			b := randomBatch(r, fmt.Sprintf("o%d", o), uint64(o+1), ep, dests, 20)
+			log = append(log, b)
+			if r.IntN(4) == 0 {
+				log = append(log, b) // a re-delivery
+			}
+		}
+	}
+	log = append(log, mkBatch("bad", 1, testE-1, dcBuckets("x", 2000, 1)))
+	replay := func(times int, seed uint64) (*Fleet, string) {
+		f := newTestFleet(t, c, nil)
+		f.Exclude("o5", 6, at(c, testE, 0))
+		var all []Batch
+		for range times {
+			all = append(all, log...)
+		}
+		rr := rand.New(rand.NewPCG(seed, 1))
+		rr.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+		for _, b := range all {
+			f.Insert(b, at(c, testE, int64(rr.IntN(6000))))
+		}
+		checkInvariants(t, f)
+		return f, fleetState(f)
+	}
+	f1, want := replay(1, 1)
+	require.Positive(t, f1.Stats().Outcome(InsertNew))
+	require.Positive(t, f1.Stats().Outcome(InsertTooOld))
+	require.Positive(t, f1.Stats().Outcome(InsertTooNew))
+	for seed := uint64(2); seed < 6; seed++ {
+		_, got := replay(1, seed)
+		require.Equal(t, want, got, "once, order %d", seed)
+		f3, got := replay(3, seed)
+		require.Equal(t, want, got, "three times, order %d", seed)
+		require.Equal(t, f1.Stats().Outcome(InsertNew), f3.Stats().Outcome(InsertNew))
+	}
+}
+
+// exactUnion sums, from the generated batches, the counts of dest over the
+// view of epoch e, per peer.
+func exactUnion(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool) (map[string][]uint64, []uint64) {
+	perPeer := map[string][]uint64{}
+	all := make([]uint64, 1280)
+	for _, b := range batches {
+		if b.Key.Epoch < e-n+1 || b.Key.Epoch > e-1 || excluded[memberKey{b.Key.Origin, b.Key.Boot}] {
+			continue
+		}
+		for _, d := range b.Dests {
+			if d.Dest != dest {
+				continue
+			}
+			if perPeer[b.Key.Origin] == nil {
+				perPeer[b.Key.Origin] = make([]uint64, 1280)
+			}
+			for _, bk := range d.Buckets {
+				perPeer[b.Key.Origin][bk.Index] += uint64(bk.Count)
+				all[bk.Index] += uint64(bk.Count)
+			}
+		}
+	}
+	return perPeer, all
+}
+
+// cappedUnion applies the share cap to exact per-peer counts, bucket by
+// bucket with exact integer arithmetic.
+func cappedUnion(perPeer map[string][]uint64, share float64) []uint64 {
+	var pcs []peerCount
+	hists := map[*fleetPeer][]uint64{}
+	for name, h := range perPeer {
+		var n uint64
+		for _, c := range h {
+			n += c
+		}
+		p := &fleetPeer{name: name}
+		hists[p] = h
+		pcs = append(pcs, peerCount{p, n})
+	}
+	slices.SortFunc(pcs, func(a, b peerCount) int {
+		if a.n != b.n {
+			return map[bool]int{true: -1, false: 1}[a.n > b.n]
+		}
+		return map[bool]int{true: -1, false: 1}[a.p.name < b.p.name]
+	})
+	k, t, ok := shareCap(pcs, share)
+	out := make([]uint64, 1280)
+	for i, pc := range pcs {
+		for j, c := range hists[pc.p] {
+			if ok && i < k {
+				c = c * t / pc.n // small counts in tests: no overflow
+			}
+			out[j] += c
+		}
+	}
+	return out
+}
+
+// TestFleetNodesConverge simulates nodes that each receive every batch, in
+// their own order at their own times, and requires every fleet view to be
+// bucket-for-bucket the exact union (and the capped union when one origin
+// floods).
+func TestFleetNodesConverge(t *testing.T) {
+	for _, flood := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flood=%v", flood), func(t *testing.T) {
+			c := testFleetConfig()
+			N := int64(c.Tracker.SubWindows)
+			r := rand.New(rand.NewPCG(11, 12))
+			dests := []string{"db-1", "db-2", "db-3"}
+			var batches []Batch
+			for o := range 8 {
+				per := 50
+				if flood && o == 3 {
+					per = 2000
+				}
+				for ep := testE - N + 1; ep <= testE-1; ep++ {
+					batches = append(batches, randomBatch(r, fmt.Sprintf("n%d", o), uint64(100+o), ep, dests, per))
+				}
+			}
+			excluded := map[memberKey]bool{{"n7", 107}: true}
+			var views [][]uint64
+			for node := range 5 {
+				f := newTestFleet(t, c, nil)
+				f.Exclude("n7", 107, at(c, testE, 0))
+				order := slices.Clone(batches)
+				rr := rand.New(rand.NewPCG(uint64(node), 3))
+				rr.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+				for _, b := range order {
+					require.Equal(t, InsertNew, f.Insert(b, at(c, testE, int64(rr.IntN(6000)))))
+				}
+				checkInvariants(t, f)
+				for _, d := range dests {
+					perPeer, all := exactUnion(batches, d, testE, N, excluded)
+					want := all
+					if flood {
+						want = cappedUnion(perPeer, c.MaxOriginShare)
+						require.NotEqual(t, all, want, "the cap bites")
+					}
+					got := f.ViewCounts(d, at(c, testE, 5999))
+					require.Equal(t, want, got, "node %d dest %s", node, d)
+					views = append(views, got)
+					e, err := f.Estimate(d, 0.99, at(c, testE, 0))
+					require.NoError(t, err)
+					require.Equal(t, 7, e.Peers)
+					require.Equal(t, SourceFleet, e.Source)
+				}
+			}
+			for i := len(dests); i < len(views); i++ {
+				require.Equal(t, views[i%len(dests)], views[i])
+			}
+		})
+	}
+}
+
+// TestFleetShareCap checks the cap's arithmetic on hand-computed examples.
+func TestFleetShareCap(t *testing.T) {
+	tests := []struct {
+		name    string
+		share   float64
+		peers   []DestCounts // one per peer
+		samples uint64
+		eff     float64
+		buckets map[uint16]uint64 // expected view, nonzero buckets
+	}{
+		{
+			name:  "three peers: no cap",
+			share: 0.25,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 700), dcBuckets("x", 2, 100), dcBuckets("x", 3, 100),
+			},
+			samples: 900, eff: 900.0 * 900 / (700*700 + 100*100 + 100*100),
+			buckets: map[uint16]uint64{1: 700, 2: 100, 3: 100},
+		},
+		{
+			name:  "one flooding peer scaled to 100 (rounded down per bucket)",
+			share: 0.25,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 3, 9, 697), dcBuckets("x", 2, 100), dcBuckets("x", 3, 100), dcBuckets("x", 4, 100),
+			},
+			// L = 0.25·300/0.75 = 100; 3·100/700 -> 0, 697·100/700 -> 99.
+			samples: 399, eff: 399.0 * 399 / (99*99 + 3*100*100),
+			buckets: map[uint16]uint64{9: 99, 2: 100, 3: 100, 4: 100},
+		},
+		{
+			name:  "share exactly at the cap: untouched",
+			share: 0.25,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 100), dcBuckets("x", 2, 100), dcBuckets("x", 3, 100), dcBuckets("x", 4, 100),
+			},
+			samples: 400, eff: 4,
+			buckets: map[uint16]uint64{1: 100, 2: 100, 3: 100, 4: 100},
+		},
+		{
+			name:  "two heavy peers both capped",
+			share: 0.25,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 400), dcBuckets("x", 2, 400), dcBuckets("x", 3, 100), dcBuckets("x", 4, 100),
+			},
+			// k=1: L = 0.25·600/0.75 = 200 < 400; k=2: L = 0.25·200/0.5 = 100.
+			samples: 400, eff: 4,
+			buckets: map[uint16]uint64{1: 100, 2: 100, 3: 100, 4: 100},
+		},
+		{
+			name:  "share 0.5, five peers",
+			share: 0.5,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 1000), dcBuckets("x", 2, 10), dcBuckets("x", 3, 20), dcBuckets("x", 4, 30), dcBuckets("x", 5, 40),
+			},
+			// L = 0.5·100/0.5 = 100.
+			samples: 200, eff: 200.0 * 200 / (100*100 + 10*10 + 20*20 + 30*30 + 40*40),
+			buckets: map[uint16]uint64{1: 100, 2: 10, 3: 20, 4: 30, 5: 40},
+		},
+		{
+			name:  "disabled",
+			share: 0,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 1000), dcBuckets("x", 2, 1), dcBuckets("x", 3, 1), dcBuckets("x", 4, 1),
+			},
+			samples: 1003, eff: 1003.0 * 1003 / (1000*1000 + 3),
+			buckets: map[uint16]uint64{1: 1000, 2: 1, 3: 1, 4: 1},
+		},
+		{
+			name:  "share below 1/peers: all capped to the smallest",
+			share: 0.1,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 50), dcBuckets("x", 2, 40), dcBuckets("x", 3, 30), dcBuckets("x", 4, 20),
+			},
+			samples: 80, eff: 4,
+			buckets: map[uint16]uint64{1: 20, 2: 20, 3: 20, 4: 20},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testFleetConfig()
+			c.MaxOriginShare = tt.share
+			f := newTestFleet(t, c, nil)
+			now := at(c, testE, 0)
+			for i, d := range tt.peers {
+				require.Equal(t, InsertNew, f.Insert(mkBatch(fmt.Sprintf("p%d", i), 1, testE-1, d), now))
+			}
+			e, err := f.Estimate("x", 1, now)
+			require.NoError(t, err)
+			require.Equal(t, tt.samples, e.Samples)
+			require.Equal(t, len(tt.peers), e.Peers)
+			require.InDelta(t, tt.eff, e.EffectivePeers, 1e-12)
+			got := map[uint16]uint64{}
+			for i, c := range f.ViewCounts("x", now) {
+				if c > 0 {
+					got[uint16(i)] = c
+				}
+			}
+			require.Equal(t, tt.buckets, got)
+			checkInvariants(t, f) // the cap never touches the uncapped view
+		})
+	}
+}
+
+func TestFleetEstimate(t *testing.T) {
+	c := testFleetConfig()
+	local := fakeLocal{}
+	f := newTestFleet(t, c, local)
+	now := at(c, testE, 1500) // 1.5 s into epoch E
+	t.Run("quantile out of range", func(t *testing.T) {
+		for _, q := range []float64{0, -1, 1.0001, math.NaN(), math.Inf(1)} {
+			_, err := f.Estimate("x", q, now)
+			require.ErrorIs(t, err, ErrQuantile)
+			_, ok := f.QuantileMillis("x", q, now)
+			require.False(t, ok)
+		}
+	})
+	t.Run("nothing known", func(t *testing.T) {
+		e, err := f.Estimate("x", 0.99, now)
+		require.NoError(t, err)
+		require.Equal(t, Estimate{Dest: "x", Quantile: 0.99}, e)
+		js, err := json.Marshal(e)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"dest":"x","quantile":0.99,"source":"none","value_ms":null,"fleet_value_ms":null,
+			"local_value_ms":null,"samples":0,"local_samples":0,"peers":0,"effective_peers":0,"staleness_ms":null,"trusted":false}`, string(js))
+	})
+	// Peer a: 2 samples of 100 at E−3; self: 1 of 100 at E−2 → 3 samples, 2 peers.
+	require.Equal(t, InsertNew, f.Insert(mkBatch("a", 1, testE-3, dc(t, "x", 100, 100)), now))
+	require.Equal(t, InsertNew, f.Insert(mkBatch("self", 1, testE-2, dc(t, "x", 100)), now))
+	require.Equal(t, InsertNew, f.Insert(mkBatch("self", 1, testE, dc(t, "x", 500)), now)) // current epoch: not in view
+	t.Run("fleet trusted with auto MinPeers = 1", func(t *testing.T) {
+		e, err := f.Estimate("x", 0.99, now)
+		require.NoError(t, err)
+		require.Equal(t, Estimate{
+			Dest: "x", Quantile: 0.99, Source: SourceFleet, ValueMillis: 100,
+			FleetValueMillis: 100, HasFleetValue: true, Samples: 3, Peers: 2,
+			EffectivePeers: 9.0 / 5,                                     // (2+1)² / (2²+1²)
+			Staleness:      7500 * time.Millisecond, HasStaleness: true, // end of E−2 is 6 s before E
+			Trusted: true,
+		}, e)
+		js, err := json.Marshal(e)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"dest":"x","quantile":0.99,"source":"fleet","value_ms":100,"fleet_value_ms":100,
+			"local_value_ms":null,"samples":3,"local_samples":0,"peers":2,"effective_peers":1.8,"staleness_ms":7500,"trusted":true}`, string(js))
+	})
+	t.Run("auto MinPeers follows live members", func(t *testing.T) {
+		f.SetLiveMembers(5)
+		require.Equal(t, 3, f.MinPeers())
+		e, err := f.Estimate("x", 0.99, now)
+		require.NoError(t, err)
+		require.Equal(t, SourceNone, e.Source)
+		require.False(t, e.Trusted)
+		f.SetLiveMembers(2)
+		require.Equal(t, 2, f.MinPeers())
+		e, _ = f.Estimate("x", 0.99, now)
+		require.Equal(t, SourceFleet, e.Source)
+		f.SetLiveMembers(0)
+		require.Equal(t, 1, f.MinPeers())
+	})
+	t.Run("explicit MinPeers and MinSamples", func(t *testing.T) {
+		c2 := c
+		c2.MinPeers = 3
+		g := newTestFleet(t, c2, local)
+		g.SetLiveMembers(1)
+		require.Equal(t, 3, g.MinPeers())
+		c2.MinPeers, c2.Tracker.MinSamples = 1, 4
+		g = newTestFleet(t, c2, local)
+		require.Equal(t, InsertNew, g.Insert(mkBatch("a", 1, testE-1, dc(t, "x", 1, 2, 3)), now))
+		e, _ := g.Estimate("x", 0.5, now)
+		require.Equal(t, SourceNone, e.Source)
+		require.True(t, e.HasFleetValue)
+		require.Equal(t, uint64(2), e.FleetValueMillis)
+	})
+	t.Run("local fallback and local guard", func(t *testing.T) {
+		f.SetLiveMembers(5) // fleet untrusted (2 peers < 3)
+		local["x"] = fakeView{ms: 150, samples: 2, ok: true}
+		e, _ := f.Estimate("x", 0.99, now)
+		require.Equal(t, SourceNone, e.Source, "2 local samples < MinSamples 3")
+		require.Equal(t, uint64(150), e.LocalValueMillis)
+		local["x"] = fakeView{ms: 150, samples: 3, ok: true}
+		e, _ = f.Estimate("x", 0.99, now)
+		require.Equal(t, SourceLocal, e.Source)
+		require.Equal(t, uint64(150), e.ValueMillis)
+		ms, ok := f.QuantileMillis("x", 0.99, now)
+		require.True(t, ok)
+		require.Equal(t, uint64(150), ms)
+
+		f.SetLiveMembers(2) // fleet trusted at 100
+		for _, tc := range []struct {
+			local uint64
+			want  uint64
+			src   Source
+		}{{120, 100, SourceFleet}, {121, 121, SourceLocal}, {50, 100, SourceFleet}} {
+			local["x"] = fakeView{ms: tc.local, samples: 10, ok: true}
+			ms, src, ok := f.DecisionValueMillis("x", 0.99, now)
+			require.True(t, ok)
+			require.Equal(t, tc.want, ms, "local %d", tc.local)
+			require.Equal(t, tc.src, src)
+			got, ok := f.DecisionEstimator().QuantileMillis("x", 0.99, now)
+			require.True(t, ok)
+			require.Equal(t, tc.want, got)
+			// The estimate itself stays the fleet's.
+			v, _ := f.QuantileMillis("x", 0.99, now)
+			require.Equal(t, uint64(100), v)
+		}
+		local["x"] = fakeView{ms: 1000, samples: 2, ok: true} // untrusted local: no guard
+		ms, src, _ := f.DecisionValueMillis("x", 0.99, now)
+		require.Equal(t, uint64(100), ms)
+		require.Equal(t, SourceFleet, src)
+		_, _, ok = f.DecisionValueMillis("nope", 0.99, now)
+		require.False(t, ok)
+	})
+	t.Run("staleness moves with now", func(t *testing.T) {
+		e, _ := f.Estimate("x", 0.99, at(c, testE+1, 2500))
+		require.Equal(t, 2500*time.Millisecond, e.Staleness)
+		require.Equal(t, uint64(4), e.Samples, "the batch of E entered the view")
+	})
+	require.Equal(t, "fleet", SourceFleet.String())
+	require.Equal(t, "local", SourceLocal.String())
+	require.Equal(t, "none", SourceNone.String())
+}
+
+func TestExceeds20(t *testing.T) {
+	tests := []struct {
+		local, fleet uint64
+		want         bool
+	}{
+		{6, 5, false}, {7, 5, true}, {120, 100, false}, {121, 100, true}, {1, 0, true}, {0, 0, false},
+		{math.MaxUint64, math.MaxUint64, false}, {math.MaxUint64, math.MaxUint64 / 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.local, "/", tt.fleet), func(t *testing.T) {
+			require.Equal(t, tt.want, exceeds20(tt.local, tt.fleet))
+		})
+	}
+}
+
+// TestFleetHostile feeds batches meant to exhaust memory or break the sums
+// and requires them bounded by the caps and counted.
+func TestFleetHostile(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxOrigins, c.MaxDestinations = 4, 8
+	now := at(c, testE, 0)
+	t.Run("huge counts", func(t *testing.T) {
+		f := newTestFleet(t, c, nil)
+		huge := DestCounts{Dest: "x"}
+		for i := range 300 {
+			huge.Buckets = append(huge.Buckets, Bucket{Index: uint16(i), Count: math.MaxUint32})
+			huge.Total += math.MaxUint32
+		}
+		require.Equal(t, InsertTooLarge, f.Insert(mkBatch("h", 1, testE-1, huge), now))
+		huge.Buckets, huge.Total = huge.Buckets[:200], 200*math.MaxUint32 // < 2^40
+		b := mkBatch("h", 1, testE-1, huge)
+		require.Equal(t, InsertNew, f.Insert(b, now))
+		b.Key.Part = 1
+		require.Equal(t, InsertTooLarge, f.Insert(b, now), "the epoch's samples are bounded over parts")
+		for i := range 3 {
+			require.Equal(t, InsertNew, f.Insert(mkBatch(fmt.Sprint("p", i), 1, testE-1, dcBuckets("x", 100, 10)), now))
+		}
+		e, err := f.Estimate("x", 0.5, now)
+		require.NoError(t, err)
+		require.Equal(t, 4, e.Peers)
+		// The flooding peer is capped to a quarter (t = 0.25·30/0.75 = 10),
+		// bucket by bucket rounded down: (2^32−1)·10/(200·(2^32−1)) < 1, so
+		// each of its buckets becomes 0.
+		require.Equal(t, uint64(30), e.Samples)
+		require.InDelta(t, 3, e.EffectivePeers, 1e-12)
+		checkInvariants(t, f)
+	})
+	t.Run("many destinations", func(t *testing.T) {
+		f := newTestFleet(t, c, nil)
+		mk := func(origin string, part uint16, from, n int) Batch {
+			b := mkBatch(origin, 1, testE-1)
+			b.Key.Part = part
+			for i := range n {
+				b.Dests = append(b.Dests, dcBuckets(fmt.Sprintf("d%03d", from+i), 1, 1))
+			}
+			return b
+		}
+		require.Equal(t, InsertTooLarge, f.Insert(mk("a", 0, 0, 9), now))
+		require.Equal(t, InsertNew, f.Insert(mk("a", 0, 0, 8), now))
+		require.Equal(t, InsertTooLarge, f.Insert(mk("a", 1, 8, 1), now), "dest entries per origin epoch bounded over parts")
+		require.Equal(t, InsertNew, f.Insert(mk("b", 0, 8, 8), now))
+		s := f.Stats()
+		require.Equal(t, 8, s.Destinations)
+		require.Equal(t, uint64(8), s.DestinationsEvicted)
+		checkInvariants(t, f)
+		// Evicted destinations' old counts stay out of their view.
+		require.Equal(t, InsertNew, f.Insert(mk("c", 0, 0, 1), now))
+		e, _ := f.Estimate("d000", 1, now)
+		require.Equal(t, uint64(1), e.Samples)
+		checkInvariants(t, f)
+		// Exclusion and expiry release evicted states cleanly.
+		f.Exclude("a", 1, now)
+		checkInvariants(t, f)
+		f.Advance(at(c, testE+100, 0))
+		checkInvariants(t, f)
+		require.Zero(t, f.Stats().Destinations)
+	})
+	t.Run("many origins", func(t *testing.T) {
+		f := newTestFleet(t, c, nil)
+		ins := func(o string, ep int64) InsertOutcome {
+			return f.Insert(mkBatch(o, 1, ep, dcBuckets("x", 1, 1)), now)
+		}
+		require.Equal(t, InsertNew, ins("self", testE-5))
+		require.Equal(t, InsertNew, ins("a", testE-4))
+		require.Equal(t, InsertNew, ins("b", testE-3))
+		require.Equal(t, InsertNew, ins("c", testE-2))
+		require.Equal(t, InsertOriginCapped, ins("d", testE-4), "no held member is older than the newcomer but self")
+		require.Equal(t, InsertNew, ins("d", testE-1), "evicts a (oldest, self protected)")
+		_, ok := f.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: testE - 4})
+		require.False(t, ok)
+		_, ok = f.Lookup(BatchKey{Origin: "self", Boot: 1, Epoch: testE - 5})
+		require.True(t, ok)
+		f.Exclude("d", 1, now)
+		require.Equal(t, InsertNew, ins("e", testE-6), "an excluded member goes first")
+		s := f.Stats()
+		require.Equal(t, uint64(2), s.OriginsEvicted)
+		require.Equal(t, uint64(1), s.Outcome(InsertOriginCapped))
+		require.Equal(t, 4, s.Members)
+		checkInvariants(t, f)
+	})
+}
+
+func TestFleetKeysAndMissing(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := at(c, testE, 0)
+	held := []BatchKey{
+		{Origin: "b", Boot: 1, Epoch: testE - 2},
+		{Origin: "a", Boot: 1, Epoch: testE - 1},
+		{Origin: "a", Boot: 1, Epoch: testE - 2, Part: 1},
+		{Origin: "a", Boot: 1, Epoch: testE - 2},
+	}
+	for _, k := range held {
+		b := mkBatch(k.Origin, k.Boot, k.Epoch, dcBuckets("x", 1, 1))
+		b.Key.Part = k.Part
+		require.Equal(t, InsertNew, f.Insert(b, now))
+	}
+	require.Equal(t, []BatchKey{held[1], held[3], held[2], held[0]}, f.Keys(now))
+	theirs := []BatchKey{
+		held[0],
+		{Origin: "c", Boot: 1, Epoch: testE - 3},
+		{Origin: "c", Boot: 1, Epoch: testE + 1},
+		{Origin: "c", Boot: 1, Epoch: testE + 2},     // would be refused
+		{Origin: "c", Boot: 1, Epoch: testE - N - 2}, // would be refused
+		{Origin: "a", Boot: 2, Epoch: testE - 3},
+		{Origin: "c", Boot: 1, Epoch: testE - 3}, // repeated
+	}
+	require.Equal(t, []BatchKey{
+		{Origin: "c", Boot: 1, Epoch: testE + 1},
+		{Origin: "a", Boot: 2, Epoch: testE - 3},
+		{Origin: "c", Boot: 1, Epoch: testE - 3},
+	}, f.Missing(theirs, now))
+	_, ok := f.Lookup(BatchKey{Origin: "zz"})
+	require.False(t, ok)
+	_, ok = f.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: testE - 7})
+	require.False(t, ok)
+	_, ok = f.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: testE - 1, Part: 3})
+	require.False(t, ok)
+}
