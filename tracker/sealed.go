@@ -49,9 +49,7 @@ func SealedSubWindow[T interface {
 		for k := range t.shards {
 			sh := &t.shards[k]
 			sh.mu.Lock()
-			for key, en := range sh.dests {
-				collect(key, en, e)
-			}
+			sh.each(func(en *entry[string]) { collect(en.key, en, e) })
 			sh.mu.Unlock()
 		}
 	}

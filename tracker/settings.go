@@ -123,7 +123,9 @@ type entry[D comparable] struct {
 	window
 	key        D
 	prev, next *entry[D]
-	stamp      uint64 // SyncTracker: sequence number of the last Record
+	stamp      uint64    // SyncTracker: sequence number of the last Record
+	hash       uint64    // SyncTracker: maphash of key
+	hnext      *entry[D] // SyncTracker: next entry with the same hash
 }
 
 // lruList orders entries by their last Record, most recent first.

@@ -38,11 +38,58 @@ type SyncTracker[D comparable] struct {
 	evictMu sync.Mutex    // one evictor at a time
 }
 
+// syncShard holds the destinations whose hash falls in it. Its map is keyed
+// by that hash, computed once per call for choosing the shard too, so a
+// lookup does not hash the key a second time; entries with equal hashes are
+// chained through entry.hnext.
 type syncShard[D comparable] struct {
 	mu    sync.Mutex
-	dests map[D]*entry[D]
+	dests map[uint64]*entry[D]
+	n     int // entries
 	lru   lruList[D]
 	_     [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
+	for en := sh.dests[h]; en != nil; en = en.hnext {
+		if en.key == dest {
+			return en
+		}
+	}
+	return nil
+}
+
+func (sh *syncShard[D]) put(en *entry[D]) {
+	en.hnext = sh.dests[en.hash]
+	sh.dests[en.hash] = en
+	sh.n++
+}
+
+func (sh *syncShard[D]) del(en *entry[D]) {
+	p := sh.dests[en.hash]
+	if p == en {
+		if en.hnext == nil {
+			delete(sh.dests, en.hash)
+		} else {
+			sh.dests[en.hash] = en.hnext
+		}
+	} else {
+		for p.hnext != en {
+			p = p.hnext
+		}
+		p.hnext = en.hnext
+	}
+	en.hnext = nil
+	sh.n--
+}
+
+// each calls f for every entry of the shard.
+func (sh *syncShard[D]) each(f func(*entry[D])) {
+	for _, en := range sh.dests {
+		for ; en != nil; en = en.hnext {
+			f(en)
+		}
+	}
 }
 
 // clockState is an immutable epoch with its bounds in ms.
@@ -58,7 +105,7 @@ func NewSync[D comparable](c Config) (*SyncTracker[D], error) {
 	}
 	t := &SyncTracker[D]{s: s, seed: maphash.MakeSeed()}
 	for i := range t.shards {
-		t.shards[i].dests = make(map[D]*entry[D])
+		t.shards[i].dests = make(map[uint64]*entry[D])
 	}
 	return t, nil
 }
@@ -83,8 +130,10 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 	}
 }
 
-func (t *SyncTracker[D]) shard(dest D) *syncShard[D] {
-	return &t.shards[maphash.Comparable(t.seed, dest)&(numShards-1)]
+// shard returns dest's hash and shard.
+func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
+	h := maphash.Comparable(t.seed, dest)
+	return h, &t.shards[h&(numShards-1)]
 }
 
 // Record is Tracker.Record, safe for concurrent use.
@@ -97,15 +146,15 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	e := t.advance(now)
 	i := t.s.index(ms)
-	sh := t.shard(dest)
+	h, sh := t.shard(dest)
 	evict := false
 	sh.mu.Lock()
-	en := sh.dests[dest]
+	en := sh.get(h, dest)
 	if en == nil {
 		en = new(entry[D])
 		en.init(&t.s.geo, t.s.n, e)
-		en.key = dest
-		sh.dests[dest] = en
+		en.key, en.hash = dest, h
+		sh.put(en)
 		if m := t.s.cfg.MaxDestinations; m > 0 {
 			en.stamp = t.seq.Add(1)
 			sh.lru.pushFront(en)
@@ -149,7 +198,7 @@ func (t *SyncTracker[D]) evict() {
 		sh.mu.Lock()
 		if tail := sh.lru.tail; tail != nil && tail.stamp == bestStamp {
 			sh.lru.remove(tail)
-			delete(sh.dests, tail.key)
+			sh.del(tail)
 			t.count.Add(-1)
 		}
 		sh.mu.Unlock()
@@ -168,9 +217,9 @@ func (t *SyncTracker[D]) RecordSince(dest D, start, now time.Time) time.Duration
 // destination nor refreshes its place in the eviction order.
 func (t *SyncTracker[D]) withEntry(dest D, now time.Time, f func(*entry[D])) {
 	e := t.advance(now)
-	sh := t.shard(dest)
+	h, sh := t.shard(dest)
 	sh.mu.Lock()
-	if en := sh.dests[dest]; en != nil {
+	if en := sh.get(h, dest); en != nil {
 		en.rotate(e)
 		f(en)
 	}
@@ -186,9 +235,9 @@ func (t *SyncTracker[D]) Quantile(dest D, q float64, now time.Time) (time.Durati
 // QuantileMillis is Tracker.QuantileMillis, safe for concurrent use.
 func (t *SyncTracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint64, bool) {
 	e := t.advance(now)
-	sh := t.shard(dest)
+	h, sh := t.shard(dest)
 	sh.mu.Lock()
-	en := sh.dests[dest]
+	en := sh.get(h, dest)
 	if en == nil {
 		sh.mu.Unlock()
 		return 0, false
@@ -214,7 +263,8 @@ func (t *SyncTracker[D]) Clear() {
 	}
 	for k := range t.shards {
 		sh := &t.shards[k]
-		sh.dests = make(map[D]*entry[D])
+		sh.dests = make(map[uint64]*entry[D])
+		sh.n = 0
 		sh.lru = lruList[D]{}
 	}
 	t.count.Store(0)
@@ -240,7 +290,7 @@ func (t *SyncTracker[D]) destinations() int {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.mu.Lock()
-		n += len(sh.dests)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
