@@ -2,36 +2,85 @@ package tracker
 
 import "math"
 
+// blockShift sets the block size of hist's block sums: 1<<blockShift counts.
+const (
+	blockShift = 5
+	blockSize  = 1 << blockShift
+	blockMask  = blockSize - 1
+)
+
 // hist is a dense histogram in a geometry's layout: one count per index and
 // their total. It is the merged form shared by the local window and the fleet
 // view: counts are added and subtracted incrementally, never rebuilt per query.
 //
+// Besides the counts it keeps the sum of every block of 32 counts and the
+// highest non-empty index, so a high quantile scans from the top and skips
+// whole blocks: P99.99 of a full window touches a few dozen words.
+//
 // The zero value is not usable; make one with newHist.
 type hist struct {
 	counts []uint64
+	blocks []uint64 // blocks[b] = sum of counts[b*blockSize : (b+1)*blockSize]
 	total  uint64
+	hi     int // highest index with a non-zero count; -1 when empty
 }
 
 func newHist(g *geometry) hist {
-	return hist{counts: make([]uint64, g.countsLen)}
+	n := int(g.countsLen)
+	return hist{
+		counts: make([]uint64, n),
+		blocks: make([]uint64, (n+blockMask)>>blockShift),
+		hi:     -1,
+	}
 }
 
 // add adds n to index i.
 func (h *hist) add(i int, n uint64) {
+	if n == 0 {
+		return
+	}
 	h.counts[i] += n
+	h.blocks[i>>blockShift] += n
 	h.total += n
+	if i > h.hi {
+		h.hi = i
+	}
 }
 
 // sub subtracts n from index i; n must not exceed the count there.
 func (h *hist) sub(i int, n uint64) {
+	if n == 0 {
+		return
+	}
 	h.counts[i] -= n
+	h.blocks[i>>blockShift] -= n
 	h.total -= n
+	if i == h.hi && h.counts[i] == 0 {
+		h.hi = h.highestBelow(i)
+	}
+}
+
+// highestBelow returns the highest non-empty index below i, or -1.
+func (h *hist) highestBelow(i int) int {
+	for j := i - 1; j >= 0; {
+		if j&blockMask == blockMask && h.blocks[j>>blockShift] == 0 {
+			j -= blockSize
+			continue
+		}
+		if h.counts[j] != 0 {
+			return j
+		}
+		j--
+	}
+	return -1
 }
 
 // reset sets every count to zero.
 func (h *hist) reset() {
 	clear(h.counts)
+	clear(h.blocks)
 	h.total = 0
+	h.hi = -1
 }
 
 // rank returns the 1-based rank of quantile q among total samples, following
@@ -56,34 +105,51 @@ func rank(q float64, total uint64) uint64 {
 // bucket; callers report its lowest equivalent value then, and the highest
 // equivalent value otherwise.
 //
-// High quantiles scan from the top, low ones from the bottom, so P99.99 of a
-// full window touches only the few buckets of the tail.
+// High quantiles scan down from the highest non-empty index, low ones up from
+// the bottom, both skipping whole blocks that cannot hold the answer.
 func (h *hist) quantileIndex(q float64) (int, bool) {
 	if h.total == 0 {
 		return 0, false
 	}
 	r := rank(q, h.total)
 	if r > h.total/2 {
-		// Walk down: the bucket at which the count above it drops below
-		// total-r+1 is the one where the cumulative count first reaches r.
-		above := h.total - r // samples allowed strictly above the answer
+		// Walk down: the answer is the first index at which the count seen
+		// from the top exceeds the samples allowed strictly above it.
+		above := h.total - r
 		var seen uint64
-		for i := len(h.counts) - 1; i >= 0; i-- {
+		for i := h.hi; i >= 0; {
+			if i&blockMask == blockMask {
+				if s := h.blocks[i>>blockShift]; seen+s <= above {
+					seen += s
+					i -= blockSize
+					continue
+				}
+			}
 			seen += h.counts[i]
 			if seen > above {
 				return i, true
 			}
+			i--
 		}
-		return 0, true
+		return 0, true // unreachable while the sums are consistent
 	}
 	var cum uint64
-	for i, c := range h.counts {
-		cum += c
+	n := len(h.counts)
+	for i := 0; i < n; {
+		if i&blockMask == 0 {
+			if s := h.blocks[i>>blockShift]; cum+s < r {
+				cum += s
+				i += blockSize
+				continue
+			}
+		}
+		cum += h.counts[i]
 		if cum >= r {
 			return i, true
 		}
+		i++
 	}
-	return len(h.counts) - 1, true
+	return max(h.hi, 0), true // unreachable while the sums are consistent
 }
 
 // quantileValue returns the value of quantile q under the bucket rule of

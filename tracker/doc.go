@@ -1,0 +1,45 @@
+// Package tracker keeps per-destination sliding-window latency histograms and
+// answers high quantiles of them in a few nanoseconds.
+//
+// # Tracker and SyncTracker
+//
+// A Tracker records latencies per destination (any comparable type: a
+// string, an address, a small struct) and answers quantiles of the last
+// Config.Window of them:
+//
+//	t, _ := tracker.New[string](tracker.DefaultConfig())
+//	t.Record("db-1", elapsed, now)
+//	p, ok := t.Quantile("db-1", 0.9999, now) // ok is false until MinSamples samples
+//
+// Latencies are kept in whole milliseconds in an HdrHistogram layout with 2
+// significant digits (Config.Layout; exactly hdrhistogram-go's buckets), so a
+// quantile is the highest value equivalent to its bucket: within 1% above the
+// exact sample. The window is a ring of Config.SubWindows sub-windows; per
+// destination the tracker keeps the current sub-window dense, the sealed ones
+// sparse, and the dense sum of all of them, updated incrementally: a record
+// adds to it and an expiring sub-window is subtracted, so no query merges
+// anything. High quantiles scan the sum from the top with block sums.
+//
+// Tracker is not safe for concurrent use. SyncTracker has the same methods and
+// gives the same answers, and is safe for concurrent use: destinations are
+// spread over 64 shards, each with its own mutex.
+//
+// # How time enters
+//
+// Time is an argument of every method; the package never reads a clock and
+// starts no goroutines. Sub-windows sit on a wall-clock grid shared by every
+// node: epoch e covers [e·S, (e+1)·S) of Unix time in milliseconds, with S =
+// Config.SubWindow (Config.Epoch). Every call first rotates to the epoch of
+// its now: a sample recorded in epoch e is in the window for queries in epochs
+// e … e+N−1 and gone at e+N. A tracker's current epoch never goes back: when
+// now is earlier than a time already seen, nothing rotates and a sample goes
+// into the current sub-window.
+//
+// # Sealed sub-windows
+//
+// Because the grid is shared, finished (sealed) sub-windows of different nodes
+// cover the same interval and can be summed. SealedSubWindow hands out a past
+// epoch's sub-window as sparse []DestCounts without copying, ready for a
+// Batch; ExportHistogram returns a destination's window as a standard
+// hdrhistogram-go Histogram.
+package tracker

@@ -1,0 +1,85 @@
+package tracker_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+func Example() {
+	t, err := tracker.New[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	for ms := uint64(1); ms <= 1000; ms++ {
+		t.RecordMillis("db-1", ms, now)
+	}
+	p50, _ := t.QuantileMillis("db-1", 0.5, now)
+	p99, _ := t.Quantile("db-1", 0.99, now)
+	fmt.Println(t.Samples("db-1", now), p50, p99)
+
+	// One window (60s) later every sample has expired.
+	_, ok := t.Quantile("db-1", 0.99, now.Add(time.Minute))
+	fmt.Println(ok)
+	// Output:
+	// 1000 501 991ms
+	// false
+}
+
+func ExampleSyncTracker() {
+	t, err := tracker.NewSync[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	start := now.Add(-12 * time.Millisecond)
+	fmt.Println(t.RecordSince("db-1", start, now))
+	t.Record("db-1", 100*time.Second, now) // clamped to MaxTrackableLatency
+	t.Record("db-1", 5*time.Millisecond, now)
+	p, ok := t.Quantile("db-1", 0.9999, now)
+	fmt.Println(p, ok)
+	// Output:
+	// 12ms
+	// 1m0.159s true
+}
+
+func ExampleSealedSubWindow() {
+	cfg := tracker.DefaultConfig()
+	t, err := tracker.NewSync[string](cfg)
+	if err != nil {
+		panic(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	e := cfg.Epoch(now)
+	t.RecordMillis("db-2", 7, now)
+	t.RecordMillis("db-1", 7, now)
+	t.RecordMillis("db-1", 300, now)
+
+	// One sub-window later, epoch e is sealed.
+	later := cfg.EpochStart(e + 1)
+	for _, d := range tracker.SealedSubWindow(t, e, later) {
+		fmt.Println(d.Dest, d.Total, d.Buckets)
+	}
+	fmt.Println(tracker.SealedSubWindow(t, e+1, later) == nil) // the current epoch is not sealed
+	// Output:
+	// db-1 2 [{7 1} {278 1}]
+	// db-2 1 [{7 1}]
+	// true
+}
+
+func ExampleExportHistogram() {
+	t, err := tracker.New[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	for ms := uint64(1); ms <= 100; ms++ {
+		t.RecordMillis("db-1", ms, now)
+	}
+	h := tracker.ExportHistogram(t, "db-1", now)
+	fmt.Println(h.TotalCount(), h.Max(), h.ValueAtQuantile(50))
+	// Output:
+	// 100 100 50
+}

@@ -1,0 +1,97 @@
+package tracker
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// SealedSubWindow rotates t to now and returns, per destination with samples
+// in it, the sealed sub-window of epoch: the latencies recorded while that
+// epoch was the tracker's current one. Destinations are sorted by Dest;
+// each Buckets ascends by Index and Total is the sum of its Counts.
+//
+// Only sealed epochs that the ring still holds are available: with E the
+// tracker's current epoch after rotating (Config.Epoch(now), unless the clock
+// went backwards), epochs in [E−N+1, E−1]. Any other epoch, including the
+// current one, gives nil.
+//
+// The Buckets slices are shared with the tracker, not copied: they are never
+// modified after the sub-window is sealed, and callers must not modify them
+// either. They may be kept for as long as wanted.
+func SealedSubWindow[T interface {
+	*Tracker[string] | *SyncTracker[string]
+}](t T, epoch int64, now time.Time) []DestCounts {
+	var out []DestCounts
+	collect := func(key string, en *entry[string], e int64) {
+		en.rotate(e)
+		if s, ok := en.sealedAt(epoch); ok {
+			out = append(out, DestCounts{Dest: key, Total: s.total, Buckets: s.buckets[:len(s.buckets):len(s.buckets)]})
+		}
+	}
+	switch t := any(t).(type) {
+	case *Tracker[string]:
+		e := t.clock.advance(now, t.s.subMs)
+		if !sealedAvailable(epoch, e, t.s.n) {
+			return nil
+		}
+		for key, en := range t.dests {
+			collect(key, en, e)
+		}
+	case *SyncTracker[string]:
+		e := t.advance(now)
+		if !sealedAvailable(epoch, e, t.s.n) {
+			return nil
+		}
+		for k := range t.shards {
+			sh := &t.shards[k]
+			sh.mu.Lock()
+			sh.each(func(en *entry[string]) { collect(en.key, en, e) })
+			sh.mu.Unlock()
+		}
+	}
+	slices.SortFunc(out, func(a, b DestCounts) int { return cmp.Compare(a.Dest, b.Dest) })
+	return out
+}
+
+// sealedAvailable reports whether epoch is in [current−n+1, current−1].
+func sealedAvailable(epoch, current int64, n int) bool {
+	return epoch < current && uint64(current)-uint64(epoch) < uint64(n)
+}
+
+// ExportHistogram rotates t to now and returns dest's window as a standard
+// hdrhistogram-go Histogram in the tracker's layout (Config.Layout): the same
+// counts at the same indices, for HdrHistogram tooling. A destination the
+// tracker does not hold gives an empty histogram. The result is a copy.
+func ExportHistogram[D comparable, T interface {
+	*Tracker[D] | *SyncTracker[D]
+}](t T, dest D, now time.Time) *hdrhistogram.Histogram {
+	var s *settings
+	var counts []int64
+	copyCounts := func(en *entry[D]) {
+		counts = make([]int64, len(en.sum.counts))
+		for i, c := range en.sum.counts {
+			counts[i] = int64(min(c, math.MaxInt64))
+		}
+	}
+	switch t := any(t).(type) {
+	case *Tracker[D]:
+		s = &t.s
+		if en := t.lookup(dest, now); en != nil {
+			copyCounts(en)
+		}
+	case *SyncTracker[D]:
+		s = &t.s
+		t.withEntry(dest, now, copyCounts)
+	}
+	l := s.cfg.Layout()
+	return hdrhistogram.Import(&hdrhistogram.Snapshot{
+		LowestTrackableValue:  l.Lowest,
+		HighestTrackableValue: l.Highest,
+		SignificantFigures:    int64(l.SignificantDigits),
+		Counts:                counts,
+	})
+}

@@ -1,0 +1,297 @@
+package tracker
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// numShards is the number of independently locked parts of a SyncTracker.
+// Destinations are spread over them by hash, so recording to different
+// destinations rarely contends.
+const numShards = 64
+
+// SyncTracker is a Tracker safe for concurrent use: for the same sequence of
+// calls it gives exactly the answers Tracker gives. Destinations are spread
+// over 64 shards by hash, each with its own mutex, so calls on different
+// destinations rarely contend. Create one with NewSync: the zero value is not
+// usable.
+//
+// The current epoch is shared by all shards: the highest epoch of any time
+// passed to any method so far.
+//
+// With MaxDestinations > 0 every Record also takes a global sequence number
+// (one atomic add) to order destinations for eviction, and creating a
+// destination beyond the bound briefly locks each shard in turn to find the
+// least recently recorded one. While concurrent calls create destinations
+// the bound may be exceeded for the duration of those calls.
+type SyncTracker[D comparable] struct {
+	s      settings
+	seed   maphash.Seed
+	clock  atomic.Pointer[clockState] // nil until the first call
+	shards [numShards]syncShard[D]
+
+	// Eviction, used only when MaxDestinations > 0.
+	seq     atomic.Uint64 // sequence number of Record calls
+	count   atomic.Int64  // destinations; changed only under a shard lock
+	evictMu sync.Mutex    // one evictor at a time
+}
+
+// syncShard holds the destinations whose hash falls in it. Its map is keyed
+// by that hash, computed once per call for choosing the shard too, so a
+// lookup does not hash the key a second time; entries with equal hashes are
+// chained through entry.hnext.
+type syncShard[D comparable] struct {
+	mu    sync.Mutex
+	dests map[uint64]*entry[D]
+	n     int // entries
+	lru   lruList[D]
+	_     [64]byte // keep neighbouring shards' locks off one cache line
+}
+
+func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
+	for en := sh.dests[h]; en != nil; en = en.hnext {
+		if en.key == dest {
+			return en
+		}
+	}
+	return nil
+}
+
+func (sh *syncShard[D]) put(en *entry[D]) {
+	en.hnext = sh.dests[en.hash]
+	sh.dests[en.hash] = en
+	sh.n++
+}
+
+func (sh *syncShard[D]) del(en *entry[D]) {
+	p := sh.dests[en.hash]
+	if p == en {
+		if en.hnext == nil {
+			delete(sh.dests, en.hash)
+		} else {
+			sh.dests[en.hash] = en.hnext
+		}
+	} else {
+		for p.hnext != en {
+			p = p.hnext
+		}
+		p.hnext = en.hnext
+	}
+	en.hnext = nil
+	sh.n--
+}
+
+// each calls f for every entry of the shard.
+func (sh *syncShard[D]) each(f func(*entry[D])) {
+	for _, en := range sh.dests {
+		for ; en != nil; en = en.hnext {
+			f(en)
+		}
+	}
+}
+
+// clockState is an immutable epoch with its bounds in ms.
+type clockState struct {
+	epoch, start, end int64
+}
+
+// NewSync returns an empty SyncTracker, or Config.Validate's error.
+func NewSync[D comparable](c Config) (*SyncTracker[D], error) {
+	s, err := newSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	t := &SyncTracker[D]{s: s, seed: maphash.MakeSeed()}
+	for i := range t.shards {
+		t.shards[i].dests = make(map[uint64]*entry[D])
+	}
+	return t, nil
+}
+
+// advance returns max(current epoch, epoch of now) and makes it current.
+func (t *SyncTracker[D]) advance(now time.Time) int64 {
+	ms := now.UnixMilli()
+	cur := t.clock.Load()
+	if cur != nil && ms >= cur.start && ms < cur.end {
+		return cur.epoch
+	}
+	e := floorDiv(ms, t.s.subMs)
+	for {
+		if cur != nil && e <= cur.epoch {
+			return cur.epoch
+		}
+		start, end := epochBounds(e, t.s.subMs)
+		if t.clock.CompareAndSwap(cur, &clockState{epoch: e, start: start, end: end}) {
+			return e
+		}
+		cur = t.clock.Load()
+	}
+}
+
+// shard returns dest's hash and shard.
+func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
+	h := maphash.Comparable(t.seed, dest)
+	return h, &t.shards[h&(numShards-1)]
+}
+
+// Record is Tracker.Record, safe for concurrent use.
+func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
+	t.RecordMillis(dest, durationMillis(latency), now)
+}
+
+// RecordMillis is Tracker.RecordMillis, safe for concurrent use. Two calls
+// that create the same destination at once both count.
+func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	h, sh := t.shard(dest)
+	evict := false
+	sh.mu.Lock()
+	en := sh.get(h, dest)
+	if en == nil {
+		en = new(entry[D])
+		en.init(&t.s.geo, t.s.n, e)
+		en.key, en.hash = dest, h
+		sh.put(en)
+		if m := t.s.cfg.MaxDestinations; m > 0 {
+			en.stamp = t.seq.Add(1)
+			sh.lru.pushFront(en)
+			evict = t.count.Add(1) > int64(m)
+		}
+	} else {
+		en.rotate(e)
+		if t.s.cfg.MaxDestinations > 0 {
+			en.stamp = t.seq.Add(1)
+			sh.lru.moveToFront(en)
+		}
+	}
+	en.record(i)
+	sh.mu.Unlock()
+	if evict {
+		t.evict()
+	}
+}
+
+// evict removes least recently recorded destinations until at most
+// MaxDestinations remain. The oldest is the shard list tail with the lowest
+// stamp; within a shard, list order is stamp order because both change under
+// the shard's lock.
+func (t *SyncTracker[D]) evict() {
+	t.evictMu.Lock()
+	defer t.evictMu.Unlock()
+	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
+		best, bestStamp := -1, uint64(0)
+		for k := range t.shards {
+			sh := &t.shards[k]
+			sh.mu.Lock()
+			if tail := sh.lru.tail; tail != nil && (best < 0 || tail.stamp < bestStamp) {
+				best, bestStamp = k, tail.stamp
+			}
+			sh.mu.Unlock()
+		}
+		if best < 0 {
+			return
+		}
+		sh := &t.shards[best]
+		sh.mu.Lock()
+		if tail := sh.lru.tail; tail != nil && tail.stamp == bestStamp {
+			sh.lru.remove(tail)
+			sh.del(tail)
+			t.count.Add(-1)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// RecordSince is Tracker.RecordSince, safe for concurrent use.
+func (t *SyncTracker[D]) RecordSince(dest D, start, now time.Time) time.Duration {
+	d := sinceNonNegative(start, now)
+	t.Record(dest, d, now)
+	return d
+}
+
+// withEntry rotates to now and calls f with dest's rotated entry under its
+// shard's lock; f is not called when dest is unknown. It never creates a
+// destination nor refreshes its place in the eviction order.
+func (t *SyncTracker[D]) withEntry(dest D, now time.Time, f func(*entry[D])) {
+	e := t.advance(now)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	if en := sh.get(h, dest); en != nil {
+		en.rotate(e)
+		f(en)
+	}
+	sh.mu.Unlock()
+}
+
+// Quantile is Tracker.Quantile, safe for concurrent use.
+func (t *SyncTracker[D]) Quantile(dest D, q float64, now time.Time) (time.Duration, bool) {
+	ms, ok := t.QuantileMillis(dest, q, now)
+	return millisDuration(ms), ok
+}
+
+// QuantileMillis is Tracker.QuantileMillis, safe for concurrent use.
+func (t *SyncTracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint64, bool) {
+	e := t.advance(now)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	en := sh.get(h, dest)
+	if en == nil {
+		sh.mu.Unlock()
+		return 0, false
+	}
+	en.rotate(e)
+	ms, ok := t.s.quantile(&en.window, q)
+	sh.mu.Unlock()
+	return ms, ok
+}
+
+// Samples is Tracker.Samples, safe for concurrent use.
+func (t *SyncTracker[D]) Samples(dest D, now time.Time) uint64 {
+	var n uint64
+	t.withEntry(dest, now, func(en *entry[D]) { n = en.sum.total })
+	return n
+}
+
+// Clear forgets every destination, as Tracker.Clear does. Calls running
+// concurrently with it may or may not have their effect kept.
+func (t *SyncTracker[D]) Clear() {
+	for k := range t.shards {
+		t.shards[k].mu.Lock()
+	}
+	for k := range t.shards {
+		sh := &t.shards[k]
+		sh.dests = make(map[uint64]*entry[D])
+		sh.n = 0
+		sh.lru = lruList[D]{}
+	}
+	t.count.Store(0)
+	for k := range t.shards {
+		t.shards[k].mu.Unlock()
+	}
+}
+
+// Config returns the tracker's configuration.
+func (t *SyncTracker[D]) Config() Config {
+	return t.s.cfg
+}
+
+// localView is Tracker.localView, safe for concurrent use.
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (ms uint64, samples uint64, ok bool) {
+	t.withEntry(dest, now, func(en *entry[D]) { ms, samples, ok = t.s.localView(&en.window, q) })
+	return ms, samples, ok
+}
+
+// destinations returns the number of destinations held.
+func (t *SyncTracker[D]) destinations() int {
+	n := 0
+	for k := range t.shards {
+		sh := &t.shards[k]
+		sh.mu.Lock()
+		n += sh.n
+		sh.mu.Unlock()
+	}
+	return n
+}

@@ -1,0 +1,142 @@
+package tracker
+
+import "time"
+
+// Tracker keeps, per destination, a sliding window of latency histograms
+// and answers quantiles of it. It is not safe for concurrent use; use
+// SyncTracker for that. Create one with New: the zero value is not usable.
+//
+// Time is an argument of every method. The tracker's current epoch is the
+// highest epoch (Config.Epoch) of any time passed so far: a time earlier than
+// that rotates nothing, and a sample recorded with it goes into the current
+// sub-window.
+type Tracker[D comparable] struct {
+	s     settings
+	clock epochClock
+	dests map[D]*entry[D]
+	lru   lruList[D] // maintained only when MaxDestinations > 0
+}
+
+// New returns an empty Tracker, or Config.Validate's error.
+func New[D comparable](c Config) (*Tracker[D], error) {
+	s, err := newSettings(c)
+	if err != nil {
+		return nil, err
+	}
+	return &Tracker[D]{s: s, clock: newEpochClock(), dests: make(map[D]*entry[D])}, nil
+}
+
+// Record records a latency to dest at now: truncated to whole milliseconds,
+// 0 if negative, clamped to MaxTrackableLatency.
+func (t *Tracker[D]) Record(dest D, latency time.Duration, now time.Time) {
+	t.RecordMillis(dest, durationMillis(latency), now)
+}
+
+// RecordMillis records a latency of ms milliseconds to dest at now, clamped
+// to MaxTrackableLatency. It creates dest on its first call and, when
+// MaxDestinations is reached, evicts the destination least recently recorded.
+func (t *Tracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	e := t.clock.advance(now, t.s.subMs)
+	en := t.dests[dest]
+	if en == nil {
+		en = t.create(dest, e)
+	} else {
+		if t.s.cfg.MaxDestinations > 0 {
+			t.lru.moveToFront(en)
+		}
+		en.rotate(e)
+	}
+	en.record(t.s.index(ms))
+}
+
+// create adds dest at epoch e, evicting the least recently recorded
+// destination first when MaxDestinations is reached (its storage is reused).
+func (t *Tracker[D]) create(dest D, e int64) *entry[D] {
+	var en *entry[D]
+	if m := t.s.cfg.MaxDestinations; m > 0 && len(t.dests) >= m {
+		en = t.lru.tail
+		t.lru.remove(en)
+		delete(t.dests, en.key)
+		en.clear(e)
+	} else {
+		en = new(entry[D])
+		en.init(&t.s.geo, t.s.n, e)
+	}
+	en.key = dest
+	t.dests[dest] = en
+	if t.s.cfg.MaxDestinations > 0 {
+		t.lru.pushFront(en)
+	}
+	return en
+}
+
+// RecordSince records now−start (0 if negative) to dest at now, as Record
+// does, and returns it untruncated.
+func (t *Tracker[D]) RecordSince(dest D, start, now time.Time) time.Duration {
+	d := sinceNonNegative(start, now)
+	t.Record(dest, d, now)
+	return d
+}
+
+// lookup rotates to now and returns dest's rotated entry, or nil. It never
+// creates a destination nor refreshes its place in the eviction order.
+func (t *Tracker[D]) lookup(dest D, now time.Time) *entry[D] {
+	e := t.clock.advance(now, t.s.subMs)
+	en := t.dests[dest]
+	if en != nil {
+		en.rotate(e)
+	}
+	return en
+}
+
+// Quantile is QuantileMillis as a Duration.
+func (t *Tracker[D]) Quantile(dest D, q float64, now time.Time) (time.Duration, bool) {
+	ms, ok := t.QuantileMillis(dest, q, now)
+	return millisDuration(ms), ok
+}
+
+// QuantileMillis returns quantile q of dest's window at now in milliseconds,
+// or 0, false when the window holds fewer than max(MinSamples, 1) samples.
+// q > 1 is 1; the rank is ceil(q·samples), at least 1 (so a NaN or negative
+// q is the minimum's bucket); the answer is the highest value equivalent to
+// the bucket at which the cumulative count reaches the rank, except that
+// q == 0 gives the lowest equivalent value.
+func (t *Tracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint64, bool) {
+	en := t.lookup(dest, now)
+	if en == nil {
+		return 0, false
+	}
+	return t.s.quantile(&en.window, q)
+}
+
+// Samples returns the number of samples in dest's window at now.
+func (t *Tracker[D]) Samples(dest D, now time.Time) uint64 {
+	en := t.lookup(dest, now)
+	if en == nil {
+		return 0
+	}
+	return en.sum.total
+}
+
+// Clear forgets every destination. The current epoch is kept, so time still
+// does not run backwards for the tracker.
+func (t *Tracker[D]) Clear() {
+	t.dests = make(map[D]*entry[D])
+	t.lru = lruList[D]{}
+}
+
+// Config returns the tracker's configuration.
+func (t *Tracker[D]) Config() Config {
+	return t.s.cfg
+}
+
+// localView rotates to now and returns quantile q of dest's window by the
+// bucket rule, ignoring MinSamples, and the samples in it; ok is false only
+// when the window is empty.
+func (t *Tracker[D]) localView(dest D, q float64, now time.Time) (ms uint64, samples uint64, ok bool) {
+	en := t.lookup(dest, now)
+	if en == nil {
+		return 0, 0, false
+	}
+	return t.s.localView(&en.window, q)
+}

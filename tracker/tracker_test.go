@@ -1,0 +1,668 @@
+package tracker
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// at is a wall-clock time ms milliseconds after the Unix epoch. With the
+// default config, epoch e covers at(6000·e) .. at(6000·e+5999).
+func at(ms int64) time.Time { return time.UnixMilli(ms) }
+
+const sub = 6000 // default sub-window in ms
+
+func newT(t testing.TB, mut func(*Config)) *Tracker[string] {
+	t.Helper()
+	c := DefaultConfig()
+	if mut != nil {
+		mut(&c)
+	}
+	tr, err := New[string](c)
+	require.NoError(t, err)
+	return tr
+}
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		mut   func(*Config)
+		field []string
+	}{
+		{"sub-windows 0", func(c *Config) { c.SubWindows = 0 }, []string{"SubWindows"}},
+		{"sub-windows 256", func(c *Config) { c.SubWindows = 256 }, []string{"SubWindows"}},
+		{"window 0", func(c *Config) { c.Window = 0 }, []string{"Window"}},
+		{"sub-window below 1ms", func(c *Config) { c.Window = 9 * time.Millisecond }, []string{"Window/SubWindows"}},
+		{"max latency 1ms", func(c *Config) { c.MaxTrackableLatency = time.Millisecond }, []string{"MaxTrackableLatency"}},
+		{"negative max destinations", func(c *Config) { c.MaxDestinations = -1 }, []string{"MaxDestinations"}},
+		{"all at once", func(c *Config) { *c = Config{SubWindows: -1, Window: -1, MaxDestinations: -2} },
+			[]string{"SubWindows", "Window", "MaxTrackableLatency", "MaxDestinations"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mut(&c)
+			tr, err := New[string](c)
+			require.Nil(t, tr)
+			require.Error(t, err)
+			require.Equal(t, c.Validate().Error(), err.Error())
+			for _, f := range tc.field {
+				require.ErrorContains(t, err, f)
+			}
+			st, err := NewSync[string](c)
+			require.Nil(t, st)
+			require.Equal(t, c.Validate().Error(), err.Error())
+		})
+	}
+	for _, c := range []Config{
+		DefaultConfig(),
+		{Window: time.Millisecond, SubWindows: 1, MaxTrackableLatency: 2 * time.Millisecond},
+		{Window: 255 * time.Millisecond, SubWindows: 255, MaxTrackableLatency: math.MaxInt64, MaxDestinations: 1},
+	} {
+		_, err := New[int](c)
+		require.NoError(t, err, "%+v", c)
+	}
+}
+
+func TestDesignExamples(t *testing.T) {
+	tr := newT(t, nil)
+	now := at(1_700_000_000_000)
+	for v := uint64(1); v <= 1000; v++ {
+		tr.RecordMillis("db", v, now)
+	}
+	for _, tc := range []struct {
+		q    float64
+		want uint64
+	}{{0.5, 501}, {0.99, 991}, {1, 1003}, {0, 1}} {
+		got, ok := tr.QuantileMillis("db", tc.q, now)
+		require.True(t, ok)
+		require.Equal(t, tc.want, got, "q=%v", tc.q)
+	}
+	tr.Clear()
+	for range 3 {
+		tr.RecordMillis("db", 100_000, now)
+	}
+	got, ok := tr.QuantileMillis("db", 0.9999, now)
+	require.True(t, ok)
+	require.Equal(t, uint64(60159), got)
+	d, ok := tr.Quantile("db", 0.9999, now)
+	require.True(t, ok)
+	require.Equal(t, 60159*time.Millisecond, d)
+}
+
+// TestRecordValues covers truncation, negatives and clamping: each case
+// records one value three times and reads P0 and P100.
+func TestRecordValues(t *testing.T) {
+	huge := func(c *Config) { c.MaxTrackableLatency = math.MaxInt64 }
+	for _, tc := range []struct {
+		name     string
+		mut      func(*Config)
+		record   func(tr *Tracker[string], now time.Time)
+		min, max uint64
+	}{
+		{"zero", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", 0, now) }, 0, 0},
+		{"sub-millisecond truncates to 0", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", 999*time.Microsecond, now) }, 0, 0},
+		{"1.999ms truncates to 1", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", 1999*time.Microsecond, now) }, 1, 1},
+		{"negative records 0", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", -5*time.Second, now) }, 0, 0},
+		{"min duration records 0", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", math.MinInt64, now) }, 0, 0},
+		{"255 is exact", nil, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", 255, now) }, 255, 255},
+		{"256 shares a bucket with 257", nil, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", 256, now) }, 256, 257},
+		{"1000 is in 1000..1003", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", time.Second, now) }, 1000, 1003},
+		{"max trackable is kept", nil, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", 60000, now) }, 59904, 60159},
+		{"above max is clamped", nil, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", 60001, now) }, 59904, 60159},
+		{"max uint64 is clamped", nil, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", math.MaxUint64, now) }, 59904, 60159},
+		{"max duration is clamped", nil, func(tr *Tracker[string], now time.Time) { tr.Record("d", math.MaxInt64, now) }, 59904, 60159},
+		{"custom max 2ms", func(c *Config) { c.MaxTrackableLatency = 2 * time.Millisecond }, func(tr *Tracker[string], now time.Time) { tr.RecordMillis("d", 7, now) }, 2, 2},
+		{"huge max keeps large values", huge, func(tr *Tracker[string], now time.Time) { tr.Record("d", 100*time.Hour, now) }, 358612992, 360710143}, // as hdrhistogram-go New(1, MaxInt64/1e6, 2),
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newT(t, tc.mut)
+			now := at(12345)
+			for range 3 {
+				tc.record(tr, now)
+			}
+			lo, ok := tr.QuantileMillis("d", 0, now)
+			require.True(t, ok)
+			hi, ok := tr.QuantileMillis("d", 1, now)
+			require.True(t, ok)
+			require.Equal(t, [2]uint64{tc.min, tc.max}, [2]uint64{lo, hi})
+			require.Equal(t, uint64(3), tr.Samples("d", now))
+		})
+	}
+}
+
+func TestQuantileRule(t *testing.T) {
+	tr := newT(t, nil)
+	now := at(0)
+	// 10 samples: 1×5ms, 8×300ms (bucket 300..301), 1×2000ms (bucket 2000..2007).
+	tr.RecordMillis("d", 5, now)
+	for range 8 {
+		tr.RecordMillis("d", 300, now)
+	}
+	tr.RecordMillis("d", 2000, now)
+	for _, tc := range []struct {
+		name string
+		q    float64
+		want uint64
+	}{
+		{"zero is the lowest equivalent of the minimum", 0, 5},
+		{"smallest positive q is rank 1", math.SmallestNonzeroFloat64, 5},
+		{"rank ceil(0.1·10)=1", 0.1, 5},
+		{"rank ceil(0.11·10)=2", 0.11, 301},
+		{"rank 9", 0.9, 301},
+		{"rank ceil(0.91·10)=10", 0.91, 2007},
+		{"one", 1, 2007},
+		{"above one is one", 1.5, 2007},
+		{"+Inf is one", math.Inf(1), 2007},
+		{"negative is rank 1", -0.5, 5},
+		{"-Inf is rank 1", math.Inf(-1), 5},
+		{"NaN is rank 1", math.NaN(), 5},
+		{"P99.99", 0.9999, 2007},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tr.QuantileMillis("d", tc.q, now)
+			require.True(t, ok)
+			require.Equal(t, tc.want, got)
+			d, ok := tr.Quantile("d", tc.q, now)
+			require.True(t, ok)
+			require.Equal(t, time.Duration(tc.want)*time.Millisecond, d)
+		})
+	}
+}
+
+func TestQuantileSaturatesDuration(t *testing.T) {
+	tr := newT(t, func(c *Config) { c.MaxTrackableLatency = math.MaxInt64; c.MinSamples = 1 })
+	tr.Record("d", math.MaxInt64, at(0))
+	ms, ok := tr.QuantileMillis("d", 1, at(0))
+	require.True(t, ok)
+	require.Greater(t, ms, uint64(math.MaxInt64/int64(time.Millisecond)))
+	d, ok := tr.Quantile("d", 1, at(0))
+	require.True(t, ok)
+	require.Equal(t, time.Duration(math.MaxInt64), d)
+}
+
+func TestMinSamples(t *testing.T) {
+	for _, tc := range []struct {
+		min     uint32
+		samples int
+		ok      bool
+	}{
+		{3, 0, false}, {3, 2, false}, {3, 3, true}, {3, 4, true},
+		{0, 0, false}, {0, 1, true}, {1, 1, true}, {1000, 999, false}, {1000, 1000, true},
+	} {
+		tr := newT(t, func(c *Config) { c.MinSamples = tc.min })
+		for range tc.samples {
+			tr.RecordMillis("d", 7, at(0))
+		}
+		got, ok := tr.QuantileMillis("d", 0.5, at(0))
+		require.Equal(t, tc.ok, ok, "MinSamples %d, %d samples", tc.min, tc.samples)
+		if ok {
+			require.Equal(t, uint64(7), got)
+		} else {
+			require.Zero(t, got)
+			d, ok := tr.Quantile("d", 0.5, at(0))
+			require.False(t, ok)
+			require.Zero(t, d)
+		}
+		require.Equal(t, uint64(tc.samples), tr.Samples("d", at(0)))
+		ms, n, ok := tr.localView("d", 0.5, at(0))
+		require.Equal(t, tc.samples > 0, ok, "localView ignores MinSamples")
+		require.Equal(t, uint64(tc.samples), n)
+		if ok {
+			require.Equal(t, uint64(7), ms)
+		}
+	}
+}
+
+// TestWindow checks which samples a query sees: a sample recorded in epoch e
+// is in the window at epochs e … e+N−1 and gone at e+N.
+func TestWindow(t *testing.T) {
+	type rec struct {
+		ms int64 // wall clock
+		v  uint64
+	}
+	for _, tc := range []struct {
+		name    string
+		mut     func(*Config)
+		records []rec
+		queryMs int64
+		samples uint64
+		p100    uint64
+	}{
+		{"same epoch", nil, []rec{{0, 5}}, 5999, 1, 5},
+		{"last epoch of the window", nil, []rec{{0, 5}}, 9*sub + 5999, 1, 5},
+		{"expired at e+N", nil, []rec{{5999, 5}}, 10 * sub, 0, 0},
+		{"older expires, newer stays", nil, []rec{{0, 9}, {sub, 5}}, 10 * sub, 1, 5},
+		{"gap of N-1 keeps", nil, []rec{{0, 9}, {9 * sub, 5}}, 9 * sub, 2, 9},
+		{"gap of N clears", nil, []rec{{0, 9}, {10 * sub, 5}}, 10 * sub, 1, 5},
+		{"huge gap clears", nil, []rec{{0, 9}, {1 << 50, 5}}, 1 << 50, 1, 5},
+		{"every epoch of a window", nil, []rec{{0, 1}, {sub, 2}, {2 * sub, 3}, {3 * sub, 4}, {4 * sub, 5}, {5 * sub, 6}, {6 * sub, 7}, {7 * sub, 8}, {8 * sub, 9}, {9 * sub, 10}, {10 * sub, 11}}, 10 * sub, 10, 11},
+		{"negative epochs", nil, []rec{{-sub - 1, 7}, {-1, 9}}, 8*sub + 1, 1, 9},
+		{"across zero", nil, []rec{{-5 * sub, 3}, {-1, 9}, {0, 1}, {4 * sub, 2}}, 4*sub + 1, 4, 9},
+		{"one sub-window", func(c *Config) { c.SubWindows = 1; c.Window = time.Second }, []rec{{999, 3}, {1000, 4}}, 1999, 1, 4},
+		{"255 sub-windows of 1ms", func(c *Config) { c.SubWindows = 255; c.Window = 255 * time.Millisecond }, []rec{{0, 3}, {254, 4}}, 254, 2, 4},
+		{"255 sub-windows expire", func(c *Config) { c.SubWindows = 255; c.Window = 255 * time.Millisecond }, []rec{{0, 3}, {254, 4}}, 255, 1, 4},
+		{"sub-window truncated to whole ms", func(c *Config) { c.Window = 10*time.Second + 9*time.Millisecond }, []rec{{0, 3}}, 10000, 0, 0},
+		{"clock backwards goes into the current sub-window", nil, []rec{{5 * sub, 9}, {3 * sub, 4}}, 14*sub + 1, 2, 9},
+		{"clock backwards expires with the current sub-window", nil, []rec{{5 * sub, 9}, {3 * sub, 4}}, 15 * sub, 0, 0},
+		{"query in the past sees the current window", nil, []rec{{5 * sub, 9}}, 0, 1, 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newT(t, func(c *Config) {
+				c.MinSamples = 1
+				if tc.mut != nil {
+					tc.mut(c)
+				}
+			})
+			for _, r := range tc.records {
+				tr.RecordMillis("d", r.v, at(r.ms))
+			}
+			require.Equal(t, tc.samples, tr.Samples("d", at(tc.queryMs)))
+			got, ok := tr.QuantileMillis("d", 1, at(tc.queryMs))
+			require.Equal(t, tc.samples > 0, ok)
+			require.Equal(t, tc.p100, got)
+		})
+	}
+}
+
+// TestQueriesRotate checks that a query alone moves the window: after a
+// query far in the future, a record at an earlier time goes into the
+// future sub-window.
+func TestQueriesRotate(t *testing.T) {
+	tr := newT(t, func(c *Config) { c.MinSamples = 1 })
+	tr.RecordMillis("a", 3, at(0))
+	require.Zero(t, tr.Samples("b", at(20*sub)), "query on another destination moves the clock")
+	tr.RecordMillis("a", 4, at(0)) // the past: lands in epoch 20
+	require.Equal(t, uint64(1), tr.Samples("a", at(29*sub)))
+	require.Zero(t, tr.Samples("a", at(30*sub)))
+}
+
+func TestLazyCreationAndEviction(t *testing.T) {
+	type op struct {
+		record bool
+		dest   string
+	}
+	for _, tc := range []struct {
+		name string
+		max  int
+		ops  []op
+		want map[string]uint64 // samples per destination at the end
+	}{
+		{"queries never create", 0, []op{{false, "a"}, {false, "b"}}, map[string]uint64{}},
+		{"unlimited", 0, []op{{true, "a"}, {true, "b"}, {true, "c"}, {true, "a"}}, map[string]uint64{"a": 2, "b": 1, "c": 1}},
+		{"max 1 keeps the last", 1, []op{{true, "a"}, {true, "b"}}, map[string]uint64{"b": 1}},
+		{"max 2 evicts the least recently recorded", 2, []op{{true, "a"}, {true, "b"}, {true, "c"}}, map[string]uint64{"b": 1, "c": 1}},
+		{"recording refreshes", 2, []op{{true, "a"}, {true, "b"}, {true, "a"}, {true, "c"}}, map[string]uint64{"a": 2, "c": 1}},
+		{"queries do not refresh", 2, []op{{true, "a"}, {true, "b"}, {false, "a"}, {true, "c"}}, map[string]uint64{"b": 1, "c": 1}},
+		{"queries of unknown do not evict", 1, []op{{true, "a"}, {false, "b"}, {false, "c"}}, map[string]uint64{"a": 1}},
+		{"evicted comes back empty", 1, []op{{true, "a"}, {true, "a"}, {true, "b"}, {true, "a"}}, map[string]uint64{"a": 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newT(t, func(c *Config) { c.MaxDestinations = tc.max; c.MinSamples = 1 })
+			st, err := NewSync[string](tr.Config())
+			require.NoError(t, err)
+			for _, o := range tc.ops {
+				if o.record {
+					tr.RecordMillis(o.dest, 1, at(0))
+					st.RecordMillis(o.dest, 1, at(0))
+					continue
+				}
+				_, _ = tr.QuantileMillis(o.dest, 0.5, at(0))
+				_, _ = tr.Quantile(o.dest, 0.5, at(0))
+				_ = tr.Samples(o.dest, at(0))
+				_, _, _ = tr.localView(o.dest, 0.5, at(0))
+				_ = ExportHistogram(tr, o.dest, at(0))
+				_, _ = st.QuantileMillis(o.dest, 0.5, at(0))
+				_, _ = st.Quantile(o.dest, 0.5, at(0))
+				_ = st.Samples(o.dest, at(0))
+				_, _, _ = st.localView(o.dest, 0.5, at(0))
+				_ = ExportHistogram(st, o.dest, at(0))
+			}
+			got, gotSync := map[string]uint64{}, map[string]uint64{}
+			for _, d := range []string{"a", "b", "c"} {
+				if n := tr.Samples(d, at(0)); n > 0 {
+					got[d] = n
+				}
+				if n := st.Samples(d, at(0)); n > 0 {
+					gotSync[d] = n
+				}
+			}
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, gotSync)
+			require.Len(t, tr.dests, len(tc.want))
+			require.Equal(t, len(tc.want), st.destinations())
+		})
+	}
+}
+
+func TestRecordSince(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		start time.Time
+		now   time.Time
+		ret   time.Duration
+		ms    uint64
+	}{
+		{"positive", at(1000), at(1000).Add(2500 * time.Microsecond), 2500 * time.Microsecond, 2},
+		{"zero", at(1000), at(1000), 0, 0},
+		{"negative records 0", at(2000), at(1000), 0, 0},
+		{"saturating", time.Time{}, time.Unix(1<<40, 0), math.MaxInt64, 59904},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newT(t, func(c *Config) { c.MinSamples = 1 })
+			st, err := NewSync[string](tr.Config())
+			require.NoError(t, err)
+			require.Equal(t, tc.ret, tr.RecordSince("d", tc.start, tc.now))
+			require.Equal(t, tc.ret, st.RecordSince("d", tc.start, tc.now))
+			got, ok := tr.QuantileMillis("d", 0, tc.now)
+			require.True(t, ok)
+			require.Equal(t, tc.ms, got)
+			got, ok = st.QuantileMillis("d", 0, tc.now)
+			require.True(t, ok)
+			require.Equal(t, tc.ms, got)
+		})
+	}
+}
+
+func TestClearAndConfig(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxDestinations = 2
+	tr, err := New[int](c)
+	require.NoError(t, err)
+	require.Equal(t, c, tr.Config())
+	tr.RecordMillis(1, 10, at(5*sub))
+	tr.RecordMillis(2, 10, at(5*sub))
+	tr.Clear()
+	require.Zero(t, tr.Samples(1, at(5*sub)))
+	require.Zero(t, tr.Samples(2, at(5*sub)))
+	// The clock is kept: a record in the past goes into epoch 5.
+	tr.RecordMillis(1, 10, at(0))
+	tr.RecordMillis(2, 10, at(0))
+	tr.RecordMillis(3, 10, at(0)) // evicts 1: the eviction order was reset too
+	require.Zero(t, tr.Samples(1, at(0)))
+	require.Equal(t, uint64(1), tr.Samples(2, at(14*sub)))
+	require.Zero(t, tr.Samples(2, at(15*sub)))
+}
+
+// TestNothingPanics feeds extreme times, latencies and quantiles.
+func TestNothingPanics(t *testing.T) {
+	times := []time.Time{
+		{}, at(math.MinInt64), at(math.MaxInt64), at(-1), at(0), time.Unix(math.MaxInt64, 999999999),
+		time.Unix(math.MinInt64, 0), at(math.MaxInt64 - 1), at(math.MinInt64 + 1), time.Unix(1<<40, 0),
+	}
+	qs := []float64{math.NaN(), math.Inf(1), math.Inf(-1), -1, 0, 1e-300, 0.5, 1, 2, math.MaxFloat64}
+	for _, mut := range []func(*Config){
+		nil,
+		func(c *Config) {
+			c.SubWindows = 1
+			c.Window = time.Millisecond
+			c.MinSamples = 0
+			c.MaxDestinations = 1
+		},
+		func(c *Config) { c.SubWindows = 7; c.Window = 7 * time.Hour; c.MaxTrackableLatency = math.MaxInt64 },
+	} {
+		tr := newT(t, mut)
+		st, err := NewSync[string](tr.Config())
+		require.NoError(t, err)
+		for i, now := range times {
+			for _, d := range []string{"a", "b"} {
+				for _, l := range []time.Duration{math.MinInt64, -1, 0, 1, math.MaxInt64} {
+					tr.Record(d, l, now)
+					st.Record(d, l, now)
+				}
+				tr.RecordMillis(d, math.MaxUint64, now)
+				st.RecordMillis(d, math.MaxUint64, now)
+				tr.RecordSince(d, times[(i+3)%len(times)], now)
+				st.RecordSince(d, times[(i+3)%len(times)], now)
+				for _, q := range qs {
+					a, aok := tr.QuantileMillis(d, q, now)
+					b, bok := st.QuantileMillis(d, q, now)
+					require.Equal(t, [2]any{a, aok}, [2]any{b, bok})
+					tr.Quantile(d, q, now)
+					st.Quantile(d, q, now)
+				}
+				require.Equal(t, tr.Samples(d, now), st.Samples(d, now))
+				_ = SealedSubWindow(tr, tr.s.cfg.Epoch(now)-1, now)
+				_ = SealedSubWindow(st, math.MinInt64, now)
+				_ = ExportHistogram(st, d, now)
+			}
+		}
+	}
+}
+
+// model is the reference: it keeps every sample with the epoch it was
+// recorded in, and computes quantiles exactly by sorting.
+type model struct {
+	cfg   Config
+	epoch int64 // highest epoch seen; starts below every epoch
+	seen  bool
+	dests map[string][]modelSample
+	order map[string]int // sequence number of the last Record
+	seq   int
+}
+
+type modelSample struct {
+	epoch int64
+	v     int64
+}
+
+func newModel(c Config) *model {
+	return &model{cfg: c, dests: map[string][]modelSample{}, order: map[string]int{}}
+}
+
+func (m *model) advance(now time.Time) int64 {
+	e := m.cfg.Epoch(now)
+	if !m.seen || e > m.epoch {
+		m.epoch, m.seen = e, true
+	}
+	return m.epoch
+}
+
+func (m *model) record(d string, ms uint64, now time.Time) {
+	e := m.advance(now)
+	highest := uint64(m.cfg.Layout().Highest)
+	if ms > highest {
+		ms = highest
+	}
+	if _, ok := m.dests[d]; !ok && m.cfg.MaxDestinations > 0 && len(m.dests) >= m.cfg.MaxDestinations {
+		oldest, oldestSeq := "", math.MaxInt
+		for k, s := range m.order {
+			if s < oldestSeq {
+				oldest, oldestSeq = k, s
+			}
+		}
+		delete(m.dests, oldest)
+		delete(m.order, oldest)
+	}
+	if _, ok := m.dests[d]; !ok {
+		m.dests[d] = []modelSample{}
+	}
+	m.dests[d] = append(m.dests[d], modelSample{e, int64(ms)})
+	m.seq++
+	m.order[d] = m.seq
+}
+
+// window returns the sorted values of d's window at now.
+func (m *model) window(d string, now time.Time) []int64 {
+	e := m.advance(now)
+	var vs []int64
+	for _, s := range m.dests[d] {
+		if uint64(e)-uint64(s.epoch) < uint64(m.cfg.SubWindows) {
+			vs = append(vs, s.v)
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// quantile is the exact sort-based quantile mapped through the bucket rule:
+// the value at rank ceil(q·n) (q clamped to [0, 1], rank >= 1) reported as its
+// bucket's highest equivalent value, or lowest for q == 0.
+func (m *model) quantile(g *geometry, d string, q float64, now time.Time, minSamples uint64) (uint64, bool) {
+	vs := m.window(d, now)
+	n := uint64(len(vs))
+	if n == 0 || n < minSamples {
+		return 0, false
+	}
+	r := 1
+	if q > 0 { // NaN and negatives stay at rank 1
+		r = int(math.Ceil(min(q, 1) * float64(n)))
+		r = max(1, min(r, int(n)))
+	}
+	v := vs[r-1]
+	if q == 0 {
+		return uint64(g.lowestEquivalent(g.index(v))), true
+	}
+	return uint64(g.highestEquivalent(g.index(v))), true
+}
+
+// workload is a seeded random sequence of operations over a few destinations
+// with time moving mostly forward, sometimes back, sometimes by large gaps.
+type workOp struct {
+	kind int // 0 record, 1 quantile, 2 samples, 3 clear
+	dest string
+	ms   uint64
+	q    float64
+	now  time.Time
+}
+
+func workload(seed uint64, n int, c Config) []workOp {
+	r := rand.New(rand.NewPCG(seed, 1))
+	dests := []string{"a", "b", "c", "d", "e", "f"}
+	subMs := c.SubWindow().Milliseconds()
+	now := int64(1_700_000_000_000) + r.Int64N(1_000_000)
+	qs := []float64{0, 0.001, 0.25, 0.5, 0.9, 0.99, 0.999, 0.9999, 1, 1.5, math.NaN(), -1}
+	ops := make([]workOp, 0, n)
+	for range n {
+		switch x := r.IntN(1000); {
+		case x < 5:
+			now -= r.Int64N(3 * subMs) // backwards
+		case x < 10:
+			now += r.Int64N(int64(c.SubWindows)*subMs*2 + 1) // maybe beyond the window
+		case x < 100:
+			now += r.Int64N(subMs)
+		default:
+			now += r.Int64N(subMs / 50)
+		}
+		o := workOp{dest: dests[r.IntN(len(dests))], now: at(now)}
+		switch x := r.IntN(100); {
+		case x < 70:
+			o.kind = 0
+			// Log-normal-ish latency with a heavy tail, sometimes beyond the max.
+			o.ms = uint64(math.Exp(r.NormFloat64()*1.5 + 3))
+			if r.IntN(500) == 0 {
+				o.ms = 1 << 40
+			}
+		case x < 90:
+			o.kind = 1
+			o.q = qs[r.IntN(len(qs))]
+			if r.IntN(2) == 0 {
+				o.q = r.Float64()
+			}
+		case x < 99:
+			o.kind = 2
+		default:
+			if r.IntN(20) == 0 {
+				o.kind = 3
+			} else {
+				o.kind = 2
+			}
+		}
+		ops = append(ops, o)
+	}
+	return ops
+}
+
+func TestTrackerMatchesExactQuantiles(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+	}{
+		{"defaults", nil},
+		{"min samples 0", func(c *Config) { c.MinSamples = 0 }},
+		{"max destinations 3", func(c *Config) { c.MaxDestinations = 3 }},
+		{"one sub-window", func(c *Config) { c.SubWindows = 1; c.Window = 2 * time.Second }},
+		{"3 sub-windows, 1s max", func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second; c.MaxTrackableLatency = time.Second }},
+		{"255 sub-windows", func(c *Config) { c.SubWindows = 255; c.Window = 255 * 100 * time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			if tc.mut != nil {
+				tc.mut(&c)
+			}
+			tr, err := New[string](c)
+			require.NoError(t, err)
+			g, err := newGeometry(c.Layout())
+			require.NoError(t, err)
+			minSamples := max(uint64(c.MinSamples), 1)
+			for seed := uint64(1); seed <= 3; seed++ {
+				m := newModel(c)
+				tr.Clear()
+				tr.clock = newEpochClock()
+				for i, o := range workload(seed, 10000, c) {
+					switch o.kind {
+					case 0:
+						tr.RecordMillis(o.dest, o.ms, o.now)
+						m.record(o.dest, o.ms, o.now)
+					case 1:
+						got, ok := tr.QuantileMillis(o.dest, o.q, o.now)
+						want, wok := m.quantile(&g, o.dest, o.q, o.now, minSamples)
+						require.Equal(t, wok, ok, "seed %d op %d", seed, i)
+						require.Equal(t, want, got, "seed %d op %d q=%v", seed, i, o.q)
+						gotMs, n, ok := tr.localView(o.dest, o.q, o.now)
+						want, wok = m.quantile(&g, o.dest, o.q, o.now, 1)
+						require.Equal(t, wok, ok)
+						require.Equal(t, want, gotMs)
+						require.Equal(t, uint64(len(m.window(o.dest, o.now))), n)
+					case 2:
+						require.Equal(t, uint64(len(m.window(o.dest, o.now))), tr.Samples(o.dest, o.now), "seed %d op %d", seed, i)
+					case 3:
+						tr.Clear()
+						m.dests = map[string][]modelSample{}
+						m.order = map[string]int{}
+					}
+				}
+				// The incrementally kept sum equals a rebuild from the parts.
+				for _, en := range tr.dests {
+					checkWindowInvariants(t, &g, &en.window)
+				}
+			}
+		})
+	}
+}
+
+// checkWindowInvariants rebuilds the sum from cur and the ring and compares
+// it with the incrementally kept one, block sums and highest index included.
+func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
+	t.Helper()
+	want := newHist(g)
+	var curN uint64
+	for i, c := range w.cur {
+		want.add(i, uint64(c))
+		curN += uint64(c)
+		require.Equal(t, c != 0, w.touched[i>>6]&(1<<(uint(i)&63)) != 0, "touched bit %d", i)
+	}
+	require.Equal(t, curN, w.curN)
+	for _, s := range w.ring {
+		var tot uint64
+		for k, b := range s.buckets {
+			require.NotZero(t, b.Count)
+			if k > 0 {
+				require.Less(t, s.buckets[k-1].Index, b.Index)
+			}
+			want.add(int(b.Index), uint64(b.Count))
+			tot += uint64(b.Count)
+		}
+		require.Equal(t, s.total, tot)
+		if s.buckets != nil {
+			require.Less(t, uint64(w.epoch)-uint64(s.epoch)-1, uint64(len(w.ring)-1), "sealed epoch in [epoch−N+1, epoch−1]")
+		}
+	}
+	require.Equal(t, want.counts, w.sum.counts)
+	require.Equal(t, want.blocks, w.sum.blocks)
+	require.Equal(t, want.total, w.sum.total)
+	require.Equal(t, want.hi, w.sum.hi)
+}
