@@ -51,7 +51,7 @@ func benchTemplates(seed uint64) []Batch {
 func benchFleet(b *testing.B, c FleetConfig, local localWindow) (*Fleet, []Batch) {
 	f := newTestFleet(b, c, local)
 	tpl := benchTemplates(1)
-	now := at(c, testE, 0)
+	now := fleetAt(c, testE, 0)
 	N := int64(c.Tracker.SubWindows)
 	for ep := testE - N - 1; ep <= testE-1; ep++ {
 		for _, t := range tpl {
@@ -70,7 +70,7 @@ func benchFleet(b *testing.B, c FleetConfig, local localWindow) (*Fleet, []Batch
 func BenchmarkFleetEstimate(b *testing.B) {
 	c := testFleetConfig()
 	f, _ := benchFleet(b, c, fakeLocal{"dest-042": {ms: 80, samples: 500, ok: true}})
-	now := at(c, testE, 100)
+	now := fleetAt(c, testE, 100)
 	b.ReportAllocs()
 	for b.Loop() {
 		e, _ := f.Estimate("dest-042", 0.9999, now)
@@ -86,7 +86,7 @@ func BenchmarkFleetEstimate(b *testing.B) {
 func BenchmarkFleetEstimateAfterChange(b *testing.B) {
 	c := testFleetConfig()
 	f, _ := benchFleet(b, c, nil)
-	now := at(c, testE, 100)
+	now := fleetAt(c, testE, 100)
 	d := f.dests["dest-042"]
 	b.ReportAllocs()
 	for b.Loop() {
@@ -102,7 +102,7 @@ func BenchmarkFleetEstimateAfterChange(b *testing.B) {
 func BenchmarkFleetEstimateCapped(b *testing.B) {
 	c := testFleetConfig()
 	f, _ := benchFleet(b, c, nil)
-	now := at(c, testE, 100)
+	now := fleetAt(c, testE, 100)
 	flood := mkBatch("flood", 1, testE-1, dcBuckets("dest-042", 700, 1_000_000))
 	if o := f.Insert(flood, now); o != InsertNew {
 		b.Fatal(o)
@@ -189,13 +189,13 @@ func benchInsert(b *testing.B, timeSlide, sorted bool) {
 			e++
 			if !timeSlide {
 				b.StopTimer()
-				f.Advance(at(c, e, 0))
+				f.Advance(fleetAt(c, e, 0))
 				b.StartTimer()
 			}
 		}
 		t := tpl[i]
 		t.Key.Epoch = e - 1
-		if o := f.Insert(t, at(c, e, 1)); o != InsertNew {
+		if o := f.Insert(t, fleetAt(c, e, 1)); o != InsertNew {
 			b.Fatal(o)
 		}
 		i++
@@ -207,7 +207,7 @@ func benchInsert(b *testing.B, timeSlide, sorted bool) {
 func BenchmarkFleetInsertDuplicate(b *testing.B) {
 	c := testFleetConfig()
 	f, _ := benchFleet(b, c, nil)
-	now := at(c, testE, 1)
+	now := fleetAt(c, testE, 1)
 	held, _ := f.Lookup(BatchKey{Origin: "node-007", Boot: 8, Epoch: testE - 1})
 	t := held
 	t.Dests = slices.Clone(held.Dests)

@@ -31,7 +31,7 @@ func FuzzFleetOps(f *testing.F) {
 		}
 		e := int64(testE)
 		for steps := 0; len(data) > 0 && steps < 200; steps++ {
-			now := at(c, e, int64(next())*20)
+			now := fleetAt(c, e, int64(next())*20)
 			switch next() % 5 {
 			case 0, 1: // insert
 				b := mkBatch(string(rune('0' + next()%5))[:1], uint64(next()%2), e+int64(next()%9)-6)

@@ -33,7 +33,7 @@ func testFleetConfig() FleetConfig {
 }
 
 // at returns a time inside epoch e, offset ms into it.
-func at(c FleetConfig, e int64, ms int64) time.Time {
+func fleetAt(c FleetConfig, e int64, ms int64) time.Time {
 	return c.Tracker.EpochStart(e).Add(time.Duration(ms) * time.Millisecond)
 }
 

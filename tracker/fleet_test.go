@@ -78,7 +78,7 @@ func TestFleetInsertOutcomes(t *testing.T) {
 	c := testFleetConfig()
 	c.MaxDestinations = 3
 	N := int64(c.Tracker.SubWindows)
-	now := at(c, testE, 10)
+	now := fleetAt(c, testE, 10)
 	good := func(ep int64) Batch { return mkBatch("a", 1, ep, dcBuckets("x", 5, 2, 7, 1)) }
 	tests := []struct {
 		name  string
@@ -135,7 +135,7 @@ func TestFleetInsertOutcomes(t *testing.T) {
 func TestFleetInsertCopies(t *testing.T) {
 	c := testFleetConfig()
 	f := newTestFleet(t, c, nil)
-	now := at(c, testE, 0)
+	now := fleetAt(c, testE, 0)
 	b := mkBatch("a", 1, testE-1, dcBuckets("y", 3, 1), dcBuckets("x", 5, 2))
 	require.Equal(t, InsertNew, f.Insert(b, now))
 	b.Dests[0].Buckets[0].Count = 99
@@ -156,10 +156,10 @@ func TestFleetWindow(t *testing.T) {
 	e0 := int64(testE)
 	b := mkBatch("a", 1, e0, dcBuckets("x", 10, 4))
 	future := mkBatch("b", 1, e0+1, dcBuckets("x", 20, 1))
-	require.Equal(t, InsertNew, f.Insert(b, at(c, e0, 0)))
-	require.Equal(t, InsertNew, f.Insert(future, at(c, e0, 0)))
+	require.Equal(t, InsertNew, f.Insert(b, fleetAt(c, e0, 0)))
+	require.Equal(t, InsertNew, f.Insert(future, fleetAt(c, e0, 0)))
 	samples := func(e int64) uint64 {
-		est, err := f.Estimate("x", 0.5, at(c, e, 0))
+		est, err := f.Estimate("x", 0.5, fleetAt(c, e, 0))
 		require.NoError(t, err)
 		checkInvariants(t, f)
 		return est.Samples
@@ -169,15 +169,15 @@ func TestFleetWindow(t *testing.T) {
 	require.Equal(t, uint64(5), samples(e0+2))
 	require.Equal(t, uint64(5), samples(e0+N-1), "last epoch with b in view")
 	require.Equal(t, uint64(1), samples(e0+N), "b left the view")
-	require.Len(t, f.Keys(at(c, e0+N+1, 0)), 2, "b is still held at E-N-1")
+	require.Len(t, f.Keys(fleetAt(c, e0+N+1, 0)), 2, "b is still held at E-N-1")
 	require.Equal(t, uint64(0), f.Stats().Expired)
-	require.Len(t, f.Keys(at(c, e0+N+2, 0)), 1, "b expired")
+	require.Len(t, f.Keys(fleetAt(c, e0+N+2, 0)), 1, "b expired")
 	require.Equal(t, uint64(1), f.Stats().Expired)
 	require.Equal(t, 1, f.Stats().Members, "a forgotten once its data aged out")
 	// A clock going backwards slides nothing.
-	require.Len(t, f.Keys(at(c, e0, 0)), 1)
+	require.Len(t, f.Keys(fleetAt(c, e0, 0)), 1)
 	// A long gap drops everything.
-	require.Empty(t, f.Keys(at(c, e0+1000, 0)))
+	require.Empty(t, f.Keys(fleetAt(c, e0+1000, 0)))
 	s := f.Stats()
 	require.Equal(t, 0, s.Members+s.Peers+s.Destinations+s.Batches+s.Buckets)
 	checkInvariants(t, f)
@@ -187,7 +187,7 @@ func TestFleetMembership(t *testing.T) {
 	c := testFleetConfig()
 	N := int64(c.Tracker.SubWindows)
 	f := newTestFleet(t, c, nil)
-	now := at(c, testE, 0)
+	now := fleetAt(c, testE, 0)
 	ins := func(b Batch) { require.Equal(t, InsertNew, f.Insert(b, now)) }
 	ins(mkBatch("a", 1, testE-1, dcBuckets("x", 10, 4)))
 	ins(mkBatch("b", 1, testE-1, dcBuckets("x", 20, 2)))
@@ -237,10 +237,10 @@ func TestFleetMembership(t *testing.T) {
 		f.Include("nobody", 1, now) // unknown: nothing happens
 	})
 	t.Run("forget after data aged out", func(t *testing.T) {
-		later := at(c, testE+N+2, 0)
+		later := fleetAt(c, testE+N+2, 0)
 		f.Advance(later)
 		require.Equal(t, 2, f.Stats().Members, "excluded tombstones stay while their batches could still be accepted")
-		f.Advance(at(c, testE+N+3, 0))
+		f.Advance(fleetAt(c, testE+N+3, 0))
 		s := f.Stats()
 		require.Equal(t, 0, s.Members)
 		require.Equal(t, 0, s.Peers)
@@ -269,7 +269,7 @@ func TestFleetReplay(t *testing.T) {
 	log = append(log, mkBatch("bad", 1, testE-1, dcBuckets("x", 2000, 1)))
 	replay := func(times int, seed uint64) (*Fleet, string) {
 		f := newTestFleet(t, c, nil)
-		f.Exclude("o5", 6, at(c, testE, 0))
+		f.Exclude("o5", 6, fleetAt(c, testE, 0))
 		var all []Batch
 		for range times {
 			all = append(all, log...)
@@ -277,7 +277,7 @@ func TestFleetReplay(t *testing.T) {
 		rr := rand.New(rand.NewPCG(seed, 1))
 		rr.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 		for _, b := range all {
-			f.Insert(b, at(c, testE, int64(rr.IntN(6000))))
+			f.Insert(b, fleetAt(c, testE, int64(rr.IntN(6000))))
 		}
 		checkInvariants(t, f)
 		return f, fleetState(f)
@@ -378,12 +378,12 @@ func TestFleetNodesConverge(t *testing.T) {
 			var views [][]uint64
 			for node := range 5 {
 				f := newTestFleet(t, c, nil)
-				f.Exclude("n7", 107, at(c, testE, 0))
+				f.Exclude("n7", 107, fleetAt(c, testE, 0))
 				order := slices.Clone(batches)
 				rr := rand.New(rand.NewPCG(uint64(node), 3))
 				rr.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 				for _, b := range order {
-					require.Equal(t, InsertNew, f.Insert(b, at(c, testE, int64(rr.IntN(6000)))))
+					require.Equal(t, InsertNew, f.Insert(b, fleetAt(c, testE, int64(rr.IntN(6000)))))
 				}
 				checkInvariants(t, f)
 				for _, d := range dests {
@@ -393,10 +393,10 @@ func TestFleetNodesConverge(t *testing.T) {
 						want = cappedUnion(perPeer, c.MaxOriginShare)
 						require.NotEqual(t, all, want, "the cap bites")
 					}
-					got := f.ViewCounts(d, at(c, testE, 5999))
+					got := f.ViewCounts(d, fleetAt(c, testE, 5999))
 					require.Equal(t, want, got, "node %d dest %s", node, d)
 					views = append(views, got)
-					e, err := f.Estimate(d, 0.99, at(c, testE, 0))
+					e, err := f.Estimate(d, 0.99, fleetAt(c, testE, 0))
 					require.NoError(t, err)
 					require.Equal(t, 7, e.Peers)
 					require.Equal(t, SourceFleet, e.Source)
@@ -491,7 +491,7 @@ func TestFleetShareCap(t *testing.T) {
 			c := testFleetConfig()
 			c.MaxOriginShare = tt.share
 			f := newTestFleet(t, c, nil)
-			now := at(c, testE, 0)
+			now := fleetAt(c, testE, 0)
 			for i, d := range tt.peers {
 				require.Equal(t, InsertNew, f.Insert(mkBatch(fmt.Sprintf("p%d", i), 1, testE-1, d), now))
 			}
@@ -516,7 +516,7 @@ func TestFleetEstimate(t *testing.T) {
 	c := testFleetConfig()
 	local := fakeLocal{}
 	f := newTestFleet(t, c, local)
-	now := at(c, testE, 1500) // 1.5 s into epoch E
+	now := fleetAt(c, testE, 1500) // 1.5 s into epoch E
 	t.Run("quantile out of range", func(t *testing.T) {
 		for _, q := range []float64{0, -1, 1.0001, math.NaN(), math.Inf(1)} {
 			_, err := f.Estimate("x", q, now)
@@ -621,7 +621,7 @@ func TestFleetEstimate(t *testing.T) {
 		require.False(t, ok)
 	})
 	t.Run("staleness moves with now", func(t *testing.T) {
-		e, _ := f.Estimate("x", 0.99, at(c, testE+1, 2500))
+		e, _ := f.Estimate("x", 0.99, fleetAt(c, testE+1, 2500))
 		require.Equal(t, 2500*time.Millisecond, e.Staleness)
 		require.Equal(t, uint64(4), e.Samples, "the batch of E entered the view")
 	})
@@ -650,7 +650,7 @@ func TestExceeds20(t *testing.T) {
 func TestFleetHostile(t *testing.T) {
 	c := testFleetConfig()
 	c.MaxOrigins, c.MaxDestinations = 4, 8
-	now := at(c, testE, 0)
+	now := fleetAt(c, testE, 0)
 	t.Run("huge counts", func(t *testing.T) {
 		f := newTestFleet(t, c, nil)
 		huge := DestCounts{Dest: "x"}
@@ -703,7 +703,7 @@ func TestFleetHostile(t *testing.T) {
 		// Exclusion and expiry release evicted states cleanly.
 		f.Exclude("a", 1, now)
 		checkInvariants(t, f)
-		f.Advance(at(c, testE+100, 0))
+		f.Advance(fleetAt(c, testE+100, 0))
 		checkInvariants(t, f)
 		require.Zero(t, f.Stats().Destinations)
 	})
@@ -736,7 +736,7 @@ func TestFleetKeysAndMissing(t *testing.T) {
 	c := testFleetConfig()
 	N := int64(c.Tracker.SubWindows)
 	f := newTestFleet(t, c, nil)
-	now := at(c, testE, 0)
+	now := fleetAt(c, testE, 0)
 	held := []BatchKey{
 		{Origin: "b", Boot: 1, Epoch: testE - 2},
 		{Origin: "a", Boot: 1, Epoch: testE - 1},
