@@ -401,3 +401,24 @@ func TestMemoryPerDestination(t *testing.T) {
 		})
 	}
 }
+
+// TestHotPathsDoNotAllocate checks the steady-state calls of both types.
+func TestHotPathsDoNotAllocate(t *testing.T) {
+	tr := newT(t, nil)
+	st := newST(t, nil)
+	now := at(1_700_000_000_000)
+	tr.RecordMillis("d", 5, now)
+	st.RecordMillis("d", 5, now)
+	for name, f := range map[string]func(){
+		"Tracker.RecordMillis":       func() { tr.RecordMillis("d", 7, now) },
+		"Tracker.QuantileMillis":     func() { tr.QuantileMillis("d", 0.9999, now) },
+		"Tracker.Samples":            func() { tr.Samples("d", now) },
+		"Tracker.localView":          func() { tr.localView("d", 0.9999, now) },
+		"SyncTracker.RecordMillis":   func() { st.RecordMillis("d", 7, now) },
+		"SyncTracker.QuantileMillis": func() { st.QuantileMillis("d", 0.9999, now) },
+		"SyncTracker.Samples":        func() { st.Samples("d", now) },
+		"SyncTracker.localView":      func() { st.localView("d", 0.9999, now) },
+	} {
+		require.Zero(t, testing.AllocsPerRun(100, f), name)
+	}
+}
