@@ -87,7 +87,7 @@ type history struct {
 
 	mu    sync.Mutex
 	rings map[string]*ring
-	lastS int64    // Unix second of the last sample
+	lastS int64 // Unix second of the last sample
 }
 
 func newHistory(maxDests, size int) *history {
