@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -190,13 +191,16 @@ type decisionValue struct {
 
 // snapshot is a timeout.Estimator over destination indices: every
 // destination's value is read once, so the value that decided and its
-// source come from the same read.
-type snapshot []decisionValue
+// source come from the same read. Snapshots are pooled: handing one to
+// timeout.Explain as an interface would otherwise cost two allocations.
+type snapshot struct{ v []decisionValue }
 
 func (s *snapshot) QuantileMillis(i int, _ float64, _ time.Time) (uint64, bool) {
-	v := (*s)[i]
+	v := s.v[i]
 	return v.ms, v.ok
 }
+
+var snapshots = sync.Pool{New: func() any { return &snapshot{v: make([]decisionValue, 0, 8)} }}
 
 // indices holds 0..63, the destination indices of most decisions.
 var indices = func() (a [64]int) {
@@ -209,11 +213,12 @@ var indices = func() (a [64]int) {
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.sealOwn(now)
 	q := n.cfg.Quantile
-	var buf [8]decisionValue
-	vals := snapshot(buf[:0])
+	vals := snapshots.Get().(*snapshot)
+	defer snapshots.Put(vals)
+	vals.v = vals.v[:0]
 	for _, d := range dests {
 		ms, src, ok := n.fleet.DecisionValueMillis(d, q, now)
-		vals = append(vals, decisionValue{ms, src, ok})
+		vals.v = append(vals.v, decisionValue{ms, src, ok})
 	}
 	var idx []int
 	if len(dests) <= len(indices) {
@@ -226,13 +231,13 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 	}
 	var td timeout.Decision
 	if need == len(dests) {
-		td = timeout.Explain(n.tocfg, &vals, idx, attempt, now)
+		td = timeout.Explain(n.tocfg, vals, idx, attempt, now)
 	} else {
-		td = timeout.ExplainQuorum(n.tocfg, &vals, idx, need, attempt, now)
+		td = timeout.ExplainQuorum(n.tocfg, vals, idx, need, attempt, now)
 	}
 	out := Decision{Timeout: td.Timeout, Attempt: attempt, Need: need, Fallback: td.Fallback}
 	if td.DecidedBy >= 0 {
-		out.DecidedBy, out.Source = dests[td.DecidedBy], vals[td.DecidedBy].src
+		out.DecidedBy, out.Source = dests[td.DecidedBy], vals.v[td.DecidedBy].src
 	}
 	return out
 }

@@ -74,13 +74,6 @@ func (r *ring) points() []point {
 	return append(slices.Clone(r.buf[r.next:]), r.buf[:r.next]...)
 }
 
-func (r *ring) last() (point, bool) {
-	if !r.full && r.next == 0 {
-		return point{}, false
-	}
-	return r.buf[(r.next+len(r.buf)-1)%len(r.buf)], true
-}
-
 // history holds the rings of the tracked destinations.
 type history struct {
 	maxDests, size int
