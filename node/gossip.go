@@ -99,22 +99,25 @@ func (n *Node) sealOwn(now time.Time) {
 }
 
 // onEvent keeps the fleet's membership when the cluster does not: a dead
-// or left member's batches leave the views, a member back alive returns,
-// and the live count sets auto MinPeers. It runs on the cluster's event
-// goroutine.
+// or left member's batches leave the views and a member back alive
+// returns. Either way it sets the live count that auto MinPeers reads
+// (idempotent, so harmless if the cluster sets it too). It runs on the
+// cluster's event goroutine.
 func (n *Node) onEvent(ev cluster.Event) {
-	if n.disseminates || n.cl == nil {
+	if n.cl == nil {
 		return
 	}
-	now := n.clock()
-	m := ev.Member
-	switch ev.Type {
-	case cluster.EventDead, cluster.EventLeft:
-		if m.Member != n.self {
-			n.fleet.Exclude(m.Name, m.BootID, now)
+	if !n.disseminates {
+		now := n.clock()
+		m := ev.Member
+		switch ev.Type {
+		case cluster.EventDead, cluster.EventLeft:
+			if m.Member != n.self {
+				n.fleet.Exclude(m.Name, m.BootID, now)
+			}
+		case cluster.EventJoin:
+			n.fleet.Include(m.Name, m.BootID, now)
 		}
-	case cluster.EventJoin:
-		n.fleet.Include(m.Name, m.BootID, now)
 	}
 	n.fleet.SetLiveMembers(n.cl.NumAlive())
 }

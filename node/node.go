@@ -242,10 +242,14 @@ func (n *Node) loop() {
 	}
 }
 
-// step is one round of the periodic work at now: seal finished epochs
-// into the fleet view (when the cluster does not), slide the fleet view,
+// step is one round of the periodic work at now: refresh the live member
+// count, seal finished epochs into the fleet view (when the cluster does
+// not), slide the fleet view,
 // forget destinations gone from the window, and sample the history.
 func (n *Node) step(now time.Time) {
+	if n.cl != nil { // also covers membership events the cluster dropped
+		n.fleet.SetLiveMembers(n.cl.NumAlive())
+	}
 	n.sealOwn(now)
 	n.fleet.Advance(now)
 	n.pruneSeen(now)
