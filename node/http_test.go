@@ -454,6 +454,14 @@ func TestHealthzAndDashboard(t *testing.T) {
 	require.Contains(t, string(body), "<html")
 	code, _ = do(t, h, "HEAD", "/v1/status", "")
 	require.Equal(t, 200, code)
+	// Close holds the lifecycle lock while requests in flight finish: no
+	// handler may wait for it.
+	n.life.Lock()
+	for _, p := range []string{"/v1/status", "/v1/members", "/healthz", "/metrics"} {
+		code, _ = do(t, h, "GET", p, "")
+		require.Equal(t, 200, code, p)
+	}
+	n.life.Unlock()
 	require.NoError(t, n.Close())
 	require.NoError(t, n.Close()) // idempotent
 	code, body = do(t, h, "GET", "/healthz", "")

@@ -68,7 +68,7 @@ type Node struct {
 	started  bool
 	closed   bool
 	srv      *http.Server
-	httpAddr string
+	httpAddr atomic.Value // string; not under life, which Close holds while requests finish
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	serving  atomic.Bool
@@ -204,7 +204,7 @@ func (n *Node) Start(ctx context.Context) error {
 			}
 			return fmt.Errorf("node: -http: %w", err)
 		}
-		n.httpAddr = ln.Addr().String()
+		n.httpAddr.Store(ln.Addr().String())
 		n.srv = &http.Server{
 			Handler:           n.handler,
 			ReadHeaderTimeout: 10 * time.Second,
@@ -223,7 +223,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.wg.Add(1)
 	go n.loop()
 	n.serving.Store(true)
-	n.log.Info("node: started", "member", n.self, "gossip", n.GossipAddr(), "http", n.httpAddr)
+	n.log.Info("node: started", "member", n.self, "gossip", n.GossipAddr(), "http", n.HTTPAddr())
 	return nil
 }
 
@@ -314,9 +314,8 @@ func (n *Node) GossipAddr() string {
 // HTTPAddr returns the HTTP address actually bound, or "" before Start and
 // when Config.HTTP is empty.
 func (n *Node) HTTPAddr() string {
-	n.life.Lock()
-	defer n.life.Unlock()
-	return n.httpAddr
+	a, _ := n.httpAddr.Load().(string)
+	return a
 }
 
 // ReloadKeys re-reads the gossip key file (atnode does it on SIGHUP); see
