@@ -322,19 +322,19 @@ func pctDur(xs []time.Duration, q float64) time.Duration {
 // ScaleTable formats results as a markdown table.
 func ScaleTable(rs []ScaleResult) string {
 	var b strings.Builder
-	b.WriteString("| N | D | seal→all p50 | seal→all p99 | unconverged | sent KiB/s/node (mean / max) | batch B | held MiB/node | fleet view MiB/node (measured) | P99.99 err fleet p50 / p90 | P99.99 err local p50 / p90 | samples fleet / local | wall |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| N | D | seal→all p50 | seal→all p99 | unconverged | sent KiB/s/node (mean / max) | batch B | held MiB/node | fleet view MiB/node (measured) | P99.99 err fleet p50 / p90 | P99.99 err local p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		mem := "—"
 		if r.FleetBytes > 0 {
 			mem = fmt.Sprintf("%.0f", r.FleetBytes/(1<<20))
 		}
-		fmt.Fprintf(&b, "| %d | %d | %v | %v | %d/%d | %.0f / %.0f | %.0f | %.1f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d / %d | %v |\n",
+		fmt.Fprintf(&b, "| %d | %d | %v | %v | %d/%d | %.0f / %.0f | %.0f | %.1f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d / %d | %d | %v |\n",
 			r.Nodes, r.Dests, r.ConvergeP50.Round(time.Millisecond), r.ConvergeP99.Round(time.Millisecond),
 			r.Unconverged, r.Batches, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes,
 			float64(r.HeldBytes)/(1<<20), mem,
 			100*r.FleetErrP50, 100*r.FleetErrP90, 100*r.LocalErrP50, 100*r.LocalErrP90,
-			r.FleetSamples, r.LocalSamples, r.Wall.Round(100*time.Millisecond))
+			r.FleetSamples, r.LocalSamples, r.HeapBytes>>20, r.Wall.Round(100*time.Millisecond))
 	}
 	return b.String()
 }

@@ -75,6 +75,11 @@ func TestScaleSweep(t *testing.T) {
 		rs = append(rs, r)
 		t.Logf("\n%s", ScaleTable(rs))
 	}
+	lossy := DefaultNetworkConfig()
+	lossy.Loss = 0.01
+	r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 1000, Network: lossy, Progress: throttle(t)})
+	require.NoError(t, err)
+	t.Logf("1000 nodes, 1%% loss:\n%s", ScaleTable([]ScaleResult{r}))
 	var bw []ScaleResult
 	for _, rate := range []float64{1000, 10_000, 100_000} {
 		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 100, RatePerNode: rate, Epochs: 3, Progress: throttle(t)})
@@ -87,6 +92,9 @@ func TestScaleSweep(t *testing.T) {
 	for _, r := range rs {
 		require.Equal(t, 0, r.Unconverged)
 		require.Less(t, r.FleetErrP50, r.LocalErrP50)
+	}
+	for _, r := range bw {
+		require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "DESIGN section 8: 100 nodes × 100 destinations")
 	}
 }
 
