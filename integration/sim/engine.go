@@ -10,7 +10,7 @@ const (
 	evFunc eventKind = iota
 	// evDeliver hands message msg from node from to node to.
 	evDeliver
-	// evSeal makes node to seal epoch (in aux as int64 via epoch).
+	// evSeal makes node to seal epoch.
 	evSeal
 	// evAntiEntropy makes node to send a digest to a random member.
 	evAntiEntropy
