@@ -91,7 +91,6 @@ type Protocol struct {
 	layout tracker.Layout
 	enc    codec.Encoder
 	dec    *codec.Decoder
-	buf    []byte
 
 	requested map[tracker.BatchKey]time.Time // keys pulled and when, to pull each from one member at a time
 	digestTo  map[string]time.Time           // when a digest was last sent to each member
