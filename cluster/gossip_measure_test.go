@@ -79,7 +79,25 @@ func measureConvergence(t *testing.T, n, ndest, epochs int) {
 	deadline := time.Now().Add(time.Duration(epochs)*cfg.SubWindow() + waitWide)
 	for len(conv) < epochs {
 		now := time.Now()
-		require.True(t, now.Before(deadline), "epochs converged: %d of %d", len(conv), epochs)
+		if !now.Before(deadline) {
+			var agg GossipStats
+			agg.Rejected, agg.Outcomes = map[string]uint64{}, map[string]uint64{}
+			for _, nd := range nodes {
+				g := nd.GossipStats()
+				agg.Seals += g.Seals
+				agg.BatchesIn += g.BatchesIn
+				agg.SendDrops += g.SendDrops
+				agg.SendErrors += g.SendErrors
+				for k, v := range g.Rejected {
+					agg.Rejected[k] += v
+				}
+				for k, v := range g.Outcomes {
+					agg.Outcomes[k] += v
+				}
+			}
+			require.Failf(t, "not converged", "epochs converged: %d of %d; gossip totals: seals %d, batches in %d, outcomes %v, rejected %v, send drops %d, send errors %d",
+				len(conv), epochs, agg.Seals, agg.BatchesIn, agg.Outcomes, agg.Rejected, agg.SendDrops, agg.SendErrors)
+		}
 		if t0.IsZero() && !now.Before(cfg.EpochStart(first)) {
 			b0, t0 = bytesAt(), now
 		}
