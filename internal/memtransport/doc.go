@@ -8,7 +8,10 @@
 // (probabilities drawn from a seeded generator), delay dials, cut every link
 // between sets of nodes ([Network.Partition], packets and streams both),
 // crash a node ([Network.Crash]: it neither sends nor receives, and its open
-// streams break), and heal partitions ([Network.Heal]).
+// streams break), and heal partitions ([Network.Heal]). Streams can be lost
+// silently or delivered twice ([Faults.StreamDrop], [Faults.StreamDuplicate]):
+// a message sent with memberlist's SendReliable then never arrives though the
+// send succeeded, or arrives twice; dial delays reorder streams.
 //
 // memberlist's own MockNetwork cannot inject faults and leaks a goroutine
 // after Shutdown; this package leaves none: undelayed packets are delivered

@@ -31,12 +31,14 @@ var (
 const Port = 7946
 
 const (
-	packetQueue = 4096 // packets buffered per transport; more are dropped, like a full socket buffer
-	acceptQueue = 64   // streams waiting for memberlist to accept; more are refused
+	packetQueue   = 4096            // packets buffered per transport; more are dropped, like a full socket buffer
+	acceptQueue   = 64              // streams waiting for memberlist to accept; more are refused
+	replayTimeout = 5 * time.Second // longest a duplicated stream's replay waits for its reader
 )
 
-// Faults are the packet faults applied to every packet the network carries.
-// The zero value delivers every packet once, at once.
+// Faults are the faults applied to every packet and stream the network
+// carries. The zero value delivers every packet once, at once, and every
+// stream intact.
 type Faults struct {
 	// Drop is the probability in [0, 1] that a packet is lost.
 	Drop float64
@@ -47,6 +49,18 @@ type Faults struct {
 	Delay time.Duration
 	// Jitter adds a uniform extra delay in [0, Jitter) to every packet and dial.
 	Jitter time.Duration
+	// StreamDrop is the probability in [0, 1] that a dialled stream is
+	// silently lost: the dial succeeds and every write reports success, but
+	// the destination never sees the stream, and reads return io.EOF (a
+	// connection reset after the sender's last write). memberlist's
+	// SendReliable then returns nil for a message that never arrives.
+	StreamDrop float64
+	// StreamDuplicate is the probability in [0, 1] that a dialled stream is
+	// delivered twice: when the dialler closes it, the bytes it wrote are
+	// replayed to the destination in a second stream (a retried request).
+	// Close waits for the destination to read the replay (at most
+	// replayTimeout); what the destination writes back is discarded.
+	StreamDuplicate float64
 }
 
 // Stats counts what the network did. All counts are cumulative.
@@ -55,8 +69,10 @@ type Stats struct {
 	PacketsDelivered  uint64 // copies put on a destination's packet channel
 	PacketsDropped    uint64 // lost to Drop, a cut link, a crash, an unknown address or a full queue
 	PacketsDuplicated uint64 // extra copies scheduled by Duplicate
-	StreamsOpened     uint64 // successful dials
+	StreamsOpened     uint64 // successful dials, dropped ones included
 	StreamsFailed     uint64 // dials that returned an error
+	StreamsDropped    uint64 // dials answered with a black hole (StreamDrop)
+	StreamsDuplicated uint64 // streams whose bytes were replayed in a second stream (StreamDuplicate)
 }
 
 // Network connects the transports it creates. Create it with [New]; the zero

@@ -2,7 +2,9 @@ package memtransport
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -112,23 +114,64 @@ func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 		n.stats.StreamsFailed++
 		return nil, fmt.Errorf("%w: dial %s", ErrUnreachable, a.Addr)
 	}
+	if n.faults.StreamDrop > 0 && n.rng.Float64() < n.faults.StreamDrop {
+		n.stats.StreamsOpened++
+		n.stats.StreamsDropped++
+		return &blackHole{la: tcpAddr(t), ra: tcpAddr(to)}, nil
+	}
+	dup := n.faults.StreamDuplicate > 0 && n.rng.Float64() < n.faults.StreamDuplicate
+	local, ok := n.connectLocked(t, to)
+	if !ok {
+		n.stats.StreamsFailed++
+		return nil, fmt.Errorf("%w: dial %s: accept queue full", ErrUnreachable, a.Addr)
+	}
+	local.dup = dup
+	n.stats.StreamsOpened++
+	return local, nil
+}
+
+func tcpAddr(t *Transport) *net.TCPAddr { return &net.TCPAddr{IP: t.ip, Port: t.port} }
+
+// connectLocked opens a stream from t to to: it hands the accepting end to
+// to's stream channel and returns the dialling end; false when to's accept
+// queue is full.
+func (n *Network) connectLocked(t, to *Transport) (*conn, bool) {
 	p1, p2 := net.Pipe()
-	local := &conn{Conn: p1, net: n, local: t, remote: to,
-		la: &net.TCPAddr{IP: t.ip, Port: t.port}, ra: &net.TCPAddr{IP: to.ip, Port: to.port}}
-	accepted := &conn{Conn: p2, net: n, local: to, remote: t,
-		la: &net.TCPAddr{IP: to.ip, Port: to.port}, ra: &net.TCPAddr{IP: t.ip, Port: t.port}}
+	local := &conn{Conn: p1, net: n, local: t, remote: to, la: tcpAddr(t), ra: tcpAddr(to)}
+	accepted := &conn{Conn: p2, net: n, local: to, remote: t, la: tcpAddr(to), ra: tcpAddr(t)}
 	select {
 	case to.streamCh <- accepted:
 	default:
 		_ = p1.Close()
 		_ = p2.Close()
-		n.stats.StreamsFailed++
-		return nil, fmt.Errorf("%w: dial %s: accept queue full", ErrUnreachable, a.Addr)
+		return nil, false
 	}
 	t.conns[local] = struct{}{}
 	to.conns[accepted] = struct{}{}
-	n.stats.StreamsOpened++
-	return local, nil
+	return local, true
+}
+
+// replay delivers b to to again, in a new stream from t (StreamDuplicate),
+// and waits until to has read it, closed the stream, or replayTimeout
+// passed. Nothing happens when the link is down or to's accept queue is
+// full.
+func (n *Network) replay(t, to *Transport, b []byte) {
+	n.mu.Lock()
+	if !n.linkLocked(t, to) {
+		n.mu.Unlock()
+		return
+	}
+	c, ok := n.connectLocked(t, to)
+	if ok {
+		n.stats.StreamsDuplicated++
+	}
+	n.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(replayTimeout))
+	_, _ = c.Write(b)
+	_ = c.Close()
 }
 
 // Shutdown stops the transport: it no longer sends or receives, its
@@ -161,6 +204,10 @@ type conn struct {
 	net           *Network
 	local, remote *Transport
 	la, ra        net.Addr
+
+	mu      sync.Mutex
+	dup     bool   // replay written on Close (Faults.StreamDuplicate)
+	written []byte // what was written, when dup
 }
 
 func (c *conn) LocalAddr() net.Addr  { return c.la }
@@ -177,13 +224,28 @@ func (c *conn) Write(p []byte) (int, error) {
 	if !c.up() {
 		return 0, ErrUnreachable
 	}
-	return c.Conn.Write(p)
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	if c.dup {
+		c.written = append(c.written, p[:n]...)
+	}
+	c.mu.Unlock()
+	return n, err
 }
 
+// Close closes both ends of the stream; a stream chosen for duplication is
+// then replayed (see Faults.StreamDuplicate), once.
 func (c *conn) Close() error {
 	c.net.mu.Lock()
-	defer c.net.mu.Unlock()
 	c.closeLocked()
+	c.net.mu.Unlock()
+	c.mu.Lock()
+	dup, b := c.dup, c.written
+	c.dup, c.written = false, nil
+	c.mu.Unlock()
+	if dup {
+		c.net.replay(c.local, c.remote, b)
+	}
 	return nil
 }
 
@@ -197,3 +259,16 @@ func (c *conn) closeLocked() {
 	delete(c.local.conns, c)
 	_ = c.Conn.Close()
 }
+
+// blackHole is the dialling end of a stream lost by Faults.StreamDrop:
+// writes vanish, reads see EOF.
+type blackHole struct{ la, ra net.Addr }
+
+func (b *blackHole) Read([]byte) (int, error)         { return 0, io.EOF }
+func (b *blackHole) Write(p []byte) (int, error)      { return len(p), nil }
+func (b *blackHole) Close() error                     { return nil }
+func (b *blackHole) LocalAddr() net.Addr              { return b.la }
+func (b *blackHole) RemoteAddr() net.Addr             { return b.ra }
+func (b *blackHole) SetDeadline(time.Time) error      { return nil }
+func (b *blackHole) SetReadDeadline(time.Time) error  { return nil }
+func (b *blackHole) SetWriteDeadline(time.Time) error { return nil }
