@@ -1,0 +1,28 @@
+// Package integration holds the project's end-to-end tests; it has no API.
+//
+// Three kinds of test live here:
+//
+//   - Fault tests (faults_test.go) run whole nodes (package node) in one
+//     process on the in-memory transport (internal/memtransport): message
+//     loss, duplication and reordering, a partition and its heal, clock skew
+//     within and beyond the accepted epochs, and a flooding peer. Each checks
+//     what must hold — usually that every node's fleet view is bucket for
+//     bucket the exact union of the samples fed — and that the gossip
+//     counters account for every message lost or refused.
+//   - Process tests (process_test.go) build the atnode binary once and run
+//     five agents on loopback over real UDP and TCP, with encryption and a
+//     label, fed over the HTTP API: exact union, kill -9 and restart, a
+//     node with the wrong key, and a hostile memberlist member.
+//   - An opt-in scale run (ATNODE_LONG=1, long_test.go): 50 nodes on real
+//     loopback sockets, reporting seal-to-convergence time and gossip bytes
+//     per node per second.
+//
+// The simulator for hundreds of nodes is the subpackage sim.
+//
+// # Time
+//
+// Every test polls with a deadline; none sleeps to assert. The in-process
+// tests use a short epoch grid (12 s window of 500 ms sub-windows) so that
+// an epoch seals and spreads within a second; a node's clock is skewed
+// through node.Config.Clock. The process tests use 10 s / 1 s.
+package integration

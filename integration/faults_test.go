@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+)
+
+var testDests = []string{"db-1", "db-2", "cache-7"}
+
+// TestFaultLossDuplicationReordering runs five nodes on a network that
+// loses 20 % of streams silently (the sender's SendReliable succeeds),
+// replays 20 % of them, and loses, duplicates and jitters packets (the
+// jitter also delays dials, so messages arrive out of order). Over three
+// epochs every node's fleet view must still be bucket for bucket the exact
+// union, each batch counted once; anti-entropy must have repaired losses and
+// the fleet must have recognised duplicates; and the message counters must
+// account for every message: none missing beyond the streams the network
+// dropped, none extra beyond those it replayed.
+func TestFaultLossDuplicationReordering(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 21, 5, nil)
+	c.nw.SetFaults(memtransport.Faults{
+		Drop: 0.05, Duplicate: 0.1, Jitter: 20 * time.Millisecond,
+		StreamDrop: 0.2, StreamDuplicate: 0.2,
+	})
+	u := newUnion(c.cfg)
+	const epochs = 3
+	for k := range epochs {
+		c.midEpoch()
+		c.record(u, c.nodes, testDests, latencies(uint64(100+k), 40))
+		took := waitUnion(t, c.nodes, u, 5)
+		t.Logf("epoch %d: exact union on every node %v after recording", k, took)
+	}
+
+	for _, m := range c.nodes {
+		s := m.gossip()
+		require.Equal(t, uint64(4*epochs), s.Outcomes["new"], "%s: each peer's batch of each epoch stored once", m.Name())
+		require.Empty(t, s.Rejected, "%s: nothing refused", m.Name())
+		require.Zero(t, s.QueueDrops)
+	}
+	ns := c.nw.Stats()
+	require.Positive(t, ns.StreamsDropped)
+	require.Positive(t, ns.StreamsDuplicated)
+	require.Positive(t, ns.PacketsDropped)
+	require.Positive(t, ns.PacketsDuplicated)
+	repairs := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return s.Repairs })
+	dups := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return s.Outcomes["duplicate"] })
+	require.Positive(t, repairs, "lost batches came back through anti-entropy")
+	require.Positive(t, dups, "replayed and re-pulled batches were recognised as duplicates")
+
+	// Every message sent and never received was on a stream the network
+	// dropped; every message received twice was on one it replayed. Digests
+	// keep flowing, so wait for a moment with none in flight.
+	eventually(t, "the message counters account for every loss and copy", func() (bool, string) {
+		out := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return sumMap(s.MessagesOut) })
+		in := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return sumMap(s.MessagesIn) + s.QueueDrops })
+		ns := c.nw.Stats()
+		ok := out <= in+ns.StreamsDropped && in <= out+ns.StreamsDuplicated
+		return ok, fmt.Sprintf("sent %d, received %d, streams dropped %d, replayed %d", out, in, ns.StreamsDropped, ns.StreamsDuplicated)
+	})
+	t.Logf("network %+v; repairs %d, duplicates %d", ns, repairs, dups)
+}
+
+// TestFaultPartitionHeal cuts six nodes into two sides of three. While cut,
+// each side's views are the exact union of its own side with 3 peers and
+// nothing crosses; after the heal every view is the exact union of all six
+// with 6 peers, the other side's batches having come by anti-entropy (each
+// node repaired at least the three it never got pushed).
+func TestFaultPartitionHeal(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 22, 6, nil)
+	a, b := c.nodes[:3], c.nodes[3:]
+	addrs := func(ns []*memNode) []string {
+		var out []string
+		for _, m := range ns {
+			out = append(out, m.tr.Addr())
+		}
+		return out
+	}
+	c.nw.Partition(addrs(a), addrs(b))
+	took := eventually(t, "each side sees only itself", func() (bool, string) {
+		if ok, why := seeExactly(a, a); !ok {
+			return false, why
+		}
+		return seeExactly(b, b)
+	})
+	t.Logf("partition: each side sees only itself after %v", took)
+
+	all := newUnion(c.cfg)
+	c.midEpoch()
+	epochs := c.record(all, c.nodes, testDests, latencies(7, 40))
+	e := epochs[0]
+	require.Equal(t, []int64{e, e, e, e, e, e}, epochs)
+	ua, ub := all.only(names(a)...), all.only(names(b)...)
+	took = eventually(t, "each side's views are its own side's union", func() (bool, string) {
+		if ok, why := viewsMatch(t, a, ua, ua.counts, 3); !ok {
+			return false, why
+		}
+		return viewsMatch(t, b, ub, ub.counts, 3)
+	})
+	t.Logf("partition: each side converged %v after recording", took)
+	for _, m := range a {
+		for _, o := range b {
+			require.False(t, holds(m, o, e), "%s holds %s's batch across the cut", m.Name(), o.Name())
+			require.False(t, holds(o, m, e), "%s holds %s's batch across the cut", o.Name(), m.Name())
+		}
+	}
+
+	c.nw.Heal()
+	took = eventually(t, "after the heal every node sees all six", func() (bool, string) { return seeExactly(c.nodes, c.nodes) })
+	took += waitUnion(t, c.nodes, all, 6)
+	t.Logf("heal: exact union of all six on every node %v after the heal", took)
+	for _, m := range c.nodes {
+		s := m.gossip()
+		require.Equal(t, uint64(5), s.Outcomes["new"], "%s: each peer's batch stored once", m.Name())
+		require.GreaterOrEqual(t, s.Repairs, uint64(3), "%s: the other side's three batches were pulled", m.Name())
+		require.Empty(t, s.Rejected, m.Name())
+	}
+}
+
+func names(ns []*memNode) []string {
+	var out []string
+	for _, m := range ns {
+		out = append(out, m.Name())
+	}
+	return out
+}

@@ -1,0 +1,243 @@
+package integration
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/node"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// The in-process grid: a 12 s window of 500 ms sub-windows (N = 24), so an
+// epoch seals twice a second and stays in the fleet view for 11.5 s.
+const (
+	memWindow    = 12 * time.Second
+	memSubWindow = 500 * time.Millisecond
+)
+
+// memNode is a node on an in-memory network, with its clock's offset
+// from the wall clock.
+type memNode struct {
+	*node.Node
+	tr   *memtransport.Transport
+	skew time.Duration
+}
+
+// now is the node's clock.
+func (m *memNode) now() time.Time { return time.Now().Add(m.skew) }
+
+// epoch is the node's current epoch.
+func (m *memNode) epoch(cfg tracker.Config) int64 { return cfg.Epoch(m.now()) }
+
+// gossip returns the node's dissemination counters.
+func (m *memNode) gossip() cluster.GossipStats { return m.Cluster().GossipStats() }
+
+// memCluster is a fleet of nodes on one in-memory network; node 0 is every
+// other node's seed.
+type memCluster struct {
+	t     *testing.T
+	nw    *memtransport.Network
+	cfg   tracker.Config // the nodes' tracker configuration
+	nodes []*memNode
+	seed  uint64
+}
+
+// newMemCluster starts n nodes n0…n(n−1) with the given clock offsets (nil:
+// none) and waits until every node lists all of them alive.
+func newMemCluster(t *testing.T, seed uint64, n int, skew func(i int) time.Duration) *memCluster {
+	t.Helper()
+	c := &memCluster{t: t, nw: memtransport.New(seed), seed: seed}
+	t.Cleanup(c.nw.Close) // runs after the nodes' cleanup below
+	var closeMu sync.Mutex
+	t.Cleanup(func() { // close every node at once: each leave waits up to a second
+		closeMu.Lock()
+		defer closeMu.Unlock()
+		var wg sync.WaitGroup
+		for _, m := range c.nodes {
+			wg.Go(func() { _ = m.Close() })
+		}
+		wg.Wait()
+	})
+	for i := range n {
+		var d time.Duration
+		if skew != nil {
+			d = skew(i)
+		}
+		c.add(fmt.Sprintf("n%d", i), d)
+	}
+	c.waitMembers(c.nodes...)
+	return c
+}
+
+// add starts a node named name, joined to node 0.
+func (c *memCluster) add(name string, skew time.Duration) *memNode {
+	t := c.t
+	t.Helper()
+	tr := c.nw.NewTransport()
+	cfg := node.DefaultConfig()
+	cfg.Name = name
+	cfg.HTTP = ""
+	cfg.Window, cfg.SubWindow = memWindow, memSubWindow
+	if len(c.nodes) > 0 {
+		cfg.Join = node.List{c.nodes[0].tr.Addr()}
+	}
+	if skew != 0 {
+		cfg.Clock = func() time.Time { return time.Now().Add(skew) }
+	}
+	boot := c.seed<<16 | uint64(len(c.nodes)+1)
+	cfg.TuneCluster = func(cc *cluster.Config) {
+		cc.Transport = tr
+		cc.Timing = cluster.FastTiming()
+		cc.BootID = boot
+		cc.Gossip.AntiEntropyInterval = 500 * time.Millisecond
+		cc.Gossip.SealJitter = 100 * time.Millisecond
+	}
+	n, err := node.New(cfg, testLogger(t).With("node", name), nil)
+	require.NoError(t, err)
+	m := &memNode{Node: n, tr: tr, skew: skew}
+	c.nodes = append(c.nodes, m)
+	require.NoError(t, n.Start(t.Context()))
+	c.cfg = cfg.TrackerConfig()
+	return m
+}
+
+// upMembers returns the member names m lists alive or suspect, sorted.
+func upMembers(m *memNode) []string {
+	var out []string
+	for _, mem := range m.Cluster().Members() {
+		if mem.State.Up() {
+			out = append(out, mem.Member)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// seeExactly reports whether every node of from lists exactly want up.
+func seeExactly(from, want []*memNode) (bool, string) {
+	var names []string
+	for _, w := range want {
+		names = append(names, w.MemberName())
+	}
+	slices.Sort(names)
+	for _, m := range from {
+		if got := upMembers(m); !slices.Equal(got, names) {
+			return false, fmt.Sprintf("%s sees %v, want %v", m.MemberName(), got, names)
+		}
+	}
+	return true, ""
+}
+
+// waitMembers waits until every node of nodes lists exactly nodes up.
+func (c *memCluster) waitMembers(nodes ...*memNode) {
+	c.t.Helper()
+	eventually(c.t, "membership agreed", func() (bool, string) { return seeExactly(nodes, nodes) })
+}
+
+// midEpoch waits until the wall clock's epoch has at least half of it left.
+func (c *memCluster) midEpoch() {
+	sw := c.cfg.SubWindow()
+	for {
+		now := time.Now()
+		e := c.cfg.Epoch(now)
+		if now.Sub(c.cfg.EpochStart(e)) < sw/2 {
+			return
+		}
+		time.Sleep(c.cfg.EpochStart(e + 1).Sub(now))
+	}
+}
+
+// record has every node of nodes record its samples (samples(i, dest) for
+// the i-th) into u, and returns the epoch each node recorded in, by its own
+// clock. It fails the test if a node's epoch changed while it recorded.
+func (c *memCluster) record(u *union, nodes []*memNode, dests []string, samples func(i int, dest string) []uint64) []int64 {
+	c.t.Helper()
+	epochs := make([]int64, len(nodes))
+	for i, m := range nodes {
+		e := m.epoch(c.cfg)
+		for _, d := range dests {
+			ms := samples(i, d)
+			for _, v := range ms {
+				m.Record(d, time.Duration(v)*time.Millisecond)
+			}
+			u.add(m.Name(), d, ms...)
+		}
+		require.Equal(c.t, e, m.epoch(c.cfg), "%s: recording crossed an epoch boundary", m.Name())
+		epochs[i] = e
+	}
+	return epochs
+}
+
+// viewsMatch reports whether every node of nodes has, for every
+// destination of u, a fleet view bucket-identical to want(dest) and an
+// estimate equal to u's at every checked quantile with peers peers.
+func viewsMatch(t testing.TB, nodes []*memNode, u *union, want func(dest string) []uint64, peers int) (bool, string) {
+	for _, m := range nodes {
+		for _, d := range u.dests() {
+			if got := m.Fleet().ViewCounts(d, m.now()); !slices.Equal(got, want(d)) {
+				return false, fmt.Sprintf("%s: fleet view of %s is not the union", m.Name(), d)
+			}
+			if ok, why := checkEstimate(t, u, d, func(q float64) (tracker.Estimate, error) { return m.Estimate(d, q) }, peers); !ok {
+				return false, m.Name() + ": " + why
+			}
+		}
+	}
+	return true, ""
+}
+
+// waitUnion waits until viewsMatch holds with the exact union, and returns
+// how long that took.
+func waitUnion(t testing.TB, nodes []*memNode, u *union, peers int) time.Duration {
+	t.Helper()
+	return eventually(t, "every fleet view is the exact union", func() (bool, string) {
+		return viewsMatch(t, nodes, u, u.counts, peers)
+	})
+}
+
+// holds reports whether m holds the batch (part 0) of origin o's epoch e.
+func holds(m, o *memNode, e int64) bool {
+	_, ok := m.Fleet().Lookup(tracker.BatchKey{Origin: o.Name(), Boot: o.BootID(), Epoch: e})
+	return ok
+}
+
+// sumStats sums f over the nodes' gossip counters.
+func sumStats(nodes []*memNode, f func(s cluster.GossipStats) uint64) uint64 {
+	var n uint64
+	for _, m := range nodes {
+		n += f(m.gossip())
+	}
+	return n
+}
+
+func sumMap(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// latencies returns count samples for node i and dest, seeded: each
+// (node, dest) has its own base latency and an exponential tail.
+func latencies(seed uint64, count int) func(i int, dest string) []uint64 {
+	return func(i int, dest string) []uint64 {
+		h := uint64(len(dest))*31 + uint64(dest[len(dest)-1])
+		rng := newRand(seed, uint64(i)<<32|h)
+		base := 5 + 7*uint64(i) + h%13
+		out := make([]uint64, count)
+		for k := range out {
+			out[k] = base + uint64(rng.ExpFloat64()*float64(base))
+			if rng.IntN(100) == 0 {
+				out[k] *= 20
+			}
+		}
+		return out
+	}
+}
