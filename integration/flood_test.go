@@ -1,0 +1,75 @@
+package integration
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestFaultFloodingPeer has one of five nodes record 100 times more
+// samples than each other node, all slow. With the default share cap
+// (0.25) its counts are scaled down, bucket by bucket rounded down, until
+// it holds a quarter of the view: every node's fleet view must equal that
+// capped union exactly, the flooder's share must be at most 0.25, and the
+// median must be the honest nodes', not the flooder's. Nothing is refused:
+// flooding is bounded by the cap, not by dropping data.
+func TestFaultFloodingPeer(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 26, 5, nil)
+	flooder, honest := c.nodes[0], c.nodes[1:]
+	var slow []uint64 // 10 values 50 ms apart: each its own bucket
+	for v := uint64(600); v < 1100; v += 50 {
+		slow = append(slow, v)
+	}
+	const perValue = 500 // 5000 samples per destination: 100 × the honest 50
+	honestSamples := latencies(50, 50)
+	all := newUnion(c.cfg)
+	c.midEpoch()
+	c.record(all, c.nodes, testDests, func(i int, d string) []uint64 {
+		if i == 0 {
+			var out []uint64
+			for _, v := range slow {
+				out = append(out, slices.Repeat([]uint64{v}, perValue)...)
+			}
+			return out
+		}
+		return honestSamples(i, d)
+	})
+
+	// The capped union by DESIGN.md section 5: the honest peers hold
+	// R = 200 samples, so the flooder is scaled to t = floor(R/3) (t/(t+R)
+	// = 1/4, rounded down), each bucket c to floor(c·t/n).
+	capped := all.only(names(honest)...)
+	const n = perValue * 10
+	for _, d := range testDests {
+		r := capped.total(d)
+		require.Equal(t, uint64(200), r)
+		tc := r / 3
+		for _, v := range slow {
+			capped.add(flooder.Name(), d, slices.Repeat([]uint64{v}, int(perValue*tc/n))...)
+		}
+	}
+	took := eventually(t, "every fleet view is the capped union", func() (bool, string) {
+		return viewsMatch(t, c.nodes, capped, capped.counts, 5)
+	})
+	t.Logf("flood: capped union on every node %v after recording", took)
+
+	for _, d := range testDests {
+		for _, m := range c.nodes {
+			e, err := m.Estimate(d, 0.5)
+			require.NoError(t, err)
+			share := float64(e.Samples-capped.only(names(honest)...).total(d)) / float64(e.Samples)
+			require.LessOrEqual(t, share, 0.25, "%s %s: the flooder's share after the cap", m.Name(), d)
+			require.Greater(t, share, 0.2)
+			require.Less(t, e.ValueMillis, uint64(600), "%s %s: the median is the honest nodes'", m.Name(), d)
+			require.InDelta(t, 260.0*260/(60*60+4*50*50), e.EffectivePeers, 1e-9)
+		}
+		require.GreaterOrEqual(t, all.quantile(t, d, 0.5), uint64(600), "without the cap the flooder would own the median")
+	}
+	for _, m := range c.nodes {
+		s := m.gossip()
+		require.Equal(t, uint64(4), s.Outcomes["new"], m.Name())
+		require.Empty(t, s.Rejected, m.Name())
+	}
+}

@@ -1,0 +1,152 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// atOffset waits until the wall clock is between off and off+50ms into an
+// epoch.
+func (c *memCluster) atOffset(off time.Duration) {
+	for {
+		now := time.Now()
+		in := now.Sub(c.cfg.EpochStart(c.cfg.Epoch(now)))
+		if in >= off && in < off+50*time.Millisecond {
+			return
+		}
+		wait := off - in
+		if wait <= 0 {
+			wait += c.cfg.SubWindow()
+		}
+		time.Sleep(wait)
+	}
+}
+
+// TestFaultClockSkewWithin skews five nodes' clocks by −200…+200 ms (less
+// than one 500 ms sub-window apart) and records twice, just before and just
+// after an epoch boundary, so that the same instant falls in different
+// epochs on different nodes. Every batch is within the accepted epochs:
+// nothing is refused, each (origin, epoch) batch is stored once, and every
+// node's fleet view converges to the exact union.
+func TestFaultClockSkewWithin(t *testing.T) {
+	t.Parallel()
+	skews := []time.Duration{-200 * time.Millisecond, -100 * time.Millisecond, 0, 100 * time.Millisecond, 200 * time.Millisecond}
+	c := newMemCluster(t, 23, len(skews), func(i int) time.Duration { return skews[i] })
+	u := newUnion(c.cfg)
+	batches := map[string]map[int64]bool{} // origin → epochs it recorded in
+	for round, off := range []time.Duration{c.cfg.SubWindow() - 100*time.Millisecond, 50 * time.Millisecond} {
+		c.atOffset(off)
+		epochs := c.record(u, c.nodes, testDests, latencies(uint64(30+round), 30))
+		require.NotEqual(t, epochs[0], epochs[len(epochs)-1], "round %d: the skew put one instant in two epochs: %v", round, epochs)
+		for i, e := range epochs {
+			if batches[c.nodes[i].Name()] == nil {
+				batches[c.nodes[i].Name()] = map[int64]bool{}
+			}
+			batches[c.nodes[i].Name()][e] = true
+		}
+	}
+	took := waitUnion(t, c.nodes, u, 5)
+	t.Logf("skew ±200ms: exact union on every node %v after recording; batches %v", took, batches)
+
+	total := 0
+	for _, es := range batches {
+		total += len(es)
+	}
+	for _, m := range c.nodes {
+		s := m.gossip()
+		want := uint64(total - len(batches[m.Name()]))
+		require.Equal(t, want, s.Outcomes["new"], "%s: every peer batch stored once", m.Name())
+		require.Empty(t, s.Rejected, "%s: nothing refused", m.Name())
+	}
+}
+
+// TestFaultClockSkewBeyond gives one of five nodes a clock an hour ahead
+// (or behind): its batches fall outside every other node's accepted epochs
+// [E−N−1, E+1] and theirs outside its own. The four others' views converge
+// to the exact union of their own samples (4 peers); the skewed node sees
+// only itself (1 peer, so its estimate falls back to its local view); and
+// the counters explain every refusal: each batch message the skewed node
+// sent was refused as stale by a receiver, and vice versa.
+func TestFaultClockSkewBeyond(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		skew     time.Duration
+		theirs   string // how the others classify the skewed node's batches
+		skewedAs string // how the skewed node classifies theirs
+	}{
+		{"ahead", time.Hour, "too_new", "too_old"},
+		{"behind", -time.Hour, "too_old", "too_new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			seed := uint64(24)
+			if tc.skew < 0 {
+				seed = 25
+			}
+			c := newMemCluster(t, seed, 5, func(i int) time.Duration {
+				if i == 4 {
+					return tc.skew
+				}
+				return 0
+			})
+			normal, skewed := c.nodes[:4], c.nodes[4]
+			all := newUnion(c.cfg)
+			c.midEpoch()
+			epochs := c.record(all, c.nodes, testDests, latencies(40, 30))
+			u := all.only(names(normal)...)
+			took := waitUnion(t, normal, u, 4)
+			t.Logf("the four in-range nodes converged %v after recording", took)
+
+			for _, m := range normal {
+				require.False(t, holds(m, skewed, epochs[4]))
+				require.False(t, holds(skewed, m, epochs[0]))
+			}
+			own := all.only(skewed.Name())
+			eventually(t, "the skewed node's view holds itself alone", func() (bool, string) {
+				for _, d := range testDests {
+					e, err := skewed.Estimate(d, 0.99)
+					require.NoError(t, err)
+					want := own.quantile(t, d, 0.99)
+					if e.Peers != 1 || e.Samples != own.total(d) || e.Source != tracker.SourceLocal || e.ValueMillis != want {
+						return false, fmt.Sprintf("%s: %d peers, %d samples, %s value %d; want 1 peer, %d samples, local value %d",
+							d, e.Peers, e.Samples, e.Source, e.ValueMillis, own.total(d), want)
+					}
+				}
+				return true, ""
+			})
+
+			eventually(t, "every batch message is accounted for", func() (bool, string) {
+				sk := skewed.gossip()
+				var refusedByNormal, normalOut, stored uint64
+				for _, m := range normal {
+					s := m.gossip()
+					if s.Rejected[cluster.RejectStaleEpoch] != s.Outcomes[tc.theirs] {
+						return false, fmt.Sprintf("%s: %d stale, %d %s", m.Name(), s.Rejected[cluster.RejectStaleEpoch], s.Outcomes[tc.theirs], tc.theirs)
+					}
+					refusedByNormal += s.Outcomes[tc.theirs]
+					normalOut += s.BatchesOut
+					stored += s.Outcomes["new"] + s.Outcomes["duplicate"]
+				}
+				switch {
+				case sk.BatchesOut < 4 || refusedByNormal != sk.BatchesOut:
+					return false, fmt.Sprintf("skewed node sent %d batches, the others refused %d as %s", sk.BatchesOut, refusedByNormal, tc.theirs)
+				case sk.Outcomes[tc.skewedAs] == 0 || sk.Rejected[cluster.RejectStaleEpoch] != sk.Outcomes[tc.skewedAs] || sumMap(sk.Outcomes) != sk.Outcomes[tc.skewedAs]:
+					return false, fmt.Sprintf("skewed node: outcomes %v, rejected %v", sk.Outcomes, sk.Rejected)
+				case normalOut != stored+sk.Outcomes[tc.skewedAs]:
+					return false, fmt.Sprintf("the others sent %d batches: %d stored by them, %d refused by the skewed node", normalOut, stored, sk.Outcomes[tc.skewedAs])
+				}
+				return true, ""
+			})
+			for _, m := range normal {
+				require.Equal(t, uint64(3), m.gossip().Outcomes["new"], "%s: one batch from each in-range peer", m.Name())
+			}
+		})
+	}
+}
