@@ -1,12 +1,12 @@
 package cluster
 
 import (
-	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
-
 	"fmt"
 	"os"
 	"testing"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // BenchmarkSendReliable20KB sends one 20 KiB payload to each of 4 peers over

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
-
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // TestGossipConvergenceFigures runs a cluster whose every node records
