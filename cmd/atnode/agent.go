@@ -159,8 +159,12 @@ func (a app) agent(ctx context.Context, args []string) int {
 		}
 		return 1
 	}
+	// One line per listener, with the address actually bound (-http ""
+	// runs without an HTTP listener).
 	fmt.Fprintf(a.stdout, "gossip %s\n", n.GossipAddr())
-	fmt.Fprintf(a.stdout, "http %s\n", n.HTTPAddr())
+	if addr := n.HTTPAddr(); addr != "" {
+		fmt.Fprintf(a.stdout, "http %s\n", addr)
+	}
 	logger.Info("agent started", "name", cfg.Name, "gossip", n.GossipAddr(), "http", n.HTTPAddr(),
 		"join", cfg.Join.String(), "encrypted", cfg.SecretKeyFile != "")
 
