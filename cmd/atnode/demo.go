@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -284,18 +285,15 @@ func (a app) startDemoNodes(ctx context.Context, c demoConfig, logger *slog.Logg
 	return nodes, nil
 }
 
-// closeAll closes the nodes in parallel: each waits for its leave
-// broadcast.
+// closeAll closes the nodes one at a time, the last started first, so
+// that each leave is broadcast to members that are still running (closing
+// them all at once makes their leaves time out against closed sockets).
 func closeAll(nodes []runtime, logger *slog.Logger) {
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Go(func() {
-			if err := n.Close(); err != nil {
-				logger.Warn("closing a node", "err", err)
-			}
-		})
+	for _, n := range slices.Backward(nodes) {
+		if err := n.Close(); err != nil {
+			logger.Warn("closing a node", "err", err)
+		}
 	}
-	wg.Wait()
 }
 
 // newDemoRand is node i's generator of simulated latencies.
