@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -34,7 +35,8 @@ type Config struct {
 	// Join lists seed peers (host:port), joined at start and re-joined
 	// periodically so that a healed partition merges back.
 	Join List `yaml:"join"`
-	// HTTP is the HTTP API's host:port; port 0 picks a free port.
+	// HTTP is the HTTP API's host:port; port 0 picks a free port; empty
+	// binds nothing (Node.Handler can still be served by the embedder).
 	// Default 127.0.0.1:8080.
 	HTTP string `yaml:"http"`
 	// Window is the sliding window. Default 60s.
@@ -76,6 +78,22 @@ type Config struct {
 	// fleet view; the least recently recorded is evicted. 0 = unlimited.
 	// Default 10000, about 32 KiB each locally.
 	MaxDestinations int `yaml:"max_destinations"`
+
+	// The fields below are for embedding and tests; they have no flag and
+	// no YAML key.
+
+	// DisableGossip runs the node alone: no cluster is created, Bind,
+	// Advertise, Join, SecretKeyFile and Label are ignored, and the fleet
+	// view holds only this node's own sealed sub-windows. Default false.
+	DisableGossip bool `yaml:"-"`
+	// Clock is the wall clock every time the node records or queries comes
+	// from (the epoch grid is read from it). nil means time.Now. Default nil.
+	Clock func() time.Time `yaml:"-"`
+	// TuneCluster, if set, is called with the cluster configuration the
+	// node built from the fields above, just before the cluster is created:
+	// tests set Transport (internal/memtransport) and Timing through it.
+	// Default nil.
+	TuneCluster func(*cluster.Config) `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults of DESIGN.md section 7. Name is the
@@ -160,9 +178,12 @@ func (c Config) Validate() error {
 	} else if len(c.Name) > 128 {
 		bad("name", "is %d bytes, more than 128", len(c.Name))
 	}
-	for _, a := range []struct{ flag, v string }{{"bind", c.Bind}, {"http", c.HTTP}} {
-		if err := checkHostPort(a.v); err != nil {
-			bad(a.flag, "%v", err)
+	if err := checkHostPort(c.Bind); err != nil {
+		bad("bind", "%v", err)
+	}
+	if c.HTTP != "" { // empty: no HTTP listener (embedders serve Node.Handler themselves)
+		if err := checkHostPort(c.HTTP); err != nil {
+			bad("http", "%v", err)
 		}
 	}
 	if c.Advertise != "" {
@@ -219,10 +240,10 @@ func (c Config) CheckExposure() error {
 	if c.Advertise != "" && isLoopback(c.Bind) {
 		gossip = c.Advertise
 	}
-	if c.SecretKeyFile == "" && (!isLoopback(c.Bind) || !isLoopback(gossip)) {
+	if !c.DisableGossip && c.SecretKeyFile == "" && (!isLoopback(c.Bind) || !isLoopback(gossip)) {
 		errs = append(errs, fmt.Errorf("gossip address %s is not loopback and gossip would be unencrypted: add -secret-key-file (make a key with 'atnode keygen'), or -insecure", gossip))
 	}
-	if c.HTTPTokenFile == "" && !isLoopback(c.HTTP) {
+	if c.HTTPTokenFile == "" && c.HTTP != "" && !isLoopback(c.HTTP) {
 		errs = append(errs, fmt.Errorf("HTTP address %s is not loopback and has no token: add -http-token-file, or -insecure", c.HTTP))
 	}
 	return errors.Join(errs...)

@@ -29,7 +29,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
-	_ = enc.Encode(v) // the client went away; nothing left to tell it
+	enc.SetEscapeHTML(false) // error texts quote ">=" as is
+	_ = enc.Encode(v)        // the client went away; nothing left to tell it
 }
 
 func writeError(w http.ResponseWriter, status int, format string, args ...any) {

@@ -1,0 +1,300 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// Errors of the estimate and timeout API.
+var (
+	// ErrTimeout is the cause of the context Do gives fn when the adaptive
+	// timeout expires, and is wrapped by Do's error then:
+	// errors.Is(err, ErrTimeout) tells the node's timeout from the caller's
+	// own cancellation or deadline.
+	ErrTimeout = errors.New("node: adaptive timeout expired")
+	// ErrQuantile reports a quantile outside (0, 1].
+	ErrQuantile = errors.New("node: quantile must be in (0, 1]")
+	// ErrNoDestinations reports a timeout asked for no destination.
+	ErrNoDestinations = errors.New("node: no destinations")
+	// ErrAttempt reports an attempt number below 1.
+	ErrAttempt = errors.New("node: attempt must be >= 1")
+	// ErrNeed reports a quorum need outside 1..len(dests).
+	ErrNeed = errors.New("node: need must be in 1..number of destinations")
+)
+
+// Record records one request's latency to dest, now. Latencies are kept in
+// whole milliseconds (truncated; negative counts as 0; above the maximum
+// trackable latency clamped). A dest that could not travel to peers (empty,
+// over 256 bytes or not UTF-8) is dropped and counted in
+// atnode_records_rejected_total.
+func (n *Node) Record(dest string, latency time.Duration) {
+	n.recordMillis(dest, uint64(max(latency, 0)/time.Millisecond), n.clock())
+}
+
+// RecordSince records the time from start to now as dest's latency and
+// returns it (0 if start is in the future), untruncated.
+func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
+	now := n.clock()
+	d := max(now.Sub(start), 0)
+	n.recordMillis(dest, uint64(d/time.Millisecond), now)
+	return d
+}
+
+func (n *Node) recordMillis(dest string, ms uint64, now time.Time) {
+	if !validDest(dest) {
+		n.met.rejected.Inc()
+		return
+	}
+	n.local.RecordMillis(dest, ms, now)
+	n.met.records.Inc()
+	n.markSeen(dest, n.tcfg.Epoch(now))
+}
+
+// validDest reports whether dest can be recorded and gossiped.
+func validDest(dest string) bool {
+	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
+}
+
+// markSeen notes that dest was recorded in epoch, for the destinations of
+// /v1/status; the common case (already noted this epoch) is a lock-free
+// map load and an atomic load.
+func (n *Node) markSeen(dest string, epoch int64) {
+	v, ok := n.seen.Load(dest)
+	if !ok {
+		e := new(atomic.Int64)
+		e.Store(epoch)
+		if v, ok = n.seen.LoadOrStore(dest, e); !ok {
+			return
+		}
+	}
+	e := v.(*atomic.Int64)
+	for {
+		old := e.Load()
+		if old >= epoch || e.CompareAndSwap(old, epoch) {
+			return
+		}
+	}
+}
+
+// pruneSeen forgets destinations whose latest record left the window.
+func (n *Node) pruneSeen(now time.Time) {
+	oldest := n.tcfg.Epoch(now) - int64(n.tcfg.SubWindows) + 1
+	n.seen.Range(func(k, v any) bool {
+		if v.(*atomic.Int64).Load() < oldest {
+			n.seen.Delete(k)
+		}
+		return true
+	})
+}
+
+// localDestinations returns the destinations recorded within the window.
+func (n *Node) localDestinations(now time.Time) []string {
+	oldest := n.tcfg.Epoch(now) - int64(n.tcfg.SubWindows) + 1
+	var out []string
+	n.seen.Range(func(k, v any) bool {
+		if v.(*atomic.Int64).Load() >= oldest {
+			out = append(out, k.(string))
+		}
+		return true
+	})
+	return out
+}
+
+// Estimate returns the peer-count-aware estimate of quantile q of dest's
+// latency now (DESIGN.md section 5), field by field as GET /v1/estimate.
+// q == 0 means the configured quantile; otherwise q must be in (0, 1].
+func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
+	if q == 0 {
+		q = n.cfg.Quantile
+	}
+	if !(q > 0 && q <= 1) {
+		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("%w, got %v", ErrQuantile, q)
+	}
+	now := n.clock()
+	n.sealOwn(now)
+	return n.fleet.Estimate(dest, q, now)
+}
+
+// Decision is a timeout with its reason, as GET /v1/timeout answers it.
+type Decision struct {
+	// Timeout is the timeout to use for this attempt.
+	Timeout time.Duration
+	// Attempt is the attempt number it is for (1 = the first try).
+	Attempt int
+	// Need is how many of the destinations must answer (all for Timeout).
+	Need int
+	// DecidedBy is the destination whose value set the timeout, "" when the
+	// exponential fallback did.
+	DecidedBy string
+	// Source is the source of DecidedBy's value after the local guard:
+	// SourceFleet or SourceLocal; SourceNone on fallback.
+	Source tracker.Source
+	// Fallback is true when no destination's value exceeded the
+	// exponential fallback (timeout.Decision.Fallback).
+	Fallback bool
+}
+
+// MarshalJSON writes {"timeout_ms","attempt","need","decided_by","source",
+// "fallback"}; timeout_ms is whole milliseconds.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		TimeoutMs int64          `json:"timeout_ms"`
+		Attempt   int            `json:"attempt"`
+		Need      int            `json:"need"`
+		DecidedBy string         `json:"decided_by"`
+		Source    tracker.Source `json:"source"`
+		Fallback  bool           `json:"fallback"`
+	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Fallback})
+}
+
+// Timeout returns the timeout of a request that needs every one of dests
+// to answer, for attempt (1 = the first try): per destination the
+// estimate's value after the local guard (DESIGN.md section 5), then
+// timeout.Explain.
+func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
+	return n.TimeoutQuorum(dests, len(dests), attempt)
+}
+
+// TimeoutQuorum returns the timeout of a request that needs need of dests
+// to answer (a write to 2 of 3 replicas must not wait for the slowest):
+// timeout.ExplainQuorum on the values Timeout uses. need must be in
+// 1..len(dests).
+func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error) {
+	switch {
+	case len(dests) == 0:
+		return Decision{}, ErrNoDestinations
+	case attempt < 1:
+		return Decision{}, fmt.Errorf("%w, got %d", ErrAttempt, attempt)
+	case need < 1 || need > len(dests):
+		return Decision{}, fmt.Errorf("%w (%d), got %d", ErrNeed, len(dests), need)
+	}
+	d := n.decide(dests, need, attempt, n.clock())
+	n.met.observe(d)
+	return d, nil
+}
+
+// decisionValue is one destination's input to a timeout decision.
+type decisionValue struct {
+	ms  uint64
+	src tracker.Source
+	ok  bool
+}
+
+// snapshot is a timeout.Estimator over destination indices: every
+// destination's value is read once, so the value that decided and its
+// source come from the same read. Snapshots are pooled: handing one to
+// timeout.Explain as an interface would otherwise cost two allocations.
+type snapshot struct{ v []decisionValue }
+
+func (s *snapshot) QuantileMillis(i int, _ float64, _ time.Time) (uint64, bool) {
+	v := s.v[i]
+	return v.ms, v.ok
+}
+
+var snapshots = sync.Pool{New: func() any { return &snapshot{v: make([]decisionValue, 0, 8)} }}
+
+// indices holds 0..63, the destination indices of most decisions.
+var indices = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
+
+func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
+	n.sealOwn(now)
+	q := n.cfg.Quantile
+	vals := snapshots.Get().(*snapshot)
+	defer snapshots.Put(vals)
+	vals.v = vals.v[:0]
+	for _, d := range dests {
+		ms, src, ok := n.fleet.DecisionValueMillis(d, q, now)
+		vals.v = append(vals.v, decisionValue{ms, src, ok})
+	}
+	var idx []int
+	if len(dests) <= len(indices) {
+		idx = indices[:len(dests)]
+	} else {
+		idx = make([]int, len(dests))
+		for i := range idx {
+			idx[i] = i
+		}
+	}
+	var td timeout.Decision
+	if need == len(dests) {
+		td = timeout.Explain(n.tocfg, vals, idx, attempt, now)
+	} else {
+		td = timeout.ExplainQuorum(n.tocfg, vals, idx, need, attempt, now)
+	}
+	out := Decision{Timeout: td.Timeout, Attempt: attempt, Need: need, Fallback: td.Fallback}
+	if td.DecidedBy >= 0 {
+		out.DecidedBy, out.Source = dests[td.DecidedBy], vals.v[td.DecidedBy].src
+	}
+	return out
+}
+
+// Do runs fn under the adaptive timeout of dest for attempt and records
+// its latency. fn gets a context that ends at the timeout or when ctx
+// ends, whichever is first: Do never extends a deadline ctx already has.
+//
+// What is recorded: when fn returns nil, or returns an error of its own
+// before either end, the time fn took; when the adaptive timeout expired
+// first, the timeout itself (censoring: recording nothing would hide the
+// tail exactly when timeouts are too tight); when ctx ended first (the
+// caller's cancellation or deadline), nothing.
+//
+// Do returns fn's error. When the adaptive timeout expired first and fn
+// failed, the error also matches ErrTimeout (errors.Is), which the
+// caller's own cancellation never does; the context fn saw reports
+// ErrTimeout as its context.Cause. Do returns an error without running fn
+// only if attempt < 1.
+func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx context.Context) error) error {
+	d, err := n.Timeout([]string{dest}, attempt)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, d.Timeout, ErrTimeout)
+	defer cancel()
+	start := n.clock()
+	ferr := fn(cctx)
+	now := n.clock()
+	switch {
+	case ferr == nil:
+		n.recordMillis(dest, uint64(max(now.Sub(start), 0)/time.Millisecond), now)
+		n.met.do.WithLabelValues("ok").Inc()
+		return nil
+	case ctx.Err() != nil && !errors.Is(context.Cause(cctx), ErrTimeout):
+		n.met.do.WithLabelValues("canceled").Inc()
+		return ferr
+	case cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout):
+		n.recordMillis(dest, uint64(d.Timeout/time.Millisecond), now)
+		n.met.do.WithLabelValues("timeout").Inc()
+		if errors.Is(ferr, ErrTimeout) {
+			return ferr
+		}
+		return fmt.Errorf("%w after %v: %w", ErrTimeout, d.Timeout, ferr)
+	default:
+		n.recordMillis(dest, uint64(max(now.Sub(start), 0)/time.Millisecond), now)
+		n.met.do.WithLabelValues("error").Inc()
+		return ferr
+	}
+}
+
+// latencyMillis converts a POST /v1/record latency (finite, >= 0) to whole
+// milliseconds, truncated; values beyond any trackable latency saturate.
+func latencyMillis(v float64) uint64 {
+	const big = 1 << 62
+	if v >= big {
+		return big
+	}
+	return uint64(v)
+}

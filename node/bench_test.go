@@ -1,0 +1,140 @@
+package node
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// benchNode is a node alone whose clock stays in one epoch, with 64
+// destinations of 1000 samples each, sealed into the fleet view.
+func benchNode(b *testing.B) (*Node, []string) {
+	clk := &testClock{now: epochStart(e0)}
+	cfg := DefaultConfig()
+	cfg.Name, cfg.DisableGossip, cfg.HTTP, cfg.Clock = "b", true, "", clk.Now
+	n, err := New(cfg, nil, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = n.Close() })
+	dests := make([]string, 64)
+	for i := range dests {
+		dests[i] = fmt.Sprintf("dest-%02d", i)
+		for k := range 1000 {
+			n.Record(dests[i], time.Duration(k%200)*time.Millisecond)
+		}
+	}
+	clk.Set(epochStart(e0 + 1).Add(time.Second))
+	n.sealOwn(clk.Now())
+	return n, dests
+}
+
+// BenchmarkRecord is Node.Record: the tracker's record, the records
+// counter and the lock-free "seen" check.
+func BenchmarkRecord(b *testing.B) {
+	n, dests := benchNode(b)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		n.Record(dests[i&63], 12*time.Millisecond)
+		i++
+	}
+}
+
+// BenchmarkRecordNaive keeps the "seen" set in a mutex-guarded map
+// instead of sync.Map with an atomic epoch.
+func BenchmarkRecordNaive(b *testing.B) {
+	n, dests := benchNode(b)
+	var mu sync.Mutex
+	seen := make(map[string]int64)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		d := dests[i&63]
+		now := n.clock()
+		n.local.RecordMillis(d, 12, now)
+		n.met.records.Inc()
+		mu.Lock()
+		seen[d] = n.tcfg.Epoch(now)
+		mu.Unlock()
+		i++
+	}
+}
+
+// BenchmarkRecordParallel is Node.Record from every core on distinct
+// destinations.
+func BenchmarkRecordParallel(b *testing.B) {
+	n, dests := benchNode(b)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			n.Record(dests[i&63], 12*time.Millisecond)
+			i++
+		}
+	})
+}
+
+// BenchmarkRecordParallelNaive is BenchmarkRecordNaive from every core.
+func BenchmarkRecordParallelNaive(b *testing.B) {
+	n, dests := benchNode(b)
+	var mu sync.Mutex
+	seen := make(map[string]int64)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			d := dests[i&63]
+			now := n.clock()
+			n.local.RecordMillis(d, 12, now)
+			n.met.records.Inc()
+			mu.Lock()
+			seen[d] = n.tcfg.Epoch(now)
+			mu.Unlock()
+			i++
+		}
+	})
+}
+
+// BenchmarkTimeout3 is Node.Timeout over 3 destinations: one read of each
+// destination's value, then timeout.Explain on the snapshot.
+func BenchmarkTimeout3(b *testing.B) {
+	n, dests := benchNode(b)
+	ds := dests[:3]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := n.Timeout(ds, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTimeout3Naive is timeout.Explain on the fleet's
+// DecisionEstimator, then a second read of the decider for its source.
+func BenchmarkTimeout3Naive(b *testing.B) {
+	n, dests := benchNode(b)
+	ds := dests[:3]
+	tc := n.cfg.TimeoutConfig()
+	b.ReportAllocs()
+	for b.Loop() {
+		now := n.clock()
+		d := timeout.Explain(tc, n.fleet.DecisionEstimator(), ds, 1, now)
+		if d.DecidedBy >= 0 {
+			_, _, _ = n.fleet.DecisionValueMillis(ds[d.DecidedBy], tc.Quantile, now)
+		}
+	}
+}
+
+// BenchmarkEstimate is Node.Estimate at the configured quantile.
+func BenchmarkEstimate(b *testing.B) {
+	n, dests := benchNode(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := n.Estimate(dests[0], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+)
+
+// memNodes starts k nodes on an in-memory network, n0 the seed of all,
+// with a 10 s window of 1 s sub-windows; n0 also serves HTTP on a free
+// loopback port.
+func memNodes(t *testing.T, k int) []*Node {
+	t.Helper()
+	nw := memtransport.New(1)
+	t.Cleanup(nw.Close)
+	var nodes []*Node
+	var seed string
+	for i := range k {
+		tr := nw.NewTransport()
+		if i == 0 {
+			seed = tr.Addr()
+		}
+		cfg := DefaultConfig()
+		cfg.Name = fmt.Sprintf("n%d", i)
+		cfg.Join = List{seed}
+		cfg.HTTP = ""
+		if i == 0 {
+			cfg.HTTP = "127.0.0.1:0"
+		}
+		cfg.Window, cfg.SubWindow = 10*time.Second, time.Second
+		cfg.TuneCluster = func(c *cluster.Config) {
+			c.Transport = tr
+			c.Timing = cluster.FastTiming()
+			c.BootID = uint64(0xb0070000 + i)
+		}
+		n, err := New(cfg, testLogger(t).With("node", cfg.Name), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = n.Close() })
+		require.NoError(t, n.Start(t.Context()))
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+// upMembers returns the member names n's /v1/members lists as alive, sorted.
+func upMembers(t *testing.T, n *Node) []string {
+	var out []string
+	for _, m := range getJSON(t, n.Handler(), "/v1/members").([]any) {
+		if m := m.(map[string]any); m["state"] == "alive" {
+			out = append(out, m["member"].(string))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestThreeNodes(t *testing.T) {
+	nodes := memNodes(t, 3)
+	want := []string{nodes[0].MemberName(), nodes[1].MemberName(), nodes[2].MemberName()}
+	require.Equal(t, []string{"n0-b0070000", "n1-b0070001", "n2-b0070002"}, want)
+	took := eventually(t, "every node lists the three members alive", func() bool {
+		for _, n := range nodes {
+			if !slices.Equal(upMembers(t, n), want) || n.Fleet().MinPeers() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("membership agreed after %v", took)
+	st := getJSON(t, nodes[1].Handler(), "/v1/status").(map[string]any)
+	require.Equal(t, json.Number("3"), st["members_alive"])
+	require.Equal(t, "10.0.0.2:7946", st["gossip_addr"])
+
+	// Each node records 100 samples of db: 10+i ms from node i.
+	for i, n := range nodes {
+		for range 100 {
+			n.Record("db", time.Duration(10+i)*time.Millisecond)
+		}
+	}
+	requireFleetViews(t, nodes)
+
+	// The real HTTP listener of n0.
+	addr := nodes[0].HTTPAddr()
+	require.Regexp(t, `^127\.0\.0\.1:[1-9][0-9]*$`, addr)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, "%s", body)
+
+	// n2 leaves: the others list it as left and count two alive.
+	require.NoError(t, nodes[2].Close())
+	eventually(t, "n2 is listed as left", func() bool {
+		for _, n := range nodes[:2] {
+			left := false
+			for _, m := range getJSON(t, n.Handler(), "/v1/members").([]any) {
+				m := m.(map[string]any)
+				left = left || m["member"] == want[2] && m["state"] == "left" && m["boot_id"] == "00000000b0070002"
+			}
+			if !left || n.Fleet().MinPeers() != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	require.NoError(t, nodes[0].Close())
+	_, err = http.Get("http://" + addr + "/healthz")
+	require.Error(t, err) // no longer served
+}
+
+// requireFleetViews checks the fleet views once the epoch of the samples
+// has sealed. With dissemination wired, every node's view of db holds the
+// three peers' samples, bucket for bucket the same on every node; without
+// it, each node's view holds its own batch only, so auto MinPeers (3)
+// leaves the fleet untrusted and the estimate local.
+func requireFleetViews(t *testing.T, nodes []*Node) {
+	t.Helper()
+	if nodes[0].disseminates {
+		took := eventually(t, "the fleet views of db agree", func() bool {
+			first := nodes[0].Fleet().ViewCounts("db", time.Now())
+			for _, n := range nodes {
+				e, err := n.Estimate("db", 0)
+				if err != nil || e.Peers != 3 || e.Samples != 300 || e.Source.String() != "fleet" {
+					return false
+				}
+				if !slices.Equal(n.Fleet().ViewCounts("db", time.Now()), first) {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("fleet views agreed after %v", took)
+		return
+	}
+	eventually(t, "each node's own batch is in its fleet view", func() bool {
+		for _, n := range nodes {
+			e, err := n.Estimate("db", 0)
+			if err != nil || e.Peers != 1 || e.Samples != 100 || e.Source.String() != "local" || e.LocalSamples != 100 {
+				return false
+			}
+		}
+		return true
+	})
+	for i, n := range nodes {
+		e, err := n.Estimate("db", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 10+i, e.FleetValueMillis)
+	}
+}
+
+func TestLoopbackGossipAndHTTP(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name = "solo"
+	cfg.Bind, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
+	n, err := New(cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	require.Empty(t, n.GossipAddr())
+	require.Empty(t, n.HTTPAddr())
+	require.NoError(t, n.Start(t.Context()))
+	require.ErrorIs(t, n.Start(t.Context()), ErrAlreadyStarted)
+	require.Regexp(t, `^127\.0\.0\.1:[1-9][0-9]*$`, n.GossipAddr())
+	require.Regexp(t, `^127\.0\.0\.1:[1-9][0-9]*$`, n.HTTPAddr())
+	require.ErrorIs(t, n.ReloadKeys(), cluster.ErrNoKeyFile)
+	members := getJSON(t, n.Handler(), "/v1/members").([]any)
+	require.Len(t, members, 1)
+	require.Equal(t, n.GossipAddr(), members[0].(map[string]any)["addr"])
+	require.NoError(t, n.Close())
+	require.NoError(t, n.Close())
+
+	alone := newAlone(t, nil, nil)
+	require.ErrorIs(t, alone.ReloadKeys(), ErrGossipDisabled)
+}
+
+func TestNewErrors(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name = ""
+	_, err := New(cfg, nil, nil)
+	require.ErrorContains(t, err, "-name: must not be empty")
+	cfg = DefaultConfig()
+	cfg.Bind = "localhost:0" // the cluster wants an IP literal
+	_, err = New(cfg, nil, nil)
+	require.ErrorContains(t, err, "host must be an IP address")
+	cfg = DefaultConfig()
+	cfg.SecretKeyFile = "/nonexistent/key"
+	_, err = New(cfg, nil, nil)
+	require.Error(t, err)
+}

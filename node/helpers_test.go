@@ -1,0 +1,153 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitWide bounds every poll; far above the times measured.
+const waitWide = 20 * time.Second
+
+// testClock is a settable clock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// Default grid: 60 s window, 6 s sub-windows (N = 10). epochStart(e) is the
+// start of epoch e.
+const subMs = 6000
+
+func epochStart(e int64) time.Time { return time.UnixMilli(e * subMs) }
+
+// e0 is the epoch the hand-computed datasets are recorded in.
+const e0 = 300_000_000
+
+// syncBuf collects log output, printed only when the test fails.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	t.Helper()
+	buf := &syncBuf{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			buf.mu.Lock()
+			t.Logf("logs:\n%s", buf.b.String())
+			buf.mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newAlone returns a node with gossip disabled, no HTTP listener and the
+// test clock, not started. mutate may change the config first.
+func newAlone(t *testing.T, clk *testClock, mutate func(*Config)) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Name = "n0"
+	cfg.DisableGossip = true
+	cfg.HTTP = ""
+	if clk != nil {
+		cfg.Clock = clk.Now
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	n, err := New(cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, n.Close()) })
+	return n
+}
+
+// do sends a request to h and returns the status and body.
+func do(t *testing.T, h http.Handler, method, target string, body string, hdr ...string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, target, rd)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Set(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.Bytes()
+}
+
+// getJSON GETs target, requires status 200 and decodes the body into a
+// generic value (numbers as json.Number), so tests see nulls and exact
+// field sets.
+func getJSON(t *testing.T, h http.Handler, target string) any {
+	t.Helper()
+	code, body := do(t, h, http.MethodGet, target, "")
+	require.Equal(t, http.StatusOK, code, "%s: %s", target, body)
+	return decode(t, body)
+}
+
+func decode(t *testing.T, body []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v), "%s", body)
+	return v
+}
+
+// requireError checks a JSON error answer.
+func requireError(t *testing.T, code int, body []byte, wantCode int, contains string) {
+	t.Helper()
+	require.Equal(t, wantCode, code, "%s", body)
+	var e struct {
+		Error string `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &e), "%s", body)
+	require.Contains(t, e.Error, contains)
+}
+
+// eventually polls cond until it holds or waitWide passes.
+func eventually(t *testing.T, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > waitWide {
+			t.Fatalf("not within %v: %s", waitWide, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}

@@ -1,0 +1,182 @@
+package node
+
+import (
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Bounds of the history and of the per-destination metrics.
+const (
+	// maxTrackedDests is how many destinations have a history and
+	// per-destination metrics: those first seen, while they stay in the
+	// local or fleet view. It bounds memory (historyPoints·~100 B each) and
+	// the label cardinality of /metrics.
+	maxTrackedDests = 100
+	// historyPoints is the length of each history: one point a second, so
+	// five minutes.
+	historyPoints = 300
+)
+
+// point is one sample of a destination's history, the unit GET
+// /v1/history returns and the dashboard plots.
+type point struct {
+	TMs          int64   // sample time, Unix ms
+	LocalMs      uint64  // local view's quantile, when HasLocal
+	HasLocal     bool    //
+	FleetMs      uint64  // fleet view's quantile, when HasFleet
+	HasFleet     bool    //
+	TimeoutMs    int64   // the first attempt's timeout for this destination alone
+	Peers        int     // peers in the fleet view
+	Samples      uint64  // samples in the fleet view
+	LocalSamples uint64  // samples in the local view
+	Source       string  // the estimate's source: fleet, local or none
+	EffPeers     float64 // effective peers (not in the JSON; for metrics)
+}
+
+func (p point) MarshalJSON() ([]byte, error) {
+	opt := func(v uint64, ok bool) *uint64 {
+		if !ok {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		TMs          int64   `json:"t_ms"`
+		LocalMs      *uint64 `json:"local_ms"`
+		FleetMs      *uint64 `json:"fleet_ms"`
+		TimeoutMs    int64   `json:"timeout_ms"`
+		Peers        int     `json:"peers"`
+		Samples      uint64  `json:"samples"`
+		LocalSamples uint64  `json:"local_samples"`
+		Source       string  `json:"source"`
+	}{p.TMs, opt(p.LocalMs, p.HasLocal), opt(p.FleetMs, p.HasFleet), p.TimeoutMs, p.Peers, p.Samples, p.LocalSamples, p.Source})
+}
+
+// ring is a fixed-size ring of points, oldest overwritten first.
+type ring struct {
+	buf  []point
+	next int
+	full bool
+}
+
+func (r *ring) add(p point) {
+	r.buf[r.next] = p
+	r.next = (r.next + 1) % len(r.buf)
+	r.full = r.full || r.next == 0
+}
+
+func (r *ring) points() []point {
+	if !r.full {
+		return slices.Clone(r.buf[:r.next])
+	}
+	return append(slices.Clone(r.buf[r.next:]), r.buf[:r.next]...)
+}
+
+// history holds the rings of the tracked destinations.
+type history struct {
+	maxDests, size int
+
+	mu    sync.Mutex
+	rings map[string]*ring
+	lastS int64 // Unix second of the last sample
+}
+
+func newHistory(maxDests, size int) *history {
+	return &history{maxDests: maxDests, size: size, rings: make(map[string]*ring), lastS: -1 << 62}
+}
+
+// tracked returns the tracked destinations, sorted.
+func (h *history) tracked() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.rings))
+	for d := range h.rings {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// get returns dest's points, oldest first, and whether dest has a history.
+func (h *history) get(dest string) ([]point, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if r := h.rings[dest]; r != nil {
+		return r.points(), true
+	}
+	return []point{}, false
+}
+
+// sampleHistory adds one point per tracked destination, at most once per
+// wall-clock second: the set of destinations becomes local ∪ fleet, rings
+// of destinations gone from both are dropped, and new destinations get a
+// ring while fewer than maxTrackedDests have one.
+func (n *Node) sampleHistory(now time.Time) {
+	h := n.hist
+	sec := now.Unix()
+	h.mu.Lock()
+	if sec <= h.lastS {
+		h.mu.Unlock()
+		return
+	}
+	h.lastS = sec
+	h.mu.Unlock()
+
+	known := n.destinations(now)
+	var pts []point
+	var names []string
+	h.mu.Lock()
+	for d := range h.rings {
+		if _, ok := slices.BinarySearch(known, d); !ok {
+			delete(h.rings, d)
+		}
+	}
+	for _, d := range known {
+		if h.rings[d] == nil && len(h.rings) < h.maxDests {
+			h.rings[d] = &ring{buf: make([]point, h.size)}
+		}
+		if h.rings[d] != nil {
+			names = append(names, d)
+		}
+	}
+	h.mu.Unlock()
+
+	for _, d := range names {
+		pts = append(pts, n.samplePoint(d, now))
+	}
+	h.mu.Lock()
+	for i, d := range names {
+		if r := h.rings[d]; r != nil {
+			r.add(pts[i])
+		}
+	}
+	h.mu.Unlock()
+}
+
+// samplePoint computes dest's point at now.
+func (n *Node) samplePoint(dest string, now time.Time) point {
+	p := point{TMs: now.UnixMilli()}
+	if e, err := n.fleet.Estimate(dest, n.cfg.Quantile, now); err == nil {
+		p.LocalMs, p.HasLocal = e.LocalValueMillis, e.HasLocalValue
+		p.FleetMs, p.HasFleet = e.FleetValueMillis, e.HasFleetValue
+		p.Peers, p.Samples, p.LocalSamples = e.Peers, e.Samples, e.LocalSamples
+		p.Source, p.EffPeers = e.Source.String(), e.EffectivePeers
+	}
+	p.TimeoutMs = n.decide([]string{dest}, 1, 1, now).Timeout.Milliseconds()
+	return p
+}
+
+// knows reports whether dest has samples in the local or fleet view.
+func (n *Node) knows(dest string, now time.Time) bool {
+	e, err := n.fleet.Estimate(dest, n.cfg.Quantile, now)
+	return err == nil && (e.LocalSamples > 0 || e.Samples > 0 || e.Peers > 0)
+}
+
+// destinations returns local ∪ fleet destinations at now, sorted.
+func (n *Node) destinations(now time.Time) []string {
+	out := append(n.fleet.Destinations(now), n.localDestinations(now)...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

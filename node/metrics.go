@@ -1,0 +1,238 @@
+package node
+
+import (
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// metrics are the node's Prometheus metrics: instruments updated on the
+// request path, and a collector that reads everything else at scrape time.
+type metrics struct {
+	records   prometheus.Counter
+	rejected  prometheus.Counter
+	chosen    *prometheus.HistogramVec
+	fallbacks prometheus.Counter
+	do        *prometheus.CounterVec
+	state     *stateCollector
+}
+
+func newMetrics(n *Node) *metrics {
+	m := &metrics{
+		records: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_records_total",
+			Help: "Latency samples recorded locally (Record, RecordSince, Do, POST /v1/record).",
+		}),
+		rejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_records_rejected_total",
+			Help: "Latency samples dropped because the destination name was empty, over 256 bytes or not UTF-8.",
+		}),
+		chosen: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "atnode_timeout_chosen_seconds",
+			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by the source of the deciding value (none: the exponential fallback).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
+		}, []string{"source"}),
+		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_timeout_fallbacks_total",
+			Help: "Timeout decisions made by the exponential fallback because no destination had a trusted value above it.",
+		}),
+		do: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atnode_do_calls_total",
+			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
+		}, []string{"result"}),
+		state: &stateCollector{n: n},
+	}
+	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
+		m.chosen.WithLabelValues(s.String())
+	}
+	for _, r := range []string{"ok", "error", "timeout", "canceled"} {
+		m.do.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.do, m.state}
+}
+
+func (m *metrics) observe(d Decision) {
+	m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
+	if d.Fallback {
+		m.fallbacks.Inc()
+	}
+}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// Descriptions of the metrics read at scrape time.
+var (
+	descDestLocal = desc("atnode_destination_local_quantile_seconds",
+		"The configured latency quantile of the local view, per tracked destination (absent without samples).", "dest")
+	descDestFleet = desc("atnode_destination_fleet_quantile_seconds",
+		"The configured latency quantile of the fleet view after the share cap, per tracked destination (absent without samples).", "dest")
+	descDestTimeout = desc("atnode_destination_timeout_seconds",
+		"The first attempt's timeout for the destination alone.", "dest")
+	descDestSamples = desc("atnode_destination_samples",
+		"Samples in the destination's fleet view after the share cap.", "dest")
+	descDestLocalSamples = desc("atnode_destination_local_samples",
+		"Samples in the destination's local view.", "dest")
+	descDestPeers = desc("atnode_destination_peers",
+		"Distinct peers with samples in the destination's fleet view, self included.", "dest")
+	descDestEffPeers = desc("atnode_destination_effective_peers",
+		"(Σn)²/Σn² over the peers' sample counts in the destination's fleet view.", "dest")
+	descDests = desc("atnode_destinations",
+		"Destinations in the local or fleet view; per-destination metrics cover at most 100 of them.")
+
+	descMembers = desc("atnode_cluster_members", "Members this node knows, by state.", "state")
+
+	descFleetInserts = desc("atnode_fleet_inserts_total", "Batches offered to the fleet view, by outcome.", "outcome")
+	descFleetExpired = desc("atnode_fleet_expired_batches_total", "Batches dropped from the fleet view because they aged out.")
+	descFleetOrigEv  = desc("atnode_fleet_evicted_origins_total", "Members evicted from the fleet view by its origin cap.")
+	descFleetDestEv  = desc("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.")
+	descFleetBatches = desc("atnode_fleet_batches", "Batches held by the fleet view.")
+	descFleetMembers = desc("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.")
+	descFleetPeers   = desc("atnode_fleet_peers", "Distinct peer names held by the fleet view.")
+	descFleetDests   = desc("atnode_fleet_destinations", "Destinations with a fleet view.")
+
+	descClusterMsgIn    = desc("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.")
+	descClusterMsgDrop  = desc("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.")
+	descClusterMsgLarge = desc("atnode_cluster_messages_too_large_total", "User messages the cluster dropped for their size.")
+	descClusterEvDrop   = desc("atnode_cluster_events_dropped_total", "Membership events dropped because the event queue was full.")
+	descClusterBadMeta  = desc("atnode_cluster_bad_metadata_total", "Members whose metadata was malformed.")
+	descClusterJoins    = desc("atnode_cluster_join_attempts_total", "Seed joins tried.")
+	descClusterJoinFail = desc("atnode_cluster_join_failures_total", "Seed joins that failed.")
+
+	descGossipBytes    = desc("atnode_gossip_bytes_total", "Dissemination bytes, by direction.", "direction")
+	descGossipMessages = desc("atnode_gossip_messages_total", "Dissemination messages, by direction and type.", "direction", "type")
+	descGossipBatches  = desc("atnode_gossip_batches_total", "Batches received (decoded) and batch messages sent, by direction.", "direction")
+	descGossipOutcomes = desc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
+	descGossipRejected = desc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
+	descGossipQDrops   = desc("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.")
+	descGossipSDrops   = desc("atnode_gossip_send_drops_total", "Sends dropped because the send queue was full.")
+	descGossipRepairs  = desc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
+	descGossipDelay    = desc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+)
+
+// stateCollector reads the node's state at scrape time. It is safe for
+// concurrent use: every source is.
+type stateCollector struct{ n *Node }
+
+// Describe sends every description; the per-destination and by-label
+// series vary, the descriptions do not.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		descDestLocal, descDestFleet, descDestTimeout, descDestSamples, descDestLocalSamples, descDestPeers,
+		descDestEffPeers, descDests, descMembers, descFleetInserts, descFleetExpired, descFleetOrigEv,
+		descFleetDestEv, descFleetBatches, descFleetMembers, descFleetPeers, descFleetDests,
+		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
+		descClusterJoins, descClusterJoinFail, descGossipBytes, descGossipMessages, descGossipBatches,
+		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipRepairs,
+		descGossipDelay,
+	} {
+		ch <- d
+	}
+}
+
+// Collect reads the node's state now.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	now := n.clock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+
+	for _, d := range n.hist.tracked() {
+		p := n.samplePoint(d, now)
+		if p.HasLocal {
+			gauge(descDestLocal, float64(p.LocalMs)/1000, d)
+		}
+		if p.HasFleet {
+			gauge(descDestFleet, float64(p.FleetMs)/1000, d)
+		}
+		gauge(descDestTimeout, float64(p.TimeoutMs)/1000, d)
+		gauge(descDestSamples, float64(p.Samples), d)
+		gauge(descDestLocalSamples, float64(p.LocalSamples), d)
+		gauge(descDestPeers, float64(p.Peers), d)
+		gauge(descDestEffPeers, p.EffPeers, d)
+	}
+	gauge(descDests, float64(len(n.destinations(now))))
+
+	states := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
+	for _, m := range n.members() {
+		states[m.State]++
+	}
+	for s, k := range states {
+		gauge(descMembers, float64(k), s)
+	}
+
+	fs := n.fleet.Stats()
+	for o := tracker.InsertOutcome(0); o.String() != "unknown"; o++ {
+		counter(descFleetInserts, fs.Outcome(o), o.String())
+	}
+	counter(descFleetExpired, fs.Expired)
+	counter(descFleetOrigEv, fs.OriginsEvicted)
+	counter(descFleetDestEv, fs.DestinationsEvicted)
+	gauge(descFleetBatches, float64(fs.Batches))
+	gauge(descFleetMembers, float64(fs.Members))
+	gauge(descFleetPeers, float64(fs.Peers))
+	gauge(descFleetDests, float64(fs.Destinations))
+
+	if n.cl != nil {
+		cs := n.cl.Stats()
+		counter(descClusterMsgIn, cs.MessagesReceived)
+		counter(descClusterMsgDrop, cs.MessagesDropped)
+		counter(descClusterMsgLarge, cs.MessagesTooLarge)
+		counter(descClusterEvDrop, cs.EventsDropped)
+		counter(descClusterBadMeta, cs.BadMetadata)
+		counter(descClusterJoins, cs.JoinAttempts)
+		counter(descClusterJoinFail, cs.JoinFailures)
+	}
+
+	gs := n.gossipStats()
+	counter(descGossipBytes, gs.BytesIn, "in")
+	counter(descGossipBytes, gs.BytesOut, "out")
+	for _, dir := range []struct {
+		name string
+		m    map[string]uint64
+	}{{"in", gs.MessagesIn}, {"out", gs.MessagesOut}} {
+		for _, typ := range sortedKeys(dir.m) {
+			counter(descGossipMessages, dir.m[typ], dir.name, typ)
+		}
+	}
+	counter(descGossipBatches, gs.BatchesIn, "in")
+	counter(descGossipBatches, gs.BatchesOut, "out")
+	for _, o := range sortedKeys(gs.Outcomes) {
+		counter(descGossipOutcomes, gs.Outcomes[o], o)
+	}
+	for _, r := range sortedKeys(gs.Rejected) {
+		counter(descGossipRejected, gs.Rejected[r], r)
+	}
+	counter(descGossipQDrops, gs.QueueDrops)
+	counter(descGossipSDrops, gs.SendDrops)
+	counter(descGossipRepairs, gs.Repairs)
+	if h := gs.SealToReceive; len(h.Counts) == len(h.Bounds)+1 {
+		buckets := make(map[float64]uint64, len(h.Bounds))
+		var cum uint64
+		for i, b := range h.Bounds {
+			cum += h.Counts[i]
+			buckets[b] = cum
+		}
+		ch <- prometheus.MustNewConstHistogram(descGossipDelay, h.Count, h.Sum, buckets)
+	}
+}
+
+func sortedKeys(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

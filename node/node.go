@@ -1,0 +1,344 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// Errors of the node's lifecycle.
+var (
+	ErrAlreadyStarted = errors.New("node: already started")
+	ErrClosed         = errors.New("node: closed")
+	// ErrGossipDisabled is returned by ReloadKeys when Config.DisableGossip is set.
+	ErrGossipDisabled = errors.New("node: gossip is disabled")
+)
+
+// Node is one member of the fleet: the object a storage replica embeds. It
+// records latencies per destination, holds the fleet view, answers
+// estimates and timeout decisions, and (after Start) takes part in the
+// cluster and serves the HTTP API. Create it with New. All methods are safe
+// for concurrent use.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	clock func() time.Time
+	tcfg  tracker.Config
+	tocfg timeout.Config
+	boot  uint64
+	self  string // member name
+	token string
+
+	local *tracker.SyncTracker[string]
+	fleet *tracker.SyncFleet
+	cl    *cluster.Cluster // nil when DisableGossip
+
+	// disseminates is true when the cluster seals, inserts and spreads this
+	// node's batches and keeps the fleet's membership (see gossip.go);
+	// false when the node inserts its own sealed sub-windows itself.
+	disseminates bool
+	sealMu       sync.Mutex
+	sealed       atomic.Int64 // newest epoch the node inserted itself
+
+	seen    sync.Map // dest -> *atomic.Int64: epoch of its latest Record
+	hist    *history
+	met     *metrics
+	gather  prometheus.Gatherer
+	handler http.Handler
+
+	life     sync.Mutex
+	started  bool
+	closed   bool
+	srv      *http.Server
+	httpAddr atomic.Value // string; not under life, which Close holds while requests finish
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	serving  atomic.Bool
+}
+
+// New validates cfg, reads the token file, builds the tracker, the fleet
+// view and (unless cfg.DisableGossip) the cluster member, and registers the
+// node's metrics on reg. A nil logger discards logs; a nil reg means a
+// private registry (never the default one). The node does nothing in the
+// background until Start.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("node: config: %w", err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	cfg.Join = append(List(nil), cfg.Join...)
+	n := &Node{
+		cfg:   cfg,
+		log:   logger,
+		clock: cfg.Clock,
+		tcfg:  cfg.TrackerConfig(),
+		tocfg: cfg.TimeoutConfig(),
+		stop:  make(chan struct{}),
+	}
+	if n.clock == nil {
+		n.clock = time.Now
+	}
+	n.sealed.Store(math.MinInt64)
+	if cfg.HTTPTokenFile != "" {
+		tok, err := readToken(cfg.HTTPTokenFile)
+		if err != nil {
+			return nil, err
+		}
+		n.token = tok
+	}
+	var err error
+	if n.local, err = tracker.NewSync[string](n.tcfg); err != nil {
+		return nil, fmt.Errorf("node: tracker: %w", err)
+	}
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker = n.tcfg
+	fc.Self = cfg.Name
+	fc.MinPeers = cfg.MinPeers
+	fc.MaxOriginShare = cfg.MaxOriginShare
+	if cfg.MaxDestinations > 0 {
+		fc.MaxDestinations = min(cfg.MaxDestinations, fc.MaxDestinations)
+	}
+	if n.fleet, err = tracker.NewSyncFleet(fc, n.local); err != nil {
+		return nil, fmt.Errorf("node: fleet: %w", err)
+	}
+	if n.boot, err = randomBoot(); err != nil {
+		return nil, err
+	}
+	n.self = cluster.MemberName(cfg.Name, n.boot)
+	if !cfg.DisableGossip {
+		cc := n.clusterConfig()
+		if n.cl, err = cluster.New(cc); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		n.boot, n.self = n.cl.BootID(), n.cl.MemberName()
+	}
+	n.hist = newHistory(maxTrackedDests, historyPoints)
+	own := prometheus.NewRegistry()
+	n.met = newMetrics(n)
+	for _, c := range n.met.collectors() {
+		own.MustRegister(c)
+		if reg != nil {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("node: registering metrics: %w", err)
+			}
+		}
+	}
+	n.gather = own
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		n.gather = g
+	}
+	n.handler = n.newHandler()
+	return n, nil
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("node: -http-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("node: -http-token-file %s is empty", path)
+	}
+	return tok, nil
+}
+
+func randomBoot() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("node: boot id: %w", err)
+		}
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v, nil
+		}
+	}
+}
+
+// Start joins the cluster (unless gossip is disabled), binds the HTTP API
+// (unless Config.HTTP is empty), and starts the background loop that
+// seals epochs and samples the history once a second. ctx bounds the
+// initial joins only. Start may be called once; on error everything it
+// started is stopped again, and the node should be closed.
+func (n *Node) Start(ctx context.Context) error {
+	n.life.Lock()
+	defer n.life.Unlock()
+	switch {
+	case n.closed:
+		return ErrClosed
+	case n.started:
+		return ErrAlreadyStarted
+	}
+	n.started = true
+	if n.cl != nil {
+		if err := n.cl.Start(ctx); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		n.fleet.SetLiveMembers(n.cl.NumAlive())
+	}
+	if n.cfg.HTTP != "" {
+		ln, err := net.Listen("tcp", n.cfg.HTTP)
+		if err != nil {
+			if n.cl != nil {
+				_ = n.cl.Close()
+			}
+			return fmt.Errorf("node: -http: %w", err)
+		}
+		n.httpAddr.Store(ln.Addr().String())
+		n.srv = &http.Server{
+			Handler:           n.handler,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				n.log.Error("node: http server stopped", "err", err)
+			}
+		}()
+	}
+	n.step(n.clock())
+	n.wg.Add(1)
+	go n.loop()
+	n.serving.Store(true)
+	n.log.Info("node: started", "member", n.self, "gossip", n.GossipAddr(), "http", n.HTTPAddr())
+	return nil
+}
+
+// loop does the node's periodic work once a second until Close.
+func (n *Node) loop() {
+	defer n.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.step(n.clock())
+		}
+	}
+}
+
+// step is one round of the periodic work at now: refresh the live member
+// count, seal finished epochs into the fleet view (when the cluster does
+// not), slide the fleet view,
+// forget destinations gone from the window, and sample the history.
+func (n *Node) step(now time.Time) {
+	if n.cl != nil { // also covers membership events the cluster dropped
+		n.fleet.SetLiveMembers(n.cl.NumAlive())
+	}
+	n.sealOwn(now)
+	n.fleet.Advance(now)
+	n.pruneSeen(now)
+	n.sampleHistory(now)
+}
+
+// Close stops serving HTTP (letting requests in flight finish for up to
+// 5 s), stops the background loop, leaves the cluster and waits for every
+// goroutine the node started. It returns what went wrong on the way, and
+// nil on every later call. The node still answers Record, Estimate and
+// Timeout after Close, from its local state.
+func (n *Node) Close() error {
+	n.life.Lock()
+	defer n.life.Unlock()
+	if n.closed {
+		return nil
+	}
+	n.closed = true
+	n.serving.Store(false)
+	var errs []error
+	if n.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := n.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("node: http shutdown: %w", err))
+			_ = n.srv.Close()
+		}
+		cancel()
+	}
+	close(n.stop)
+	if n.cl != nil {
+		if err := n.cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: %w", err))
+		}
+	}
+	n.wg.Wait()
+	n.log.Info("node: closed")
+	return errors.Join(errs...)
+}
+
+// Name returns the peer name (Config.Name).
+func (n *Node) Name() string { return n.cfg.Name }
+
+// MemberName returns this process's member name: the peer name and the low
+// 32 bits of the boot ID in hex (cluster.MemberName).
+func (n *Node) MemberName() string { return n.self }
+
+// BootID returns the random ID of this process start.
+func (n *Node) BootID() uint64 { return n.boot }
+
+// GossipAddr returns the gossip address actually bound ("ip:port"), or ""
+// before Start and when gossip is disabled.
+func (n *Node) GossipAddr() string {
+	if n.cl == nil {
+		return ""
+	}
+	if a := n.cl.Addr(); a.IsValid() {
+		return a.String()
+	}
+	return ""
+}
+
+// HTTPAddr returns the HTTP address actually bound, or "" before Start and
+// when Config.HTTP is empty.
+func (n *Node) HTTPAddr() string {
+	a, _ := n.httpAddr.Load().(string)
+	return a
+}
+
+// ReloadKeys re-reads the gossip key file (atnode does it on SIGHUP); see
+// cluster.Cluster.ReloadKeys.
+func (n *Node) ReloadKeys() error {
+	if n.cl == nil {
+		return ErrGossipDisabled
+	}
+	if err := n.cl.ReloadKeys(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	return nil
+}
+
+// Handler returns the HTTP API (DESIGN.md section 7), the dashboard,
+// /metrics and /debug/pprof/. It is what Start serves on Config.HTTP; an
+// embedder may mount it on its own server instead.
+func (n *Node) Handler() http.Handler { return n.handler }
+
+// Cluster returns the cluster member, or nil when gossip is disabled. Its
+// lifecycle belongs to the node: do not Start or Close it.
+func (n *Node) Cluster() *cluster.Cluster { return n.cl }
+
+// Fleet returns the fleet view, for inspection (ViewCounts, Stats). Its
+// state belongs to the node.
+func (n *Node) Fleet() *tracker.SyncFleet { return n.fleet }
