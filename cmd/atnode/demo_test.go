@@ -14,15 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// demoNewNode builds the demo's nodes in tests.
-var demoNewNode = newFakeNode
-
 // TestDemoRuns runs the demo in process for a few seconds: it prints the
 // dashboard URL, serves / and /v1/status while it runs, prints the table
 // and exits 0 when -duration ends.
 func TestDemoRuns(t *testing.T) {
 	var stdout, stderr syncBuffer
-	a := app{stdout: &stdout, stderr: &stderr, newNode: demoNewNode}
+	a := app{stdout: &stdout, stderr: &stderr, newNode: newRuntime}
 	exit := make(chan int, 1)
 	go func() {
 		exit <- a.run(t.Context(), []string{"demo", "-nodes", "3", "-http", "127.0.0.1:0", "-duration", "4s", "-refresh", "500ms"})
@@ -65,6 +62,7 @@ func TestDemoRuns(t *testing.T) {
 		require.Contains(t, out, d.name)
 	}
 	require.Contains(t, out, "DEGRADED since 2s", "payments degrades at half the duration")
+	require.Contains(t, out, "node-0 sees 3/3 members alive")
 	require.Contains(t, out, "nodes leave the cluster")
 }
 

@@ -17,7 +17,8 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// fakeNode stands in for *node.Node: a local SyncTracker, an HTTP listener
+// fakeNode stands in for *node.Node where a test counts the agent's calls
+// (ReloadKeys on SIGHUP, Close on shutdown): a local SyncTracker, an HTTP listener
 // on cfg.HTTP serving a handler with /, /v1/status and /v1/members, and no
 // gossip (GossipAddr reports cfg.Bind).
 type fakeNode struct {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -35,17 +34,5 @@ type decision struct {
 	Fallback  bool
 }
 
-// newNodeFunc builds a node; run uses newRuntime.
+// newNodeFunc builds a node; run uses newRuntime (realruntime.go).
 type newNodeFunc func(cfg node.Config, logger *slog.Logger, reg prometheus.Registerer) (runtime, error)
-
-// errNoRuntime is returned until package node's runtime is part of the build.
-var errNoRuntime = errors.New("atnode: this build has no node runtime (package node's Node is not merged yet)")
-
-// newRuntime builds the real node.
-func newRuntime(cfg node.Config, logger *slog.Logger, reg prometheus.Registerer) (runtime, error) {
-	return nil, errNoRuntime
-}
-
-// tuneDemoNode sets what the demo changes beyond the flags: fast gossip
-// timing for a cluster on loopback.
-func tuneDemoNode(cfg *node.Config) {}
