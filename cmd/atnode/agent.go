@@ -172,9 +172,11 @@ func (a app) agent(ctx context.Context, args []string) int {
 		select {
 		case <-ctx.Done():
 			logger.Info("leaving the cluster")
+			// A leave that no peer confirmed (say, the whole cluster is
+			// stopping at once) is still a clean stop: the node has left
+			// and stopped serving, so the exit code stays 0.
 			if err := n.Close(); err != nil {
-				logger.Error("shutdown", "err", err)
-				return 1
+				logger.Warn("shutdown incomplete", "err", err)
 			}
 			logger.Info("stopped")
 			return 0
