@@ -59,6 +59,9 @@ type Cluster struct {
 	events  chan Event
 	msgs    chan []byte
 
+	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
+	gossip    *gossiper    // nil without a Store
+
 	life    sync.RWMutex // guards ml, closed, addresses; held shared while using ml
 	ml      *memberlist.Memberlist
 	closed  bool
@@ -110,6 +113,14 @@ func New(cfg Config) (*Cluster, error) {
 		members: make(map[string]*entry),
 	}
 	c.log = l.With("member", c.self)
+	c.onMessage = cfg.OnMessage
+	if cfg.Store != nil {
+		g, err := newGossiper(c)
+		if err != nil {
+			return nil, err
+		}
+		c.gossip, c.onMessage = g, g.receive
+	}
 	if cfg.KeyFile != "" {
 		keys, err := LoadKeyFile(cfg.KeyFile)
 		if err != nil {
@@ -182,6 +193,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 	go c.deliverEvents()
 	go c.deliverMessages()
 	go c.rejoinLoop()
+	if c.gossip != nil {
+		c.gossip.start(&c.wg, c.stop)
+	}
 	c.life.Unlock()
 
 	defer c.joining.Done()
@@ -474,6 +488,43 @@ func (c *Cluster) Stats() Stats {
 	}
 }
 
+// GossipStats returns a snapshot of the dissemination counters; without a
+// Store they stay zero. Safe for concurrent use.
+func (c *Cluster) GossipStats() GossipStats {
+	var s GossipStats
+	if c.gossip != nil {
+		s = c.gossip.stats.snapshot()
+	} else {
+		s = newGossipCounters().snapshot()
+	}
+	s.QueueDrops = c.stats.msgsDropped.Load()
+	if s.QueueDrops > 0 {
+		s.Rejected[RejectQueueFull] += s.QueueDrops
+	}
+	if n := c.stats.msgsTooLarge.Load(); n > 0 {
+		s.Rejected[RejectDecodeTooLarge] += n
+	}
+	return s
+}
+
+// knownOrigin reports whether (name, boot) is a member this node knows:
+// alive, suspect, or dead or left within Timing.DeadRetention.
+func (c *Cluster) knownOrigin(name string, boot uint64) bool {
+	member := MemberName(name, boot)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.members[member]
+	return e != nil && e.Name == name && e.BootID == boot
+}
+
+// up reports whether the member named member is alive or suspect.
+func (c *Cluster) up(member string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.members[member]
+	return e != nil && e.State.Up()
+}
+
 // Encrypted reports whether gossip is encrypted (a key file is set).
 func (c *Cluster) Encrypted() bool { return c.keys != nil }
 
@@ -570,6 +621,9 @@ func (c *Cluster) deliverEvents() {
 
 func (c *Cluster) deliver(ev Event) {
 	c.log.Debug("cluster: member "+ev.Type.String(), "peer", ev.Member.Member, "addr", ev.Member.Addr)
+	if c.gossip != nil {
+		c.gossip.onEvent(ev)
+	}
 	if c.cfg.OnEvent != nil {
 		c.cfg.OnEvent(ev)
 	}
@@ -582,7 +636,7 @@ func (c *Cluster) deliverMessages() {
 		case <-c.stop:
 			return
 		case msg := <-c.msgs:
-			c.cfg.OnMessage(msg)
+			c.onMessage(msg)
 		}
 	}
 }
@@ -622,7 +676,7 @@ func (d delegate) NotifyMsg(buf []byte) {
 	case len(buf) > c.cfg.Limits.MaxMessageBytes:
 		c.stats.msgsTooLarge.Add(1)
 		return
-	case c.cfg.OnMessage == nil:
+	case c.onMessage == nil:
 		c.stats.msgsDropped.Add(1)
 		return
 	}

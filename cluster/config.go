@@ -13,10 +13,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // MaxNameLen is the longest peer name, in bytes.
 const MaxNameLen = 256
+
+// maxGossipNameLen is the longest peer name with a Store: the member name
+// (name, "-", 8 hex digits) is the sender of digests and pulls, at most
+// codec.MaxNameBytes.
+const maxGossipNameLen = 256 - 9
 
 // Config configures a [Cluster]. Start from [DefaultConfig]; a field's
 // comment gives its unit and default.
@@ -81,6 +88,31 @@ type Config struct {
 	// does not tell): put it in the payload. Messages arriving while
 	// Limits.MessageQueue wait are dropped and counted.
 	OnMessage func([]byte) `yaml:"-"`
+
+	// Store receives peers' batches and this node's own, and serves them to
+	// peers' pulls; nil (the default) means membership only, no
+	// dissemination. With a Store, every user message is a gossip message
+	// consumed by the cluster, so OnMessage must be nil.
+	Store Store `yaml:"-"`
+
+	// Seal returns this node's sealed sub-window of epoch (for example
+	// tracker.SealedSubWindow(local, epoch, now)), destinations sorted by
+	// name. It is called once per epoch boundary (plus jitter) for the epoch
+	// that just ended, on a goroutine of the cluster, and must not block.
+	// nil means this node has no latencies of its own to share.
+	Seal func(epoch int64, now time.Time) []tracker.DestCounts `yaml:"-"`
+
+	// Tracker is the epoch grid and histogram layout shared by the fleet
+	// (Window, SubWindows, MaxTrackableLatency): it must equal the Store's.
+	// Default tracker.DefaultConfig(). Used only with a Store.
+	Tracker tracker.Config `yaml:"-"`
+
+	// Clock is the wall clock of dissemination (epochs, seal times); nil
+	// means time.Now. memberlist's own timers always use the real clock.
+	Clock func() time.Time `yaml:"-"`
+
+	// Gossip tunes dissemination. Default DefaultGossip().
+	Gossip Gossip `yaml:"gossip"`
 }
 
 // Timing holds the memberlist intervals this package exposes. The defaults
@@ -178,12 +210,15 @@ func DefaultLimits() Limits {
 }
 
 // DefaultConfig returns the defaults: bind 127.0.0.1:7946, no seeds, no
-// key, no label, DefaultTiming, DefaultLimits. Name must still be set.
+// key, no label, DefaultTiming, DefaultLimits, tracker.DefaultConfig(),
+// DefaultGossip(), no Store. Name must still be set.
 func DefaultConfig() Config {
 	return Config{
-		Bind:   "127.0.0.1:7946",
-		Timing: DefaultTiming(),
-		Limits: DefaultLimits(),
+		Bind:    "127.0.0.1:7946",
+		Timing:  DefaultTiming(),
+		Limits:  DefaultLimits(),
+		Tracker: tracker.DefaultConfig(),
+		Gossip:  DefaultGossip(),
 	}
 }
 
@@ -249,6 +284,18 @@ func (c Config) Validate() error {
 	}
 	if l.MaxMessageBytes < 1 {
 		bad("max message bytes must be >= 1, got %d", l.MaxMessageBytes)
+	}
+	if c.Store != nil {
+		if c.OnMessage != nil {
+			bad("OnMessage must be nil with a Store: gossip consumes every user message")
+		}
+		if err := c.Tracker.Validate(); err != nil {
+			bad("tracker: %v", err)
+		}
+		if len(c.Name) > maxGossipNameLen {
+			bad("name is %d bytes, at most %d with a Store (the member name must fit a gossip message)", len(c.Name), maxGossipNameLen)
+		}
+		errs = append(errs, c.Gossip.validate(l.MaxMessageBytes)...)
 	}
 	return errors.Join(errs...)
 }

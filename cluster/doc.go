@@ -27,6 +27,59 @@
 // dropped and counted in [Stats]). The dissemination of sealed histogram
 // batches is built on these two.
 //
+// # Dissemination
+//
+// With Config.Store set (a *tracker.SyncFleet), every node converges on the
+// same fleet view (DESIGN.md section 5):
+//
+//   - Seal: at each epoch boundary of Config.Tracker's grid, plus a fixed
+//     per-node jitter below Gossip.SealJitter, the node calls Config.Seal
+//     for the epoch that ended, splits the batch into parts of at most
+//     Gossip.MaxPartBytes (codec.Encoder.BatchParts), inserts the parts
+//     into its own Store exactly as peers decode them, and sends them to
+//     every alive member with SendReliable. An empty sub-window sends
+//     nothing.
+//   - Anti-entropy: every Gossip.AntiEntropyInterval (±25 %) the node
+//     sends a digest of the keys it holds to one random alive member. The
+//     receiver pulls what it lacks (newest epochs first, about
+//     Gossip.BulkSyncBytes at a time, each key from one member at a time)
+//     and, when it holds keys the sender lacks, sends its own digest back
+//     (never to a member it sent a digest to within half an interval, so
+//     exchanges do not ping-pong). A pull is answered with the batches,
+//     newest first, within Gossip.BulkSyncBytes.
+//   - Bulk sync: after Start, and whenever the node was alone, it
+//     exchanges digests with Gossip.BulkSyncPeers random members at once,
+//     so a joiner catches up on the whole window within a round trip or
+//     two.
+//   - Receive: messages are decoded strictly (package codec, our layout
+//     only); a batch whose origin (name and boot ID) is not a current or
+//     recent member, or that claims to be this process's, is refused, as
+//     are digests and pulls from members not alive here. Every refusal is
+//     counted by reason in [GossipStats].
+//   - Membership: dead and left members, and a restarted peer's old boot,
+//     are excluded from the Store's views at once (their batches stay
+//     until they age out, so a refuted death costs nothing); members alive
+//     again are included; the Store's live count follows. This is
+//     re-applied at every anti-entropy round, so a dropped event is
+//     corrected.
+//   - Sending: each member has its own FIFO with at most one send in
+//     flight, served by Gossip.SendWorkers goroutines; at most
+//     Gossip.SendQueue messages wait in all, more are dropped and counted.
+//     A slow or dead member delays only its own messages; the seal loop
+//     and the request path never wait for a send.
+//
+// Histogram payloads never ride memberlist's broadcast queue or its
+// push/pull state: only SendReliable streams carry them.
+//
+// The decisions — what to send at an epoch, how to answer a digest or a
+// pull, what to pull, how membership maps to exclusions — live in
+// [Protocol], a core without goroutines, I/O or clock: every method takes
+// the time and returns [Message]s, and its only dependencies are the Store
+// and two membership callbacks. [Cluster] is its shell over memberlist; a
+// discrete-event simulator can drive the same Protocol instances by
+// delivering each Message's Payload to Protocol.Receive of the member
+// named in Message.To.
+//
 // Security: with Config.KeyFile set, all gossip is encrypted with
 // AES-256-GCM (memberlist's keyring; see [ParseKeys] for the file format)
 // and unencrypted gossip is refused; Config.Label is sent in front of every
@@ -49,6 +102,9 @@
 // This is the shell: memberlist's timers and the re-join timer use the wall
 // clock, configured by [Timing] ([DefaultTiming] for real networks,
 // [FastTiming] for tests and loopback demos). Member.Since is wall-clock.
+// Dissemination reads Config.Clock (default time.Now) for epochs and for
+// every Store call, and waits on real timers; [Protocol] takes time only
+// as an argument.
 // Tests run whole clusters in one process on internal/memtransport, an
 // in-memory transport that drops, delays, duplicates, partitions and crashes.
 package cluster

@@ -9,13 +9,11 @@ import (
 )
 
 // This file is the only place that knows how the cluster disseminates
-// batches. Until package cluster carries dissemination (GOSSIP_API.md),
-// the node runs membership through the cluster and keeps its fleet view
-// itself: it inserts its own sealed sub-window each epoch (sealOwn), and
-// excludes and includes members on membership events (onEvent). Once the
-// cluster disseminates, wireGossip hands it the fleet, the seal function,
-// the tracker configuration and the clock, returns true, and the node
-// leaves all of that to the cluster.
+// batches. With gossip on, the cluster seals this node's sub-window at each
+// epoch boundary, inserts it into the fleet view, spreads it, and keeps the
+// fleet's membership. With gossip off (Config.DisableGossip) the node inserts
+// its own sealed sub-windows itself (sealOwn), so a node alone still has a
+// fleet view of one peer.
 
 // clusterConfig is the cluster configuration derived from the node's.
 func (n *Node) clusterConfig() cluster.Config {
@@ -36,19 +34,28 @@ func (n *Node) clusterConfig() cluster.Config {
 	return cc
 }
 
-// wireGossip connects dissemination to cc and reports whether the cluster
-// now seals, inserts and spreads this node's batches and keeps the fleet's
-// membership. The cluster of this tree does membership only, so it
-// connects nothing and returns false.
+// wireGossip hands the cluster the fleet view, the seal function, the
+// tracker configuration and the clock, and reports that the cluster now
+// disseminates.
 func (n *Node) wireGossip(cc *cluster.Config) bool {
-	_ = cc
-	return false
+	cc.Store, cc.Seal, cc.Tracker, cc.Clock = n.fleet, n.seal, n.tcfg, n.clock
+	return true
 }
 
 // gossipStats returns the dissemination counters for /v1/status and
-// /metrics. The cluster of this tree does not disseminate: all zero.
-func (n *Node) gossipStats() gossipStats {
-	return newGossipStats()
+// /metrics; all zero when gossip is off. Maps are never nil, so the JSON
+// always carries objects.
+func (n *Node) gossipStats() cluster.GossipStats {
+	if n.cl != nil {
+		return n.cl.GossipStats()
+	}
+	return cluster.GossipStats{
+		MessagesIn:    map[string]uint64{},
+		MessagesOut:   map[string]uint64{},
+		Outcomes:      map[string]uint64{},
+		Rejected:      map[string]uint64{},
+		SealToReceive: cluster.Histogram{Bounds: []float64{}, Counts: []uint64{0}},
+	}
 }
 
 // seal returns this node's sealed sub-window of epoch, destinations sorted
@@ -98,63 +105,11 @@ func (n *Node) sealOwn(now time.Time) {
 	n.sealed.Store(max(last, n.sealed.Load()))
 }
 
-// onEvent keeps the fleet's membership when the cluster does not: a dead
-// or left member's batches leave the views and a member back alive
-// returns. Either way it sets the live count that auto MinPeers reads
-// (idempotent, so harmless if the cluster sets it too). It runs on the
-// cluster's event goroutine.
-func (n *Node) onEvent(ev cluster.Event) {
-	if n.cl == nil {
-		return
-	}
-	if !n.disseminates {
-		now := n.clock()
-		m := ev.Member
-		switch ev.Type {
-		case cluster.EventDead, cluster.EventLeft:
-			if m.Member != n.self {
-				n.fleet.Exclude(m.Name, m.BootID, now)
-			}
-		case cluster.EventJoin:
-			n.fleet.Include(m.Name, m.BootID, now)
-		}
-	}
-	n.fleet.SetLiveMembers(n.cl.NumAlive())
-}
-
-// gossipStats mirrors cluster.GossipStats (GOSSIP_API.md): the "gossip"
-// object of GET /v1/status and the source of the atnode_gossip_* metrics.
-// Maps are never nil, so the JSON always carries objects.
-type gossipStats struct {
-	BytesIn       uint64            `json:"bytes_in"`
-	BytesOut      uint64            `json:"bytes_out"`
-	MessagesIn    map[string]uint64 `json:"messages_in"`
-	MessagesOut   map[string]uint64 `json:"messages_out"`
-	BatchesIn     uint64            `json:"batches_in"`
-	BatchesOut    uint64            `json:"batches_out"`
-	Outcomes      map[string]uint64 `json:"outcomes"`
-	Rejected      map[string]uint64 `json:"rejected"`
-	QueueDrops    uint64            `json:"queue_drops"`
-	SendDrops     uint64            `json:"send_drops"`
-	Repairs       uint64            `json:"repairs"`
-	SealToReceive gossipHistogram   `json:"seal_to_receive"`
-}
-
-// gossipHistogram mirrors cluster.Histogram: Counts has len(Bounds)+1
-// entries, the last for +Inf; counts are per bucket, not cumulative.
-type gossipHistogram struct {
-	Bounds []float64 `json:"bounds"`
-	Counts []uint64  `json:"counts"`
-	Sum    float64   `json:"sum"`
-	Count  uint64    `json:"count"`
-}
-
-func newGossipStats() gossipStats {
-	return gossipStats{
-		MessagesIn:    map[string]uint64{},
-		MessagesOut:   map[string]uint64{},
-		Outcomes:      map[string]uint64{},
-		Rejected:      map[string]uint64{},
-		SealToReceive: gossipHistogram{Bounds: []float64{}, Counts: []uint64{0}},
+// onEvent sets the live member count that auto MinPeers reads. The cluster
+// keeps the fleet's membership itself (and sets the count too; both are
+// idempotent). It runs on the cluster's event goroutine.
+func (n *Node) onEvent(cluster.Event) {
+	if n.cl != nil {
+		n.fleet.SetLiveMembers(n.cl.NumAlive())
 	}
 }

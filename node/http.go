@@ -297,18 +297,18 @@ func (n *Node) serveMembers(w http.ResponseWriter, _ *http.Request) {
 
 // statusJSON is GET /v1/status.
 type statusJSON struct {
-	Node         string      `json:"node"`
-	Member       string      `json:"member"`
-	BootID       string      `json:"boot_id"`
-	GossipAddr   string      `json:"gossip_addr"`
-	HTTPAddr     string      `json:"http_addr"`
-	WindowMs     int64       `json:"window_ms"`
-	SubWindowMs  int64       `json:"sub_window_ms"`
-	Quantile     float64     `json:"quantile"`
-	Destinations []string    `json:"destinations"`
-	MembersAlive int         `json:"members_alive"`
-	MinPeers     int         `json:"min_peers"`
-	Gossip       gossipStats `json:"gossip"`
+	Node         string              `json:"node"`
+	Member       string              `json:"member"`
+	BootID       string              `json:"boot_id"`
+	GossipAddr   string              `json:"gossip_addr"`
+	HTTPAddr     string              `json:"http_addr"`
+	WindowMs     int64               `json:"window_ms"`
+	SubWindowMs  int64               `json:"sub_window_ms"`
+	Quantile     float64             `json:"quantile"`
+	Destinations []string            `json:"destinations"`
+	MembersAlive int                 `json:"members_alive"`
+	MinPeers     int                 `json:"min_peers"`
+	Gossip       cluster.GossipStats `json:"gossip"`
 }
 
 // serveStatus is GET /v1/status.

@@ -352,7 +352,7 @@ func TestMembersStatusHistory(t *testing.T) {
 		"messages_in": map[string]any{}, "messages_out": map[string]any{},
 		"batches_in": json.Number("0"), "batches_out": json.Number("0"),
 		"outcomes": map[string]any{}, "rejected": map[string]any{},
-		"queue_drops": json.Number("0"), "send_drops": json.Number("0"), "repairs": json.Number("0"),
+		"queue_drops": json.Number("0"), "send_drops": json.Number("0"), "repairs": json.Number("0"), "send_errors": json.Number("0"), "seals": json.Number("0"), "seal_errors": json.Number("0"),
 		"seal_to_receive": map[string]any{"bounds": []any{}, "counts": []any{json.Number("0")}, "sum": json.Number("0"), "count": json.Number("0")},
 	}
 	require.Equal(t, map[string]any{

@@ -1,0 +1,120 @@
+package cluster
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// Store is the fleet view as dissemination needs it. It must be safe for
+// concurrent use: *tracker.SyncFleet satisfies it. Insert must copy what it
+// keeps; a batch returned by Lookup must never be modified afterwards.
+type Store interface {
+	Insert(b tracker.Batch, now time.Time) tracker.InsertOutcome
+	Keys(now time.Time) []tracker.BatchKey
+	Missing(theirs []tracker.BatchKey, now time.Time) []tracker.BatchKey
+	Lookup(k tracker.BatchKey) (tracker.Batch, bool)
+	Exclude(name string, boot uint64, now time.Time)
+	Include(name string, boot uint64, now time.Time)
+	SetLiveMembers(n int)
+}
+
+var _ Store = (*tracker.SyncFleet)(nil)
+
+// Gossip tunes the dissemination of sealed sub-windows. Start from
+// [DefaultGossip]; each field gives its unit, default and cost.
+type Gossip struct {
+	// AntiEntropyInterval is the mean time between digest exchanges with
+	// one random alive member (each wait is drawn from ±25 % of it). A
+	// lost batch is repaired within about one interval. Cost per node and
+	// interval: one digest of ~2–3 bytes per held batch key plus the
+	// header of each origin (N+3 epochs × members keys), and a reply
+	// digest only when the peer holds something this node lacks.
+	// Default 2s.
+	AntiEntropyInterval time.Duration `yaml:"anti_entropy_interval"`
+
+	// SealJitter is the largest per-node delay after an epoch boundary
+	// before this node seals and sends the epoch that ended, so the fleet
+	// does not burst at once. Each node's delay is fixed, drawn from its
+	// boot ID in [0, SealJitter). It adds to the seal-to-convergence time.
+	// In [0, 1s); it is capped at half a sub-window. Default 500ms.
+	SealJitter time.Duration `yaml:"seal_jitter"`
+
+	// SendWorkers is the number of goroutines sending with SendReliable.
+	// Each member has its own queue with at most one send in flight, so a
+	// slow or dead member holds at most one worker for up to
+	// Timing.StreamTimeout. At least 1; default 8.
+	SendWorkers int `yaml:"send_workers"`
+
+	// SendQueue bounds the messages waiting to be sent, over all members;
+	// more are dropped and counted (anti-entropy repairs them). A seal
+	// queues parts × (members − 1) messages. At least 1; default 4096.
+	SendQueue int `yaml:"send_queue"`
+
+	// BulkSyncPeers is how many members a node exchanges digests with at
+	// once when it joins (or rejoins after being alone), to catch up on
+	// the whole window. 0 disables bulk sync (anti-entropy alone then
+	// catches up, one member per interval). Default 3.
+	BulkSyncPeers int `yaml:"bulk_sync_peers"`
+
+	// BulkSyncBytes is the byte budget of the batches one pull is
+	// answered with, newest epochs first; a puller asks each member for
+	// about that much, so a joiner pulls up to BulkSyncPeers ×
+	// BulkSyncBytes at once and the rest in later rounds. At least 1;
+	// default 4 MiB (a 100-node × 100-destination window is ~8 MiB).
+	BulkSyncBytes int `yaml:"bulk_sync_bytes"`
+
+	// MaxPartBytes splits a sealed batch larger than this into parts by
+	// destination (codec.Encoder.BatchParts; also at codec.MaxDests
+	// destinations). In [1 KiB, Limits.MaxMessageBytes]; default 64 KiB
+	// (about 800 destinations of typical latencies).
+	MaxPartBytes int `yaml:"max_part_bytes"`
+}
+
+// DefaultGossip returns the defaults: anti-entropy every 2 s, seal jitter up
+// to 500 ms, 8 send workers, 4096 queued sends, bulk sync from 3 members of
+// 4 MiB each, parts of at most 64 KiB.
+func DefaultGossip() Gossip {
+	return Gossip{
+		AntiEntropyInterval: 2 * time.Second,
+		SealJitter:          500 * time.Millisecond,
+		SendWorkers:         8,
+		SendQueue:           4096,
+		BulkSyncPeers:       3,
+		BulkSyncBytes:       4 << 20,
+		MaxPartBytes:        64 << 10,
+	}
+}
+
+// validate reports every problem with g; maxMessage is Limits.MaxMessageBytes.
+func (g Gossip) validate(maxMessage int) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("cluster: gossip: "+format, args...))
+	}
+	if g.AntiEntropyInterval <= 0 {
+		bad("anti-entropy interval must be > 0, got %v", g.AntiEntropyInterval)
+	}
+	if g.SealJitter < 0 || g.SealJitter >= time.Second {
+		bad("seal jitter must be in [0, 1s), got %v", g.SealJitter)
+	}
+	if g.SendWorkers < 1 {
+		bad("send workers must be >= 1, got %d", g.SendWorkers)
+	}
+	if g.SendQueue < 1 {
+		bad("send queue must be >= 1, got %d", g.SendQueue)
+	}
+	if g.BulkSyncPeers < 0 {
+		bad("bulk sync peers must be >= 0, got %d", g.BulkSyncPeers)
+	}
+	if g.BulkSyncBytes < 1 {
+		bad("bulk sync bytes must be >= 1, got %d", g.BulkSyncBytes)
+	}
+	limit := min(maxMessage, codec.MaxMessageBytes)
+	if g.MaxPartBytes < 1024 || g.MaxPartBytes > limit {
+		bad("max part bytes must be in [1024, %d], got %d", limit, g.MaxPartBytes)
+	}
+	return errs
+}

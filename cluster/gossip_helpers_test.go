@@ -1,0 +1,252 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// gossipTracker is the epoch grid of the gossip tests: 500 ms sub-windows,
+// so a sealed epoch stays in the view for 7.5 s.
+func gossipTracker() tracker.Config {
+	c := tracker.DefaultConfig()
+	c.Window, c.SubWindows = 8*time.Second, 16
+	return c
+}
+
+// gnode is a member with a local tracker and a fleet view.
+type gnode struct {
+	*Cluster
+	tr    *memtransport.Transport
+	local *tracker.SyncTracker[string]
+	fleet *tracker.SyncFleet
+}
+
+type gossipOpts struct {
+	tracker tracker.Config
+	gossip  Gossip
+	// wrap, if set, wraps the node's sender (fault injection).
+	wrap func(send func(string, []byte) error) func(string, []byte) error
+}
+
+func defaultGossipOpts() gossipOpts {
+	g := DefaultGossip()
+	g.AntiEntropyInterval = 500 * time.Millisecond
+	g.SealJitter = 100 * time.Millisecond
+	return gossipOpts{tracker: gossipTracker(), gossip: g}
+}
+
+// startGossipNode starts a member with dissemination on nw; it is closed
+// at cleanup.
+func startGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, seeds ...string) *gnode {
+	t.Helper()
+	local, err := tracker.NewSync[string](o.tracker)
+	require.NoError(t, err)
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker = o.tracker
+	fc.Self = name
+	fc.MaxOriginShare = 0 // tests compare with the exact, uncapped union
+	fleet, err := tracker.NewSyncFleet(fc, local)
+	require.NoError(t, err)
+	tr := nw.NewTransport()
+	cfg := memConfig(t, name, boot, tr, seeds...)
+	cfg.Store = fleet
+	cfg.Tracker = o.tracker
+	cfg.Gossip = o.gossip
+	cfg.Seal = func(epoch int64, now time.Time) []tracker.DestCounts {
+		return tracker.SealedSubWindow(local, epoch, now)
+	}
+	c, err := New(cfg)
+	require.NoError(t, err)
+	if o.wrap != nil {
+		c.gossip.sendFn = o.wrap(c.gossip.sendFn)
+	}
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { _ = c.Close() })
+	return &gnode{Cluster: c, tr: tr, local: local, fleet: fleet}
+}
+
+// gossipCluster starts n members g0.. with g0 as their seed and waits until
+// all see each other.
+func gossipCluster(t *testing.T, seed uint64, n int, o gossipOpts) (*memtransport.Network, []*gnode) {
+	t.Helper()
+	nw := memtransport.New(seed)
+	t.Cleanup(nw.Close)
+	var nodes []*gnode
+	var seedAddr string
+	for i := range n {
+		var seeds []string
+		if seedAddr != "" {
+			seeds = []string{seedAddr}
+		}
+		g := startGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...)
+		if i == 0 {
+			seedAddr = g.tr.Addr()
+		}
+		nodes = append(nodes, g)
+	}
+	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	return nw, nodes
+}
+
+// allSee reports whether every node in from lists exactly want as up.
+func allSee(from, want []*gnode) bool {
+	var names []string
+	for _, w := range want {
+		names = append(names, w.MemberName())
+	}
+	slices.Sort(names)
+	for _, n := range from {
+		got := upMembers(n.Cluster)
+		slices.Sort(got)
+		if !slices.Equal(got, names) {
+			return false
+		}
+	}
+	return true
+}
+
+// recordEpoch waits until the current epoch has at least half of it left,
+// then has every node record its samples (node i, dest d: samples(i, d))
+// stamped in that epoch, and returns the epoch. The reference tracker ref
+// records every sample too, so its sealed sub-window is the exact union.
+func recordEpoch(t *testing.T, cfg tracker.Config, nodes []*gnode, ref *tracker.Tracker[string], dests []string, samples func(i, d int) []uint64) int64 {
+	t.Helper()
+	sw := cfg.SubWindow()
+	for {
+		now := time.Now()
+		e := cfg.Epoch(now)
+		if now.Sub(cfg.EpochStart(e)) < sw/2 {
+			break
+		}
+		time.Sleep(cfg.EpochStart(e + 1).Sub(now))
+	}
+	now := time.Now()
+	e := cfg.Epoch(now)
+	for i, n := range nodes {
+		for d, dest := range dests {
+			for _, ms := range samples(i, d) {
+				n.local.RecordMillis(dest, ms, now)
+				if ref != nil {
+					ref.RecordMillis(dest, ms, now)
+				}
+			}
+		}
+	}
+	require.Equal(t, e, cfg.Epoch(time.Now()), "recording took longer than half a sub-window")
+	return e
+}
+
+// randomSamples gives each (node, dest) its own latency distribution.
+func randomSamples(seed uint64, perDest int) func(i, d int) []uint64 {
+	return func(i, d int) []uint64 {
+		rng := rand.New(rand.NewPCG(seed, uint64(i)<<32|uint64(d)))
+		out := make([]uint64, perDest)
+		base := uint64(5 + 10*i + 3*d)
+		for k := range out {
+			out[k] = base + uint64(rng.ExpFloat64()*float64(base))
+			if rng.IntN(100) == 0 {
+				out[k] *= 20 // a tail
+			}
+		}
+		return out
+	}
+}
+
+// unionCounts returns the dense counts of ref's sealed sub-windows in
+// epochs, per dest: the exact union.
+func unionCounts(t *testing.T, cfg tracker.Config, ref *tracker.Tracker[string], epochs []int64, dest string, now time.Time) []uint64 {
+	t.Helper()
+	out := make([]uint64, cfg.Layout().CountsLen())
+	any := false
+	for _, e := range epochs {
+		for _, dc := range tracker.SealedSubWindow(ref, e, now) {
+			if dc.Dest != dest {
+				continue
+			}
+			for _, b := range dc.Buckets {
+				out[b.Index] += uint64(b.Count)
+				any = true
+			}
+		}
+	}
+	if !any {
+		return nil
+	}
+	return out
+}
+
+// holdsEpoch reports whether every node holds a batch of epoch e from
+// every origin in origins (part 0).
+func holdsEpoch(nodes []*gnode, origins []*gnode, e int64) bool {
+	for _, n := range nodes {
+		for _, o := range origins {
+			if _, ok := n.fleet.Lookup(tracker.BatchKey{Origin: o.Name(), Boot: o.BootID(), Epoch: e}); !ok {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// viewsEqual reports whether every node's view of every dest equals want.
+func viewsEqual(nodes []*gnode, dests []string, want func(dest string) []uint64) (bool, string) {
+	now := time.Now()
+	for _, n := range nodes {
+		for _, d := range dests {
+			if got := n.fleet.ViewCounts(d, now); !slices.Equal(got, want(d)) {
+				return false, fmt.Sprintf("%s: view of %s differs", n.MemberName(), d)
+			}
+		}
+	}
+	return true, ""
+}
+
+// faultySender drops, duplicates and delays messages with the given
+// probabilities, seeded; safe for concurrent use.
+type faultySender struct {
+	mu       sync.Mutex
+	rng      *rand.Rand
+	drop     float64
+	dup      float64
+	maxDelay time.Duration
+	on       bool
+}
+
+func (f *faultySender) set(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.on = on
+}
+
+func (f *faultySender) wrap(send func(string, []byte) error) func(string, []byte) error {
+	return func(to string, p []byte) error {
+		f.mu.Lock()
+		on := f.on
+		drop := on && f.rng.Float64() < f.drop
+		dup := on && f.rng.Float64() < f.dup
+		var delay time.Duration
+		if on && f.maxDelay > 0 {
+			delay = time.Duration(f.rng.Int64N(int64(f.maxDelay)))
+		}
+		f.mu.Unlock()
+		if drop {
+			return nil // lost in flight: the sender believes it went
+		}
+		time.Sleep(delay) // a slow link: reorders messages across members and workers
+		err := send(to, p)
+		if dup && err == nil {
+			err = send(to, p)
+		}
+		return err
+	}
+}

@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGossipConvergenceFigures runs a cluster whose every node records
+// latencies to 100 destinations all the time, and measures, for 20
+// consecutive epochs, the time from the end of the epoch until every node
+// holds every node's batch of it (its fleet view is then bucket-identical
+// everywhere), and the gossip bytes each node sends per second. It fails
+// only if an epoch does not converge; the figures are logged (run with
+// -v). 5 nodes always; 20 nodes with ATNODE_LONG=1.
+func TestGossipConvergenceFigures(t *testing.T) {
+	t.Parallel()
+	sizes := []int{5}
+	if os.Getenv("ATNODE_LONG") == "1" {
+		sizes = append(sizes, 20)
+	}
+	for _, n := range sizes {
+		t.Run(fmt.Sprintf("%d_nodes", n), func(t *testing.T) {
+			measureConvergence(t, n, 100, 20)
+		})
+	}
+}
+
+func measureConvergence(t *testing.T, n, ndest, epochs int) {
+	o := defaultGossipOpts()
+	o.tracker.Window, o.tracker.SubWindows = 5*time.Second, 20 // 250 ms sub-windows
+	o.gossip.SealJitter = 100 * time.Millisecond
+	o.gossip.AntiEntropyInterval = time.Second
+	_, nodes := gossipCluster(t, 17, n, o)
+	cfg := o.tracker
+	dests := testDests(ndest)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // every node records to every destination, all the time
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, 2))
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			now := time.Now()
+			for i, nd := range nodes {
+				for d, dest := range dests {
+					nd.local.RecordMillis(dest, uint64(5+i+d/4)+uint64(rng.ExpFloat64()*20), now)
+				}
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+
+	first := cfg.Epoch(time.Now()) + 2
+	bytesAt := func() uint64 {
+		var b uint64
+		for _, nd := range nodes {
+			b += nd.GossipStats().BytesOut
+		}
+		return b
+	}
+	var b0 uint64
+	var t0 time.Time
+	conv := make(map[int64]time.Duration)
+	deadline := time.Now().Add(time.Duration(epochs)*cfg.SubWindow() + waitWide)
+	for len(conv) < epochs {
+		now := time.Now()
+		if !now.Before(deadline) {
+			var agg GossipStats
+			agg.Rejected, agg.Outcomes = map[string]uint64{}, map[string]uint64{}
+			for _, nd := range nodes {
+				g := nd.GossipStats()
+				agg.Seals += g.Seals
+				agg.BatchesIn += g.BatchesIn
+				agg.SendDrops += g.SendDrops
+				agg.SendErrors += g.SendErrors
+				for k, v := range g.Rejected {
+					agg.Rejected[k] += v
+				}
+				for k, v := range g.Outcomes {
+					agg.Outcomes[k] += v
+				}
+			}
+			require.Failf(t, "not converged", "epochs converged: %d of %d; gossip totals: seals %d, batches in %d, outcomes %v, rejected %v, send drops %d, send errors %d",
+				len(conv), epochs, agg.Seals, agg.BatchesIn, agg.Outcomes, agg.Rejected, agg.SendDrops, agg.SendErrors)
+		}
+		if t0.IsZero() && !now.Before(cfg.EpochStart(first)) {
+			b0, t0 = bytesAt(), now
+		}
+		for e := first; e < first+int64(epochs); e++ {
+			end := cfg.EpochStart(e + 1)
+			if _, done := conv[e]; done || now.Before(end) {
+				continue
+			}
+			if holdsEpoch(nodes, nodes, e) {
+				conv[e] = time.Since(end)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(t0)
+	perNode := float64(bytesAt()-b0) / float64(n) / elapsed.Seconds()
+
+	var ds []time.Duration
+	for _, d := range conv {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+	var s GossipStats
+	for _, nd := range nodes {
+		g := nd.GossipStats()
+		s.SendDrops += g.SendDrops
+		s.Repairs += g.Repairs
+		s.BatchesOut += g.BatchesOut
+	}
+	t.Logf("%d nodes × %d destinations, %v sub-windows, jitter < %v: seal-to-convergence over %d epochs p50 %v p99 %v max %v; "+
+		"gossip sent %.0f B/s per node (%.0f B per node per epoch); repairs %d, send drops %d",
+		n, ndest, cfg.SubWindow(), o.gossip.SealJitter, epochs, q(0.5), q(0.99), ds[len(ds)-1],
+		perNode, perNode*cfg.SubWindow().Seconds(), s.Repairs, s.SendDrops)
+}

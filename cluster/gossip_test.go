@@ -1,0 +1,190 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+func testDests(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("dest-%03d", i)
+	}
+	return out
+}
+
+// union is the exact union of what recorders recorded: a reference
+// tracker that records every sample, and the epochs recorded.
+type union struct {
+	cfg    tracker.Config
+	ref    *tracker.Tracker[string]
+	epochs []int64
+}
+
+func newUnion(t *testing.T, cfg tracker.Config) *union {
+	ref, err := tracker.New[string](cfg)
+	require.NoError(t, err)
+	return &union{cfg: cfg, ref: ref}
+}
+
+func (u *union) counts(t *testing.T) func(dest string) []uint64 {
+	return func(d string) []uint64 { return unionCounts(t, u.cfg, u.ref, u.epochs, d, time.Now()) }
+}
+
+// converge records one epoch of samples on recorders (also into u), waits
+// until every node in nodes holds every recorder's batch of it, and checks
+// that every node's view of every destination is bucket-identical to the
+// exact union. It returns the epoch.
+func converge(t *testing.T, u *union, nodes, recorders []*gnode, dests []string, seed uint64) int64 {
+	t.Helper()
+	e := recordEpoch(t, u.cfg, recorders, u.ref, dests, randomSamples(seed, 50))
+	u.epochs = append(u.epochs, e)
+	took := eventually(t, "every node holds every batch of the epoch", func() bool { return holdsEpoch(nodes, recorders, e) })
+	t.Logf("epoch %d: all %d batches on all %d nodes %v after recording", e, len(recorders), len(nodes), took)
+	ok, why := viewsEqual(nodes, dests, u.counts(t))
+	require.True(t, ok, why)
+	return e
+}
+
+func TestGossipViewsEqualExactUnion(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	_, nodes := gossipCluster(t, 11, 5, o)
+	dests := testDests(8)
+	converge(t, newUnion(t, o.tracker), nodes, nodes, dests, 1)
+
+	for _, n := range nodes {
+		s := n.GossipStats()
+		require.Equal(t, uint64(4), s.Outcomes["new"], "%s: one new batch from each of 4 peers", n.MemberName())
+		require.Empty(t, s.Rejected, n.MemberName())
+		require.Equal(t, uint64(1), s.Seals)
+		require.GreaterOrEqual(t, s.BatchesOut, uint64(4))
+		require.Equal(t, uint64(4), s.SealToReceive.Count)
+		require.Positive(t, s.BytesOut)
+		require.Positive(t, s.BytesIn)
+		require.Positive(t, s.MessagesOut["batch"])
+	}
+}
+
+func TestGossipRepairsLossDuplicationDelay(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	faults := &faultySender{rng: rand.New(rand.NewPCG(7, 7)), drop: 0.3, dup: 0.3, maxDelay: 50 * time.Millisecond}
+	o.wrap = faults.wrap
+	nw, nodes := gossipCluster(t, 12, 5, o)
+	// memberlist's own packets are duplicated and jittered too.
+	nw.SetFaults(memtransport.Faults{Duplicate: 0.2, Jitter: 10 * time.Millisecond})
+	faults.set(true)
+	dests := testDests(8)
+	u := newUnion(t, o.tracker)
+	for i := range 3 {
+		converge(t, u, nodes, nodes, dests, uint64(100+i))
+	}
+	var repairs, dups uint64
+	for _, n := range nodes {
+		s := n.GossipStats()
+		repairs += s.Repairs
+		dups += s.Outcomes["duplicate"]
+		require.Zero(t, s.Rejected[RejectConflict])
+	}
+	t.Logf("repairs %d, duplicates %d", repairs, dups)
+	require.Positive(t, repairs, "lost batches came back through anti-entropy")
+	require.Positive(t, dups, "duplicated batches were recognised")
+}
+
+func TestGossipPartitionHeals(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	nw, nodes := gossipCluster(t, 13, 6, o)
+	a, b := nodes[:3], nodes[3:]
+	var ga, gb []string
+	for _, n := range a {
+		ga = append(ga, n.tr.Addr())
+	}
+	for _, n := range b {
+		gb = append(gb, n.tr.Addr())
+	}
+	nw.Partition(ga, gb)
+	eventually(t, "each side sees only itself", func() bool { return allSee(a, a) && allSee(b, b) })
+
+	cfg := o.tracker
+	ref, err := tracker.New[string](cfg)
+	require.NoError(t, err)
+	dests := testDests(4)
+	e := recordEpoch(t, cfg, nodes, ref, dests, randomSamples(3, 40))
+	eventually(t, "each side holds its own side's batches", func() bool { return holdsEpoch(a, a, e) && holdsEpoch(b, b, e) })
+	require.False(t, holdsEpoch(a, b, e), "nothing crosses the partition")
+
+	nw.Heal()
+	took := eventually(t, "after the heal every node holds every batch", func() bool {
+		return allSee(nodes, nodes) && holdsEpoch(nodes, nodes, e)
+	})
+	t.Logf("partition heal: converged %v after the heal", took)
+	ok, why := viewsEqual(nodes, dests, func(d string) []uint64 { return unionCounts(t, cfg, ref, []int64{e}, d, time.Now()) })
+	require.True(t, ok, why)
+}
+
+func TestGossipCrashedOriginExcluded(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	nw, nodes := gossipCluster(t, 14, 5, o)
+	cfg := o.tracker
+	ref, err := tracker.New[string](cfg)
+	require.NoError(t, err)
+	rest, victim := nodes[:4], nodes[4]
+	dests := testDests(4)
+	// The survivors' samples go into ref; the victim's do not.
+	e := recordEpoch(t, cfg, rest, ref, dests, randomSamples(4, 40))
+	recordEpoch(t, cfg, []*gnode{victim}, nil, dests, randomSamples(5, 40))
+	eventually(t, "every batch everywhere", func() bool { return holdsEpoch(nodes, nodes, e) })
+
+	require.True(t, nw.Crash(victim.tr.Addr()))
+	took := eventually(t, "the crashed origin is out of every view", func() bool {
+		ok, _ := viewsEqual(rest, dests, func(d string) []uint64 { return unionCounts(t, cfg, ref, []int64{e}, d, time.Now()) })
+		return ok
+	})
+	t.Logf("crash: origin excluded everywhere %v after the crash", took)
+	for _, n := range rest {
+		_, ok := n.fleet.Lookup(tracker.BatchKey{Origin: victim.Name(), Boot: victim.BootID(), Epoch: e})
+		require.True(t, ok, "a dead origin's batches are kept until they age out")
+	}
+}
+
+func TestGossipJoinerCatchesUp(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	o.gossip.AntiEntropyInterval = time.Hour // only the bulk sync can catch the joiner up
+	nw, nodes := gossipCluster(t, 15, 4, o)
+	cfg := o.tracker
+	ref, err := tracker.New[string](cfg)
+	require.NoError(t, err)
+	dests := testDests(6)
+	var epochs []int64
+	for i := range 3 {
+		e := recordEpoch(t, cfg, nodes, ref, dests, randomSamples(uint64(20+i), 30))
+		epochs = append(epochs, e)
+		eventually(t, "the epoch everywhere", func() bool { return holdsEpoch(nodes, nodes, e) })
+	}
+
+	joiner := startGossipNode(t, nw, "joiner", 0x10111, o, nodes[0].tr.Addr())
+	all := append(append([]*gnode(nil), nodes...), joiner)
+	took := eventually(t, "the joiner holds the whole window", func() bool {
+		for _, e := range epochs {
+			if !holdsEpoch([]*gnode{joiner}, nodes, e) {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("bulk sync: joiner caught up on %d batches in %v", len(epochs)*len(nodes), took)
+	ok, why := viewsEqual(all, dests, func(d string) []uint64 { return unionCounts(t, cfg, ref, epochs, d, time.Now()) })
+	require.True(t, ok, why)
+	require.GreaterOrEqual(t, joiner.GossipStats().Repairs, uint64(len(epochs)*len(nodes)))
+}

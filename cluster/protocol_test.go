@@ -1,0 +1,307 @@
+package cluster
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// protoNode is a Protocol with its own fleet, for driving the pure core
+// without memberlist.
+type protoNode struct {
+	*Protocol
+	fleet *tracker.SyncFleet
+}
+
+func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[string]bool) protoNode {
+	t.Helper()
+	cfg := gossipTracker()
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker, fc.Self, fc.MaxOriginShare = cfg, name, 0
+	fleet, err := tracker.NewSyncFleet(fc, nil)
+	require.NoError(t, err)
+	p, err := NewProtocol(ProtocolConfig{
+		Name: name, BootID: boot, Tracker: cfg, Gossip: g, Store: fleet,
+		KnownOrigin: func(n string, b uint64) bool { return known[MemberName(n, b)] },
+		Up:          func(m string) bool { return known[m] },
+	})
+	require.NoError(t, err)
+	return protoNode{p, fleet}
+}
+
+func destCounts(n int, count uint32) []tracker.DestCounts {
+	out := make([]tracker.DestCounts, n)
+	for i := range out {
+		out[i] = tracker.DestCounts{Dest: fmt.Sprintf("d%04d", i), Total: uint64(count) * 2,
+			Buckets: []tracker.Bucket{{Index: 3, Count: count}, {Index: uint16(10 + i%500), Count: count}}}
+	}
+	return out
+}
+
+// deliver hands msgs to their receivers and what they answer, until no
+// message is left; it returns the receipts.
+func deliver(nodes map[string]protoNode, msgs []Message, now time.Time) []Receipt {
+	var rs []Receipt
+	for len(msgs) > 0 {
+		m := msgs[0]
+		msgs = msgs[1:]
+		r, out := nodes[m.To].Receive(m.Payload, now)
+		rs = append(rs, r)
+		msgs = append(msgs, out...)
+	}
+	return rs
+}
+
+func TestProtocolSealSplitsInsertsAndAddresses(t *testing.T) {
+	g := DefaultGossip()
+	g.MaxPartBytes = 1024
+	known := map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true}
+	a := newProtoNode(t, "a", 1, g, known)
+	now := time.UnixMilli(1_700_000_000_250)
+	e := gossipTracker().Epoch(now) - 1
+
+	msgs, err := a.Seal(e, nil, []string{MemberName("b", 2)}, now)
+	require.NoError(t, err)
+	require.Empty(t, msgs, "an empty sub-window sends nothing")
+
+	msgs, err = a.Seal(e, destCounts(200, 2), []string{MemberName("a", 1), MemberName("b", 2)}, now)
+	require.NoError(t, err)
+	require.Greater(t, len(msgs), 1, "split into parts")
+	keys := a.fleet.Keys(now)
+	require.Len(t, keys, len(msgs), "every part stored, and sent to b only")
+	for i, m := range msgs {
+		require.Equal(t, MemberName("b", 2), m.To)
+		require.LessOrEqual(t, len(m.Payload), 1024)
+		require.Equal(t, codec.TypeBatch, m.Type)
+		require.Equal(t, tracker.BatchKey{Origin: "a", Boot: 1, Epoch: e, Part: uint16(i)}, keys[i])
+	}
+
+	b := newProtoNode(t, "b", 2, g, known)
+	for _, r := range deliver(map[string]protoNode{"b-00000002": b}, msgs, now) {
+		require.Empty(t, r.Reject)
+		require.Equal(t, tracker.InsertNew, r.Outcome)
+	}
+	require.Equal(t, a.fleet.ViewCounts("d0007", now.Add(time.Second)), b.fleet.ViewCounts("d0007", now.Add(time.Second)))
+}
+
+func TestProtocolAntiEntropyConverges(t *testing.T) {
+	g := DefaultGossip()
+	g.AntiEntropyInterval = 100 * time.Millisecond // 8 rounds stay within the epoch's view
+	known := map[string]bool{}
+	var names []string
+	for i := range 4 {
+		names = append(names, fmt.Sprintf("n%d", i))
+		known[MemberName(names[i], uint64(i+1))] = true
+	}
+	nodes := map[string]protoNode{}
+	for i, n := range names {
+		nodes[MemberName(n, uint64(i+1))] = newProtoNode(t, n, uint64(i+1), g, known)
+	}
+	now := time.UnixMilli(1_700_000_000_250)
+	e := gossipTracker().Epoch(now) - 1
+	// Each node seals, but every batch is lost: only digests repair.
+	for i, n := range names {
+		_, err := nodes[MemberName(n, uint64(i+1))].Seal(e, destCounts(3, uint32(i+1)), nil, now)
+		require.NoError(t, err)
+	}
+	// A ring of digest exchanges: n0→n1, n1→n2, n2→n3, n3→n0, twice.
+	var rs []Receipt
+	for range 2 {
+		for i := range names {
+			from, to := MemberName(names[i], uint64(i+1)), MemberName(names[(i+1)%4], uint64((i+1)%4+1))
+			now = now.Add(g.AntiEntropyInterval) // requested keys expire between rounds
+			rs = append(rs, deliver(nodes, nodes[from].Digests(to, now), now)...)
+		}
+	}
+	repairs := 0
+	for _, r := range rs {
+		require.Empty(t, r.Reject)
+		if r.Repair {
+			repairs++
+		}
+	}
+	require.Equal(t, 12, repairs, "each node pulled the 3 batches it lacked, once each")
+	want := nodes[MemberName("n0", 1)].fleet.ViewCounts("d0001", now)
+	require.NotNil(t, want)
+	for _, n := range nodes {
+		require.Len(t, n.fleet.Keys(now), 4)
+		require.Equal(t, want, n.fleet.ViewCounts("d0001", now))
+	}
+}
+
+func TestProtocolPullAnswerBudgetNewestFirst(t *testing.T) {
+	g := DefaultGossip()
+	g.BulkSyncBytes = 1 // at least one batch per answer
+	known := map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true}
+	a := newProtoNode(t, "a", 1, g, known)
+	now := time.UnixMilli(1_700_000_000_250)
+	e := gossipTracker().Epoch(now)
+	for ep := e - 3; ep < e; ep++ {
+		_, err := a.Seal(ep, destCounts(2, 1), nil, now)
+		require.NoError(t, err)
+	}
+	keys := codec.SortKeys(a.fleet.Keys(now))
+	pull, err := codec.AppendPull(nil, codec.Pull{Sender: MemberName("b", 2), Keys: keys})
+	require.NoError(t, err)
+	r, msgs := a.Receive(pull, now)
+	require.Empty(t, r.Reject)
+	require.Len(t, msgs, 1, "one batch fits the budget")
+	dec, err := codec.NewDecoder(gossipTracker().Layout())
+	require.NoError(t, err)
+	b, err := dec.DecodeBatch(msgs[0].Payload)
+	require.NoError(t, err)
+	require.Equal(t, e-1, b.Key.Epoch, "newest first")
+}
+
+func TestProtocolDigestRepliesOnlyWhenSenderLacks(t *testing.T) {
+	g := DefaultGossip()
+	known := map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true}
+	a := newProtoNode(t, "a", 1, g, known)
+	b := newProtoNode(t, "b", 2, g, known)
+	now := time.UnixMilli(1_700_000_000_250)
+	e := gossipTracker().Epoch(now) - 1
+	_, err := b.Seal(e, destCounts(2, 1), nil, now)
+	require.NoError(t, err)
+
+	// a (empty) → b: b has nothing to pull, but a lacks b's batch.
+	_, out := b.Receive(a.Digests(MemberName("b", 2), now)[0].Payload, now)
+	require.Len(t, out, 1)
+	require.Equal(t, codec.TypeDigest, out[0].Type)
+	// b's reply digest → a: a pulls, and does not reply with a digest (it just sent one).
+	_, out = a.Receive(out[0].Payload, now)
+	require.Len(t, out, 1)
+	require.Equal(t, codec.TypePull, out[0].Type)
+	// Once a holds everything, b's digest gets no digest back.
+	deliver(map[string]protoNode{MemberName("a", 1): a, MemberName("b", 2): b}, out, now)
+	_, out = a.Receive(b.Digests(MemberName("a", 1), now.Add(time.Hour))[0].Payload, now)
+	require.Empty(t, out)
+}
+
+func TestProtocolMembership(t *testing.T) {
+	g := DefaultGossip()
+	known := map[string]bool{}
+	for _, m := range []string{MemberName("a", 1), MemberName("b", 2), MemberName("b", 3), MemberName("c", 4), MemberName("a", 9)} {
+		known[m] = true
+	}
+	a := newProtoNode(t, "a", 1, g, known)
+	now := time.UnixMilli(1_700_000_000_250)
+	e := gossipTracker().Epoch(now) - 1
+	for _, k := range []tracker.BatchKey{{Origin: "b", Boot: 2}, {Origin: "b", Boot: 3}, {Origin: "c", Boot: 4}, {Origin: "a", Boot: 9}} {
+		k.Epoch = e
+		_, err := codec.AppendBatch(nil, tracker.Batch{Key: k, Layout: gossipTracker().Layout(), Dests: destCounts(1, 1)})
+		require.NoError(t, err)
+		require.Equal(t, tracker.InsertNew, a.fleet.Insert(tracker.Batch{Key: k, Layout: gossipTracker().Layout(), Dests: destCounts(1, 1)}, now))
+	}
+	t0 := now.Add(-time.Minute)
+	members := []Member{
+		{Name: "a", Member: MemberName("a", 1), BootID: 1, State: StateAlive, Since: t0},
+		{Name: "a", Member: MemberName("a", 9), BootID: 9, State: StateAlive, Since: now}, // another process with our name: not ours
+		{Name: "b", Member: MemberName("b", 2), BootID: 2, State: StateAlive, Since: t0},  // restarted as boot 3
+		{Name: "b", Member: MemberName("b", 3), BootID: 3, State: StateAlive, Since: now},
+		{Name: "c", Member: MemberName("c", 4), BootID: 4, State: StateDead, Since: now},
+	}
+	a.Membership(members, now)
+	later := now.Add(time.Second)
+	// Only b's boot 3 counts: 2 samples of d0000.
+	require.Equal(t, uint64(2), sum(a.fleet.ViewCounts("d0000", later)))
+	require.Equal(t, 3, a.fleet.MinPeers(), "4 up members: auto MinPeers = 3")
+
+	members[4].State = StateAlive // c refuted its death
+	a.Membership(members, later)
+	require.Equal(t, uint64(4), sum(a.fleet.ViewCounts("d0000", later)))
+}
+
+func sum(c []uint64) uint64 {
+	var s uint64
+	for _, v := range c {
+		s += v
+	}
+	return s
+}
+
+func TestDecodeReason(t *testing.T) {
+	dec, err := codec.NewDecoder(gossipTracker().Layout())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		msg  []byte
+		want string
+	}{
+		{[]byte{0x92, 0x02, 0x01}, RejectDecodeVersion},
+		{[]byte{0x92, 0x01, 0x09}, RejectDecodeType},
+		{[]byte{0xc1}, RejectDecodeMalformed},
+		{make([]byte, codec.MaxMessageBytes+1), RejectDecodeTooLarge},
+	} {
+		_, err := dec.Type(tc.msg)
+		require.Error(t, err)
+		require.Equal(t, tc.want, decodeReason(err))
+	}
+}
+
+func TestSendQueue(t *testing.T) {
+	q := newSendQueue(3)
+	require.True(t, q.push(Message{To: "a", Payload: []byte{1}}))
+	require.True(t, q.push(Message{To: "a", Payload: []byte{2}}))
+	require.True(t, q.push(Message{To: "b", Payload: []byte{3}}))
+	require.False(t, q.push(Message{To: "c"}), "full")
+
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, []byte{1}, m.Payload)
+	// a is in flight: the next message goes to b, not a's second one.
+	m, ok = q.pop()
+	require.True(t, ok)
+	require.Equal(t, "b", m.To)
+	q.done("b")
+	q.done("a")
+	m, ok = q.pop()
+	require.True(t, ok)
+	require.Equal(t, []byte{2}, m.Payload)
+	q.done("a")
+	require.Zero(t, q.len())
+
+	require.True(t, q.push(Message{To: "d"}))
+	require.True(t, q.push(Message{To: "d"}))
+	require.Equal(t, 2, q.drop("d"))
+	require.Zero(t, q.len())
+	require.True(t, q.push(Message{To: "e"}))
+	require.Equal(t, 1, q.close())
+	_, ok = q.pop()
+	require.False(t, ok)
+	require.False(t, q.push(Message{To: "e"}))
+}
+
+func TestGossipConfigValidate(t *testing.T) {
+	base := DefaultConfig()
+	base.Name = "n"
+	fleet, err := tracker.NewSyncFleet(tracker.DefaultFleetConfig(), nil)
+	require.NoError(t, err)
+	base.Store = fleet
+	require.NoError(t, base.Validate())
+	for _, tc := range []struct {
+		name string
+		mut  func(c *Config)
+		want string
+	}{
+		{"on message", func(c *Config) { c.OnMessage = func([]byte) {} }, "OnMessage must be nil"},
+		{"interval", func(c *Config) { c.Gossip.AntiEntropyInterval = 0 }, "anti-entropy interval"},
+		{"jitter", func(c *Config) { c.Gossip.SealJitter = time.Second }, "seal jitter"},
+		{"workers", func(c *Config) { c.Gossip.SendWorkers = 0 }, "send workers"},
+		{"queue", func(c *Config) { c.Gossip.SendQueue = 0 }, "send queue"},
+		{"bulk peers", func(c *Config) { c.Gossip.BulkSyncPeers = -1 }, "bulk sync peers"},
+		{"bulk bytes", func(c *Config) { c.Gossip.BulkSyncBytes = 0 }, "bulk sync bytes"},
+		{"part bytes", func(c *Config) { c.Gossip.MaxPartBytes = 2 << 20 }, "max part bytes"},
+		{"tracker", func(c *Config) { c.Tracker.SubWindows = 0 }, "tracker"},
+		{"long name", func(c *Config) { c.Name = string(make([]byte, 250)) }, "at most 247"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := base
+			tc.mut(&c)
+			require.ErrorContains(t, c.Validate(), tc.want)
+		})
+	}
+}

@@ -1,0 +1,340 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// ScaleConfig configures one scale run (RunScale): N nodes recording
+// latencies to D destinations whose distributions are known exactly.
+type ScaleConfig struct {
+	// Seed makes the run. Default 0.
+	Seed uint64
+	// Nodes is the cluster size N.
+	Nodes int
+	// Dests is the number of destinations D, each with its own lognormal
+	// distribution (ScaleDests). Default 100.
+	Dests int
+	// RatePerNode is how many latencies each node records per second, spread
+	// evenly over the destinations. Default 1000.
+	RatePerNode float64
+	// Observers is how many nodes keep a real fleet view. Default 2.
+	Observers int
+	// Epochs is how many epochs are measured after the warm-up (one full
+	// window). Default 5.
+	Epochs int
+	// Quantile is the quantile whose error is measured. Default 0.9999.
+	Quantile float64
+	// Tracker, Network and Protocol are as in Config; zero values mean
+	// their defaults.
+	Tracker  tracker.Config
+	Network  NetworkConfig
+	Protocol ProtocolConfig
+	// MeasureMemory measures the observers' fleet memory by difference of
+	// the live heap (two forced garbage collections at the end). Do not run
+	// other tests in parallel when it is set.
+	MeasureMemory bool
+	// Progress receives a line per simulated epoch when not nil.
+	Progress func(format string, args ...any)
+}
+
+func (c *ScaleConfig) defaults() {
+	if c.Dests == 0 {
+		c.Dests = 100
+	}
+	if c.RatePerNode == 0 {
+		c.RatePerNode = 1000
+	}
+	if c.Observers == 0 {
+		c.Observers = min(2, c.Nodes)
+	}
+	if c.Epochs == 0 {
+		c.Epochs = 5
+	}
+	if c.Quantile == 0 {
+		c.Quantile = 0.9999
+	}
+	if c.Tracker == (tracker.Config{}) {
+		c.Tracker = tracker.DefaultConfig()
+	}
+	if c.Network == (NetworkConfig{}) {
+		c.Network = DefaultNetworkConfig()
+	}
+	if c.Protocol == (ProtocolConfig{}) {
+		c.Protocol = DefaultProtocolConfig()
+	}
+}
+
+// NamedDist is a destination and its latency distribution.
+type NamedDist struct {
+	Name string
+	Dist Dist
+}
+
+// ScaleDests returns d destinations with seeded lognormal distributions:
+// medians log-uniform in [2, 50] ms and shapes uniform in [0.3, 0.8], so
+// their P99.99 spans roughly 5 ms to 1 s.
+func ScaleDests(seed uint64, d int) []NamedDist {
+	r := newRand(seed, 7)
+	out := make([]NamedDist, d)
+	for i := range out {
+		out[i] = NamedDist{
+			Name: fmt.Sprintf("d%03d", i),
+			Dist: Dist{MedianMillis: 2 * math.Pow(25, r.Float64()), Sigma: 0.3 + 0.5*r.Float64()},
+		}
+	}
+	return out
+}
+
+// scaleWorkload records, per node and epoch, RatePerNode·S/D samples per
+// destination (the fraction drawn as a Bernoulli), from a random stream
+// derived from (seed, node, epoch).
+type scaleWorkload struct {
+	seed  uint64
+	dests []NamedDist
+	per   float64 // samples per destination per node per epoch
+}
+
+func (w *scaleWorkload) Samples(node int, epoch int64, record func(string, uint64)) {
+	r := newRand(w.seed, uint64(node)<<40^uint64(epoch))
+	whole, frac := math.Modf(w.per)
+	for _, d := range w.dests {
+		k := int(whole)
+		if r.Float64() < frac {
+			k++
+		}
+		for range k {
+			record(d.Name, uint64(d.Dist.SampleMillis(r)))
+		}
+	}
+}
+
+// ScaleResult is what one scale run measured.
+type ScaleResult struct {
+	Nodes, Dests int
+	// ConvergeP50 and ConvergeP99 are the time from a batch's seal until
+	// every node held it, over the batches sealed in the measured epochs.
+	ConvergeP50, ConvergeP99 time.Duration
+	// Batches is how many batches were sealed in the measured epochs;
+	// Unconverged how many of them some node still lacked one epoch after
+	// the last measured one.
+	Batches, Unconverged int
+	// BytesPerNodeSec is the mean bytes sent per node per second, counted
+	// at the sender over the measured epochs; MaxBytesPerNodeSec the busiest
+	// node's; ByKind the mean split by message kind.
+	BytesPerNodeSec, MaxBytesPerNodeSec float64
+	ByKind                              [numMsgKinds]float64
+	// BatchBytes is the mean size of one encoded batch.
+	BatchBytes float64
+	// HeldBytes is the encoded size of the batches node 0 holds at the end.
+	HeldBytes int
+	// FleetBytes is the measured live heap of one observer's fleet view and
+	// local tracker (0 unless MeasureMemory); FleetBatches the batches its
+	// fleet view holds.
+	FleetBytes   float64
+	FleetBatches int
+	// FleetErr and LocalErr are relative errors |estimate − truth| / truth of
+	// the Quantile, per observer, destination and measured epoch, at the
+	// median (…P50) and the 90th percentile (…P90) of those errors. The
+	// fleet view is the observers' fleet value, the local view node 0's own
+	// window; truth is the destination's exact quantile (Dist).
+	FleetErrP50, FleetErrP90, LocalErrP50, LocalErrP90 float64
+	// FleetSamples and LocalSamples are the median samples behind one
+	// destination's estimate in each view.
+	FleetSamples, LocalSamples uint64
+	// ViewMismatches counts (destination, epoch) pairs whose fleet view was
+	// not bucket-identical on every observer at measurement time.
+	ViewMismatches int
+	// HeapBytes is the process's live heap at the end, before releasing the
+	// observers; Events the events processed; Wall the real time taken.
+	HeapBytes uint64
+	Events    uint64
+	Wall      time.Duration
+}
+
+// RunScale runs one scale simulation: a warm-up of one full window, then
+// cfg.Epochs measured epochs. Estimates are taken in the middle of each
+// measured epoch, when the previous epoch's batches have spread.
+func RunScale(cfg ScaleConfig) (ScaleResult, error) {
+	cfg.defaults()
+	if cfg.Nodes < 1 {
+		return ScaleResult{}, errors.New("sim: Nodes must be >= 1")
+	}
+	wallStart := time.Now()
+	dests := ScaleDests(cfg.Seed, cfg.Dests)
+	sw := cfg.Tracker.SubWindow()
+	w := &scaleWorkload{seed: cfg.Seed, dests: dests, per: cfg.RatePerNode * sw.Seconds() / float64(cfg.Dests)}
+	sc := Config{
+		Seed: cfg.Seed, Nodes: cfg.Nodes, Observers: cfg.Observers,
+		Tracker: cfg.Tracker, Fleet: tracker.DefaultFleetConfig(),
+		Network: cfg.Network, Protocol: cfg.Protocol,
+		Workload: w, Progress: cfg.Progress,
+	}
+	s, err := New(sc)
+	if err != nil {
+		return ScaleResult{}, err
+	}
+	n := cfg.Tracker.SubWindows
+	warm := time.Duration(n+1) * sw
+	end := warm + time.Duration(cfg.Epochs)*sw
+	res := ScaleResult{Nodes: cfg.Nodes, Dests: cfg.Dests}
+
+	truth := make([]uint64, len(dests))
+	for i, d := range dests {
+		truth[i] = d.Dist.TrueQuantileMillis(cfg.Quantile)
+	}
+	var fleetErr, localErr []float64
+	var fleetN, localN []uint64
+	measure := func(now time.Time) {
+		for i, d := range dests {
+			var first []uint64
+			for o := range cfg.Observers {
+				f := s.Fleet(o)
+				est, err := f.Estimate(d.Name, cfg.Quantile, now)
+				if err != nil {
+					s.fail(err)
+					return
+				}
+				if est.HasFleetValue {
+					fleetErr = append(fleetErr, relErr(est.FleetValueMillis, truth[i]))
+					fleetN = append(fleetN, est.Samples)
+				}
+				if o == 0 && est.HasLocalValue {
+					localErr = append(localErr, relErr(est.LocalValueMillis, truth[i]))
+					localN = append(localN, est.LocalSamples)
+				}
+				v := f.ViewCounts(d.Name, now)
+				if o == 0 {
+					first = v
+				} else if !slices.Equal(first, v) {
+					res.ViewMismatches++
+				}
+			}
+		}
+	}
+	for k := range cfg.Epochs {
+		s.At(warm+time.Duration(k)*sw+sw/2, measure)
+	}
+	if err := s.Run(warm); err != nil {
+		return res, err
+	}
+	before := make([]NodeStats, cfg.Nodes)
+	for i := range before {
+		before[i] = s.NodeStats(i)
+	}
+	if err := s.Run(end); err != nil {
+		return res, err
+	}
+	secs := (end - warm).Seconds()
+	for i := range cfg.Nodes {
+		st := s.NodeStats(i)
+		b := float64(st.TotalBytes()-before[i].TotalBytes()) / secs
+		res.BytesPerNodeSec += b / float64(cfg.Nodes)
+		res.MaxBytesPerNodeSec = max(res.MaxBytesPerNodeSec, b)
+		for k := range st.Bytes {
+			res.ByKind[k] += float64(st.Bytes[k]-before[i].Bytes[k]) / secs / float64(cfg.Nodes)
+		}
+	}
+	// Give the last measured epoch's batches time to spread (not counted in
+	// the bandwidth figures).
+	if err := s.Run(end + sw); err != nil {
+		return res, err
+	}
+	var took []time.Duration
+	for _, c := range s.Converged() {
+		if c.SealAt >= warm && c.SealAt < end {
+			took = append(took, c.Took)
+		}
+	}
+	res.Unconverged = s.Unconverged(warm, end)
+	res.Batches = len(took) + res.Unconverged
+	slices.Sort(took)
+	res.ConvergeP50, res.ConvergeP99 = pctDur(took, 0.50), pctDur(took, 0.99)
+	res.HeldBytes = s.HeldBytes(0)
+	if st := s.NodeStats(0); st.Held > 0 {
+		res.BatchBytes = float64(res.HeldBytes) / float64(st.Held)
+	}
+	slices.Sort(fleetErr)
+	slices.Sort(localErr)
+	res.FleetErrP50, res.FleetErrP90 = pct(fleetErr, 0.5), pct(fleetErr, 0.9)
+	res.LocalErrP50, res.LocalErrP90 = pct(localErr, 0.5), pct(localErr, 0.9)
+	slices.Sort(fleetN)
+	slices.Sort(localN)
+	if len(fleetN) > 0 {
+		res.FleetSamples = fleetN[len(fleetN)/2]
+	}
+	if len(localN) > 0 {
+		res.LocalSamples = localN[len(localN)/2]
+	}
+	if cfg.Observers > 0 {
+		res.FleetBatches = s.Fleet(0).Stats().Batches
+	}
+	res.Events = s.Events()
+	var ms runtime.MemStats
+	if cfg.MeasureMemory {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&ms)
+	res.HeapBytes = ms.HeapAlloc
+	if cfg.MeasureMemory && cfg.Observers > 0 {
+		s.ReleaseObservers()
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		if ms.HeapAlloc > after.HeapAlloc {
+			res.FleetBytes = float64(ms.HeapAlloc-after.HeapAlloc) / float64(cfg.Observers)
+		}
+	}
+	runtime.KeepAlive(s)
+	res.Wall = time.Since(wallStart)
+	return res, nil
+}
+
+func relErr(v, truth uint64) float64 {
+	if truth == 0 {
+		return math.Abs(float64(v))
+	}
+	return math.Abs(float64(v)-float64(truth)) / float64(truth)
+}
+
+// pct returns the q-quantile of sorted xs by the nearest-rank rule, 0 if empty.
+func pct(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[max(0, int(math.Ceil(q*float64(len(xs))))-1)]
+}
+
+func pctDur(xs []time.Duration, q float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[max(0, int(math.Ceil(q*float64(len(xs))))-1)]
+}
+
+// ScaleTable formats results as a markdown table.
+func ScaleTable(rs []ScaleResult) string {
+	var b strings.Builder
+	b.WriteString("| N | D | seal→all p50 | seal→all p99 | unconverged | sent KiB/s/node (mean / max) | batch B | held MiB/node | fleet view MiB/node (measured) | P99.99 err fleet p50 / p90 | P99.99 err local p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rs {
+		mem := "—"
+		if r.FleetBytes > 0 {
+			mem = fmt.Sprintf("%.0f", r.FleetBytes/(1<<20))
+		}
+		fmt.Fprintf(&b, "| %d | %d | %v | %v | %d/%d | %.0f / %.0f | %.0f | %.1f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d / %d | %d | %v |\n",
+			r.Nodes, r.Dests, r.ConvergeP50.Round(time.Millisecond), r.ConvergeP99.Round(time.Millisecond),
+			r.Unconverged, r.Batches, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes,
+			float64(r.HeldBytes)/(1<<20), mem,
+			100*r.FleetErrP50, 100*r.FleetErrP90, 100*r.LocalErrP50, 100*r.LocalErrP90,
+			r.FleetSamples, r.LocalSamples, r.HeapBytes>>20, r.Wall.Round(100*time.Millisecond))
+	}
+	return b.String()
+}

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestScaleSmall runs the scale simulation at sizes CI can afford and checks
+// what DESIGN.md promises: every batch reaches every node quickly, the
+// observers' fleet views are bucket-identical, bandwidth stays within the
+// 500 KiB/s/node budget, and the fleet estimate beats a single node's.
+func TestScaleSmall(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		loss  float64
+	}{
+		{"10 nodes", 10, 0},
+		{"30 nodes", 30, 0},
+		{"30 nodes 5% loss", 30, 0.05},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			net := DefaultNetworkConfig()
+			net.Loss = tc.loss
+			r, err := RunScale(ScaleConfig{Seed: 42, Nodes: tc.nodes, Observers: 3, Epochs: 3, Network: net, Progress: throttle(t)})
+			require.NoError(t, err)
+			t.Logf("\n%s", ScaleTable([]ScaleResult{r}))
+			require.Equal(t, 0, r.Unconverged, "every batch of the measured epochs reached every node")
+			require.Equal(t, tc.nodes*3, r.Batches)
+			if tc.loss == 0 {
+				require.Equal(t, 0, r.ViewMismatches, "fleet views bucket-identical on every observer")
+				require.Less(t, r.ConvergeP99, 2*time.Second, "push reaches everyone within the seal jitter's spread")
+			} else {
+				// Lost pushes wait for anti-entropy: a digest every 2 s per node.
+				require.Less(t, r.ConvergeP99, 15*time.Second)
+				require.Greater(t, r.ByKind[MsgPulledBatch], 0.0, "anti-entropy repaired lost pushes")
+			}
+			require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "DESIGN section 8 budget")
+			require.Greater(t, r.BytesPerNodeSec, 0.0)
+			require.Less(t, r.FleetErrP50, r.LocalErrP50, "the fleet view estimates P99.99 better than one node's")
+			require.Less(t, r.FleetErrP90, r.LocalErrP90)
+			require.Equal(t, uint64(tc.nodes)*r.LocalSamples*9/10, r.FleetSamples,
+				"fleet view: N origins × 9 sealed epochs; local: 1 origin × 10 epochs")
+		})
+	}
+}
+
+// TestScaleDeterministic checks that a seed fixes the whole run.
+func TestScaleDeterministic(t *testing.T) {
+	run := func() ScaleResult {
+		net := DefaultNetworkConfig()
+		net.Loss = 0.02
+		r, err := RunScale(ScaleConfig{Seed: 7, Nodes: 12, Epochs: 2, Network: net})
+		require.NoError(t, err)
+		r.Wall, r.HeapBytes = 0, 0
+		return r
+	}
+	require.Equal(t, run(), run())
+}
+
+// TestScaleSweep is the full sweep for README's Scale section: opt-in with
+// ATNODE_SIM=1 (about a minute or two and a few GiB at 1000 nodes).
+func TestScaleSweep(t *testing.T) {
+	if os.Getenv("ATNODE_SIM") != "1" {
+		t.Skip("set ATNODE_SIM=1 to run the 10–1000 node sweep")
+	}
+	var rs []ScaleResult
+	start := time.Now()
+	for _, n := range []int{10, 100, 300, 1000} {
+		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: n, MeasureMemory: true, Progress: throttle(t)})
+		require.NoError(t, err)
+		rs = append(rs, r)
+		t.Logf("\n%s", ScaleTable(rs))
+	}
+	lossy := DefaultNetworkConfig()
+	lossy.Loss = 0.01
+	r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 1000, Network: lossy, Progress: throttle(t)})
+	require.NoError(t, err)
+	t.Logf("1000 nodes, 1%% loss:\n%s", ScaleTable([]ScaleResult{r}))
+	var bw []ScaleResult
+	for _, rate := range []float64{1000, 10_000, 100_000} {
+		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 100, RatePerNode: rate, Epochs: 3, Progress: throttle(t)})
+		require.NoError(t, err)
+		bw = append(bw, r)
+		t.Logf("100 nodes × 100 destinations at %.0f samples/s/node: %.0f KiB/s/node sent (max %.0f), batch %.0f B",
+			rate, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes)
+	}
+	t.Logf("sweep took %v\n%s", time.Since(start).Round(time.Second), ScaleTable(rs))
+	for _, r := range rs {
+		require.Equal(t, 0, r.Unconverged)
+		require.Less(t, r.FleetErrP50, r.LocalErrP50)
+	}
+	for _, r := range bw {
+		require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "DESIGN section 8: 100 nodes × 100 destinations")
+	}
+}
+
+// throttle returns a progress function that logs at most one line per
+// 5 seconds of real time.
+func throttle(t *testing.T) func(string, ...any) {
+	var last time.Time
+	return func(format string, args ...any) {
+		if now := time.Now(); now.Sub(last) >= 5*time.Second {
+			last = now
+			t.Logf(format, args...)
+		}
+	}
+}
