@@ -5,6 +5,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // BenchmarkSendReliable20KB sends one 20 KiB payload to each of 4 peers over
@@ -41,7 +43,7 @@ func BenchmarkSendReliable20KB(b *testing.B) {
 		defer c.Close()
 		peers = append(peers, c)
 	}
-	for deadline := time.Now().Add(waitWide); peers[0].NumAlive() < 5; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(testutil.WaitWide); peers[0].NumAlive() < 5; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			b.Fatal("peers did not join")
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // TestGossipConvergenceFigures runs a cluster whose every node records
@@ -76,7 +78,7 @@ func measureConvergence(t *testing.T, n, ndest, epochs int) {
 	var b0 uint64
 	var t0 time.Time
 	conv := make(map[int64]time.Duration)
-	deadline := time.Now().Add(time.Duration(epochs)*cfg.SubWindow() + waitWide)
+	deadline := time.Now().Add(time.Duration(epochs)*cfg.SubWindow() + testutil.WaitWide)
 	for len(conv) < epochs {
 		now := time.Now()
 		if !now.Before(deadline) {

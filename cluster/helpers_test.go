@@ -14,15 +14,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-// waitWide is the deadline for every poll: far above the measured times
-// (reported with t.Logf), so a loaded machine does not fail the tests.
-const waitWide = 20 * time.Second
 
 // syncBuf collects log output; printed only when the test fails, because
 // memberlist goroutines may log briefly after a test returns.
@@ -54,18 +51,10 @@ func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// eventually polls cond until it holds or waitWide passes, and returns how
-// long it took.
+// eventually is testutil.Eventually.
 func eventually(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > waitWide {
-			t.Fatalf("not within %v: %s", waitWide, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.Eventually(t, what, cond)
 }
 
 // recorder keeps the events a cluster delivered.

@@ -16,8 +16,20 @@ func TestJoin(t *testing.T) {
 	_, nodes := memCluster(t, 1, 5)
 	took := eventually(t, "all 5 see each other", func() bool { return sees(nodes, names(nodes)...) })
 	t.Logf("join: 5 members converged in %v", took)
+	// Events reach the handler on the cluster's goroutine, after the member
+	// table has changed: wait for them rather than race them.
+	eventually(t, "every node got a join event of every node", func() bool {
+		for _, n := range nodes {
+			for _, o := range nodes {
+				if !n.rec.has(EventJoin, o.MemberName()) {
+					return false
+				}
+			}
+		}
+		return true
+	})
 
-	for i, n := range nodes {
+	for _, n := range nodes {
 		require.Equal(t, 5, n.NumAlive())
 		ms := n.Members()
 		require.Len(t, ms, 5)
@@ -27,9 +39,6 @@ func TestJoin(t *testing.T) {
 			require.Equal(t, nodes[j].BootID(), m.BootID)
 			require.Equal(t, nodes[j].AdvertiseAddr().String(), m.Addr)
 			require.Equal(t, StateAlive, m.State)
-		}
-		for _, o := range nodes {
-			require.True(t, n.rec.has(EventJoin, o.MemberName()), "node %d: join event of %s", i, o.MemberName())
 		}
 		require.Zero(t, n.Stats().BadMetadata)
 	}

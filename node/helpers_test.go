@@ -14,12 +14,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// waitWide bounds every poll; far above the times measured.
-const waitWide = 20 * time.Second
 
 // testClock is a settable clock.
 type testClock struct {
@@ -139,15 +138,8 @@ func requireError(t *testing.T, code int, body []byte, wantCode int, contains st
 	require.Contains(t, e.Error, contains)
 }
 
-// eventually polls cond until it holds or waitWide passes.
+// eventually is testutil.Eventually.
 func eventually(t *testing.T, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > waitWide {
-			t.Fatalf("not within %v: %s", waitWide, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(start)
+	return testutil.Eventually(t, what, cond)
 }

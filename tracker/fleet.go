@@ -135,7 +135,7 @@ type heldBatch struct {
 // the view, each peer's samples in it, and counted samples per held epoch.
 type destState struct {
 	name    string
-	h       fleetHist
+	h       hist
 	epochN  []uint64 // counted samples per held epoch, at index epoch mod (N+3)
 	contrib map[*fleetPeer]uint64
 	refs    int // held batch entries counted in this state
@@ -427,12 +427,12 @@ func (f *Fleet) destFor(dest string) *destState {
 		f.unlink(v)
 		delete(f.dests, v.name)
 		v.evicted = true
-		v.h, v.epochN, v.contrib, v.sum = fleetHist{}, nil, nil, destSummary{}
+		v.h, v.epochN, v.contrib, v.sum = hist{}, nil, nil, destSummary{}
 		f.stats.DestinationsEvicted++
 	}
 	d := &destState{
 		name:    dest,
-		h:       newFleetHist(&f.geo),
+		h:       newHist(&f.geo),
 		epochN:  make([]uint64, f.ring),
 		contrib: make(map[*fleetPeer]uint64),
 	}

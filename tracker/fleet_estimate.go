@@ -123,7 +123,7 @@ type destSummary struct {
 	samples   uint64
 	effPeers  float64
 	capped    bool
-	ch        fleetHist // the capped view, when capped
+	ch        hist // the capped view, when capped
 	newest    int64
 	newestEnd time.Time // end of epoch newest
 	hasNewest bool
@@ -178,7 +178,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	if k, t, ok := shareCap(pcs, share); ok {
 		s.capped = true
 		if s.ch.counts == nil {
-			s.ch = newFleetHist(&f.geo)
+			s.ch = newHist(&f.geo)
 		}
 		s.ch.copyFrom(&d.h)
 		for i := range k {
@@ -238,7 +238,7 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 
 // capPeer scales peer p's counts in view ch of d by t/n, each bucket rounded
 // down, and returns p's capped sample count.
-func (f *Fleet) capPeer(d *destState, ch *fleetHist, p *fleetPeer, n, t uint64) uint64 {
+func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
 	f.touched = f.touched[:0]
 	for _, m := range p.members {
 		if m.excluded {

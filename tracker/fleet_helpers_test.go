@@ -185,9 +185,16 @@ func checkInvariants(t testing.TB, f *Fleet) {
 			require.Equal(t, c, d.h.counts[i])
 		}
 		require.Equal(t, total, d.h.total, name)
+		hi := -1
+		for i, c := range counts {
+			if c != 0 {
+				hi = i
+			}
+		}
+		require.Equal(t, hi, d.h.hi, "highest non-empty index of %s", name)
 		for b := range d.h.blocks {
 			var s uint64
-			for i := b << fleetBlockShift; i < min((b+1)<<fleetBlockShift, len(counts)); i++ {
+			for i := b << blockShift; i < min((b+1)<<blockShift, len(counts)); i++ {
 				s += counts[i]
 			}
 			require.Equal(t, s, d.h.blocks[b])

@@ -43,37 +43,6 @@ func TestFleetConfigValidate(t *testing.T) {
 	}
 }
 
-// TestFleetHistMatchesHist checks the block-indexed quantile walk against
-// hist's on random histograms, every quantile kind.
-func TestFleetHistMatchesHist(t *testing.T) {
-	g, err := newGeometry(DefaultConfig().Layout())
-	require.NoError(t, err)
-	r := rand.New(rand.NewPCG(1, 2))
-	qs := []float64{0, 1e-9, 0.001, 0.25, 0.5, 0.5000001, 0.9, 0.99, 0.9999, 1, 1.5}
-	for trial := range 300 {
-		fh := newFleetHist(&g)
-		h := newHist(&g)
-		for range r.IntN(50) {
-			i := r.IntN(int(g.countsLen))
-			if trial%3 == 0 {
-				i = r.IntN(200) // dense low range
-			}
-			n := uint64(1 + r.IntN(1000))
-			fh.add(i, n)
-			h.add(i, n)
-		}
-		for _, q := range qs {
-			wi, wok := h.quantileIndex(q)
-			gi, gok := fh.quantileIndex(q)
-			require.Equal(t, wok, gok)
-			require.Equal(t, wi, gi, "trial %d q %v", trial, q)
-			wv, _ := h.quantileValue(&g, q)
-			gv, _ := fh.quantileValue(&g, q)
-			require.Equal(t, wv, gv)
-		}
-	}
-}
-
 func TestFleetInsertOutcomes(t *testing.T) {
 	c := testFleetConfig()
 	c.MaxDestinations = 3

@@ -166,3 +166,37 @@ func (h *hist) quantileValue(g *geometry, q float64) (int64, bool) {
 	}
 	return g.highestEquivalent(i), true
 }
+
+// addBuckets adds a sparse histogram; its indices must be in range.
+func (h *hist) addBuckets(bs []Bucket) {
+	for _, b := range bs {
+		h.add(int(b.Index), uint64(b.Count))
+	}
+}
+
+// subBuckets subtracts a sparse histogram that was added, then moves the
+// highest non-empty index down once rather than per bucket.
+func (h *hist) subBuckets(bs []Bucket) {
+	if len(bs) == 0 {
+		return
+	}
+	counts, blocks := h.counts, h.blocks
+	var t uint64
+	for _, b := range bs {
+		c := uint64(b.Count)
+		counts[b.Index] -= c
+		blocks[b.Index>>blockShift] -= c
+		t += c
+	}
+	h.total -= t
+	if h.hi >= 0 && counts[h.hi] == 0 {
+		h.hi = h.highestBelow(h.hi)
+	}
+}
+
+// copyFrom makes h an exact copy of o, reusing h's arrays.
+func (h *hist) copyFrom(o *hist) {
+	copy(h.counts, o.counts)
+	copy(h.blocks, o.blocks)
+	h.total, h.hi = o.total, o.hi
+}

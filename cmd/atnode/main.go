@@ -1,41 +1,114 @@
 // Command atnode runs an adaptive-timeout node: an agent that joins a
-// cluster, or a demo cluster in one process.
+// cluster and serves the HTTP API, or a whole demo cluster in one process.
+// Run "atnode help" for the usage text.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
+// usage is the text of "atnode help" and "atnode -h".
 const usage = `atnode: adaptive request timeouts shared across a cluster.
 
+Every node records the latency its callers observe per destination, gossips
+its sealed sub-windows to its peers, and answers "what timeout should this
+request use?" from the fleet's P99.99 latency (with a local guard and
+exponential backoff when there is too little data).
+
 Usage:
-  atnode demo      run a whole cluster in one process with a live dashboard
-  atnode agent     run one node
-  atnode keygen    print a new gossip encryption key
-  atnode version   print the version
+  atnode demo [flags]      run a 5-node cluster in one process, with simulated
+                           traffic and a live dashboard at http://127.0.0.1:8080/
+  atnode agent [flags]     run one node: join a cluster, serve the HTTP API
+  atnode keygen            print a new gossip encryption key (base64, 32 bytes)
+  atnode version           print the version
+  atnode help              print this text
+
+"atnode agent -h" and "atnode demo -h" list each command's flags.
+
+Try it:
+  atnode demo              then open http://127.0.0.1:8080/ (Ctrl-C stops)
+
+A 3-node cluster on one machine (three terminals):
+  atnode keygen > cluster.key
+  atnode agent -name a -bind 127.0.0.1:7946 -http 127.0.0.1:8080 -secret-key-file cluster.key
+  atnode agent -name b -bind 127.0.0.1:7947 -http 127.0.0.1:8081 -secret-key-file cluster.key -join 127.0.0.1:7946
+  atnode agent -name c -bind 127.0.0.1:7948 -http 127.0.0.1:8082 -secret-key-file cluster.key -join 127.0.0.1:7946
+
+  curl -s -X POST 127.0.0.1:8080/v1/record -d '{"samples":[{"dest":"db-1","latency_ms":12.5}]}'
+  curl -s '127.0.0.1:8081/v1/estimate?dest=db-1'
+  curl -s '127.0.0.1:8082/v1/timeout?dest=db-1&attempt=1'
+  curl -s 127.0.0.1:8080/v1/members
+
+  Port 0 picks a free port; each agent prints the addresses it bound, one
+  line per listener: "gossip 127.0.0.1:PORT" and "http 127.0.0.1:PORT".
+
+Settings come from flags, or from a YAML file given with -config whose keys
+are the flag names with '_' for '-' (e.g. "sub_window: 6s"); a flag given on
+the command line wins over the file.
+
+Secure defaults: gossip and the HTTP API bind to loopback. An agent whose
+gossip address is not loopback refuses to start without -secret-key-file
+(gossip is then encrypted and authenticated), and one whose HTTP address is
+not loopback refuses to start without -http-token-file (POST endpoints and
+/debug/pprof/ then need "Authorization: Bearer <token>"), unless -insecure
+is given. Rotate keys without a restart: add the new key to the key file,
+send SIGHUP to every agent, move it to the first line, SIGHUP, remove the
+old one, SIGHUP.
+
+Signals: SIGINT or SIGTERM leaves the cluster and exits 0; SIGHUP re-reads
+-secret-key-file.
+
+Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run is atnode with the arguments after the program name; it returns the
+// exit code. Cancelling ctx stops a running agent or demo as SIGINT does.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return app{stdout: stdout, stderr: stderr, newNode: newRuntime}.run(ctx, args)
+}
+
+// app is atnode's dependencies: where it writes, how it builds nodes, and
+// (for tests) where SIGHUPs come from.
+type app struct {
+	stdout, stderr io.Writer
+	newNode        newNodeFunc
+	// hangup, when set, replaces the subscription to SIGHUP.
+	hangup <-chan os.Signal
+}
+
+func (a app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(a.stdout, usage)
 		return 0
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(a.stdout, usage)
 		return 0
+	case "agent":
+		return a.agent(ctx, args[1:])
 	case "demo":
-		// Placeholder until the demo lands: the README's run command must succeed.
-		fmt.Fprintf(stdout, "atnode demo: not built yet\n\n%s", usage)
-		return 0
+		return a.demo(ctx, args[1:])
+	case "keygen":
+		return a.keygen(args[1:])
+	case "version", "-version", "--version":
+		return a.version(args[1:])
 	default:
-		fmt.Fprintf(stderr, "atnode: %q is not built yet\n\n%s", args[0], usage)
+		fmt.Fprintf(a.stderr, "atnode: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
 }

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/node"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// syncBuffer is a bytes.Buffer safe to write from one goroutine while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// writeFile writes content to a new file in t's temp dir and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestParseAgentConfigPrecedence(t *testing.T) {
+	def := node.DefaultConfig()
+	cases := []struct {
+		name string
+		yaml string // "" = no -config
+		args []string
+		want func(c *node.Config)
+	}{
+		{name: "defaults", want: func(*node.Config) {}},
+		{name: "flags only", args: []string{"-name", "a", "-window", "30s", "-sub-window", "3s", "-min-samples", "7", "-join", "127.0.0.1:1, 127.0.0.1:2"},
+			want: func(c *node.Config) {
+				c.Name, c.Window, c.SubWindow, c.MinSamples = "a", 30*time.Second, 3*time.Second, 7
+				c.Join = node.List{"127.0.0.1:1", "127.0.0.1:2"}
+			}},
+		{name: "file only", yaml: "name: from-file\nwindow: 20s\nsub_window: 2s\nmin_peers: 2\nmax_origin_share: 0.5\nbackoff: 100ms..10s\nquantile: 0.999\nsafety_factor: 3\nlabel: blue\nlog_level: debug\njoin: [127.0.0.1:5, 127.0.0.1:6]\nmax_destinations: 10\n",
+			want: func(c *node.Config) {
+				c.Name, c.Window, c.SubWindow, c.MinPeers, c.MaxOriginShare = "from-file", 20*time.Second, 2*time.Second, 2, 0.5
+				c.Backoff = timeout.BackoffInterval{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+				c.Quantile, c.SafetyFactor, c.Label, c.LogLevel, c.MaxDestinations = 0.999, 3, "blue", "debug", 10
+				c.Join = node.List{"127.0.0.1:5", "127.0.0.1:6"}
+			}},
+		{name: "flag wins over file", yaml: "name: from-file\nwindow: 20s\nsub_window: 2s\nmin_samples: 9\njoin: 127.0.0.1:5\n",
+			args: []string{"-name", "from-flag", "-min-samples", "4", "-join", "127.0.0.1:7"},
+			want: func(c *node.Config) {
+				c.Name, c.Window, c.SubWindow, c.MinSamples = "from-flag", 20*time.Second, 2*time.Second, 4
+				c.Join = node.List{"127.0.0.1:7"}
+			}},
+		{name: "flag set to its default still wins", yaml: "http: 127.0.0.1:9999\nlog_level: error\ninsecure: true\n",
+			args: []string{"-http", "127.0.0.1:8080", "-insecure=false"},
+			want: func(c *node.Config) { c.LogLevel = "error" }},
+		{name: "config flag after others", yaml: "label: file\n", args: []string{"-label", "flag"},
+			want: func(c *node.Config) { c.Label = "flag" }},
+		{name: "empty file", yaml: "\n", want: func(*node.Config) {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.yaml != "" {
+				args = append([]string{"-config", writeFile(t, "atnode.yaml", tc.yaml)}, args...)
+			}
+			var stderr bytes.Buffer
+			got, err := parseAgentConfig(args, &stderr)
+			require.NoError(t, err, stderr.String())
+			want := def
+			tc.want(&want)
+			require.Equal(t, want, got)
+		})
+	}
+}
+
+// errStop is returned by stopNode so that a test sees the agent got past
+// its checks without starting anything.
+var errStop = errors.New("test: stop before starting")
+
+func stopNode(node.Config, *slog.Logger, prometheus.Registerer) (runtime, error) {
+	return nil, errStop
+}
+
+func TestAgentRefusals(t *testing.T) {
+	key, err := cluster.GenerateKey()
+	require.NoError(t, err)
+	keyFile := writeFile(t, "cluster.key", key+"\n")
+	tokenFile := writeFile(t, "token", "s3cret\n")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msgs []string // each must appear in stderr
+	}{
+		{"gossip exposed without key", []string{"-bind", "0.0.0.0:7946"}, 2, []string{"add -secret-key-file", "'atnode keygen'", "-insecure"}},
+		{"advertise exposed without key", []string{"-advertise", "10.1.2.3:7946"}, 2, []string{"10.1.2.3:7946", "add -secret-key-file"}},
+		{"http exposed without token", []string{"-http", "0.0.0.0:8080"}, 2, []string{"add -http-token-file"}},
+		{"both exposed", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0"}, 2, []string{"add -secret-key-file", "add -http-token-file"}},
+		{"exposed from the file", []string{"-config", writeFile(t, "c.yaml", "bind: 0.0.0.0:7946\n")}, 2, []string{"add -secret-key-file"}},
+		{"exposed with -insecure starts", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0", "-insecure"}, 1, []string{errStop.Error()}},
+		{"exposed with key and token starts", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0", "-secret-key-file", keyFile, "-http-token-file", tokenFile}, 1, []string{errStop.Error()}},
+		{"window not a multiple", []string{"-window", "7s", "-sub-window", "2s"}, 2, []string{"-window: window/sub-window must be a whole number in 1..255"}},
+		{"too many sub-windows", []string{"-window", "60s", "-sub-window", "100ms"}, 2, []string{"-window:"}},
+		{"quantile", []string{"-quantile", "1.5"}, 2, []string{"-quantile: must be in (0, 1]"}},
+		{"safety factor", []string{"-safety-factor", "0"}, 2, []string{"-safety-factor:"}},
+		{"min peers", []string{"-min-peers", "-1"}, 2, []string{"-min-peers:"}},
+		{"max origin share", []string{"-max-origin-share", "2"}, 2, []string{"-max-origin-share:"}},
+		{"log level", []string{"-log-level", "loud"}, 2, []string{"-log-level:"}},
+		{"bind", []string{"-bind", "nowhere"}, 2, []string{"-bind:"}},
+		{"join", []string{"-join", "127.0.0.1"}, 2, []string{"-join:"}},
+		{"empty name", []string{"-name", ""}, 2, []string{"-name: must not be empty"}},
+		{"several problems at once", []string{"-quantile", "2", "-log-level", "x"}, 2, []string{"-quantile:", "-log-level:"}},
+		{"backoff syntax", []string{"-backoff", "5s"}, 2, []string{"invalid value \"5s\" for flag -backoff", "missing '..' range separator"}},
+		{"min samples syntax", []string{"-min-samples", "-3"}, 2, []string{"-min-samples"}},
+		{"unknown flag", []string{"-nope"}, 2, []string{"flag provided but not defined: -nope", "Usage: atnode agent"}},
+		{"positional argument", []string{"extra"}, 2, []string{"unexpected arguments"}},
+		{"config file missing", []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, 2, []string{"-config:", "no such file"}},
+		{"config unknown key", []string{"-config", writeFile(t, "c.yaml", "windw: 10s\n")}, 2, []string{"-config:", "field windw not found"}},
+		{"config bad value", []string{"-config", writeFile(t, "c.yaml", "window: soon\n")}, 2, []string{"-config:"}},
+		{"config invalid setting", []string{"-config", writeFile(t, "c.yaml", "quantile: 0\n")}, 2, []string{"-quantile:"}},
+		{"key file missing", []string{"-secret-key-file", filepath.Join(t.TempDir(), "none")}, 2, []string{"-secret-key-file:"}},
+		{"key file bad", []string{"-secret-key-file", writeFile(t, "bad.key", "not a key\n")}, 2, []string{"-secret-key-file:", "line 1"}},
+		{"key file short key", []string{"-secret-key-file", writeFile(t, "short.key", "AAAA\n")}, 2, []string{"-secret-key-file:", "want 32"}},
+		{"token file empty", []string{"-http-token-file", writeFile(t, "empty", " \n")}, 2, []string{"-http-token-file:", "is empty"}},
+		{"keygen key accepted", []string{"-secret-key-file", keyFile}, 1, []string{errStop.Error()}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			a := app{stdout: &stdout, stderr: &stderr, newNode: stopNode}
+			code := a.run(t.Context(), append([]string{"agent"}, tc.args...))
+			require.Equal(t, tc.code, code, stderr.String())
+			for _, m := range tc.msgs {
+				require.Contains(t, stderr.String(), m)
+			}
+			require.Empty(t, stdout.String(), "nothing is printed to stdout before the listeners are bound")
+		})
+	}
+}
+
+func TestCommands(t *testing.T) {
+	cases := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string // substring; "" = must be empty
+		stderr     string // substring; "" = must be empty
+		fullUsage  bool
+		checkStdio func(t *testing.T, stdout string)
+	}{
+		{name: "no arguments", code: 0, stdout: "atnode agent", fullUsage: true},
+		{name: "help", args: []string{"help"}, code: 0, stdout: "Secure defaults", fullUsage: true},
+		{name: "-h", args: []string{"-h"}, code: 0, stdout: "3-node cluster", fullUsage: true},
+		{name: "unknown", args: []string{"serve"}, code: 2, stderr: `unknown command "serve"`},
+		{name: "agent -h", args: []string{"agent", "-h"}, code: 0, stderr: "-secret-key-file"},
+		{name: "demo -h", args: []string{"demo", "-h"}, code: 0, stderr: "-nodes"},
+		{name: "keygen extra", args: []string{"keygen", "x"}, code: 2, stderr: "takes no arguments"},
+		{name: "version extra", args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
+		{name: "keygen", args: []string{"keygen"}, code: 0, checkStdio: func(t *testing.T, out string) {
+			require.True(t, strings.HasSuffix(out, "\n"))
+			keys, err := cluster.LoadKeyFile(writeFile(t, "k", out))
+			require.NoError(t, err)
+			require.Len(t, keys, 1)
+			require.Len(t, keys[0], cluster.KeySize)
+		}},
+		{name: "version", args: []string{"version"}, code: 0, checkStdio: func(t *testing.T, out string) {
+			require.Regexp(t, `^atnode \S+.* go1\.\S+\n$`, out)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			a := app{stdout: &stdout, stderr: &stderr, newNode: stopNode}
+			require.Equal(t, tc.code, a.run(t.Context(), tc.args), stderr.String())
+			if tc.checkStdio != nil {
+				tc.checkStdio(t, stdout.String())
+				require.Empty(t, stderr.String())
+				return
+			}
+			if tc.stdout == "" {
+				require.Empty(t, stdout.String())
+			} else {
+				require.Contains(t, stdout.String(), tc.stdout)
+			}
+			if tc.stderr == "" {
+				require.Empty(t, stderr.String())
+			} else {
+				require.Contains(t, stderr.String(), tc.stderr)
+			}
+			if tc.fullUsage {
+				require.Equal(t, usage, stdout.String())
+			}
+		})
+	}
+}
+
+func TestKeygenKeysDiffer(t *testing.T) {
+	seen := map[string]bool{}
+	for range 5 {
+		var out bytes.Buffer
+		require.Equal(t, 0, app{stdout: &out, stderr: &out}.run(t.Context(), []string{"keygen"}))
+		require.False(t, seen[out.String()], "keygen repeated a key")
+		seen[out.String()] = true
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	require.Contains(t, versionLine(nil, false), "unknown version")
+}
+
+// TestAgentLifecycle runs the agent in process: it prints one line per
+// listener, reloads keys on a hangup, and exits 0 when its context ends.
+func TestAgentLifecycle(t *testing.T) {
+	key, err := cluster.GenerateKey()
+	require.NoError(t, err)
+	keyFile := writeFile(t, "cluster.key", key+"\n")
+
+	var made []*fakeNode
+	var mu sync.Mutex
+	newNode := func(cfg node.Config, l *slog.Logger, r prometheus.Registerer) (runtime, error) {
+		n, err := newFakeNode(cfg, l, r)
+		if err == nil {
+			mu.Lock()
+			made = append(made, n.(*fakeNode))
+			mu.Unlock()
+		}
+		return n, err
+	}
+	var stdout, stderr syncBuffer
+	hangup := make(chan os.Signal, 1)
+	a := app{stdout: &stdout, stderr: &stderr, newNode: newNode, hangup: hangup}
+	ctx, cancel := context.WithCancel(t.Context())
+	exit := make(chan int, 1)
+	go func() {
+		exit <- a.run(ctx, []string{"agent", "-name", "t1", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-secret-key-file", keyFile})
+	}()
+	require.Eventually(t, func() bool { return strings.Count(stdout.String(), "\n") == 2 }, 10*time.Second, 5*time.Millisecond)
+	lines := strings.Split(strings.TrimSuffix(stdout.String(), "\n"), "\n")
+	require.Equal(t, "gossip 127.0.0.1:0", lines[0]) // the fake binds no gossip port
+	require.Regexp(t, `^http 127\.0\.0\.1:[1-9][0-9]*$`, lines[1])
+
+	hangup <- os.Interrupt // any value: the agent only counts arrivals
+	require.Eventually(t, func() bool { return strings.Contains(stderr.String(), "keys reloaded") }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case code := <-exit:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("agent did not stop")
+	}
+	require.Len(t, made, 1)
+	require.Equal(t, int32(1), made[0].reloads.Load())
+	require.Equal(t, int32(1), made[0].closed.Load())
+	require.Contains(t, stderr.String(), "leaving the cluster")
+}

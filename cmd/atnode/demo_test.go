@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDemoRuns runs the demo in process for a few seconds: it prints the
+// dashboard URL, serves / and /v1/status while it runs, prints the table
+// (with fleet estimates once gossip carries a sealed sub-window) and exits
+// 0 when -duration ends.
+func TestDemoRuns(t *testing.T) {
+	var stdout, stderr syncBuffer
+	a := app{stdout: &stdout, stderr: &stderr, newNode: newRuntime}
+	exit := make(chan int, 1)
+	go func() {
+		exit <- a.run(t.Context(), []string{"demo", "-nodes", "3", "-http", "127.0.0.1:0", "-duration", "6s", "-refresh", "500ms"})
+	}()
+
+	urlRE := regexp.MustCompile(`dashboard: (http://127\.0\.0\.1:\d+/)\n`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := urlRE.FindStringSubmatch(stdout.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 20*time.Second, 10*time.Millisecond, "no dashboard URL; stderr: %s", stderr.String())
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, path := range []string{"", "v1/status"} {
+		resp, err := client.Get(url + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, "GET /%s: %s", path, body)
+		require.NotEmpty(t, body)
+	}
+	client.CloseIdleConnections()
+
+	select {
+	case code := <-exit:
+		require.Equal(t, 0, code, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("demo did not stop after -duration")
+	}
+	out := stdout.String()
+	t.Log(out)
+	require.Contains(t, out, "DEST")
+	require.Contains(t, out, "LOCAL P99.99")
+	require.Contains(t, out, "FLEET P99.99")
+	for _, d := range demoDestinations() {
+		require.Contains(t, out, d.name)
+	}
+	require.Contains(t, out, "DEGRADED since 3s", "payments degrades at half the duration")
+	require.Contains(t, out, "node-0 sees 3/3 members alive")
+	// Within the run a sealed sub-window reaches node 0 from all 3 nodes
+	// and node 0 trusts the fleet view of a destination every node calls.
+	require.Regexp(t, `(?m)^\s*db\s+\S+\s+\S+\s+3\s+\d+\s+fleet\s`, out)
+	require.Contains(t, out, "nodes leave the cluster")
+}
+
+func TestDemoPortBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	var stdout, stderr bytes.Buffer
+	a := app{stdout: &stdout, stderr: &stderr, newNode: stopNode}
+	code := a.run(t.Context(), []string{"demo", "-http", ln.Addr().String(), "-duration", "1s"})
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr.String(), ln.Addr().String()+" is already in use")
+	require.Contains(t, stderr.String(), "-http 127.0.0.1:0")
+	require.Empty(t, stdout.String())
+}
+
+func TestDemoFlagErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		msg  string
+	}{
+		{"nodes zero", []string{"-nodes", "0"}, "-nodes: must be in 1..50"},
+		{"nodes many", []string{"-nodes", "51"}, "-nodes: must be in 1..50"},
+		{"negative duration", []string{"-duration", "-1s"}, "-duration:"},
+		{"refresh", []string{"-refresh", "1ms"}, "-refresh:"},
+		{"rate", []string{"-rate", "0"}, "-rate:"},
+		{"window", []string{"-window", "7s", "-sub-window", "2s"}, "-window:"},
+		{"http not loopback", []string{"-http", "0.0.0.0:8080"}, "add -http-token-file"},
+		{"http syntax", []string{"-http", "8080"}, "-http:"},
+		{"unknown flag", []string{"-peers", "3"}, "flag provided but not defined: -peers"},
+		{"positional", []string{"now"}, "unexpected arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			a := app{stdout: &stdout, stderr: &stderr, newNode: stopNode}
+			require.Equal(t, 2, a.run(t.Context(), append([]string{"demo"}, tc.args...)))
+			require.Contains(t, stderr.String(), tc.msg)
+			require.Empty(t, stdout.String())
+		})
+	}
+}
+
+// TestDemoTraffic checks the simulated latency mixes: each destination's
+// median and tail are where the demo's text says, with a fixed seed.
+func TestDemoTraffic(t *testing.T) {
+	for _, d := range demoDestinations() {
+		t.Run(d.name, func(t *testing.T) {
+			for _, p := range []*profile{&d.normal, d.degraded} {
+				if p == nil {
+					continue
+				}
+				r := newDemoRand(1, 0)
+				const n = 200_000
+				var stalls, below int
+				for range n {
+					v := p.draw(r)
+					require.GreaterOrEqual(t, v, time.Duration(0))
+					if v >= p.stallMin {
+						stalls++
+					}
+					if v <= p.median {
+						below++
+					}
+				}
+				require.InDelta(t, 0.5, float64(below)/n, 0.02, "median")
+				// At or above stallMin: every stall plus the lognormal body's tail.
+				bodyTail := 0.5 * math.Erfc(math.Log(float64(p.stallMin)/float64(p.median))/(p.sigma*math.Sqrt2))
+				mean := (p.stallP + (1-p.stallP)*bodyTail) * n // Poisson: allow 5 standard deviations
+				require.InDelta(t, mean, float64(stalls), 5*math.Sqrt(mean)+1, "stalls")
+			}
+		})
+	}
+	require.True(t, strings.HasPrefix(demoDestinations()[4].note, "not called by node 0"))
+	require.False(t, allButNodeZero(0, 5))
+	require.True(t, allButNodeZero(1, 5))
+	require.True(t, allButNodeZero(4, 5))
+	require.True(t, allButNodeZero(0, 1))
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/node"
+)
+
+// nodeRuntime adapts *node.Node to runtime.
+type nodeRuntime struct{ *node.Node }
+
+// Timeout is node.Node.Timeout with the fields the demo prints.
+func (r nodeRuntime) Timeout(dests []string, attempt int) (decision, error) {
+	d, err := r.Node.Timeout(dests, attempt)
+	return decision{Timeout: d.Timeout, DecidedBy: d.DecidedBy, Source: d.Source.String(), Fallback: d.Fallback}, err
+}
+
+// newRuntime builds the real node.
+func newRuntime(cfg node.Config, logger *slog.Logger, reg prometheus.Registerer) (runtime, error) {
+	n, err := node.New(cfg, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	return nodeRuntime{n}, nil
+}
+
+// tuneDemoNode sets what the demo changes beyond its flags: memberlist
+// timing for a cluster on loopback (failures seen in about a second, leaves
+// within a second), which is not for real networks.
+func tuneDemoNode(cfg *node.Config) {
+	cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
+}
