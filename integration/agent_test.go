@@ -21,11 +21,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The process tests' grid: 1 s sub-windows seal once a second, and a 60 s
-// window keeps the samples of the whole scenario (kill, detection, restart)
-// in view.
+// The process tests' grid: 1 s sub-windows seal once a second, and a 120 s
+// window keeps the samples of the whole scenario (kill, detection, restart,
+// even with memberlist's slowest paths) in view.
 const (
-	agentWindow    = "60s"
+	agentWindow    = "120s"
 	agentSubWindow = "1s"
 )
 

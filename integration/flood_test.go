@@ -12,7 +12,7 @@ import (
 // (0.25) its counts are scaled down, bucket by bucket rounded down, until
 // it holds a quarter of the view: every node's fleet view must equal that
 // capped union exactly, the flooder's share must be at most 0.25, and the
-// median must be the honest nodes', not the flooder's. Nothing is refused:
+// median must be the honest nodes', not the flooder's. No data is refused:
 // flooding is bounded by the cap, not by dropping data.
 func TestFaultFloodingPeer(t *testing.T) {
 	t.Parallel()
@@ -70,6 +70,6 @@ func TestFaultFloodingPeer(t *testing.T) {
 	for _, m := range c.nodes {
 		s := m.gossip()
 		require.Equal(t, uint64(4), s.Outcomes["new"], m.Name())
-		require.Empty(t, s.Rejected, m.Name())
+		requireNoRefusedData(t, m)
 	}
 }

@@ -174,7 +174,7 @@ func attackAgents(t *testing.T, keyFile, label string, fleet []*agent, u *union,
 	cfg := agentTracker(t)
 	hostile := startHostile(t, keyFile, label, fleet[0].gossip)
 	evilMember := cluster.MemberName(evilName, evilBoot)
-	eventually(t, "every agent knows the hostile member", func() (bool, string) {
+	eventuallyWithin(t, membershipWait, "every agent knows the hostile member", func() (bool, string) {
 		for _, a := range fleet {
 			if st := membersByState(t, a)[evilMember]; st != "alive" {
 				return false, fmt.Sprintf("%s lists it as %q", a.name, st)

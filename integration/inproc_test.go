@@ -241,3 +241,17 @@ func latencies(seed uint64, count int) func(i int, dest string) []uint64 {
 		return out
 	}
 }
+
+// requireNoRefusedData checks that m refused nothing but digests and pulls
+// from members it believed dead (cluster.RejectUnknownSender): under load
+// the fast failure detector of these tests can suspect a live member for a
+// moment, and around a heal a member's digest can arrive before the news
+// that it is alive again. Every such refusal costs one anti-entropy round,
+// no data; any other reason (a batch refused, a conflict, a decode error)
+// fails the test.
+func requireNoRefusedData(t testing.TB, m *memNode) {
+	t.Helper()
+	for reason, n := range m.gossip().Rejected {
+		require.Equal(t, cluster.RejectUnknownSender, reason, "%s refused %d messages as %s", m.Name(), n, reason)
+	}
+}

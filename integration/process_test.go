@@ -13,6 +13,13 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
+// membershipWait bounds the waits for memberlist's news in the process
+// tests. The agents run memberlist's LAN timing: a member that misses every
+// UDP broadcast of a join learns it at the next push/pull or seed re-join
+// (each every 30 s), and a killed member is declared dead after 4–24 s of
+// suspicion. Typically each wait takes a few seconds (see the test log).
+const membershipWait = 75 * time.Second
+
 // agentTracker is the tracker configuration of the agents' flags.
 func agentTracker(t testing.TB) tracker.Config {
 	c := tracker.DefaultConfig()
@@ -143,7 +150,7 @@ func TestAgents(t *testing.T) {
 		}
 		return out
 	}
-	took := eventually(t, "every agent lists the five alive", func() (bool, string) { return aliveExactly(t, agents, members(agents)) })
+	took := eventuallyWithin(t, membershipWait, "every agent lists the five alive", func() (bool, string) { return aliveExactly(t, agents, members(agents)) })
 	t.Logf("5 agents started and agreed on membership in %v (%v after agreeing)", time.Since(start), took)
 
 	cfg := agentTracker(t)
@@ -166,7 +173,7 @@ func TestAgents(t *testing.T) {
 	survivors := slices.Delete(slices.Clone(agents), 2, 3)
 	victim.kill()
 	survivorUnion := u.only(names2(survivors)...)
-	took = eventually(t, "the killed agent is dead in every view", func() (bool, string) {
+	took = eventuallyWithin(t, membershipWait, "the killed agent is dead in every view", func() (bool, string) {
 		for _, a := range survivors {
 			if st := membersByState(t, a)[victimMember]; st != "dead" {
 				return false, fmt.Sprintf("%s lists %s as %q", a.name, victimMember, st)
@@ -182,7 +189,7 @@ func TestAgents(t *testing.T) {
 	require.NotEqual(t, victimMember, rebornSelf.Member, "a restart is a new boot")
 	fleet := append(slices.Clone(survivors), reborn)
 	restarted := time.Now()
-	took = eventually(t, "the restarted agent rejoined and caught up", func() (bool, string) {
+	took = eventuallyWithin(t, membershipWait, "the restarted agent rejoined and caught up", func() (bool, string) {
 		if ok, why := aliveExactly(t, fleet, members(fleet)); !ok {
 			return false, why
 		}
