@@ -213,7 +213,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 
 // create builds the transport and the memberlist; called with life held.
 func (c *Cluster) create() (*memberlist.Memberlist, error) {
-	mlog := memberlistLog(c.log)
+	mlog := memberlistLog(c.log, &c.leaving)
 	tr := c.cfg.Transport
 	if tr == nil {
 		bind, _ := parseIPPort(c.cfg.Bind)

@@ -5,17 +5,26 @@ import (
 	"context"
 	"log"
 	"log/slog"
+	"strings"
+	"sync/atomic"
 )
 
 // memberlistLog returns a *log.Logger for memberlist whose lines go to l at
 // the level of their "[DEBUG]", "[INFO]", "[WARN]" or "[ERR]" prefix
 // (unprefixed lines at info), without the prefix and without memberlist's
 // "memberlist: " tag; records carry component=memberlist.
-func memberlistLog(l *slog.Logger) *log.Logger {
-	return log.New(&logWriter{l: l.With("component", "memberlist")}, "", 0)
+//
+// Once leaving is set, memberlist's complaints about its own sockets being
+// closed under it ("use of closed network connection") are expected
+// shutdown noise and go to debug.
+func memberlistLog(l *slog.Logger, leaving *atomic.Bool) *log.Logger {
+	return log.New(&logWriter{l: l.With("component", "memberlist"), leaving: leaving}, "", 0)
 }
 
-type logWriter struct{ l *slog.Logger }
+type logWriter struct {
+	l       *slog.Logger
+	leaving *atomic.Bool
+}
 
 var levelPrefixes = []struct {
 	prefix string
@@ -46,6 +55,9 @@ func parseLogLine(p []byte) (slog.Level, string) {
 // Write logs one line; log.Logger calls it once per line.
 func (w *logWriter) Write(p []byte) (int, error) {
 	level, msg := parseLogLine(p)
+	if level > slog.LevelDebug && w.leaving != nil && w.leaving.Load() && strings.Contains(msg, "use of closed network connection") {
+		level = slog.LevelDebug
+	}
 	if w.l.Enabled(context.Background(), level) {
 		w.l.Log(context.Background(), level, msg)
 	}

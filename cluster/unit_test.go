@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,11 +164,22 @@ func TestParseLogLine(t *testing.T) {
 	}
 
 	var buf bytes.Buffer
-	l := memberlistLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	var leaving atomic.Bool
+	l := memberlistLog(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn})), &leaving)
 	l.Printf("[DEBUG] memberlist: hidden")
 	l.Printf("[WARN] memberlist: shown %d", 1)
+	const closedConn = "[ERR] memberlist: Error reading UDP packet: read udp 127.0.0.1:7946: use of closed network connection"
+	l.Print(closedConn)
 	require.NotContains(t, buf.String(), "hidden")
 	require.Contains(t, buf.String(), `level=WARN msg="shown 1" component=memberlist`)
+	require.Contains(t, buf.String(), "level=ERROR", "a closed socket while running is an error")
+
+	buf.Reset()
+	leaving.Store(true)
+	l.Print(closedConn)
+	l.Printf("[ERR] memberlist: something else")
+	require.NotContains(t, buf.String(), "closed network connection", "while leaving it is shutdown noise, at debug")
+	require.Contains(t, buf.String(), `level=ERROR msg="something else"`)
 }
 
 func TestMemberNameAndMeta(t *testing.T) {

@@ -169,9 +169,9 @@ func TestNewErrors(t *testing.T) {
 	_, err := New(cfg, nil, nil)
 	require.ErrorContains(t, err, "-name: must not be empty")
 	cfg = DefaultConfig()
-	cfg.Bind = "localhost:0" // the cluster wants an IP literal
+	cfg.Bind = "localhost:0" // the cluster wants an IP literal: Validate says so
 	_, err = New(cfg, nil, nil)
-	require.ErrorContains(t, err, "host must be an IP address")
+	require.ErrorContains(t, err, `-bind: host of "localhost:0" must be an IP address`)
 	cfg = DefaultConfig()
 	cfg.SecretKeyFile = "/nonexistent/key"
 	_, err = New(cfg, nil, nil)

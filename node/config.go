@@ -178,7 +178,7 @@ func (c Config) Validate() error {
 	} else if len(c.Name) > 128 {
 		bad("name", "is %d bytes, more than 128", len(c.Name))
 	}
-	if err := checkHostPort(c.Bind); err != nil {
+	if err := checkIPPort(c.Bind); err != nil {
 		bad("bind", "%v", err)
 	}
 	if c.HTTP != "" { // empty: no HTTP listener (embedders serve Node.Handler themselves)
@@ -187,7 +187,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Advertise != "" {
-		if err := checkHostPort(c.Advertise); err != nil {
+		if err := checkIPPort(c.Advertise); err != nil {
 			bad("advertise", "%v", err)
 		}
 	}
@@ -264,6 +264,19 @@ func (c Config) TrackerConfig() tracker.Config {
 // TimeoutConfig is the timeout selection configuration derived from c.
 func (c Config) TimeoutConfig() timeout.Config {
 	return timeout.Config{Backoff: c.Backoff, Quantile: c.Quantile, SafetyFactor: c.SafetyFactor}
+}
+
+// checkIPPort is checkHostPort for the gossip addresses, whose host must be
+// an IP address: memberlist binds and advertises IPs, not names.
+func checkIPPort(s string) error {
+	if err := checkHostPort(s); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(s)
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("host of %q must be an IP address, e.g. 127.0.0.1", s)
+	}
+	return nil
 }
 
 func checkHostPort(s string) error {

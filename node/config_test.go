@@ -1,9 +1,16 @@
 package node
 
 import (
+	"math"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 func TestConfigHTTPAndExposure(t *testing.T) {
@@ -38,4 +45,86 @@ func TestConfigHTTPAndExposure(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestConfigValidateNamesTheFlag(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		err    string
+	}{
+		{"empty name", func(c *Config) { c.Name = "" }, "-name: must not be empty"},
+		{"bind without port", func(c *Config) { c.Bind = "127.0.0.1" }, "-bind: want host:port"},
+		{"bind by name", func(c *Config) { c.Bind = "localhost:7946" }, "-bind: host of \"localhost:7946\" must be an IP address"},
+		{"bind port range", func(c *Config) { c.Bind = "127.0.0.1:70000" }, "-bind: port of"},
+		{"advertise by name", func(c *Config) { c.Advertise = "node-1:7946" }, "-advertise: host of"},
+		{"join by name is fine, without port is not", func(c *Config) { c.Join = List{"node-1:7946", "node-2"} }, "-join: want host:port, got \"node-2\""},
+		{"zero window", func(c *Config) { c.Window = 0 }, "-window: must be > 0"},
+		{"sub-window not whole ms", func(c *Config) { c.SubWindow = 1500 * time.Microsecond }, "-sub-window: must be a whole number of milliseconds"},
+		{"window not a multiple", func(c *Config) { c.SubWindow = 7 * time.Second }, "-window: window/sub-window must be a whole number in 1..255"},
+		{"too many sub-windows", func(c *Config) { c.Window, c.SubWindow = 256*time.Second, time.Second }, "in 1..255"},
+		{"negative min peers", func(c *Config) { c.MinPeers = -1 }, "-min-peers: must be >= 0"},
+		{"share above 1", func(c *Config) { c.MaxOriginShare = 1.5 }, "-max-origin-share: must be in [0, 1]"},
+		{"share NaN", func(c *Config) { c.MaxOriginShare = math.NaN() }, "-max-origin-share"},
+		{"backoff", func(c *Config) { c.Backoff = timeout.BackoffInterval{Min: time.Second, Max: time.Millisecond} }, "-backoff:"},
+		{"quantile 0", func(c *Config) { c.Quantile = 0 }, "-quantile: must be in (0, 1]"},
+		{"safety infinite", func(c *Config) { c.SafetyFactor = math.Inf(1) }, "-safety-factor: must be finite and > 0"},
+		{"log level", func(c *Config) { c.LogLevel = "loud" }, "-log-level: must be debug, info, warn or error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mutate(&c)
+			require.ErrorContains(t, c.Validate(), tc.err)
+		})
+	}
+
+	t.Run("every problem at once", func(t *testing.T) {
+		c := DefaultConfig()
+		c.Name, c.Quantile, c.LogLevel = "", 2, "x"
+		err := c.Validate()
+		for _, flag := range []string{"-name:", "-quantile:", "-log-level:"} {
+			require.ErrorContains(t, err, flag)
+		}
+	})
+}
+
+func TestListFromFlagAndYAML(t *testing.T) {
+	var l List
+	require.NoError(t, l.Set(" a:1, ,b:2 "))
+	require.Equal(t, List{"a:1", "b:2"}, l)
+	require.Equal(t, "a:1,b:2", l.String())
+
+	for _, doc := range []string{"join: [a:1, b:2]\n", "join: a:1,b:2\n", "join:\n  - a:1\n  - b:2\n"} {
+		var c struct {
+			Join List `yaml:"join"`
+		}
+		require.NoError(t, yaml.Unmarshal([]byte(doc), &c), doc)
+		require.Equal(t, List{"a:1", "b:2"}, c.Join, doc)
+	}
+	var c struct {
+		Join List `yaml:"join"`
+	}
+	require.Error(t, yaml.Unmarshal([]byte("join: {a: 1}\n"), &c))
+}
+
+func TestLoadYAML(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+		return p
+	}
+	c := DefaultConfig()
+	require.NoError(t, c.LoadYAML(write("ok.yaml", "name: n7\nsub_window: 2s\nbackoff: 10ms..5s\nmin_samples: 9\n")))
+	require.Equal(t, "n7", c.Name)
+	require.Equal(t, 2*time.Second, c.SubWindow)
+	require.Equal(t, timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: 5 * time.Second}, c.Backoff)
+	require.Equal(t, uint32(9), c.MinSamples)
+	require.Equal(t, "127.0.0.1:7946", c.Bind, "keys not in the file keep their value")
+
+	require.NoError(t, c.LoadYAML(write("empty.yaml", "")))
+	require.ErrorContains(t, c.LoadYAML(write("typo.yaml", "nmae: x\n")), "field nmae not found")
+	require.ErrorContains(t, c.LoadYAML(write("bad.yaml", "backoff: 5s..1s\n")), "min timeout (5000ms) exceeds max timeout (1000ms)")
+	require.Error(t, c.LoadYAML(filepath.Join(dir, "missing.yaml")))
 }

@@ -236,8 +236,18 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 	return last, pcs[last].n, true
 }
 
-// capPeer scales peer p's counts in view ch of d by t/n, each bucket rounded
-// down, and returns p's capped sample count.
+// capPeer scales peer p's counts in view ch of d by t/n and returns p's
+// capped sample count, floor(n·t/n) = t.
+//
+// The scaling rounds the peer's cumulative counts down, not each bucket:
+// bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n) where C_i is the
+// peer's count at indices <= i. Every bucket is multiplied by the same
+// factor and the total is rounded down once, so the peer ends at its share
+// exactly. Rounding each bucket down instead loses up to one sample per
+// non-empty bucket, and a tail is mostly buckets holding one sample: with
+// four peers near a quarter each, a cap of 0.4 % erased the tail and the
+// fleet's P99.99 of a destination alternated between 150 ms and 800 ms from
+// one second to the next in the demo.
 func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
 	f.touched = f.touched[:0]
 	for _, m := range p.members {
@@ -265,14 +275,16 @@ func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint6
 			}
 		}
 	}
-	var kept uint64
+	slices.Sort(f.touched)
+	var cum, kept uint64
 	for _, i := range f.touched {
 		c := f.scratch[i]
 		f.scratch[i] = 0
-		hi, lo := bits.Mul64(c, t) // c <= n and t < n, so hi < n
-		nc, _ := bits.Div64(hi, lo, n)
-		ch.sub(i, c-nc)
-		kept += nc
+		cum += c
+		hi, lo := bits.Mul64(cum, t) // cum <= n and t < n, so hi < n
+		k, _ := bits.Div64(hi, lo, n)
+		ch.sub(i, c-(k-kept)) // k−kept <= c: see the doc comment
+		kept = k
 	}
 	return kept
 }

@@ -289,8 +289,9 @@ func exactUnion(batches []Batch, dest string, e, n int64, excluded map[memberKey
 	return perPeer, all
 }
 
-// cappedUnion applies the share cap to exact per-peer counts, bucket by
-// bucket with exact integer arithmetic.
+// cappedUnion applies the share cap to exact per-peer counts with exact
+// integer arithmetic: a capped peer's cumulative counts scaled by t/n and
+// rounded down.
 func cappedUnion(perPeer map[string][]uint64, share float64) []uint64 {
 	var pcs []peerCount
 	hists := map[*fleetPeer][]uint64{}
@@ -312,9 +313,12 @@ func cappedUnion(perPeer map[string][]uint64, share float64) []uint64 {
 	k, t, ok := shareCap(pcs, share)
 	out := make([]uint64, 1280)
 	for i, pc := range pcs {
+		var cum, kept uint64
 		for j, c := range hists[pc.p] {
 			if ok && i < k {
-				c = c * t / pc.n // small counts in tests: no overflow
+				cum += c
+				scaled := cum * t / pc.n // small counts in tests: no overflow
+				c, kept = scaled-kept, scaled
 			}
 			out[j] += c
 		}
@@ -398,14 +402,27 @@ func TestFleetShareCap(t *testing.T) {
 			buckets: map[uint16]uint64{1: 700, 2: 100, 3: 100},
 		},
 		{
-			name:  "one flooding peer scaled to 100 (rounded down per bucket)",
+			name:  "one flooding peer scaled to 100 (cumulative counts rounded down)",
 			share: 0.25,
 			peers: []DestCounts{
 				dcBuckets("x", 1, 3, 9, 697), dcBuckets("x", 2, 100), dcBuckets("x", 3, 100), dcBuckets("x", 4, 100),
 			},
-			// L = 0.25·300/0.75 = 100; 3·100/700 -> 0, 697·100/700 -> 99.
-			samples: 399, eff: 399.0 * 399 / (99*99 + 3*100*100),
-			buckets: map[uint16]uint64{9: 99, 2: 100, 3: 100, 4: 100},
+			// L = 0.25·300/0.75 = 100; cumulative 3·100/700 -> 0 at 1,
+			// 700·100/700 = 100 at 9, so bucket 9 keeps 100: exactly the share.
+			samples: 400, eff: 4,
+			buckets: map[uint16]uint64{9: 100, 2: 100, 3: 100, 4: 100},
+		},
+		{
+			name:  "a thin tail survives a slight cap",
+			share: 0.25,
+			peers: []DestCounts{
+				dcBuckets("x", 1, 1, 2, 1, 3, 1, 10, 101), dcBuckets("x", 2, 100), dcBuckets("x", 3, 100), dcBuckets("x", 4, 100),
+			},
+			// n = 104, L = 100: cumulative 1, 2, 3, 104 scaled by 100/104
+			// round down to 0, 1, 2, 100, so buckets 2 and 3 keep their one
+			// sample each (per-bucket rounding would have kept neither).
+			samples: 400, eff: 4,
+			buckets: map[uint16]uint64{2: 1 + 100, 3: 1 + 100, 4: 100, 10: 98},
 		},
 		{
 			name:  "share exactly at the cap: untouched",
@@ -639,11 +656,11 @@ func TestFleetHostile(t *testing.T) {
 		e, err := f.Estimate("x", 0.5, now)
 		require.NoError(t, err)
 		require.Equal(t, 4, e.Peers)
-		// The flooding peer is capped to a quarter (t = 0.25·30/0.75 = 10),
-		// bucket by bucket rounded down: (2^32−1)·10/(200·(2^32−1)) < 1, so
-		// each of its buckets becomes 0.
-		require.Equal(t, uint64(30), e.Samples)
-		require.InDelta(t, 3, e.EffectivePeers, 1e-12)
+		// The flooding peer is capped to a quarter (t = 0.25·30/0.75 = 10):
+		// its cumulative counts scaled by 10/(200·(2^32−1)) cross an integer
+		// every 20 buckets, so 10 of its buckets keep one sample each.
+		require.Equal(t, uint64(40), e.Samples)
+		require.InDelta(t, 4, e.EffectivePeers, 1e-12)
 		checkInvariants(t, f)
 	})
 	t.Run("many destinations", func(t *testing.T) {

@@ -123,19 +123,25 @@ func printErr(w io.Writer, cmd string, err error) {
 	}
 }
 
+// parseExit returns the exit code for a failed parse of cmd's arguments:
+// 0 when -h asked for the flags, else 2 after saying what is wrong (once).
+func (a app) parseExit(cmd string, err error) int {
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if ue, ok := errors.AsType[usageError](err); ok && ue.printed {
+		return 2
+	}
+	printErr(a.stderr, cmd, err)
+	fmt.Fprintf(a.stderr, "atnode %s: run \"atnode %s -h\" for the flags\n", cmd, cmd)
+	return 2
+}
+
 // agent runs "atnode agent" until ctx is cancelled.
 func (a app) agent(ctx context.Context, args []string) int {
 	cfg, err := parseAgentConfig(args, a.stderr)
-	switch {
-	case errors.Is(err, errHelp):
-		return 0
-	case err != nil:
-		if ue, ok := errors.AsType[usageError](err); ok && ue.printed {
-			return 2
-		}
-		printErr(a.stderr, "agent", err)
-		fmt.Fprintln(a.stderr, `atnode agent: run "atnode agent -h" for the flags`)
-		return 2
+	if err != nil {
+		return a.parseExit("agent", err)
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 

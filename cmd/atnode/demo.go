@@ -179,16 +179,8 @@ func demoDestinations() []destination {
 // demo runs "atnode demo" until ctx is cancelled or -duration ends.
 func (a app) demo(ctx context.Context, args []string) int {
 	c, err := parseDemoConfig(args, a.stderr)
-	switch {
-	case errors.Is(err, errHelp):
-		return 0
-	case err != nil:
-		if ue, ok := errors.AsType[usageError](err); ok && ue.printed {
-			return 2
-		}
-		printErr(a.stderr, "demo", err)
-		fmt.Fprintln(a.stderr, `atnode demo: run "atnode demo -h" for the flags`)
-		return 2
+	if err != nil {
+		return a.parseExit("demo", err)
 	}
 	var level slog.LevelVar
 	level.Set(node.Config{LogLevel: c.logLevel}.SlogLevel())
