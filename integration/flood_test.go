@@ -9,8 +9,8 @@ import (
 
 // TestFaultFloodingPeer has one of five nodes record 100 times more
 // samples than each other node, all slow. With the default share cap
-// (0.25) its counts are scaled down, bucket by bucket rounded down, until
-// it holds a quarter of the view: every node's fleet view must equal that
+// (0.25) its counts are scaled down, every bucket by the same factor, until
+// it holds a quarter of the view (rounded down): every node's fleet view must equal that
 // capped union exactly, the flooder's share must be at most 0.25, and the
 // median must be the honest nodes', not the flooder's. No data is refused:
 // flooding is bounded by the cap, not by dropping data.
@@ -38,17 +38,26 @@ func TestFaultFloodingPeer(t *testing.T) {
 	})
 
 	// The capped union by DESIGN.md section 5: the honest peers hold
-	// R = 200 samples, so the flooder is scaled to t = floor(R/3) (t/(t+R)
-	// = 1/4, rounded down), each bucket c to floor(c·t/n).
+	// R = 200 samples, so the flooder's n = 5000 are scaled to
+	// t = floor(R/3) = 66 (t/(t+R) = 1/4, rounded down), every bucket by the
+	// same factor t/n with the cumulative counts rounded down (the tracker's
+	// rule: bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n)).
 	capped := all.only(names(honest)...)
 	const n = perValue * 10
+	var floodKept uint64
 	for _, d := range testDests {
 		r := capped.total(d)
 		require.Equal(t, uint64(200), r)
 		tc := r / 3
+		var cum, kept uint64
 		for _, v := range slow {
-			capped.add(flooder.Name(), d, slices.Repeat([]uint64{v}, int(perValue*tc/n))...)
+			cum += perValue
+			k := cum * tc / n
+			capped.add(flooder.Name(), d, slices.Repeat([]uint64{v}, int(k-kept))...)
+			kept = k
 		}
+		require.Equal(t, tc, kept)
+		floodKept = kept
 	}
 	took := eventually(t, "every fleet view is the capped union", func() (bool, string) {
 		return viewsMatch(t, c.nodes, capped, capped.counts, 5)
@@ -63,7 +72,8 @@ func TestFaultFloodingPeer(t *testing.T) {
 			require.LessOrEqual(t, share, 0.25, "%s %s: the flooder's share after the cap", m.Name(), d)
 			require.Greater(t, share, 0.2)
 			require.Less(t, e.ValueMillis, uint64(600), "%s %s: the median is the honest nodes'", m.Name(), d)
-			require.InDelta(t, 260.0*260/(60*60+4*50*50), e.EffectivePeers, 1e-9)
+			sum := float64(floodKept + 200)
+			require.InDelta(t, sum*sum/float64(floodKept*floodKept+4*50*50), e.EffectivePeers, 1e-9)
 		}
 		require.GreaterOrEqual(t, all.quantile(t, d, 0.5), uint64(600), "without the cap the flooder would own the median")
 	}
