@@ -56,6 +56,10 @@ func startHostile(t *testing.T, keyFile, label, seed string) *memberlist.Memberl
 	c.Keyring = ring
 	c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
 	c.Delegate = hostileMeta{meta: meta}
+	// It answers probes but makes none, and no push/pull of its own: a probe
+	// or a push/pull in flight outlives memberlist's Shutdown by up to a
+	// second (goleak would report it).
+	c.ProbeInterval, c.PushPullInterval = time.Hour, 0
 	c.LogOutput = io.Discard
 	ml, err := memberlist.Create(c)
 	require.NoError(t, err)
