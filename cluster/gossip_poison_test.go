@@ -76,6 +76,10 @@ func TestGossipPoisonedPeerRefused(t *testing.T) {
 	// A conflicting copy of a known member's batch: the first copy stays.
 	first := batch("evil", 0xe411, e, layout, "evil-dest", 3)
 	require.NoError(t, evil.SendReliable(victim.MemberName(), first))
+	// memberlist handles each stream on its own goroutine: wait for the
+	// first copy to be stored before sending the second, or it may arrive
+	// first.
+	eventually(t, "first copy stored", func() bool { return victim.GossipStats().Outcomes["new"] == 1 })
 	require.NoError(t, evil.SendReliable(victim.MemberName(), batch("evil", 0xe411, e, layout, "evil-dest", 9)))
 	eventually(t, "conflict counted", func() bool { return victim.GossipStats().Rejected[RejectConflict] == 1 })
 
