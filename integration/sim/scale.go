@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -32,11 +33,11 @@ type ScaleConfig struct {
 	Epochs int
 	// Quantile is the quantile whose error is measured. Default 0.9999.
 	Quantile float64
-	// Tracker, Network and Protocol are as in Config; zero values mean
+	// Tracker, Network and Gossip are as in Config; zero values mean
 	// their defaults.
-	Tracker  tracker.Config
-	Network  NetworkConfig
-	Protocol ProtocolConfig
+	Tracker tracker.Config
+	Network NetworkConfig
+	Gossip  cluster.Gossip
 	// MeasureMemory measures the observers' fleet memory by difference of
 	// the live heap (two forced garbage collections at the end). Do not run
 	// other tests in parallel when it is set.
@@ -67,8 +68,8 @@ func (c *ScaleConfig) defaults() {
 	if c.Network == (NetworkConfig{}) {
 		c.Network = DefaultNetworkConfig()
 	}
-	if c.Protocol == (ProtocolConfig{}) {
-		c.Protocol = DefaultProtocolConfig()
+	if c.Gossip == (cluster.Gossip{}) {
+		c.Gossip = cluster.DefaultGossip()
 	}
 }
 
@@ -153,10 +154,11 @@ type ScaleResult struct {
 	// not bucket-identical on every observer at measurement time.
 	ViewMismatches int
 	// HeapBytes is the process's live heap at the end, before releasing the
-	// observers; Events the events processed; Wall the real time taken.
-	HeapBytes uint64
-	Events    uint64
-	Wall      time.Duration
+	// observers; PeakHeapBytes the largest heap seen at an epoch boundary;
+	// Events the events processed; Wall the real time taken.
+	HeapBytes, PeakHeapBytes uint64
+	Events                   uint64
+	Wall                     time.Duration
 }
 
 // RunScale runs one scale simulation: a warm-up of one full window, then
@@ -174,7 +176,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	sc := Config{
 		Seed: cfg.Seed, Nodes: cfg.Nodes, Observers: cfg.Observers,
 		Tracker: cfg.Tracker, Fleet: tracker.DefaultFleetConfig(),
-		Network: cfg.Network, Protocol: cfg.Protocol,
+		Network: cfg.Network, Gossip: cfg.Gossip,
 		Workload: w, Progress: cfg.Progress,
 	}
 	s, err := New(sc)
@@ -277,6 +279,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		res.FleetBatches = s.Fleet(0).Stats().Batches
 	}
 	res.Events = s.Events()
+	res.PeakHeapBytes = s.PeakHeap()
 	var ms runtime.MemStats
 	if cfg.MeasureMemory {
 		runtime.GC()
