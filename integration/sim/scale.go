@@ -132,6 +132,11 @@ type ScaleResult struct {
 	// node's; ByKind the mean split by message kind.
 	BytesPerNodeSec, MaxBytesPerNodeSec float64
 	ByKind                              [numMsgKinds]float64
+	// Duplicates is the number of batches received, over all nodes in the
+	// measured epochs, that the receiver already held (pulled while a push
+	// was on its way, or pulled twice); SendDrops the messages dropped by
+	// full send queues; Lost those the network dropped.
+	Duplicates, SendDrops, Lost uint64
 	// BatchBytes is the mean size of one encoded batch.
 	BatchBytes float64
 	// HeldBytes is the encoded size of the batches node 0 holds at the end.
@@ -243,6 +248,9 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		for k := range st.Bytes {
 			res.ByKind[k] += float64(st.Bytes[k]-before[i].Bytes[k]) / secs / float64(cfg.Nodes)
 		}
+		res.Duplicates += st.Duplicates - before[i].Duplicates
+		res.SendDrops += st.SendDrops - before[i].SendDrops
+		res.Lost += st.Lost - before[i].Lost
 	}
 	// Give the last measured epoch's batches time to spread (not counted in
 	// the bandwidth figures).

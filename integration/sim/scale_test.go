@@ -90,7 +90,8 @@ func TestScaleSweep(t *testing.T) {
 	r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 1000, Epochs: 1, Network: lossy, Progress: throttle(t)})
 	require.NoError(t, err)
 	t.Logf("1000 nodes, 1%% loss:\n%s", ScaleTable([]ScaleResult{r}))
-	t.Logf("1000 nodes, 1%% loss, sent by kind (KiB/s/node): %s", byKind(r))
+	t.Logf("1000 nodes, 1%% loss, sent by kind (KiB/s/node): %s; lost %d, duplicates %d, send drops %d; peak heap %d MiB",
+		byKind(r), r.Lost, r.Duplicates, r.SendDrops, r.PeakHeapBytes>>20)
 	var bw []ScaleResult
 	for _, rate := range []float64{1000, 10_000, 100_000} {
 		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 100, RatePerNode: rate, Epochs: 3, Progress: throttle(t)})
@@ -100,7 +101,8 @@ func TestScaleSweep(t *testing.T) {
 			rate, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes, byKind(r))
 	}
 	for _, r := range rs {
-		t.Logf("%d nodes: sent by kind (KiB/s/node): %s; peak heap %d MiB", r.Nodes, byKind(r), r.PeakHeapBytes>>20)
+		t.Logf("%d nodes: sent by kind (KiB/s/node): %s; duplicates %d, send drops %d; peak heap %d MiB",
+			r.Nodes, byKind(r), r.Duplicates, r.SendDrops, r.PeakHeapBytes>>20)
 	}
 	t.Logf("sweep took %v\n%s", time.Since(start).Round(time.Second), ScaleTable(rs))
 	for _, r := range rs {
