@@ -150,10 +150,13 @@ type Convergence struct {
 }
 
 // Sim is a seeded, deterministic discrete-event simulation of a cluster
-// running the dissemination protocol over a simulated network, with a
-// simulated clock passed as time.Time into the real tracker, fleet and codec.
+// whose nodes run the real dissemination protocol (cluster.Protocol) over
+// a simulated network, with a simulated clock passed as time.Time into the
+// protocol, tracker, fleet and codec.
 //
-// A Sim is not safe for concurrent use; it starts no goroutines.
+// A Sim is not safe for concurrent use. Run receives bursts of messages on
+// up to GOMAXPROCS goroutines, which end before it returns; the results do
+// not depend on how many.
 type Sim struct {
 	cfg    Config
 	n      int // sub-windows per window
