@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -58,25 +59,35 @@ func BenchmarkEventQueue(b *testing.B) {
 }
 
 // BenchmarkScaleEpoch is one simulated epoch of a 100-node cluster with
-// 100 destinations (about 11 000 events), the unit the sweep's run time
-// scales with (×N² for pushes).
+// 100 destinations (about 40 000 events, 10 000 batch decodes), the unit
+// the sweep's run time scales with (×N² for pushes). "parallel" receives
+// bursts of deliveries on GOMAXPROCS goroutines, "sequential" (the naive
+// alternative) one by one; both give the same events.
 func BenchmarkScaleEpoch(b *testing.B) {
-	cfg := DefaultConfig(100)
-	cfg.Workload = &scaleWorkload{seed: 1, dests: ScaleDests(1, 100), per: 60}
-	s, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sw := cfg.Tracker.SubWindow()
-	at := 3 * sw
-	if err := s.Run(at); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		at += sw
-		if err := s.Run(at); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name    string
+		workers int
+	}{{"sequential", 1}, {"parallel", runtime.GOMAXPROCS(0)}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := DefaultConfig(100)
+			cfg.Workload = &scaleWorkload{seed: 1, dests: ScaleDests(1, 100), per: 60}
+			s, err := New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.workers = bc.workers
+			sw := cfg.Tracker.SubWindow()
+			at := 3 * sw
+			if err := s.Run(at); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				at += sw
+				if err := s.Run(at); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

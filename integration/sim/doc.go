@@ -4,26 +4,32 @@
 // whether fleet-wide adaptive timeouts decide better than fixed or local ones.
 //
 // Like hashicorp/serf's coordinate package, it pairs the pure cores (package
-// tracker's Tracker and Fleet, codec's encoder and decoder, timeout's
-// Select) with simulation helpers whose tests assert accuracy.
+// cluster's Protocol, tracker's Tracker and Fleet, codec's encoder and
+// decoder, timeout's Select) with simulation helpers whose tests assert
+// accuracy.
 //
 // # What is simulated
 //
 // A Sim holds N nodes on a simulated network (NetworkConfig: a fixed
 // lognormal latency per link, 0.2–2 ms, TCP handshake trips, loss, and each
 // node's sending link as a FIFO at a set rate; bytes are counted at the
-// sender). The nodes run a model of the dissemination protocol of DESIGN.md
-// section 5 (protocol.go: seal at the epoch boundary plus jitter, push to
-// every member, anti-entropy digest and pull every ~2 s with one random
-// member), with every message encoded by the real codec, so byte counts are
-// real sizes.
+// sender). Every node runs the real dissemination protocol,
+// cluster.Protocol, configured by cluster.Gossip: its seals, digests, pulls
+// and answers are the code that ships, and every message is its real
+// encoding. shell.go replays what package cluster's memberlist shell does
+// around the Protocol (seal at the epoch boundary plus the node's fixed
+// jitter, anti-entropy with one random member every interval ±25 %, bulk
+// sync at the start, per-member send queues served by a few workers),
+// with each SendReliable a connect and a payload on the simulated network.
+// Members never die, restart or partition here.
 //
-// To fit 1000 nodes in memory, sealed batches are immutable and shared: one
-// encoded copy per key, and a bit per (node, origin, epoch) says who holds
-// it. Only observers (Config.Observers) run a real Tracker and Fleet, decode
-// every batch they receive with the real Decoder and insert it; the other
-// nodes' batches are sealed by the real tracker on a private scratch time
-// line (Workload).
+// To fit 1000 nodes in memory, only observers (Config.Observers) run a real
+// Tracker and have a real tracker.Fleet as their cluster.Store. Every other
+// node's Store (store.go) holds a bit per (epoch, origin, part) over
+// immutable batches shared by the whole simulation, and answers the
+// Protocol's Insert, Keys, Missing and Lookup as a Fleet would
+// (TestSharedStoreMatchesFleet); its own batches are sealed by the real
+// tracker on a private scratch time line (Workload).
 //
 // # Experiments
 //
@@ -38,10 +44,18 @@
 // # Time, randomness and concurrency
 //
 // Time is simulated: an event heap ordered by (time, scheduling order), and
-// the simulated clock passed as a time.Time (Sim.Now) into every tracker,
-// fleet and timeout call. Time zero is the start of an epoch on the tracker's
-// grid. All randomness comes from math/rand/v2 PCG generators derived from
-// Config.Seed, so a seed fixes every event, byte and result; Progress lines
-// and Wall figures are the only wall-clock readings. A Sim is not safe for
-// concurrent use and starts no goroutines.
+// the simulated clock passed as a time.Time (Sim.Now) into every protocol,
+// tracker, fleet and timeout call. Time zero is the start of an epoch on the
+// tracker's grid. All randomness comes from math/rand/v2 PCG generators
+// derived from Config.Seed and the nodes' boot IDs, so a seed fixes every
+// event, byte and result; Progress lines and Wall figures are the only
+// wall-clock readings.
+//
+// A Sim is not safe for concurrent use. Within Run it receives deliveries
+// that fall within the shortest connect time of each other on up to
+// GOMAXPROCS goroutines (each node's in order, one node per goroutine),
+// then applies their results in event order, so the outcome does not
+// depend on GOMAXPROCS; the goroutines end before Run returns. Receiving
+// is most of the cost: each Protocol decodes every batch it receives, N²
+// decodes per epoch.
 package sim

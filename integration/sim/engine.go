@@ -8,12 +8,16 @@ type eventKind uint8
 const (
 	// evFunc calls fn.
 	evFunc eventKind = iota
-	// evDeliver hands message msg from node from to node to.
+	// evDeliver hands payload, sent by node from, to node to.
 	evDeliver
+	// evSent frees the worker of node from that sent to node to.
+	evSent
 	// evSeal makes node to seal epoch.
 	evSeal
 	// evAntiEntropy makes node to send a digest to a random member.
 	evAntiEntropy
+	// evBulkSync makes node to send digests to a few random members.
+	evBulkSync
 	// evEpoch marks the start of epoch on the shared grid.
 	evEpoch
 )
@@ -21,14 +25,14 @@ const (
 // event is one entry of the discrete-event queue. Events fire in order of
 // at, then of seq (the order they were scheduled), so a run is deterministic.
 type event struct {
-	at    time.Duration // since the simulation's start
-	seq   uint64
-	kind  eventKind
-	from  int32
-	to    int32
-	epoch int64
-	msg   *message
-	fn    func(now time.Time)
+	at      time.Duration // since the simulation's start
+	seq     uint64
+	kind    eventKind
+	from    int32
+	to      int32
+	epoch   int64
+	payload []byte
+	fn      func(now time.Time)
 }
 
 // eventQueue is a binary min-heap of events by (at, seq). It is written out

@@ -21,9 +21,9 @@ type NetworkConfig struct {
 	// LatencyMin and LatencyMax clamp the per-link base latency.
 	// Defaults 200µs and 2ms.
 	LatencyMin, LatencyMax time.Duration
-	// HandshakeTrips is how many one-way trips a reliable send costs before
-	// its payload arrives (TCP connect: 2), added to the payload's own trip.
-	// Default 2.
+	// HandshakeTrips is how many one-way trips a reliable send's connect
+	// costs before its payload leaves (TCP connect: 2); the send holds one
+	// of the sender's workers meanwhile. Default 2.
 	HandshakeTrips int
 	// Loss is the probability that a message is lost (its connection fails).
 	// Its bytes still count at the sender. Default 0.
@@ -86,15 +86,16 @@ func (n *network) linkLatency(from, to int32) time.Duration {
 	return min(max(d, n.cfg.LatencyMin), n.cfg.LatencyMax)
 }
 
-// transit returns how long a message spends on the wire after it leaves the
-// sender (handshake trips plus its own trip, each jittered), and whether it
-// is lost.
-func (n *network) transit(from, to int32) (time.Duration, bool) {
+// transit returns, for one reliable send from one node to another, how
+// long its connect takes (the handshake trips), how long the payload takes
+// to arrive once it has left the sender, and whether it is lost. Every
+// trip of one send varies by the same ±10 %.
+func (n *network) transit(from, to int32) (handshake, trip time.Duration, lost bool) {
 	base := n.linkLatency(from, to)
-	trips := float64(n.cfg.HandshakeTrips + 1)
-	d := time.Duration(float64(base) * trips * (0.9 + 0.2*n.rng.Float64()))
-	lost := n.cfg.Loss > 0 && n.rng.Float64() < n.cfg.Loss
-	return d, lost
+	trip = time.Duration(float64(base) * (0.9 + 0.2*n.rng.Float64()))
+	handshake = trip * time.Duration(n.cfg.HandshakeTrips)
+	lost = n.cfg.Loss > 0 && n.rng.Float64() < n.cfg.Loss
+	return handshake, trip, lost
 }
 
 // serialize is how long size bytes occupy the sender's link.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -32,11 +33,11 @@ type ScaleConfig struct {
 	Epochs int
 	// Quantile is the quantile whose error is measured. Default 0.9999.
 	Quantile float64
-	// Tracker, Network and Protocol are as in Config; zero values mean
+	// Tracker, Network and Gossip are as in Config; zero values mean
 	// their defaults.
-	Tracker  tracker.Config
-	Network  NetworkConfig
-	Protocol ProtocolConfig
+	Tracker tracker.Config
+	Network NetworkConfig
+	Gossip  cluster.Gossip
 	// MeasureMemory measures the observers' fleet memory by difference of
 	// the live heap (two forced garbage collections at the end). Do not run
 	// other tests in parallel when it is set.
@@ -67,8 +68,8 @@ func (c *ScaleConfig) defaults() {
 	if c.Network == (NetworkConfig{}) {
 		c.Network = DefaultNetworkConfig()
 	}
-	if c.Protocol == (ProtocolConfig{}) {
-		c.Protocol = DefaultProtocolConfig()
+	if c.Gossip == (cluster.Gossip{}) {
+		c.Gossip = cluster.DefaultGossip()
 	}
 }
 
@@ -131,6 +132,11 @@ type ScaleResult struct {
 	// node's; ByKind the mean split by message kind.
 	BytesPerNodeSec, MaxBytesPerNodeSec float64
 	ByKind                              [numMsgKinds]float64
+	// Duplicates is the number of batches received, over all nodes in the
+	// measured epochs, that the receiver already held (pulled while a push
+	// was on its way, or pulled twice); SendDrops the messages dropped by
+	// full send queues; Lost those the network dropped.
+	Duplicates, SendDrops, Lost uint64
 	// BatchBytes is the mean size of one encoded batch.
 	BatchBytes float64
 	// HeldBytes is the encoded size of the batches node 0 holds at the end.
@@ -153,10 +159,11 @@ type ScaleResult struct {
 	// not bucket-identical on every observer at measurement time.
 	ViewMismatches int
 	// HeapBytes is the process's live heap at the end, before releasing the
-	// observers; Events the events processed; Wall the real time taken.
-	HeapBytes uint64
-	Events    uint64
-	Wall      time.Duration
+	// observers; PeakHeapBytes the largest heap seen at an epoch boundary;
+	// Events the events processed; Wall the real time taken.
+	HeapBytes, PeakHeapBytes uint64
+	Events                   uint64
+	Wall                     time.Duration
 }
 
 // RunScale runs one scale simulation: a warm-up of one full window, then
@@ -174,7 +181,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	sc := Config{
 		Seed: cfg.Seed, Nodes: cfg.Nodes, Observers: cfg.Observers,
 		Tracker: cfg.Tracker, Fleet: tracker.DefaultFleetConfig(),
-		Network: cfg.Network, Protocol: cfg.Protocol,
+		Network: cfg.Network, Gossip: cfg.Gossip,
 		Workload: w, Progress: cfg.Progress,
 	}
 	s, err := New(sc)
@@ -241,6 +248,9 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		for k := range st.Bytes {
 			res.ByKind[k] += float64(st.Bytes[k]-before[i].Bytes[k]) / secs / float64(cfg.Nodes)
 		}
+		res.Duplicates += st.Duplicates - before[i].Duplicates
+		res.SendDrops += st.SendDrops - before[i].SendDrops
+		res.Lost += st.Lost - before[i].Lost
 	}
 	// Give the last measured epoch's batches time to spread (not counted in
 	// the bandwidth figures).
@@ -277,6 +287,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		res.FleetBatches = s.Fleet(0).Stats().Batches
 	}
 	res.Events = s.Events()
+	res.PeakHeapBytes = s.PeakHeap()
 	var ms runtime.MemStats
 	if cfg.MeasureMemory {
 		runtime.GC()

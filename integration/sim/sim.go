@@ -3,12 +3,10 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"hash/maphash"
-	"math/bits"
-	"math/rand/v2"
 	"runtime"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -31,10 +29,11 @@ type Config struct {
 	// Nodes is the number of simulated nodes, >= 1.
 	Nodes int
 	// Observers is how many nodes (the first ones: node 0, 1, …) run the
-	// real tracker.Tracker and tracker.Fleet, decode every batch they receive
-	// with the real codec and answer estimates. The others only hold bits
-	// for the batches they have: a full fleet view per node does not fit
-	// memory at 1000 nodes. 0..Nodes.
+	// real tracker.Tracker and have a real tracker.Fleet as their
+	// cluster.Store, answering estimates. The others' Store holds bits over
+	// batches shared by the whole simulation: a full fleet view per node
+	// does not fit memory at 1000 nodes. Every node runs a real
+	// cluster.Protocol either way. 0..Nodes.
 	Observers int
 	// Tracker is every node's tracker configuration: the epoch grid, the
 	// window and the histogram layout. Default tracker.DefaultConfig().
@@ -45,9 +44,9 @@ type Config struct {
 	Fleet tracker.FleetConfig
 	// Network models the links. Default DefaultNetworkConfig().
 	Network NetworkConfig
-	// Protocol is the dissemination protocol's timing.
-	// Default DefaultProtocolConfig().
-	Protocol ProtocolConfig
+	// Gossip tunes every node's cluster.Protocol and the shell replayed
+	// around it (shell.go). Default cluster.DefaultGossip().
+	Gossip cluster.Gossip
 	// Workload gives the latencies nodes record each epoch; nil means none
 	// (then the caller records into observers' trackers itself, and other
 	// nodes send nothing).
@@ -65,7 +64,7 @@ func DefaultConfig(n int) Config {
 		Tracker:   tracker.DefaultConfig(),
 		Fleet:     tracker.DefaultFleetConfig(),
 		Network:   DefaultNetworkConfig(),
-		Protocol:  DefaultProtocolConfig(),
+		Gossip:    cluster.DefaultGossip(),
 	}
 }
 
@@ -78,7 +77,26 @@ func (c Config) Validate() error {
 	if c.Observers < 0 || c.Observers > c.Nodes {
 		errs = append(errs, errors.New("sim: Observers must be in 0..Nodes"))
 	}
-	errs = append(errs, c.Tracker.Validate(), c.Network.Validate(), c.Protocol.Validate())
+	errs = append(errs, c.Tracker.Validate(), c.Network.Validate(), validateGossip(c.Gossip))
+	return errors.Join(errs...)
+}
+
+// validateGossip checks the Gossip fields the simulation uses, with the
+// bounds cluster.Config.Validate applies.
+func validateGossip(g cluster.Gossip) error {
+	var errs []error
+	if g.AntiEntropyInterval <= 0 {
+		errs = append(errs, errors.New("sim: Gossip.AntiEntropyInterval must be > 0"))
+	}
+	if g.SealJitter < 0 || g.SealJitter >= time.Second {
+		errs = append(errs, errors.New("sim: Gossip.SealJitter must be in [0, 1s)"))
+	}
+	if g.SendWorkers < 1 || g.SendQueue < 1 || g.BulkSyncPeers < 0 || g.BulkSyncBytes < 1 {
+		errs = append(errs, errors.New("sim: Gossip needs SendWorkers, SendQueue, BulkSyncBytes >= 1 and BulkSyncPeers >= 0"))
+	}
+	if g.MaxPartBytes < 1024 || g.MaxPartBytes > codec.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("sim: Gossip.MaxPartBytes must be in [1024, %d]", codec.MaxMessageBytes))
+	}
 	return errors.Join(errs...)
 }
 
@@ -86,16 +104,15 @@ func (c Config) Validate() error {
 type simNode struct {
 	name, member string
 	boot         uint64
-	held         bitset
-	egressFree   time.Duration
+	store        cluster.Store
+	sh           shellNode
 	stats        NodeStats
-	duplicates   uint64
-	late         uint64
+
+	light *sharedStore // the others only
 
 	// Observers only.
 	tr    *tracker.Tracker[string]
 	fleet *tracker.Fleet
-	dec   *codec.Decoder
 }
 
 // NodeStats are one node's protocol counters since the start.
@@ -105,10 +122,13 @@ type NodeStats struct {
 	Messages [numMsgKinds]uint64
 	// Lost counts messages this node sent that the network dropped.
 	Lost uint64
+	// SendDrops counts messages dropped because the node's send queue was
+	// full (Gossip.SendQueue).
+	SendDrops uint64
 	// Duplicates counts batches received that the node already held; Late
 	// those received outside the accepted epochs.
 	Duplicates, Late uint64
-	// Held is the number of batches the node holds now.
+	// Held is the number of batches (parts) the node holds now.
 	Held int
 }
 
@@ -130,10 +150,13 @@ type Convergence struct {
 }
 
 // Sim is a seeded, deterministic discrete-event simulation of a cluster
-// running the dissemination protocol over a simulated network, with a
-// simulated clock passed as time.Time into the real tracker, fleet and codec.
+// whose nodes run the real dissemination protocol (cluster.Protocol) over
+// a simulated network, with a simulated clock passed as time.Time into the
+// protocol, tracker, fleet and codec.
 //
-// A Sim is not safe for concurrent use; it starts no goroutines.
+// A Sim is not safe for concurrent use. Run receives bursts of messages on
+// up to GOMAXPROCS goroutines, which end before it returns; the results do
+// not depend on how many.
 type Sim struct {
 	cfg    Config
 	n      int // sub-windows per window
@@ -143,18 +166,31 @@ type Sim struct {
 	epoch  int64 // current epoch on the grid
 	first  int64 // the first epoch of the run
 	q      eventQueue
-	rng    *rand.Rand
 	net    network
-	proto  protocol
 	nodes  []*simNode
-	ring   int
-	store  [][]*simBatch // [slot][origin]
+	table  *batchTable
+
+	// Deliveries within lookahead of each other are received in parallel
+	// by up to workers goroutines (receiveBurst); burst and results are
+	// its reusable buffers.
+	lookahead time.Duration
+	workers   int
+	burst     []event
+	results   []received
+	// perWorker is the fewest deliveries per goroutine (minBurstPerWorker);
+	// parallelBursts counts the bursts received on several goroutines.
+	perWorker, parallelBursts int
+
+	members    []string         // member names, by node
+	memberList []cluster.Member // every member alive, for Protocol.Membership
+	byMember   map[string]int32 // member name → node
 
 	converged          []Convergence
 	expiredUnconverged []time.Duration // seal times
 	events             uint64
 	err                error
 
+	peakHeap   uint64
 	scratch    *tracker.Tracker[string]
 	scratchNow time.Time
 	wall       time.Time
@@ -169,31 +205,38 @@ func New(cfg Config) (*Sim, error) {
 		return nil, err
 	}
 	s := &Sim{
-		cfg:    cfg,
-		n:      cfg.Tracker.SubWindows,
-		layout: cfg.Tracker.Layout(),
-		rng:    newRand(cfg.Seed, 1),
-		net:    network{cfg: cfg.Network, seed: splitmix64(cfg.Seed ^ 2), rng: newRand(cfg.Seed, 3)},
-		proto:  protocol{cfg: cfg.Protocol, seed: maphash.MakeSeed(), digests: map[uint64]int{}},
+		cfg:       cfg,
+		n:         cfg.Tracker.SubWindows,
+		layout:    cfg.Tracker.Layout(),
+		net:       network{cfg: cfg.Network, seed: splitmix64(cfg.Seed ^ 2), rng: newRand(cfg.Seed, 3)},
+		byMember:  make(map[string]int32, cfg.Nodes),
+		workers:   runtime.GOMAXPROCS(0),
+		perWorker: minBurstPerWorker,
 	}
+	// The soonest a received message can cause another event is its reply's
+	// connect: HandshakeTrips trips of at least 0.9·LatencyMin each (less
+	// a microsecond for rounding).
+	s.lookahead = time.Duration(cfg.Network.HandshakeTrips) * max(0, cfg.Network.LatencyMin*9/10-time.Microsecond)
 	s.first = cfg.Tracker.Epoch(time.Unix(1_700_000_000, 0)) + 1
 	s.start = cfg.Tracker.EpochStart(s.first)
 	s.epoch = s.first
-	s.ring = s.n + 4
-	s.store = make([][]*simBatch, s.ring)
-	for i := range s.store {
-		s.store[i] = make([]*simBatch, cfg.Nodes)
+	names := make([]string, cfg.Nodes)
+	boots := make([]uint64, cfg.Nodes)
+	for i := range cfg.Nodes {
+		names[i] = fmt.Sprintf("n%04d", i)
+		boots[i] = splitmix64(cfg.Seed^uint64(i)<<20) | 1 // never 0: Membership skips boot 0
+		member := cluster.MemberName(names[i], boots[i])
+		s.members = append(s.members, member)
+		s.memberList = append(s.memberList, cluster.Member{Name: names[i], Member: member, BootID: boots[i], State: cluster.StateAlive})
+		s.byMember[member] = int32(i)
 	}
+	s.table = newBatchTable(cfg.Tracker, names, boots)
 	fc := cfg.Fleet
 	fc.Tracker = cfg.Tracker
 	fc.MaxOrigins = max(fc.MaxOrigins, min(2*cfg.Nodes, 4096))
 	for i := range cfg.Nodes {
-		n := &simNode{
-			name: fmt.Sprintf("n%04d", i),
-			boot: splitmix64(cfg.Seed^uint64(i)<<20) & 0xffffffff,
-			held: newBitset(s.ring * cfg.Nodes),
-		}
-		n.member = fmt.Sprintf("%s-%08x", n.name, n.boot)
+		n := &simNode{name: names[i], boot: boots[i], member: s.members[i]}
+		s.nodes = append(s.nodes, n)
 		if i < cfg.Observers {
 			var err error
 			if n.tr, err = tracker.New[string](cfg.Tracker); err != nil {
@@ -203,12 +246,15 @@ func New(cfg Config) (*Sim, error) {
 			if n.fleet, err = tracker.NewFleet(fc, n.tr); err != nil {
 				return nil, err
 			}
-			n.fleet.SetLiveMembers(cfg.Nodes)
-			if n.dec, err = codec.NewDecoder(s.layout); err != nil {
-				return nil, err
-			}
+			n.store = n.fleet
+		} else {
+			n.light = newSharedStore(s.table, int32(i))
+			n.store = n.light
 		}
-		s.nodes = append(s.nodes, n)
+		n.store.SetLiveMembers(cfg.Nodes)
+		if err := s.newShell(i, n.store); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Workload != nil && cfg.Observers < cfg.Nodes {
 		sc := cfg.Tracker
@@ -220,11 +266,7 @@ func New(cfg Config) (*Sim, error) {
 		s.scratchNow = s.start
 	}
 	s.q.push(event{at: 0, kind: evEpoch, epoch: s.first})
-	if iv := cfg.Protocol.AntiEntropyInterval; iv > 0 && cfg.Nodes > 1 {
-		for i := range cfg.Nodes {
-			s.q.push(event{at: time.Duration(s.rng.Int64N(int64(iv))), kind: evAntiEntropy, to: int32(i)})
-		}
-	}
+	s.startShells()
 	return s, nil
 }
 
@@ -258,8 +300,9 @@ func (s *Sim) At(d time.Duration, fn func(now time.Time)) {
 }
 
 // Run processes events until simulated time start+until, then sets the clock
-// there. It returns the first error the model met (an encoding or decoding
-// failure, a refused insert), which stops the run.
+// there. It returns the first error the simulation met (a seal the
+// protocol could not encode, a message a node refused, a conflict between
+// two copies of a batch), which stops the run.
 func (s *Sim) Run(until time.Duration) error {
 	if s.wall.IsZero() {
 		s.wall = time.Now()
@@ -272,12 +315,19 @@ func (s *Sim) Run(until time.Duration) error {
 		case evFunc:
 			ev.fn(s.Now())
 		case evDeliver:
-			s.deliver(ev.from, ev.to, ev.msg)
+			if s.lookahead > 0 {
+				s.receiveBurst(ev, until)
+			} else {
+				s.receive(ev.to, ev.payload)
+			}
+		case evSent:
+			s.sent(ev.from, ev.to)
 		case evSeal:
 			s.seal(ev.to, ev.epoch)
 		case evAntiEntropy:
 			s.antiEntropy(ev.to)
-			s.q.push(event{at: s.now + s.cfg.Protocol.AntiEntropyInterval, kind: evAntiEntropy, to: ev.to})
+		case evBulkSync:
+			s.bulkSync(ev.to)
 		case evEpoch:
 			s.startEpoch(ev.epoch)
 		}
@@ -288,6 +338,10 @@ func (s *Sim) Run(until time.Duration) error {
 	return s.err
 }
 
+// PeakHeap returns the largest heap (runtime.MemStats.HeapAlloc, this
+// simulation and anything else in the process) seen at an epoch boundary.
+func (s *Sim) PeakHeap() uint64 { return s.peakHeap }
+
 // Events returns the number of events processed so far.
 func (s *Sim) Events() uint64 { return s.events }
 
@@ -295,7 +349,11 @@ func (s *Sim) Events() uint64 { return s.events }
 func (s *Sim) NodeStats(i int) NodeStats {
 	n := s.nodes[i]
 	st := n.stats
-	st.Duplicates, st.Late, st.Held = n.duplicates, n.late, n.held.count()
+	if n.light != nil {
+		st.Held = n.light.n
+	} else if n.fleet != nil {
+		st.Held = n.fleet.Stats().Batches
+	}
 	return st
 }
 
@@ -307,13 +365,11 @@ func (s *Sim) Converged() []Convergence { return s.converged }
 // since the start) that some node still lacks, or lacked when they expired.
 func (s *Sim) Unconverged(from, to time.Duration) int {
 	c := 0
-	for _, slot := range s.store {
-		for _, sb := range slot {
-			if sb != nil && sb.sealAt >= from && sb.sealAt < to && int(sb.holders) < len(s.nodes) {
-				c++
-			}
+	s.table.each(func(sb *sharedBatch) {
+		if sb.sealAt >= from && sb.sealAt < to && int(sb.holders) < len(s.nodes) {
+			c++
 		}
-	}
+	})
 	for _, at := range s.expiredUnconverged {
 		if at >= from && at < to {
 			c++
@@ -325,23 +381,23 @@ func (s *Sim) Unconverged(from, to time.Duration) int {
 // HeldBytes returns the encoded bytes of the batches node i holds: what a
 // node keeps if it stores batches as received.
 func (s *Sim) HeldBytes(i int) int {
-	n := s.nodes[i]
 	t := 0
-	for slot := range s.store {
-		for o, sb := range s.store[slot] {
-			if sb != nil && n.held.has(s.bit(slot, int32(o))) {
-				t += len(sb.msg)
-			}
+	s.table.each(func(sb *sharedBatch) {
+		if _, ok := s.nodes[i].store.Lookup(sb.b.Key); ok {
+			t += sb.size
 		}
-	}
+	})
 	return t
 }
 
-// ReleaseObservers drops the observers' fleet views (to measure their
-// memory by difference); they answer nothing afterwards.
+// ReleaseObservers drops the observers' trackers, fleet views and
+// protocols (to measure their memory by difference); the Sim cannot run
+// afterwards, and observers answer nothing.
 func (s *Sim) ReleaseObservers() {
 	for _, n := range s.nodes {
-		n.fleet, n.tr, n.dec = nil, nil, nil
+		if n.fleet != nil {
+			n.fleet, n.tr, n.store, n.sh = nil, nil, nil, shellNode{}
+		}
 	}
 }
 
@@ -355,37 +411,34 @@ func (s *Sim) fail(err error) {
 // schedule every node's seal of e−1, record the observers' samples for e.
 func (s *Sim) startEpoch(e int64) {
 	s.epoch = e
-	old := s.slot(e - int64(s.n) - 2)
-	for o, sb := range s.store[old] {
-		if sb != nil && int(sb.holders) < len(s.nodes) {
+	old := e - int64(s.n) - 2 // no longer accepted anywhere
+	s.table.expire(old, func(sb *sharedBatch) {
+		if sb.sealAt >= 0 && int(sb.holders) < len(s.nodes) {
 			s.expiredUnconverged = append(s.expiredUnconverged, sb.sealAt)
 		}
-		s.store[old][o] = nil
-	}
+	})
 	for _, n := range s.nodes {
-		n.held.clearRange(old*len(s.nodes), (old+1)*len(s.nodes))
+		if n.light != nil {
+			n.light.drop(old)
+		}
 	}
-	clear(s.proto.digests)
 	now := s.Now()
 	for i, n := range s.nodes {
 		if n.fleet != nil {
 			n.fleet.Advance(now)
 		}
 		if e > s.first {
-			j := time.Duration(0)
-			if js := s.cfg.Protocol.SealJitter; js > 0 {
-				j = time.Duration(s.rng.Int64N(int64(js)))
-			}
-			s.q.push(event{at: s.now + j, kind: evSeal, to: int32(i), epoch: e - 1})
+			s.q.push(event{at: s.now + n.sh.jitter, kind: evSeal, to: int32(i), epoch: e - 1})
 		}
 		if n.tr != nil && s.cfg.Workload != nil {
 			s.cfg.Workload.Samples(i, e, func(dest string, ms uint64) { n.tr.RecordMillis(dest, ms, now) })
 		}
 	}
 	s.q.push(event{at: s.now + s.cfg.Tracker.SubWindow(), kind: evEpoch, epoch: e + 1})
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.peakHeap = max(s.peakHeap, ms.HeapAlloc)
 	if s.cfg.Progress != nil {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
 		s.cfg.Progress("sim: %d nodes, epoch %d at %v simulated, %d events, queue %d, heap %d MiB, %v wall",
 			len(s.nodes), e-s.first, s.now, s.events, s.q.Len(), ms.HeapAlloc>>20, time.Since(s.wall).Round(time.Millisecond))
 	}
@@ -401,57 +454,4 @@ func (s *Sim) syntheticSeal(i int32, e int64) []tracker.DestCounts {
 	out := tracker.SealedSubWindow(s.scratch, s.scratch.Config().Epoch(t), next)
 	s.scratchNow = next
 	return out
-}
-
-// send puts m on the wire from node from to node to: it waits for the
-// sender's link, counts its bytes at the sender, and arrives after the
-// link's transit time unless lost.
-func (s *Sim) send(from, to int32, m *message) {
-	n := s.nodes[from]
-	n.stats.Bytes[m.kind] += uint64(m.size)
-	n.stats.Messages[m.kind]++
-	depart := max(s.now, n.egressFree) + s.net.serialize(m.size)
-	n.egressFree = depart
-	d, lost := s.net.transit(from, to)
-	if lost {
-		n.stats.Lost++
-		return
-	}
-	s.q.push(event{at: depart + d, kind: evDeliver, from: from, to: to, msg: m})
-}
-
-// slot is the ring slot of epoch e.
-func (s *Sim) slot(e int64) int {
-	r := int64(s.ring)
-	return int(((e % r) + r) % r)
-}
-
-// slotEpochAt is the epoch that slot stood for while the current epoch was
-// at: the one in [at−N−1, at+1] congruent to slot.
-func (s *Sim) slotEpochAt(slot int, at int64) int64 {
-	top := at + 1
-	return top - int64((s.slot(top)-slot+s.ring)%s.ring)
-}
-
-// bit is the index of (slot, origin) in a node's held set.
-func (s *Sim) bit(slot int, origin int32) int { return slot*len(s.nodes) + int(origin) }
-
-// bitset is a fixed-size set of small integers.
-type bitset []uint64
-
-func newBitset(n int) bitset    { return make(bitset, (n+63)/64) }
-func (b bitset) set(i int)      { b[i/64] |= 1 << (i % 64) }
-func (b bitset) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
-func (b bitset) clone() bitset  { return append(bitset(nil), b...) }
-func (b bitset) clearRange(lo, hi int) {
-	for i := lo; i < hi; i++ {
-		b[i/64] &^= 1 << (i % 64)
-	}
-}
-func (b bitset) count() int {
-	c := 0
-	for _, w := range b {
-		c += bits.OnesCount64(w)
-	}
-	return c
 }

@@ -1,0 +1,433 @@
+package sim
+
+// This file replays what package cluster's shell (gossip.go, sendqueue.go)
+// does around each node's cluster.Protocol, on simulated time:
+//
+//   - seal: at each epoch boundary plus the node's fixed jitter (drawn from
+//     its boot ID below min(Gossip.SealJitter, sub-window/2), as the shell
+//     draws it), the node seals the epoch that ended with Protocol.Seal,
+//     destinations sorted by name, addressed to every other member;
+//   - anti-entropy: every Gossip.AntiEntropyInterval ±25 % (the shell's
+//     per-node random stream), Protocol.Membership with the member list,
+//     then Protocol.Digests to one random member;
+//   - bulk sync: 4 gossip intervals after the start, digests to
+//     Gossip.BulkSyncPeers random members;
+//   - receive: each message's payload goes to the receiver's
+//     Protocol.Receive, and the messages it returns are sent;
+//   - send: each node queues messages per member (FIFO, at most one send in
+//     flight per member, at most Gossip.SendQueue waiting in all, more are
+//     dropped and counted) and sends them with Gossip.SendWorkers workers.
+//     A send is a memberlist SendReliable: a TCP connect (the network's
+//     handshake trips) holds the worker, then the payload leaves on the
+//     node's egress link and arrives one trip later. Bytes count at the
+//     sender when the payload leaves, lost or not.
+//
+// Every member is alive from the start to the end of a run: the simulator
+// does not model deaths, restarts or partitions (package cluster's own
+// tests do, on an in-memory transport).
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// MsgKind names the protocol's messages, for byte counters.
+type MsgKind uint8
+
+const (
+	// MsgBatch is a batch part pushed by its origin at seal time.
+	MsgBatch MsgKind = iota
+	// MsgDigest is an anti-entropy or bulk-sync digest of held keys, sent
+	// on the node's own schedule or in reply to a peer's digest.
+	MsgDigest
+	// MsgPull asks a digest's sender for the keys the receiver lacks.
+	MsgPull
+	// MsgPulledBatch is a batch sent in answer to a pull.
+	MsgPulledBatch
+	numMsgKinds
+)
+
+// String returns the kind in snake_case.
+func (k MsgKind) String() string {
+	switch k {
+	case MsgBatch:
+		return "batch"
+	case MsgDigest:
+		return "digest"
+	case MsgPull:
+		return "pull"
+	case MsgPulledBatch:
+		return "pulled_batch"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// kindOf is the byte counter of a message the protocol returned; pushed is
+// true for the messages of Protocol.Seal.
+func kindOf(t codec.MessageType, pushed bool) MsgKind {
+	switch {
+	case t == codec.TypeDigest:
+		return MsgDigest
+	case t == codec.TypePull:
+		return MsgPull
+	case pushed:
+		return MsgBatch
+	}
+	return MsgPulledBatch
+}
+
+// outMsg is a message waiting in a node's send queue.
+type outMsg struct {
+	to      int32
+	kind    MsgKind
+	payload []byte
+}
+
+// peerQueue is one member's FIFO in a node's send queue.
+type peerQueue struct {
+	msgs  []outMsg
+	busy  bool // a worker is sending one of its messages
+	ready bool // in shellNode.ready
+}
+
+// shellNode is the shell's state for one node.
+type shellNode struct {
+	proto  *cluster.Protocol
+	rng    *rand.Rand    // the shell's stream: anti-entropy waits, peer choice
+	jitter time.Duration // delay after each epoch boundary before sealing
+
+	queued     int // messages waiting in all
+	peers      map[int32]*peerQueue
+	ready      []int32 // members with messages waiting and none in flight, FIFO
+	idle       int     // free workers
+	egressFree time.Duration
+}
+
+// sealJitter is the shell's fixed per-node seal delay for boot ID boot.
+func sealJitter(g cluster.Gossip, trk tracker.Config, boot uint64) time.Duration {
+	maxJitter := min(g.SealJitter, trk.SubWindow()/2)
+	u := float64(rand.New(rand.NewPCG(boot, 0x5ea1)).Uint64()>>11) / (1 << 53)
+	return time.Duration(u * float64(maxJitter))
+}
+
+// bulkSyncAt is when the shell's first bulk-sync check fires: every node
+// starts at time zero with nothing held.
+var bulkSyncAt = 4 * cluster.DefaultTiming().GossipInterval
+
+// newShell makes node i's Protocol over store and its shell state.
+func (s *Sim) newShell(i int, store cluster.Store) error {
+	n := s.nodes[i]
+	p, err := cluster.NewProtocol(cluster.ProtocolConfig{
+		Name: n.name, BootID: n.boot, Tracker: s.cfg.Tracker, Gossip: s.cfg.Gossip, Store: store,
+		KnownOrigin: func(name string, boot uint64) bool {
+			o, ok := s.table.index[name]
+			return ok && s.nodes[o].boot == boot
+		},
+		Up: func(member string) bool { _, ok := s.byMember[member]; return ok },
+	})
+	if err != nil {
+		return err
+	}
+	n.sh = shellNode{
+		proto:  p,
+		rng:    rand.New(rand.NewPCG(n.boot, 0x6055)),
+		jitter: sealJitter(s.cfg.Gossip, s.cfg.Tracker, n.boot),
+		peers:  map[int32]*peerQueue{},
+		idle:   s.cfg.Gossip.SendWorkers,
+	}
+	return nil
+}
+
+// startShells schedules every node's first anti-entropy round and bulk sync.
+func (s *Sim) startShells() {
+	if len(s.nodes) < 2 {
+		return
+	}
+	for i, n := range s.nodes {
+		s.q.push(event{at: s.antiEntropyWait(n), kind: evAntiEntropy, to: int32(i)})
+		if s.cfg.Gossip.BulkSyncPeers > 0 {
+			s.q.push(event{at: bulkSyncAt, kind: evBulkSync, to: int32(i)})
+		}
+	}
+}
+
+func (s *Sim) antiEntropyWait(n *simNode) time.Duration {
+	return time.Duration(float64(s.cfg.Gossip.AntiEntropyInterval) * (0.75 + 0.5*n.sh.rng.Float64()))
+}
+
+// seal makes node i seal epoch e and send its batch to every other member.
+func (s *Sim) seal(i int32, e int64) {
+	n := s.nodes[i]
+	var dests []tracker.DestCounts
+	if n.tr != nil {
+		dests = tracker.SealedSubWindow(n.tr, e, s.Now())
+	} else if s.cfg.Workload != nil {
+		dests = s.syntheticSeal(i, e)
+	}
+	if len(dests) == 0 {
+		return
+	}
+	slices.SortFunc(dests, func(a, b tracker.DestCounts) int { return strings.Compare(a.Dest, b.Dest) })
+	msgs, err := n.sh.proto.Seal(e, dests, s.members, s.Now())
+	if err != nil {
+		s.fail(fmt.Errorf("sim: node %s: %w", n.name, err))
+		return
+	}
+	// The origin holds its parts now: register them for convergence.
+	for part := uint16(0); ; part++ {
+		key := tracker.BatchKey{Origin: n.name, Boot: n.boot, Epoch: e, Part: part}
+		b, ok := n.store.Lookup(key)
+		if !ok {
+			break
+		}
+		sb, err := s.table.register(b)
+		if err != nil {
+			s.fail(err)
+			return
+		}
+		sb.sealAt = s.now
+		s.hold(sb)
+	}
+	s.enqueue(i, msgs, true)
+}
+
+// antiEntropy is one round of node i: membership, then a digest to a random
+// member.
+func (s *Sim) antiEntropy(i int32) {
+	n := s.nodes[i]
+	now := s.Now()
+	n.sh.proto.Membership(s.memberList, now)
+	j := int32(n.sh.rng.IntN(len(s.nodes) - 1))
+	if j >= i {
+		j++
+	}
+	s.enqueue(i, n.sh.proto.Digests(s.members[j], now), false)
+	s.q.push(event{at: s.now + s.antiEntropyWait(n), kind: evAntiEntropy, to: i})
+}
+
+// bulkSync sends node i's digests to BulkSyncPeers random members.
+func (s *Sim) bulkSync(i int32) {
+	n := s.nodes[i]
+	peers := make([]int32, 0, len(s.nodes)-1)
+	for j := range int32(len(s.nodes)) {
+		if j != i {
+			peers = append(peers, j)
+		}
+	}
+	n.sh.rng.Shuffle(len(peers), func(a, b int) { peers[a], peers[b] = peers[b], peers[a] })
+	var msgs []cluster.Message
+	for _, j := range peers[:min(len(peers), s.cfg.Gossip.BulkSyncPeers)] {
+		msgs = append(msgs, n.sh.proto.Digests(s.members[j], s.Now())...)
+	}
+	s.enqueue(i, msgs, false)
+}
+
+// received is what a node's Protocol.Receive returned for one message.
+type received struct {
+	r    cluster.Receipt
+	msgs []cluster.Message
+}
+
+// receive hands a message that arrived at node to to its Protocol.
+func (s *Sim) receive(to int32, payload []byte) {
+	var rc received
+	rc.r, rc.msgs = s.nodes[to].sh.proto.Receive(payload, s.Now())
+	s.apply(to, rc)
+}
+
+// receiveBurst handles first, a delivery, and the deliveries and send
+// completions right behind it in the queue that fall within the lookahead
+// and not after until: the receivers' Protocol.Receive calls run in
+// parallel (each node's in event order, on one worker), then every event's
+// effects are applied in event order. This is handling the events one by
+// one: a Receive touches only its node's Protocol and Store, which nothing
+// else in the burst touches (a send completion only moves its node's send
+// queue), and nothing an applied event schedules can fall within the
+// lookahead (the shortest connect).
+func (s *Sim) receiveBurst(first event, until time.Duration) {
+	burst := append(s.burst[:0], first)
+	limit := min(first.at+s.lookahead, until+1)
+	deliveries := 1
+	for s.q.Len() > 0 && s.q.h[0].at < limit {
+		switch s.q.h[0].kind {
+		case evDeliver:
+			deliveries++
+		case evSent:
+		default:
+			limit = 0
+			continue
+		}
+		burst = append(burst, s.q.pop())
+	}
+	s.burst = burst
+	out := slices.Grow(s.results[:0], len(burst))[:len(burst)]
+	s.results = out
+	receive := func(k int) {
+		if ev := &burst[k]; ev.kind == evDeliver {
+			out[k].r, out[k].msgs = s.nodes[ev.to].sh.proto.Receive(ev.payload, s.start.Add(ev.at))
+		}
+	}
+	workers := min(s.workers, deliveries/s.perWorker)
+	if workers < 2 {
+		for k := range burst {
+			receive(k)
+		}
+	} else {
+		s.parallelBursts++
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for k := range burst {
+					if int(burst[k].to)%workers == w {
+						receive(k)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for k := range burst {
+		if s.err != nil {
+			return
+		}
+		ev := &burst[k]
+		s.now = ev.at
+		if k > 0 {
+			s.events++
+		}
+		if ev.kind == evSent {
+			s.sent(ev.from, ev.to)
+		} else {
+			s.apply(ev.to, out[k])
+		}
+		burst[k], out[k] = event{}, received{}
+	}
+}
+
+// minBurstPerWorker is the fewest deliveries per worker worth starting
+// goroutines for (Sim.perWorker).
+const minBurstPerWorker = 4
+
+// apply counts what node to's Protocol did with a message and sends what
+// it returned.
+func (s *Sim) apply(to int32, rc received) {
+	n := s.nodes[to]
+	r := rc.r
+	switch {
+	case r.Inserted && r.Outcome == tracker.InsertNew:
+		_, sb, _ := s.table.bit(r.Key)
+		if sb == nil {
+			s.fail(fmt.Errorf("sim: node %s inserted %v, which no origin sealed", n.name, r.Key))
+			return
+		}
+		s.hold(sb)
+	case r.Inserted && r.Outcome == tracker.InsertDuplicate:
+		n.stats.Duplicates++
+	case r.Reject == cluster.RejectStaleEpoch:
+		n.stats.Late++
+	case r.Reject != "":
+		s.fail(fmt.Errorf("sim: node %s refused a %v: %s", n.name, r.Type, r.Reject))
+		return
+	}
+	s.enqueue(to, rc.msgs, false)
+}
+
+// hold counts one more holder of sb and records its convergence.
+func (s *Sim) hold(sb *sharedBatch) {
+	sb.holders++
+	if int(sb.holders) == len(s.nodes) {
+		s.converged = append(s.converged, Convergence{Epoch: sb.b.Key.Epoch, SealAt: sb.sealAt, Took: s.now - sb.sealAt})
+	}
+}
+
+// enqueue puts msgs in node i's send queue, dropping what does not fit,
+// and starts sends on idle workers.
+func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
+	n := s.nodes[i]
+	for _, m := range msgs {
+		to, ok := s.byMember[m.To]
+		if !ok {
+			s.fail(fmt.Errorf("sim: node %s addressed unknown member %q", n.name, m.To))
+			return
+		}
+		if n.sh.queued >= s.cfg.Gossip.SendQueue {
+			n.stats.SendDrops++
+			continue
+		}
+		p := n.sh.peers[to]
+		if p == nil {
+			p = &peerQueue{}
+			n.sh.peers[to] = p
+		}
+		p.msgs = append(p.msgs, outMsg{to: to, kind: kindOf(m.Type, pushed), payload: m.Payload})
+		n.sh.queued++
+		if !p.busy && !p.ready {
+			p.ready = true
+			n.sh.ready = append(n.sh.ready, to)
+		}
+	}
+	s.dispatch(i)
+}
+
+// dispatch starts sends on node i's idle workers while members are ready.
+func (s *Sim) dispatch(i int32) {
+	n := s.nodes[i]
+	for n.sh.idle > 0 && len(n.sh.ready) > 0 {
+		to := n.sh.ready[0]
+		n.sh.ready = n.sh.ready[1:]
+		p := n.sh.peers[to]
+		p.ready, p.busy = false, true
+		m := p.msgs[0]
+		p.msgs[0] = outMsg{}
+		p.msgs = p.msgs[1:]
+		n.sh.queued--
+		n.sh.idle--
+		s.transmit(i, m)
+	}
+	if len(n.sh.ready) == 0 {
+		n.sh.ready = nil // let the backing array go after a burst
+	}
+}
+
+// transmit sends m from node from as one SendReliable: the connect holds
+// the worker for the handshake trips, the payload then waits for the
+// egress link and arrives one trip after leaving, unless lost. The worker
+// is free once the payload has left.
+func (s *Sim) transmit(from int32, m outMsg) {
+	n := s.nodes[from]
+	size := len(m.payload)
+	n.stats.Bytes[m.kind] += uint64(size)
+	n.stats.Messages[m.kind]++
+	handshake, trip, lost := s.net.transit(from, m.to)
+	depart := max(s.now+handshake, n.sh.egressFree) + s.net.serialize(size)
+	n.sh.egressFree = depart
+	s.q.push(event{at: depart, kind: evSent, from: from, to: m.to})
+	if lost {
+		n.stats.Lost++
+		return
+	}
+	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, payload: m.payload})
+}
+
+// sent frees the worker of node from that sent to member to.
+func (s *Sim) sent(from, to int32) {
+	n := s.nodes[from]
+	n.sh.idle++
+	p := n.sh.peers[to]
+	p.busy = false
+	if len(p.msgs) > 0 {
+		p.ready = true
+		n.sh.ready = append(n.sh.ready, to)
+	} else {
+		delete(n.sh.peers, to)
+	}
+	s.dispatch(from)
+}
