@@ -283,6 +283,11 @@ func (g *gossiper) worker(wg *sync.WaitGroup) {
 		if !ok {
 			return
 		}
+		if !m.Expires.IsZero() && !g.clock().Before(m.Expires) {
+			g.q.done(m.To)
+			g.stats.add(func(s *GossipStats) { s.SendDrops++ })
+			continue
+		}
 		err := g.sendFn(m.To, m.Payload)
 		g.q.done(m.To)
 		g.stats.sent(m, err)

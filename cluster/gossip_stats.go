@@ -36,8 +36,8 @@ type GossipStats struct {
 	// queue (Limits.MessageQueue) was full.
 	QueueDrops uint64 `json:"queue_drops"`
 	// SendDrops counts messages never sent: the send queue
-	// (Gossip.SendQueue) was full, their member went dead or left, or the
-	// cluster closed.
+	// (Gossip.SendQueue) was full, their member went dead or left, the
+	// cluster closed, or a batch waited until it expired (Message.Expires).
 	SendDrops uint64 `json:"send_drops"`
 	// SendErrors counts SendReliable calls that failed.
 	SendErrors uint64 `json:"send_errors"`

@@ -61,6 +61,11 @@ type Message struct {
 	To      string            // member name of the receiver
 	Type    codec.MessageType // what Payload is
 	Payload []byte            // the encoded message; owned by the Message, never modified
+	// Expires is when a batch becomes useless: from then on its epoch is
+	// below every receiver's accepted range [E−N−1, E+1], so a sender
+	// whose queue backed up drops it rather than sending what will be
+	// refused as stale. Zero for digests and pulls: they never expire.
+	Expires time.Time
 }
 
 // Receipt says what [Protocol.Receive] did with one message.
@@ -169,7 +174,7 @@ func (p *Protocol) Seal(epoch int64, dests []tracker.DestCounts, peers []string,
 		}
 		for _, to := range peers {
 			if to != p.self {
-				msgs = append(msgs, Message{To: to, Type: codec.TypeBatch, Payload: payload})
+				msgs = append(msgs, Message{To: to, Type: codec.TypeBatch, Payload: payload, Expires: p.batchExpiry(epoch)})
 			}
 		}
 	}
@@ -357,9 +362,16 @@ func (p *Protocol) answerPull(pl codec.Pull) []Message {
 			break
 		}
 		budget -= len(payload)
-		msgs = append(msgs, Message{To: pl.Sender, Type: codec.TypeBatch, Payload: payload})
+		msgs = append(msgs, Message{To: pl.Sender, Type: codec.TypeBatch, Payload: payload, Expires: p.batchExpiry(k.Epoch)})
 	}
 	return msgs
+}
+
+// batchExpiry is when a batch of epoch stops being accepted anywhere: at
+// the start of epoch+N+2, when every receiver's accepted range begins above
+// it.
+func (p *Protocol) batchExpiry(epoch int64) time.Time {
+	return p.cfg.Tracker.EpochStart(epoch + int64(p.cfg.Tracker.SubWindows) + 2)
 }
 
 // Forget drops what the protocol remembers about member (a member name):

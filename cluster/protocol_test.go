@@ -156,6 +156,7 @@ func TestProtocolPullAnswerBudgetNewestFirst(t *testing.T) {
 	b, err := dec.DecodeBatch(msgs[0].Payload)
 	require.NoError(t, err)
 	require.Equal(t, e-1, b.Key.Epoch, "newest first")
+	require.Equal(t, gossipTracker().EpochStart(e-1+int64(gossipTracker().SubWindows)+2), msgs[0].Expires)
 }
 
 func TestProtocolDigestRepliesOnlyWhenSenderLacks(t *testing.T) {
@@ -303,5 +304,35 @@ func TestGossipConfigValidate(t *testing.T) {
 			tc.mut(&c)
 			require.ErrorContains(t, c.Validate(), tc.want)
 		})
+	}
+}
+
+// TestProtocolBatchExpiry checks that a batch message expires exactly when
+// receivers start refusing it as stale, so a sender that drops expired
+// messages never drops one a receiver would still take.
+func TestProtocolBatchExpiry(t *testing.T) {
+	known := map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true}
+	a := newProtoNode(t, "a", 1, DefaultGossip(), known)
+	cfg := gossipTracker()
+	now := time.UnixMilli(1_700_000_000_250)
+	e := cfg.Epoch(now) - 1
+	msgs, err := a.Seal(e, destCounts(3, 2), []string{MemberName("b", 2)}, now)
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	exp := msgs[0].Expires
+	require.Equal(t, cfg.EpochStart(e+int64(cfg.SubWindows)+2), exp)
+
+	late := newProtoNode(t, "b", 2, DefaultGossip(), known)
+	r, _ := late.Receive(msgs[0].Payload, exp.Add(-time.Millisecond))
+	require.Empty(t, r.Reject, "still accepted just before it expires")
+	require.Equal(t, tracker.InsertNew, r.Outcome)
+
+	tooLate := newProtoNode(t, "b", 2, DefaultGossip(), known)
+	r, _ = tooLate.Receive(msgs[0].Payload, exp)
+	require.Equal(t, RejectStaleEpoch, r.Reject, "refused from the moment it expires")
+
+	// Answers to pulls expire the same way; digests never do.
+	for _, m := range a.Digests(MemberName("b", 2), now) {
+		require.True(t, m.Expires.IsZero())
 	}
 }
