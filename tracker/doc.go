@@ -42,4 +42,19 @@
 // epoch's sub-window as sparse []DestCounts without copying, ready for a
 // Batch; ExportHistogram returns a destination's window as a standard
 // hdrhistogram-go Histogram.
+//
+// # Fleet
+//
+// A Fleet holds every peer's sealed batches (Batch, keyed by BatchKey: origin,
+// boot, epoch, part) and keeps, per destination, the sum over distinct keys of
+// the epochs in view [E−N+1, E−1], incrementally: a batch is added once on
+// insert and subtracted when it expires or its member is excluded. Inserting
+// the same key again is a no-op and another copy with other contents a counted
+// conflict, so delivery order and re-delivery never change the result: once
+// every batch has arrived, the view is bucket-for-bucket the same on every
+// node. Fleet.Estimate says which view backs a value (fleet, local or none),
+// how many peers and samples back it, effective peers after the share cap, and
+// staleness; Fleet.DecisionEstimator feeds timeout.Explain after the local
+// guard. Like Tracker, a Fleet takes time as an argument, starts no goroutines
+// and is not safe for concurrent use; SyncFleet wraps it in one mutex.
 package tracker
