@@ -167,11 +167,23 @@ func (h *hist) quantileValue(g *geometry, q float64) (int64, bool) {
 	return g.highestEquivalent(i), true
 }
 
-// addBuckets adds a sparse histogram; its indices must be in range.
+// addBuckets adds a sparse histogram; its indices must be in range and
+// ascending, as DestCounts' are.
 func (h *hist) addBuckets(bs []Bucket) {
+	counts, blocks := h.counts, h.blocks
+	var t uint64
+	top := -1
 	for _, b := range bs {
-		h.add(int(b.Index), uint64(b.Count))
+		c := uint64(b.Count)
+		counts[b.Index] += c
+		blocks[b.Index>>blockShift] += c
+		t += c
+		if c != 0 {
+			top = int(b.Index)
+		}
 	}
+	h.total += t
+	h.hi = max(h.hi, top)
 }
 
 // subBuckets subtracts a sparse histogram that was added, then moves the
