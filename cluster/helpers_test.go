@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -21,35 +20,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// syncBuf collects log output; printed only when the test fails, because
-// memberlist goroutines may log briefly after a test returns.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	t.Helper()
-	buf := &syncBuf{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("logs:\n%s", buf.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+// testLogger is testutil.Logger.
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
 
 // eventually is testutil.Eventually.
 func eventually(t *testing.T, what string, cond func() bool) time.Duration {

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // The process tests' grid: 1 s sub-windows seal once a second, and a 120 s
@@ -34,7 +36,7 @@ type agent struct {
 	name           string
 	args           []string
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuf
+	stdout, stderr *testutil.SyncBuffer
 	gossip, http   string // the addresses it printed
 	exited         chan struct{}
 	client         *http.Client
@@ -51,7 +53,7 @@ func startAgent(t *testing.T, name string, flags ...string) *agent {
 	require.NoError(t, buildErr, "the atnode binary")
 	a := &agent{
 		name:   name,
-		stdout: &syncBuf{}, stderr: &syncBuf{},
+		stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{},
 		exited: make(chan struct{}),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -109,7 +110,7 @@ func TestLongLoopback50(t *testing.T) {
 	keyFile := filepath.Join(t.TempDir(), "cluster.key")
 	require.NoError(t, os.WriteFile(keyFile, []byte(key+"\n"), 0o600))
 
-	logBuf := &syncBuf{}
+	logBuf := &testutil.SyncBuffer{}
 	longLog := slog.New(slog.NewTextHandler(logBuf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	defer func() { // warnings and errors are part of the report
 		if out := logBuf.String(); out != "" {

@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // atnodeBin is the atnode binary TestMain built, "" if the build failed
@@ -92,37 +93,5 @@ func eventuallyWithin(t testing.TB, limit time.Duration, what string, cond func(
 	}
 }
 
-// syncBuf collects log output, printed only when the test fails.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// testLogger returns a logger whose output the test prints if it fails.
-func testLogger(t testing.TB) *slog.Logger {
-	t.Helper()
-	buf := &syncBuf{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			out := buf.String()
-			const keep = 64 << 10
-			if len(out) > keep {
-				out = "…" + out[len(out)-keep:]
-			}
-			t.Logf("logs:\n%s", out)
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+// testLogger is testutil.Logger.
+func testLogger(t testing.TB) *slog.Logger { return testutil.Logger(t) }

@@ -47,30 +47,8 @@ func epochStart(e int64) time.Time { return time.UnixMilli(e * subMs) }
 // e0 is the epoch the hand-computed datasets are recorded in.
 const e0 = 300_000_000
 
-// syncBuf collects log output, printed only when the test fails.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func testLogger(t *testing.T) *slog.Logger {
-	t.Helper()
-	buf := &syncBuf{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			buf.mu.Lock()
-			t.Logf("logs:\n%s", buf.b.String())
-			buf.mu.Unlock()
-		}
-	})
-	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
+// testLogger is testutil.Logger.
+func testLogger(t *testing.T) *slog.Logger { return testutil.Logger(t) }
 
 // newAlone returns a node with gossip disabled, no HTTP listener and the
 // test clock, not started. mutate may change the config first.

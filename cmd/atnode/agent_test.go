@@ -16,28 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
-
-// syncBuffer is a bytes.Buffer safe to write from one goroutine while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // writeFile writes content to a new file in t's temp dir and returns its path.
 func writeFile(t *testing.T, name, content string) string {
@@ -250,7 +232,7 @@ func TestAgentLifecycle(t *testing.T) {
 		}
 		return n, err
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	hangup := make(chan os.Signal, 1)
 	a := app{stdout: &stdout, stderr: &stderr, newNode: newNode, hangup: hangup}
 	ctx, cancel := context.WithCancel(t.Context())

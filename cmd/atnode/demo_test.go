@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // TestDemoRuns runs the demo in process for a few seconds: it prints the
@@ -19,7 +21,7 @@ import (
 // (with fleet estimates once gossip carries a sealed sub-window) and exits
 // 0 when -duration ends.
 func TestDemoRuns(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.SyncBuffer
 	a := app{stdout: &stdout, stderr: &stderr, newNode: newRuntime}
 	exit := make(chan int, 1)
 	go func() {

@@ -18,12 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
 // agentProc is an atnode agent running as a subprocess.
 type agentProc struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testutil.SyncBuffer
 	gossip, http   string // the addresses it printed
 	exited         chan struct{}
 	err            error // cmd.Wait's result, once exited is closed
@@ -35,7 +36,7 @@ var listenerLine = regexp.MustCompile(`(?m)^(gossip|http) (127\.0\.0\.1:\d+)$`)
 // lines. The process is killed at the end of the test if still running.
 func startAgent(t *testing.T, args ...string) *agentProc {
 	t.Helper()
-	p := &agentProc{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	p := &agentProc{stdout: &testutil.SyncBuffer{}, stderr: &testutil.SyncBuffer{}, exited: make(chan struct{})}
 	p.cmd = exec.Command(atnodeBin, append([]string{"agent"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	require.NoError(t, p.cmd.Start())

@@ -2,6 +2,9 @@
 package testutil
 
 import (
+	"bytes"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 )
@@ -24,4 +27,47 @@ func Eventually(t testing.TB, what string, cond func() bool) time.Duration {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return time.Since(start)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent use: loggers, memberlist
+// goroutines and subprocess pipes write to it while a test reads it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// maxFailureLog is how much of a failed test's log Logger prints: the end,
+// where the failure is.
+const maxFailureLog = 64 << 10
+
+// Logger returns a debug-level logger whose output t prints only if it fails
+// (its last 64 KiB): memberlist and the cluster log a lot, and goroutines may
+// log briefly after a test returns.
+func Logger(t testing.TB) *slog.Logger {
+	t.Helper()
+	buf := &SyncBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out := buf.String()
+			if len(out) > maxFailureLog {
+				out = "…" + out[len(out)-maxFailureLog:]
+			}
+			t.Logf("logs:\n%s", out)
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -12,3 +12,19 @@ func TestEventuallyReturnsOnceTrue(t *testing.T) {
 	require.Equal(t, 3, n)
 	require.Positive(t, took)
 }
+
+func TestSyncBufferConcurrent(t *testing.T) {
+	var b SyncBuffer
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			_, _ = b.Write([]byte("x"))
+		}
+	}()
+	for range 100 {
+		_ = b.String()
+	}
+	<-done
+	require.Len(t, b.String(), 100)
+}
