@@ -27,19 +27,13 @@ func (n *Node) clusterConfig() cluster.Config {
 	cc.Label = n.cfg.Label
 	cc.Logger = n.log
 	cc.OnEvent = n.onEvent
-	n.disseminates = n.wireGossip(&cc)
+	// The cluster seals this node's sub-windows, inserts them into the
+	// fleet view, spreads them, and keeps the fleet's membership.
+	cc.Store, cc.Seal, cc.Tracker, cc.Clock = n.fleet, n.seal, n.tcfg, n.clock
 	if n.cfg.TuneCluster != nil {
 		n.cfg.TuneCluster(&cc)
 	}
 	return cc
-}
-
-// wireGossip hands the cluster the fleet view, the seal function, the
-// tracker configuration and the clock, and reports that the cluster now
-// disseminates.
-func (n *Node) wireGossip(cc *cluster.Config) bool {
-	cc.Store, cc.Seal, cc.Tracker, cc.Clock = n.fleet, n.seal, n.tcfg, n.clock
-	return true
 }
 
 // gossipStats returns the dissemination counters for /v1/status and
@@ -72,12 +66,12 @@ func (n *Node) seal(epoch int64, now time.Time) []tracker.DestCounts {
 }
 
 // sealOwn inserts this node's sealed sub-windows of the epochs finished
-// since the last call (at most the window's) into the fleet view, when the
-// cluster does not. It is called by the loop every second and before each
+// since the last call (at most the window's) into the fleet view when gossip
+// is off; with gossip on the cluster does it. It is called by the loop every second and before each
 // query, so the view never lags an epoch boundary; between boundaries it
 // costs one atomic load.
 func (n *Node) sealOwn(now time.Time) {
-	if n.disseminates {
+	if !n.cfg.DisableGossip {
 		return
 	}
 	last := n.tcfg.Epoch(now) - 1

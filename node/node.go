@@ -51,12 +51,9 @@ type Node struct {
 	fleet *tracker.SyncFleet
 	cl    *cluster.Cluster // nil when DisableGossip
 
-	// disseminates is true when the cluster seals, inserts and spreads this
-	// node's batches and keeps the fleet's membership (see gossip.go);
-	// false when the node inserts its own sealed sub-windows itself.
-	disseminates bool
-	sealMu       sync.Mutex
-	sealed       atomic.Int64 // newest epoch the node inserted itself
+	// With gossip off the node inserts its own sealed sub-windows (sealOwn).
+	sealMu sync.Mutex
+	sealed atomic.Int64 // newest epoch the node inserted itself
 
 	seen    sync.Map // dest -> *atomic.Int64: epoch of its latest Record
 	hist    *history
