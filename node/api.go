@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -56,57 +55,11 @@ func (n *Node) recordMillis(dest string, ms uint64, now time.Time) {
 	}
 	n.local.RecordMillis(dest, ms, now)
 	n.met.records.Inc()
-	n.markSeen(dest, n.tcfg.Epoch(now))
 }
 
 // validDest reports whether dest can be recorded and gossiped.
 func validDest(dest string) bool {
 	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
-}
-
-// markSeen notes that dest was recorded in epoch, for the destinations of
-// /v1/status; the common case (already noted this epoch) is a lock-free
-// map load and an atomic load.
-func (n *Node) markSeen(dest string, epoch int64) {
-	v, ok := n.seen.Load(dest)
-	if !ok {
-		e := new(atomic.Int64)
-		e.Store(epoch)
-		if v, ok = n.seen.LoadOrStore(dest, e); !ok {
-			return
-		}
-	}
-	e := v.(*atomic.Int64)
-	for {
-		old := e.Load()
-		if old >= epoch || e.CompareAndSwap(old, epoch) {
-			return
-		}
-	}
-}
-
-// pruneSeen forgets destinations whose latest record left the window.
-func (n *Node) pruneSeen(now time.Time) {
-	oldest := n.tcfg.Epoch(now) - int64(n.tcfg.SubWindows) + 1
-	n.seen.Range(func(k, v any) bool {
-		if v.(*atomic.Int64).Load() < oldest {
-			n.seen.Delete(k)
-		}
-		return true
-	})
-}
-
-// localDestinations returns the destinations recorded within the window.
-func (n *Node) localDestinations(now time.Time) []string {
-	oldest := n.tcfg.Epoch(now) - int64(n.tcfg.SubWindows) + 1
-	var out []string
-	n.seen.Range(func(k, v any) bool {
-		if v.(*atomic.Int64).Load() >= oldest {
-			out = append(out, k.(string))
-		}
-		return true
-	})
-	return out
 }
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest's

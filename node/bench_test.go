@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,34 +31,14 @@ func benchNode(b *testing.B) (*Node, []string) {
 	return n, dests
 }
 
-// BenchmarkRecord is Node.Record: the tracker's record, the records
-// counter and the lock-free "seen" check.
+// BenchmarkRecord is Node.Record: the destination check, the tracker's
+// record and the records counter.
 func BenchmarkRecord(b *testing.B) {
 	n, dests := benchNode(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
 		n.Record(dests[i&63], 12*time.Millisecond)
-		i++
-	}
-}
-
-// BenchmarkRecordNaive keeps the "seen" set in a mutex-guarded map
-// instead of sync.Map with an atomic epoch.
-func BenchmarkRecordNaive(b *testing.B) {
-	n, dests := benchNode(b)
-	var mu sync.Mutex
-	seen := make(map[string]int64)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		d := dests[i&63]
-		now := n.clock()
-		n.local.RecordMillis(d, 12, now)
-		n.met.records.Inc()
-		mu.Lock()
-		seen[d] = n.tcfg.Epoch(now)
-		mu.Unlock()
 		i++
 	}
 }
@@ -73,27 +52,6 @@ func BenchmarkRecordParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			n.Record(dests[i&63], 12*time.Millisecond)
-			i++
-		}
-	})
-}
-
-// BenchmarkRecordParallelNaive is BenchmarkRecordNaive from every core.
-func BenchmarkRecordParallelNaive(b *testing.B) {
-	n, dests := benchNode(b)
-	var mu sync.Mutex
-	seen := make(map[string]int64)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			d := dests[i&63]
-			now := n.clock()
-			n.local.RecordMillis(d, 12, now)
-			n.met.records.Inc()
-			mu.Lock()
-			seen[d] = n.tcfg.Epoch(now)
-			mu.Unlock()
 			i++
 		}
 	})

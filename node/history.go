@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // Bounds of the history and of the per-destination metrics.
@@ -176,7 +178,7 @@ func (n *Node) knows(dest string, now time.Time) bool {
 
 // destinations returns local ∪ fleet destinations at now, sorted.
 func (n *Node) destinations(now time.Time) []string {
-	out := append(n.fleet.Destinations(now), n.localDestinations(now)...)
+	out := append(n.fleet.Destinations(now), tracker.Destinations(n.local, now)...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }

@@ -55,7 +55,6 @@ type Node struct {
 	sealMu sync.Mutex
 	sealed atomic.Int64 // newest epoch the node inserted itself
 
-	seen    sync.Map // dest -> *atomic.Int64: epoch of its latest Record
 	hist    *history
 	met     *metrics
 	gather  prometheus.Gatherer
@@ -241,15 +240,13 @@ func (n *Node) loop() {
 
 // step is one round of the periodic work at now: refresh the live member
 // count, seal finished epochs into the fleet view (when the cluster does
-// not), slide the fleet view,
-// forget destinations gone from the window, and sample the history.
+// not), slide the fleet view, and sample the history.
 func (n *Node) step(now time.Time) {
 	if n.cl != nil { // also covers membership events the cluster dropped
 		n.fleet.SetLiveMembers(n.cl.NumAlive())
 	}
 	n.sealOwn(now)
 	n.fleet.Advance(now)
-	n.pruneSeen(now)
 	n.sampleHistory(now)
 }
 

@@ -95,3 +95,43 @@ func ExportHistogram[D comparable, T interface {
 		Counts:                counts,
 	})
 }
+
+// Destinations rotates t (a *Tracker[D] or *SyncTracker[D]) to now and
+// returns the destinations with at least one sample in the window, in no
+// particular order. Like SealedSubWindow it is a function rather than a
+// method, because both tracker types have exactly the methods of DESIGN.md
+// section 3.
+func Destinations[D comparable](t destLister[D], now time.Time) []D {
+	return t.destinationsAt(now)
+}
+
+type destLister[D comparable] interface {
+	destinationsAt(now time.Time) []D
+}
+
+func (t *Tracker[D]) destinationsAt(now time.Time) []D {
+	e := t.clock.advance(now, t.s.subMs)
+	var out []D
+	for _, en := range t.dests {
+		if en.rotate(e); en.sum.total > 0 {
+			out = append(out, en.key)
+		}
+	}
+	return out
+}
+
+func (t *SyncTracker[D]) destinationsAt(now time.Time) []D {
+	e := t.advance(now)
+	var out []D
+	for k := range t.shards {
+		sh := &t.shards[k]
+		sh.mu.Lock()
+		sh.each(func(en *entry[D]) {
+			if en.rotate(e); en.sum.total > 0 {
+				out = append(out, en.key)
+			}
+		})
+		sh.mu.Unlock()
+	}
+	return out
+}

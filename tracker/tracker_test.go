@@ -666,3 +666,30 @@ func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
 	require.Equal(t, want.total, w.sum.total)
 	require.Equal(t, want.hi, w.sum.hi)
 }
+
+func TestDestinations(t *testing.T) {
+	c := DefaultConfig() // 10 sub-windows of 6 s
+	tr, err := New[string](c)
+	require.NoError(t, err)
+	st, err := NewSync[string](c)
+	require.NoError(t, err)
+	record := func(dest string, ms int64) {
+		tr.RecordMillis(dest, 5, at(ms))
+		st.RecordMillis(dest, 5, at(ms))
+	}
+	sorted := func(d []string) []string { slices.Sort(d); return d }
+	check := func(ms int64, want ...string) {
+		t.Helper()
+		require.Equal(t, want, sorted(Destinations(tr, at(ms))), "Tracker at %d", ms)
+		require.Equal(t, want, sorted(Destinations(st, at(ms))), "SyncTracker at %d", ms)
+	}
+
+	check(0)
+	record("a", 0)
+	record("b", 30_000)
+	tr.Quantile("never-recorded", 0.5, at(30_000)) // queries create nothing
+	check(30_000, "a", "b")
+	check(59_999, "a", "b")
+	check(60_000, "b") // a's epoch 0 left the window at epoch 10
+	check(90_000)
+}
