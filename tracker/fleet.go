@@ -546,7 +546,8 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 }
 
 // canonical validates b and returns a private copy with destinations sorted
-// by name, and its number of samples. It reads and copies each bucket once.
+// by name, and its number of samples. It copies each bucket once and checks
+// the copy.
 func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 	nb := 0
 	for i := range b.Dests {
@@ -561,29 +562,29 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		buckets: nb,
 	}
 	all := make([]Bucket, nb)
+	// Copy in ascending order of name: through a permutation when the sender
+	// did not sort (ours do), which is cheaper than sorting the copies.
+	var order []int32
+	for i := 1; i < len(b.Dests); i++ {
+		if b.Dests[i].Dest <= b.Dests[i-1].Dest {
+			order = nameOrder(b.Dests)
+			break
+		}
+	}
 	var samples uint64
-	sorted := true
 	for i := range b.Dests {
 		dc := &b.Dests[i]
-		if dc.Dest == "" || len(dc.Dest) > maxDestName {
-			return nil, 0, InsertMalformed
+		if order != nil {
+			dc = &b.Dests[order[i]]
 		}
-		if i > 0 && dc.Dest <= b.Dests[i-1].Dest {
-			sorted = false
+		if dc.Dest == "" || len(dc.Dest) > maxDestName || i > 0 && dc.Dest == hb.b.Dests[i-1].Dest {
+			return nil, 0, InsertMalformed
 		}
 		out := all[:len(dc.Buckets):len(dc.Buckets)]
 		all = all[len(dc.Buckets):]
-		var sum uint64
-		prev := -1
-		for j, bk := range dc.Buckets {
-			if int(bk.Index) <= prev || bk.Count == 0 {
-				return nil, 0, InsertMalformed
-			}
-			prev = int(bk.Index)
-			sum += uint64(bk.Count) // < 2^16 · 2^32: no overflow
-			out[j] = bk
-		}
-		if prev >= int(f.geo.countsLen) || sum != dc.Total {
+		copy(out, dc.Buckets) // then check the copy, which the sender cannot change
+		sum, last, ok := sumBuckets(out)
+		if !ok || last >= int(f.geo.countsLen) || sum != dc.Total {
 			return nil, 0, InsertMalformed
 		}
 		samples += sum
@@ -592,15 +593,32 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		}
 		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: out}
 	}
-	if !sorted {
-		slices.SortFunc(hb.b.Dests, func(x, y DestCounts) int { return strings.Compare(x.Dest, y.Dest) })
-		for i := 1; i < len(hb.b.Dests); i++ {
-			if hb.b.Dests[i].Dest == hb.b.Dests[i-1].Dest {
-				return nil, 0, InsertMalformed
-			}
-		}
-	}
 	return hb, samples, InsertNew
+}
+
+// nameOrder returns the indices of ds in ascending order of Dest.
+func nameOrder(ds []DestCounts) []int32 {
+	order := make([]int32, len(ds))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(ds[a].Dest, ds[b].Dest) })
+	return order
+}
+
+// sumBuckets returns the sum of bs's counts and its last index, and false
+// unless indices strictly ascend and every count is non-zero. A leaf of its
+// own, so the loop keeps its state in registers (Insert's hottest loop).
+func sumBuckets(bs []Bucket) (sum uint64, last int, ok bool) {
+	last = -1
+	for _, b := range bs {
+		if int(b.Index) <= last || b.Count == 0 {
+			return 0, 0, false
+		}
+		last = int(b.Index)
+		sum += uint64(b.Count) // < 2^16 · 2^32: no overflow
+	}
+	return sum, last, true
 }
 
 func equalBatch(a, b *Batch) bool {
