@@ -2,12 +2,15 @@ package cluster
 
 import (
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -274,6 +277,47 @@ func TestSendQueue(t *testing.T) {
 	_, ok = q.pop()
 	require.False(t, ok)
 	require.False(t, q.push(Message{To: "e"}))
+}
+
+// TestWorkerDropsExpiredBatches checks the send worker: a message whose
+// expiry has passed while it waited is dropped and counted in SendDrops,
+// never sent; a message without expiry (a digest) or not yet expired is sent.
+func TestWorkerDropsExpiredBatches(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	var mu sync.Mutex
+	var sent []string
+	g := &gossiper{
+		clock: func() time.Time { return now },
+		q:     newSendQueue(8),
+		stats: newGossipCounters(),
+		log:   slog.New(slog.DiscardHandler),
+		sendFn: func(to string, _ []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			sent = append(sent, to)
+			return nil
+		},
+	}
+	for _, m := range []Message{
+		{To: "expired", Type: codec.TypeBatch, Expires: now.Add(-time.Nanosecond)},
+		{To: "at-expiry", Type: codec.TypeBatch, Expires: now},
+		{To: "fresh", Type: codec.TypeBatch, Expires: now.Add(time.Nanosecond)},
+		{To: "digest", Type: codec.TypeDigest},
+	} {
+		require.True(t, g.q.push(m))
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go g.worker(&wg)
+	testutil.Eventually(t, "queue drained", func() bool {
+		s := g.stats.snapshot()
+		return s.SendDrops+s.MessagesOut["batch"]+s.MessagesOut["digest"] == 4
+	})
+	g.q.close()
+	wg.Wait()
+	s := g.stats.snapshot()
+	require.Equal(t, uint64(2), s.SendDrops)
+	require.ElementsMatch(t, []string{"fresh", "digest"}, sent)
 }
 
 func TestGossipConfigValidate(t *testing.T) {
