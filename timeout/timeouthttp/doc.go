@@ -16,7 +16,9 @@
 // ErrTimeout (and context.DeadlineExceeded) with errors.Is.
 //
 // Through Options.Recorder it records once per attempt: completed attempts at
-// their latency (start of RoundTrip to EOF or Close of the body); timed-out
+// their latency (start of RoundTrip until the whole body arrived: EOF or the
+// last Content-Length byte; on an early Close, until its data last arrived,
+// so the caller's own work on the response is not latency); timed-out
 // attempts at their timeout value (censoring, so that the tail is not lost
 // when timeouts are too tight); attempts ended by the caller (cancellation,
 // or its own earlier deadline) and other failures not at all.

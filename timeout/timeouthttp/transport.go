@@ -152,13 +152,18 @@ func (t *Transport) timeout(dest string, attempt int, now time.Time) time.Durati
 // closed, so a body read within the timeout is never truncated. Close every
 // response body, as with any http.Client.
 //
-// Recording, through Options.Recorder, once per attempt: an attempt that
-// completes (body read to EOF or closed) is recorded at its latency from the
-// start of RoundTrip; one the adaptive timeout ends is recorded at the timeout
-// (censoring: otherwise the tail vanishes exactly when timeouts are too tight
-// and they ratchet down); one the caller's context ended (cancellation or the
-// caller's earlier deadline) and one that failed for another reason
-// (connection refused, reset) are not recorded.
+// Recording, through Options.Recorder, once per attempt. An attempt that
+// completes is recorded at its latency from the start of RoundTrip to the
+// moment the whole body had arrived: EOF, or the last of ContentLength bytes
+// read. An attempt whose body is closed before that is recorded at the last
+// moment body data (or, if none was read, the response headers) arrived:
+// time the caller spends on the response afterwards is not latency. An
+// attempt the adaptive timeout ends while it waits on the destination is
+// recorded at the timeout (censoring: otherwise the tail vanishes exactly
+// when timeouts are too tight and they ratchet down). An attempt the
+// caller's context ended (cancellation or the caller's earlier deadline) and
+// one that failed for another reason (connection refused, reset) are not
+// recorded.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
 	a := &attempt{t: t, parent: parent, dest: t.dest(req), attempt: AttemptFrom(parent), start: t.now()}
@@ -168,10 +173,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, a.fail(err)
 	}
+	headers := a.elapsed()
 	if resp.Body == nil { // not allowed by the RoundTripper contract; be safe
-		a.complete()
+		a.complete(headers)
+		a.cancel()
 		return resp, nil
 	}
+	a.last.Store(int64(headers))
+	a.length = resp.ContentLength
 	a.body = resp.Body
 	resp.Body = a
 	return resp, nil
@@ -188,57 +197,71 @@ type attempt struct {
 	start   time.Time
 	timeout time.Duration
 	body    io.ReadCloser
-	done    atomic.Bool
+	length  int64        // the response's ContentLength; <= 0 means unknown (EOF decides)
+	got     int64        // body bytes read (Read is never concurrent with itself)
+	last    atomic.Int64 // when body data (at first, the headers) last arrived, as time since start
+	done    atomic.Bool  // recorded, or judged not to be
 }
 
-// Read reads the body; EOF completes the attempt, another error ends it.
+func (a *attempt) elapsed() time.Duration { return a.t.now().Sub(a.start) }
+
+// Read reads the body. The attempt completes when the whole body has arrived
+// (the last of ContentLength bytes, or EOF); an error other than EOF ends it.
+// Close may run concurrently with Read, as net/http allows.
 func (a *attempt) Read(p []byte) (int, error) {
 	n, err := a.body.Read(p)
+	var at time.Duration = -1
+	if n > 0 {
+		at = a.elapsed()
+		a.last.Store(int64(at))
+		a.got += int64(n)
+		if a.length > 0 && a.got >= a.length {
+			a.complete(at) // the context lives on until EOF or Close
+		}
+	}
 	switch {
 	case err == io.EOF:
-		a.complete()
+		if at < 0 {
+			at = a.elapsed()
+		}
+		a.complete(at)
+		a.cancel()
 	case err != nil:
 		err = a.fail(err)
 	}
 	return n, err
 }
 
-// Close closes the body and ends the attempt if Read has not.
+// Close closes the body. If the whole body had not arrived, the caller
+// stopped reading of its own accord: the attempt counts as completed when its
+// last data arrived.
 func (a *attempt) Close() error {
 	err := a.body.Close()
-	if !a.done.Load() {
-		if context.Cause(a.ctx) == ErrTimeout {
-			a.fail(context.DeadlineExceeded)
-		} else {
-			a.complete()
-		}
-	}
+	a.complete(time.Duration(a.last.Load()))
+	a.cancel()
 	return err
 }
 
-// complete ends a successful attempt: record its latency unless the caller
-// gave up on it.
-func (a *attempt) complete() {
+// complete ends a successful attempt at latency d: record it unless the
+// caller gave up on it.
+func (a *attempt) complete(d time.Duration) {
 	if !a.done.CompareAndSwap(false, true) {
 		return
 	}
-	defer a.cancel()
 	if a.parent.Err() != nil {
 		return
 	}
-	a.record(a.t.now().Sub(a.start))
+	a.record(d)
 }
 
 // fail ends a failed attempt and returns the error to hand the caller: a
-// *TimeoutError recorded at the timeout when the adaptive timeout caused it.
+// *TimeoutError, recorded at the timeout, when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
 	timedOut := context.Cause(a.ctx) == ErrTimeout
-	if a.done.CompareAndSwap(false, true) {
-		defer a.cancel()
-		if timedOut {
-			a.record(a.timeout)
-		}
+	if a.done.CompareAndSwap(false, true) && timedOut {
+		a.record(a.timeout)
 	}
+	a.cancel()
 	if timedOut {
 		return &TimeoutError{Dest: a.dest, Attempt: a.attempt, Limit: a.timeout, Err: err}
 	}

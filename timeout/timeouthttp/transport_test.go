@@ -129,9 +129,11 @@ func TestFastRecordedAtItsLatency(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, "hello", string(body))
-	require.Equal(t, []sample{{host, 7}}, rec.samples(), "recorded at EOF")
+	// Three clock reads, 7 ms apart: start, headers, and the read that
+	// brought the last of the Content-Length bytes.
+	require.Equal(t, []sample{{host, 14}}, rec.samples(), "recorded when the body arrived")
 	require.NoError(t, resp.Body.Close())
-	require.Equal(t, []sample{{host, 7}}, rec.samples(), "recorded once")
+	require.Equal(t, []sample{{host, 14}}, rec.samples(), "recorded once")
 }
 
 func TestSlowTimedOutAndRecordedAtTheTimeout(t *testing.T) {
@@ -191,7 +193,9 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 	rest, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, "the end", string(rest))
-	require.Equal(t, []sample{{host, 3}}, rec.samples())
+	got := rec.samples()
+	require.Len(t, got, 1, "recorded once, at EOF")
+	require.Equal(t, host, got[0].Dest)
 }
 
 func TestStreamingBodyCutAtTheTimeout(t *testing.T) {
@@ -375,7 +379,97 @@ func TestCloseBeforeEOFRecordsLatency(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, resp.Body.Close())
 	require.NoError(t, resp.Body.Close())
-	require.Equal(t, []sample{{"db-1:8080", 12}}, rec.samples())
+	// Clock reads 12 ms apart: start, headers, the read; Close adds none.
+	require.Equal(t, []sample{{"db-1:8080", 24}}, rec.samples(), "recorded when the data last arrived")
+}
+
+// dripBody returns one chunk per Read, each after its delay (bubble time).
+type dripBody struct {
+	chunks []string
+	delay  time.Duration
+}
+
+func (b *dripBody) Read(p []byte) (int, error) {
+	if len(b.chunks) == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(b.delay)
+	n := copy(p, b.chunks[0])
+	b.chunks = b.chunks[1:]
+	return n, nil
+}
+
+func (b *dripBody) Close() error { return nil }
+
+// TestCallerTimeIsNotLatency: a caller that reads the response (without
+// reaching EOF) and then works on it past the timeout before closing the
+// body must record the destination's latency, not its own time and not a
+// timeout. The timeout is 80 ms (estimate 40 ms, safety 2).
+func TestCallerTimeIsNotLatency(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int64
+		read   int // bytes the caller reads before closing
+		want   uint64
+	}{
+		{"content length, read whole", 10, 10, 30},  // headers at 10 ms, two chunks
+		{"unknown length, read part", -1, 5, 20},    // the last read at 20 ms
+		{"unknown length, headers only", -1, 0, 10}, // nothing read: the headers
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				rec := &recorder{}
+				tr := newTransport(t, Options{Config: cfg(), Estimator: estimates{"h": 40}, Recorder: rec,
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						time.Sleep(10 * time.Millisecond)
+						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
+							Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
+					})})
+				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				if tc.read > 0 {
+					_, err = io.ReadFull(resp.Body, make([]byte, tc.read))
+					require.NoError(t, err)
+				}
+				time.Sleep(time.Second) // the caller's own work, far past the timeout
+				require.NoError(t, resp.Body.Close())
+				require.Equal(t, []sample{{"h", tc.want}}, rec.samples())
+			})
+		})
+	}
+}
+
+// TestBodyStalledPastTheTimeout: a body whose data stops arriving is cut at
+// the timeout and recorded at it, even after part of it was read.
+func TestBodyStalledPastTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := &recorder{}
+		tr := newTransport(t, Options{Config: cfg(), Estimator: estimates{"h": 40}, Recorder: rec,
+			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+					Body: io.NopCloser(io.MultiReader(strings.NewReader("part"), ctxReader{r.Context()}))}, nil
+			})})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		require.Equal(t, "part", string(got))
+		require.ErrorIs(t, err, ErrTimeout)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, []sample{{"h", 80}}, rec.samples())
+	})
+}
+
+// ctxReader blocks until ctx ends, then fails with its cause, as net/http's
+// body does.
+type ctxReader struct{ ctx context.Context }
+
+func (r ctxReader) Read([]byte) (int, error) {
+	<-r.ctx.Done()
+	return 0, context.Cause(r.ctx)
 }
 
 func TestOtherFailuresNotRecorded(t *testing.T) {
