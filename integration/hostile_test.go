@@ -174,7 +174,7 @@ func hostileMessages(t *testing.T, cfg tracker.Config, target memberJSON, confli
 func attackAgents(t *testing.T, keyFile, label string, fleet []*agent, u *union, epochs map[string]int64) {
 	t.Helper()
 	const rounds = 10
-	const rssBound = 128 << 20
+	const rssBound = 64 << 20
 	cfg := agentTracker(t)
 	hostile := startHostile(t, keyFile, label, fleet[0].gossip)
 	evilMember := cluster.MemberName(evilName, evilBoot)
