@@ -305,6 +305,8 @@ func TestBinaryRefusalsAndCommands(t *testing.T) {
 		{"gossip exposed", []string{"agent", "-bind", "0.0.0.0:0", "-http", "127.0.0.1:0"}, 2, "", "add -secret-key-file"},
 		{"http exposed", []string{"agent", "-bind", "127.0.0.1:0", "-http", "0.0.0.0:0"}, 2, "", "add -http-token-file"},
 		{"bad flag value", []string{"agent", "-quantile", "7"}, 2, "", "-quantile:"},
+		{"long label", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-label", strings.Repeat("l", 300)}, 2, "", "-label: is 300 bytes, at most 255"},
+		{"name with a tab", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-name", "a\tb"}, 2, "", `-name: "a\tb" holds the unprintable U+0009`},
 		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
 		{"help", []string{"help"}, 0, "atnode keygen > cluster.key", ""},
 		{"version", []string{"version"}, 0, goruntime.Version(), ""},
