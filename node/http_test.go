@@ -357,6 +357,25 @@ func TestRecordEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 60159, e.LocalValueMillis) // clamped to 60 s, highest equivalent
 	require.EqualValues(t, 1, e.LocalSamples)
+
+	t.Run("U+FFFD is a character like any other", func(t *testing.T) {
+		// Raw and escaped U+FFFD name the same destination, which the Go
+		// API records too; lone surrogates are refused and record nothing.
+		code, body := do(t, h, "POST", "/v1/record", `{"samples":[{"dest":"db-`+"\uFFFD"+`","latency_ms":5},{"dest":"db-\ufffd","latency_ms":5}]}`, "")
+		require.Equal(t, 200, code, "%s", body)
+		n.Record("db-\uFFFD", 5*time.Millisecond)
+		e, err := n.Estimate("db-\uFFFD", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, e.LocalSamples)
+
+		code, body = do(t, h, "POST", "/v1/record", `{"samples":[{"dest":"db-\ufffd","latency_ms":5},{"dest":"db-\ud800","latency_ms":5}]}`, "")
+		requireError(t, code, body, 400, `samples[1]: "dest" is not valid UTF-8`)
+		code, body = do(t, h, "POST", "/v1/record", "{\"samples\":[{\"dest\":\"db-\xff\",\"latency_ms\":5}]}", "")
+		requireError(t, code, body, 400, `samples[0]: "dest" is not valid UTF-8`)
+		e, err = n.Estimate("db-\uFFFD", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, e.LocalSamples, "nothing of a refused request is recorded")
+	})
 }
 
 func httptestRecorder(h http.Handler, method, target string) *httptest.ResponseRecorder {
