@@ -411,8 +411,15 @@ func TestAuth(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, _ = do(t, h, "GET", "/debug/pprof/goroutine?debug=1", "", auth...)
 	require.Equal(t, 200, code)
+	// The auth-scheme is case-insensitive (RFC 9110), the token is not.
+	code, resp := do(t, h, "POST", "/v1/record", body, "Authorization", "bearer "+tok)
+	require.Equal(t, 200, code, "%s", resp)
+	code, _ = do(t, h, "GET", "/debug/pprof/", "", "Authorization", "BEARER "+tok)
+	require.Equal(t, 200, code)
+	code, resp = do(t, h, "POST", "/v1/record", body, "Authorization", "bearer "+strings.ToUpper(tok))
+	requireError(t, code, resp, 401, "missing or wrong bearer token")
 	// The method is checked before the token.
-	code, resp := do(t, h, "GET", "/v1/record", "")
+	code, resp = do(t, h, "GET", "/v1/record", "")
 	requireError(t, code, resp, 405, "allowed: POST")
 	// Read-only GETs stay open.
 	for _, p := range []string{"/v1/estimate?dest=db", "/v1/timeout?dest=db", "/v1/members", "/v1/status", "/v1/history?dest=db", "/metrics", "/"} {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -188,15 +189,17 @@ func isMissing(raw json.RawMessage) bool {
 }
 
 // requireToken wraps h so that it answers 401 unless the request carries
-// "Authorization: Bearer <token>". An empty token disables the check.
+// "Authorization: Bearer <token>". The scheme is matched without regard to
+// case (RFC 9110 section 11.1: "bearer" and "BEARER" are Bearer too); the
+// token is compared in constant time. An empty token disables the check.
 func requireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="atnode"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return

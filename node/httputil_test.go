@@ -101,6 +101,16 @@ func TestRequireToken(t *testing.T) {
 		{"wrong", "s3cret", "Bearer nope", 401},
 		{"wrong scheme", "s3cret", "Basic s3cret", 401},
 		{"prefix only", "s3cret", "Bearer s3cre", 401},
+		{"scheme lower case", "s3cret", "bearer s3cret", 200},
+		{"scheme upper case", "s3cret", "BEARER s3cret", 200},
+		{"scheme mixed case", "s3cret", "bEaReR s3cret", 200},
+		{"token case matters", "s3cret", "Bearer S3CRET", 401},
+		{"no space", "s3cret", "Bearers3cret", 401},
+		{"two spaces", "s3cret", "Bearer  s3cret", 401},
+		{"token only", "s3cret", "s3cret", 401},
+		{"scheme only", "s3cret", "Bearer", 401},
+		{"other scheme with the token", "s3cret", "Beare s3cret", 401},
+		{"token with a trailing space", "s3cret", "Bearer s3cret ", 401},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
