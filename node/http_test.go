@@ -384,6 +384,18 @@ func httptestRecorder(h http.Handler, method, target string) *httptest.ResponseR
 	return w
 }
 
+// gatheredNames returns the names of the metric families g gathers.
+func gatheredNames(t *testing.T, g prometheus.Gatherer) []string {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	var out []string
+	for _, mf := range mfs {
+		out = append(out, mf.GetName())
+	}
+	return out
+}
+
 // newPromRegistry is a registry holding one metric of the embedder's.
 func newPromRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
@@ -627,5 +639,20 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, 200, code)
 		require.Contains(t, string(body), "atnode_records_total 0\n")
 		require.Contains(t, string(body), "extra_metric 1\n") // served from the given registry
+
+		// A clash in the middle of registration leaves reg as it was:
+		// the collectors registered before it are unregistered again.
+		reg = newPromRegistry()
+		reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "atnode_do_calls_total", Help: "The embedder's, by chance."}))
+		before := gatheredNames(t, reg)
+		require.Equal(t, []string{"atnode_do_calls_total", "extra_metric"}, before)
+		for _, gossip := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.DisableGossip, cfg.HTTP, cfg.Bind = !gossip, "", "127.0.0.1:0"
+			_, err := New(cfg, nil, reg)
+			require.ErrorContains(t, err, "registering metrics")
+			require.ErrorContains(t, err, "atnode_do_calls_total")
+			require.Equal(t, before, gatheredNames(t, reg), "gossip %v", gossip)
+		}
 	})
 }

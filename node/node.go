@@ -74,7 +74,8 @@ type Node struct {
 // view and (unless cfg.DisableGossip) the cluster member, and registers the
 // node's metrics on reg. A nil logger discards logs; a nil reg means a
 // private registry (never the default one). The node does nothing in the
-// background until Start.
+// background until Start. On error nothing is left behind: metrics already
+// registered on reg are unregistered again.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
@@ -131,13 +132,25 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	n.hist = newHistory(maxTrackedDests, historyPoints)
 	own := prometheus.NewRegistry()
 	n.met = newMetrics(n)
+	var registered []prometheus.Collector
 	for _, c := range n.met.collectors() {
 		own.MustRegister(c)
-		if reg != nil {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("node: registering metrics: %w", err)
-			}
+		if reg == nil {
+			continue
 		}
+		if err := reg.Register(c); err != nil {
+			// Leave the caller's registry as it was, and release the
+			// cluster member (it holds nothing before Start, but Close
+			// is its contract).
+			for _, r := range registered {
+				reg.Unregister(r)
+			}
+			if n.cl != nil {
+				_ = n.cl.Close()
+			}
+			return nil, fmt.Errorf("node: registering metrics: %w", err)
+		}
+		registered = append(registered, c)
 	}
 	n.gather = own
 	if g, ok := reg.(prometheus.Gatherer); ok {
