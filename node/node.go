@@ -263,10 +263,13 @@ func (n *Node) step(now time.Time) {
 	n.sampleHistory(now)
 }
 
-// Close stops serving HTTP (letting requests in flight finish for up to
-// 5 s), stops the background loop, leaves the cluster and waits for every
-// goroutine the node started. It returns what went wrong on the way, and
-// nil on every later call. The node still answers Record, Estimate and
+// Close leaves the cluster, then stops serving HTTP, in that order (DESIGN.md
+// section 7: leave the cluster, stop serving). /healthz answers 503 from
+// the start of Close. Leaving waits for the leave broadcast (up to the
+// cluster's LeaveTimeout, 5 s by default); requests in flight then have up
+// to 5 s to finish. Close also stops the background loop and waits for
+// every goroutine the node started. It returns what went wrong on the way,
+// and nil on every later call. The node still answers Record, Estimate and
 // Timeout after Close, from its local state.
 func (n *Node) Close() error {
 	n.life.Lock()
@@ -276,7 +279,13 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.serving.Store(false)
+	close(n.stop)
 	var errs []error
+	if n.cl != nil {
+		if err := n.cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: %w", err))
+		}
+	}
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.srv.Shutdown(ctx); err != nil {
@@ -284,12 +293,6 @@ func (n *Node) Close() error {
 			_ = n.srv.Close()
 		}
 		cancel()
-	}
-	close(n.stop)
-	if n.cl != nil {
-		if err := n.cl.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("node: %w", err))
-		}
 	}
 	n.wg.Wait()
 	n.log.Info("node: closed")
