@@ -201,8 +201,8 @@ func TestBrowserDashboard(t *testing.T) {
 			require.Positive(t, last.Charts[1].Points, "no-data has points with null quantiles")
 			require.False(t, last.EmptyShown)
 			require.Len(t, last.MemberRows, 1)
-			require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
-			require.Equal(t, "stale epoch 0", last.RejectedText)
+			require.Equal(t, fakeSelf.Member, last.SelfMember)
+			require.Equal(t, "none", last.RejectedText)
 		}},
 		{scenario: "broken", width: 1280, height: 900, failing: "v1/history?dest=broken: 500 history store unavailable",
 			check: func(t *testing.T, _, last pageState) {
@@ -340,11 +340,12 @@ func checkBusy(t *testing.T, first, last pageState) {
 		require.Len(t, row, 5, "name, member, address, state, boot id")
 		names = append(names, row[0])
 		require.Contains(t, []string{"alive", "suspect", "dead", "left"}, row[3])
-		require.True(t, strings.HasPrefix(row[1], row[0]+"-"+row[4]), "row %q", row)
+		require.Regexp(t, `^[0-9a-f]{16}$`, row[4], "boot id")
+		require.Equal(t, row[0]+"-"+row[4][8:], row[1], "member name: name and the boot id's low 32 bits")
 	}
 	require.Equal(t, []string{"n0", "n1", "n2", "n3", "n4", "n5"}, names)
 	require.Equal(t, []string{"n5", "127.0.0.1:7951", "dead"}, []string{last.MemberRows[5][0], last.MemberRows[5][2], last.MemberRows[5][3]})
-	require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
+	require.Equal(t, fakeSelf.Member, last.SelfMember)
 	require.Contains(t, last.GossipIn, "batches")
 	require.Contains(t, last.RejectedText, "stale epoch")
 }
