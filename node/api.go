@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -88,16 +89,25 @@ type Decision struct {
 	// DecidedBy is the destination whose value set the timeout, "" when the
 	// exponential fallback did.
 	DecidedBy string
-	// Source is the source of DecidedBy's value after the local guard:
-	// SourceFleet or SourceLocal; SourceNone on fallback.
+	// Source is DecidedBy's estimate source (tracker.Estimate.Source, as
+	// GET /v1/estimate reports it for that destination): SourceFleet or
+	// SourceLocal; SourceNone on fallback. It is the same with and without
+	// the local guard; see Guarded.
 	Source tracker.Source
+	// Guarded is true when the local guard applied to DecidedBy (DESIGN.md
+	// section 5): Source is SourceFleet, but this node's trusted local
+	// value exceeded the fleet's by more than 20 %, so the timeout was
+	// computed from the local value. Go only: GET /v1/timeout does not
+	// carry it.
+	Guarded bool
 	// Fallback is true when no destination's value exceeded the
 	// exponential fallback (timeout.Decision.Fallback).
 	Fallback bool
 }
 
 // MarshalJSON writes {"timeout_ms","attempt","need","decided_by","source",
-// "fallback"}; timeout_ms is whole milliseconds.
+// "fallback"} (GET /v1/timeout); timeout_ms is whole milliseconds. Guarded
+// is not written.
 func (d Decision) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		TimeoutMs int64          `json:"timeout_ms"`
@@ -112,7 +122,8 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 // Timeout returns the timeout of a request that needs every one of dests
 // to answer, for attempt (1 = the first try): per destination the
 // estimate's value after the local guard (DESIGN.md section 5), then
-// timeout.Explain.
+// timeout.Explain. The result names the deciding destination, its
+// estimate source, and whether the guard applied to it.
 func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
 	return n.TimeoutQuorum(dests, len(dests), attempt)
 }
@@ -137,9 +148,34 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 
 // decisionValue is one destination's input to a timeout decision.
 type decisionValue struct {
-	ms  uint64
-	src tracker.Source
-	ok  bool
+	ms      uint64
+	src     tracker.Source // the estimate's source
+	guarded bool           // ms is the local value in place of the fleet's
+	ok      bool
+}
+
+// decisionValueOf is tracker.Fleet.DecisionValueMillis computed from an
+// estimate already read, so that the value, the estimate's source and
+// whether the local guard applied come from one read: the estimate's value,
+// except that when its source is the fleet and the local view is trusted
+// (minSamples) with a value above 1.2 × the fleet's, the local value.
+func decisionValueOf(e *tracker.Estimate, minSamples uint64) decisionValue {
+	if !e.Trusted {
+		return decisionValue{}
+	}
+	if e.Source == tracker.SourceFleet && e.HasLocalValue && e.LocalSamples >= minSamples &&
+		exceeds20(e.LocalValueMillis, e.FleetValueMillis) {
+		return decisionValue{ms: e.LocalValueMillis, src: e.Source, guarded: true, ok: true}
+	}
+	return decisionValue{ms: e.ValueMillis, src: e.Source, ok: true}
+}
+
+// exceeds20 reports local > 1.2·fleet exactly: 5·local > 6·fleet in 128
+// bits (the tracker's rule).
+func exceeds20(local, fleet uint64) bool {
+	lh, ll := bits.Mul64(local, 5)
+	fh, fl := bits.Mul64(fleet, 6)
+	return lh > fh || lh == fh && ll > fl
 }
 
 // snapshot is a timeout.Estimator over destination indices: every
@@ -169,9 +205,13 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)
 	vals.v = vals.v[:0]
+	minSamples := max(uint64(n.tcfg.MinSamples), 1)
 	for _, d := range dests {
-		ms, src, ok := n.fleet.DecisionValueMillis(d, q, now)
-		vals.v = append(vals.v, decisionValue{ms, src, ok})
+		var v decisionValue
+		if e, err := n.fleet.Estimate(d, q, now); err == nil {
+			v = decisionValueOf(&e, minSamples)
+		}
+		vals.v = append(vals.v, v)
 	}
 	var idx []int
 	if len(dests) <= len(indices) {
@@ -190,7 +230,8 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 	}
 	out := Decision{Timeout: td.Timeout, Attempt: attempt, Need: need, Fallback: td.Fallback}
 	if td.DecidedBy >= 0 {
-		out.DecidedBy, out.Source = dests[td.DecidedBy], vals.v[td.DecidedBy].src
+		v := vals.v[td.DecidedBy]
+		out.DecidedBy, out.Source, out.Guarded = dests[td.DecidedBy], v.src, v.guarded
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,51 @@ func TestThreeNodes(t *testing.T) {
 	require.NoError(t, nodes[0].Close())
 	_, err = http.Get("http://" + addr + "/healthz")
 	require.Error(t, err) // no longer served
+}
+
+// TestCloseLeavesBeforeHTTPStops checks Close's order: the node leaves the
+// cluster first and only then stops serving HTTP. A request in flight
+// (a 3 s CPU profile) holds the HTTP shutdown open; the other node must see
+// n0 left while that request still runs.
+func TestCloseLeavesBeforeHTTPStops(t *testing.T) {
+	nodes := memNodes(t, 2)
+	eventually(t, "both nodes see two alive", func() bool {
+		return len(upMembers(t, nodes[0])) == 2 && len(upMembers(t, nodes[1])) == 2
+	})
+	addr := nodes[0].HTTPAddr()
+	inFlight := make(chan struct{})
+	go func() {
+		defer close(inFlight)
+		resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=3")
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	eventually(t, "the profile request is in flight", func() bool {
+		_, stacks := do(t, nodes[0].Handler(), http.MethodGet, "/debug/pprof/goroutine?debug=1", "")
+		return strings.Contains(string(stacks), "net/http/pprof.Profile")
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- nodes[0].Close() }()
+	left := func() bool {
+		for _, m := range getJSON(t, nodes[1].Handler(), "/v1/members").([]any) {
+			if m := m.(map[string]any); m["name"] == "n0" && m["state"] == "left" {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, "n1 sees n0 left", left)
+	select {
+	case <-inFlight:
+		t.Fatal("the request in flight finished before n0 was seen to leave: Close stopped HTTP first")
+	default:
+	}
+	require.NoError(t, <-closed)
+	<-inFlight
+	_, err := http.Get("http://" + addr + "/healthz")
+	require.Error(t, err, "no longer served")
 }
 
 // requireFleetViews checks the fleet views once the epoch of the samples

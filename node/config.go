@@ -13,7 +13,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/hashicorp/memberlist"
 	"gopkg.in/yaml.v3"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -25,7 +28,8 @@ import (
 // `atnode agent` flags (DESIGN.md section 7), with YAML keys equal to the flag
 // names with '_' for '-'. Start from DefaultConfig.
 type Config struct {
-	// Name is this peer's name, stable across restarts. Default: the hostname.
+	// Name is this peer's name, stable across restarts: 1..128 bytes of
+	// printable UTF-8. Default: the hostname.
 	Name string `yaml:"name"`
 	// Bind is the gossip host:port; port 0 picks a free port.
 	// Default 127.0.0.1:7946.
@@ -64,7 +68,8 @@ type Config struct {
 	// SecretKeyFile holds base64 32-byte gossip keys, one per line: the first
 	// encrypts, all decrypt. Empty: gossip is plaintext.
 	SecretKeyFile string `yaml:"secret_key_file"`
-	// Label is the cluster label; nodes with other labels cannot join.
+	// Label is the cluster label, at most 255 bytes; nodes with other
+	// labels cannot join. Default "".
 	Label string `yaml:"label"`
 	// HTTPTokenFile holds a bearer token that POST endpoints and
 	// /debug/pprof/ then require.
@@ -173,10 +178,11 @@ func (c Config) Validate() error {
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("-%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	if c.Name == "" {
-		bad("name", "must not be empty")
-	} else if len(c.Name) > 128 {
-		bad("name", "is %d bytes, more than 128", len(c.Name))
+	if err := checkName(c.Name); err != nil {
+		bad("name", "%v", err)
+	}
+	if len(c.Label) > memberlist.LabelMaxSize {
+		bad("label", "is %d bytes, at most %d", len(c.Label), memberlist.LabelMaxSize)
 	}
 	if err := checkIPPort(c.Bind); err != nil {
 		bad("bind", "%v", err)
@@ -266,15 +272,45 @@ func (c Config) TimeoutConfig() timeout.Config {
 	return timeout.Config{Backoff: c.Backoff, Quantile: c.Quantile, SafetyFactor: c.SafetyFactor}
 }
 
+// maxNameLen is the longest -name, in bytes: well inside what the cluster
+// accepts (cluster.MaxNameLen, less the member-name suffix with gossip).
+const maxNameLen = 128
+
+// checkName applies the cluster's rules for peer names (cluster.Config's
+// Name: 1.. bytes of printable UTF-8) with this package's length limit, so
+// that a name the cluster would refuse is a configuration error naming
+// -name rather than a failure of New.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("is %d bytes, more than %d", len(name), maxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%q holds the unprintable %U", name, r)
+		}
+	}
+	return nil
+}
+
 // checkIPPort is checkHostPort for the gossip addresses, whose host must be
-// an IP address: memberlist binds and advertises IPs, not names.
+// an IP address without a zone: memberlist binds and advertises IPs, not
+// names, and the cluster refuses zoned addresses.
 func checkIPPort(s string) error {
 	if err := checkHostPort(s); err != nil {
 		return err
 	}
 	host, _, _ := net.SplitHostPort(s)
-	if _, err := netip.ParseAddr(host); err != nil {
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
 		return fmt.Errorf("host of %q must be an IP address, e.g. 127.0.0.1", s)
+	}
+	if ip.Zone() != "" {
+		return fmt.Errorf("host of %q: zoned addresses are not supported", s)
 	}
 	return nil
 }

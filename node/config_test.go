@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,6 +71,12 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		{"quantile 0", func(c *Config) { c.Quantile = 0 }, "-quantile: must be in (0, 1]"},
 		{"safety infinite", func(c *Config) { c.SafetyFactor = math.Inf(1) }, "-safety-factor: must be finite and > 0"},
 		{"log level", func(c *Config) { c.LogLevel = "loud" }, "-log-level: must be debug, info, warn or error"},
+		{"long name", func(c *Config) { c.Name = strings.Repeat("n", 129) }, "-name: is 129 bytes, more than 128"},
+		{"name with a tab", func(c *Config) { c.Name = "a\tb" }, "-name: \"a\\tb\" holds the unprintable U+0009"},
+		{"name not UTF-8", func(c *Config) { c.Name = "a\xffb" }, "-name: \"a\\xffb\" is not valid UTF-8"},
+		{"long label", func(c *Config) { c.Label = strings.Repeat("l", 300) }, "-label: is 300 bytes, at most 255"},
+		{"zoned bind", func(c *Config) { c.Bind = "[fe80::1%eth0]:7946" }, "-bind: host of \"[fe80::1%eth0]:7946\": zoned addresses are not supported"},
+		{"zoned advertise", func(c *Config) { c.Advertise = "[fe80::1%eth0]:7946" }, "-advertise: host of"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,6 +94,51 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 			require.ErrorContains(t, err, flag)
 		}
 	})
+}
+
+// TestConfigValidateCoversCluster checks that every configuration the
+// cluster would refuse is already refused by Validate, which names the flag
+// (atnode exits 2 for it), and that the limits themselves are accepted.
+func TestConfigValidateCoversCluster(t *testing.T) {
+	tests := []struct {
+		name           string
+		clusterRefuses bool // cluster.Config.Validate's verdict
+		mutate         func(*Config)
+	}{
+		{"defaults", false, func(*Config) {}},
+		{"128-byte name", false, func(c *Config) { c.Name = strings.Repeat("n", 128) }},
+		{"129-byte name", false, func(c *Config) { c.Name = strings.Repeat("n", 129) }},
+		{"256-byte name", true, func(c *Config) { c.Name = strings.Repeat("n", 256) }},
+		{"300-byte name", true, func(c *Config) { c.Name = strings.Repeat("n", 300) }},
+		{"unicode name", false, func(c *Config) { c.Name = "nœud-é" }},
+		{"name with a tab", true, func(c *Config) { c.Name = "a\tb" }},
+		{"name with a newline", true, func(c *Config) { c.Name = "a\n" }},
+		{"name with NUL", true, func(c *Config) { c.Name = "a\x00" }},
+		{"name with U+2028", true, func(c *Config) { c.Name = "a\u2028b" }},
+		{"name not UTF-8", true, func(c *Config) { c.Name = "a\xff" }},
+		{"255-byte label", false, func(c *Config) { c.Label = strings.Repeat("l", 255) }},
+		{"256-byte label", true, func(c *Config) { c.Label = strings.Repeat("l", 256) }},
+		{"300-byte label", true, func(c *Config) { c.Label = strings.Repeat("l", 300) }},
+		{"zoned bind", true, func(c *Config) { c.Bind = "[fe80::1%eth0]:7946" }},
+		{"zoned advertise", true, func(c *Config) { c.Advertise = "[fe80::1%eth0]:0" }},
+		{"IPv6 bind", false, func(c *Config) { c.Bind = "[::1]:0" }},
+		{"join by name", false, func(c *Config) { c.Join = List{"node-1:7946"} }},
+		{"join without port", true, func(c *Config) { c.Join = List{"node-1"} }},
+		{"one sub-window", false, func(c *Config) { c.Window, c.SubWindow = time.Second, time.Second }},
+		{"255 sub-windows", false, func(c *Config) { c.Window, c.SubWindow = 255*time.Millisecond, time.Millisecond }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mutate(&c)
+			n := &Node{cfg: c, tcfg: c.TrackerConfig()} // enough for clusterConfig, with a (nil) Store
+			clusterErr := n.clusterConfig().Validate()
+			require.Equal(t, tc.clusterRefuses, clusterErr != nil, "cluster: %v", clusterErr)
+			if clusterErr != nil {
+				require.Error(t, c.Validate(), "the cluster refuses it (%v), so must Validate", clusterErr)
+			}
+		})
+	}
 }
 
 func TestListFromFlagAndYAML(t *testing.T) {

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // samplesBody builds a POST /v1/record body of dest with each latency.
@@ -138,24 +141,25 @@ func TestTimeoutDecisions(t *testing.T) {
 			"need": json.Number(fmt.Sprint(need)), "decided_by": by, "source": src, "fallback": fb,
 		}
 	}
-	// db: fleet 100, local 200 > 1.2×100, so the local guard uses 200: 2×200 = 400 ms.
+	// db: fleet 100, local 200 > 1.2×100, so the local guard uses 200: 2×200 = 400 ms;
+	// source stays db's estimate source, fleet (as GET /v1/estimate says).
 	// api: fleet = local = 1003 (1000's bucket in 512..1023 is 4 ms wide; its
 	// highest equivalent value): 2006 ms from the fleet. cache: 2×5 → the 250 ms floor.
 	tests := []struct {
 		query string
 		want  map[string]any
 	}{
-		{"dest=db", dec(400, 1, 1, "db", "local", false)},
-		{"dest=db&attempt=2", dec(800, 2, 1, "db", "local", false)},
+		{"dest=db", dec(400, 1, 1, "db", "fleet", false)},
+		{"dest=db&attempt=2", dec(800, 2, 1, "db", "fleet", false)},
 		{"dest=api", dec(2006, 1, 1, "api", "fleet", false)},
 		{"dest=cache", dec(250, 1, 1, "", "none", true)},
 		{"dest=nothing&attempt=3", dec(1000, 3, 1, "", "none", true)},
-		{"dest=db&dest=cache", dec(400, 1, 2, "db", "local", false)},
+		{"dest=db&dest=cache", dec(400, 1, 2, "db", "fleet", false)},
 		{"dest=db&dest=api", dec(2006, 1, 2, "api", "fleet", false)},
-		{"dest=db&dest=api&need=1", dec(400, 1, 1, "db", "local", false)},
+		{"dest=db&dest=api&need=1", dec(400, 1, 1, "db", "fleet", false)},
 		{"dest=db&dest=cache&need=1", dec(250, 1, 1, "", "none", true)},
 		{"dest=db&dest=x1&dest=x2&need=2", dec(250, 1, 2, "", "none", true)},
-		{"dest=db&dest=x1&dest=x2&need=3", dec(400, 1, 3, "db", "local", false)},
+		{"dest=db&dest=x1&dest=x2&need=3", dec(400, 1, 3, "db", "fleet", false)},
 		{"dest=api&dest=api", dec(2006, 1, 2, "api", "fleet", false)},
 		{"attempt=50&dest=nothing", dec(60000, 50, 1, "", "none", true)},
 	}
@@ -168,7 +172,19 @@ func TestTimeoutDecisions(t *testing.T) {
 	t.Run("Go API", func(t *testing.T) {
 		d, err := n.Timeout([]string{"x", "db"}, 1)
 		require.NoError(t, err)
-		require.Equal(t, Decision{Timeout: 400 * time.Millisecond, Attempt: 1, Need: 2, DecidedBy: "db", Source: 1}, d)
+		require.Equal(t, Decision{Timeout: 400 * time.Millisecond, Attempt: 1, Need: 2, DecidedBy: "db",
+			Source: tracker.SourceFleet, Guarded: true}, d)
+		d, err = n.Timeout([]string{"api"}, 1)
+		require.NoError(t, err)
+		require.Equal(t, Decision{Timeout: 2006 * time.Millisecond, Attempt: 1, Need: 1, DecidedBy: "api",
+			Source: tracker.SourceFleet}, d, "no guard: local = fleet")
+		d, err = n.Timeout([]string{"cache"}, 1)
+		require.NoError(t, err)
+		require.Equal(t, Decision{Timeout: 250 * time.Millisecond, Attempt: 1, Need: 1, Source: tracker.SourceNone, Fallback: true}, d)
+		b, err := json.Marshal(Decision{Timeout: time.Second, Attempt: 1, Need: 1, DecidedBy: "db", Source: tracker.SourceFleet, Guarded: true})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"timeout_ms":1000,"attempt":1,"need":1,"decided_by":"db","source":"fleet","fallback":false}`, string(b),
+			"Guarded is not in the JSON")
 		_, err = n.Timeout(nil, 1)
 		require.ErrorIs(t, err, ErrNoDestinations)
 		_, err = n.Timeout([]string{"db"}, 0)
@@ -186,6 +202,67 @@ func TestTimeoutDecisions(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "api", d.DecidedBy)
 	})
+}
+
+// TestTimeoutSourceIsEstimateSource checks DESIGN.md section 7: the source
+// of GET /v1/timeout is the deciding destination's estimate source, the
+// source GET /v1/estimate reports, whether or not the local guard applied.
+func TestTimeoutSourceIsEstimateSource(t *testing.T) {
+	n, _ := handDataset(t)
+	// "solo" has only local samples: source local without any guard.
+	post(t, n, samplesBody("solo", 300, 300, 300))
+	h := n.Handler()
+	for _, dest := range []string{"db", "api", "solo"} {
+		est := getJSON(t, h, "/v1/estimate?dest="+dest).(map[string]any)
+		to := getJSON(t, h, "/v1/timeout?dest="+dest).(map[string]any)
+		require.Equal(t, dest, to["decided_by"], dest)
+		require.Equal(t, est["source"], to["source"], dest)
+	}
+	require.Equal(t, "fleet", getJSON(t, h, "/v1/timeout?dest=db").(map[string]any)["source"], "db is guarded, its estimate is the fleet's")
+	require.Equal(t, "local", getJSON(t, h, "/v1/timeout?dest=solo").(map[string]any)["source"])
+}
+
+// TestDecisionValueMatchesTracker checks that decide's one-read guard
+// (decisionValueOf) gives tracker.Fleet.DecisionValueMillis's value, with
+// Source local exactly when the tracker reports local, and guarded exactly
+// when the estimate says fleet and the tracker local.
+func TestDecisionValueMatchesTracker(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seen := map[string]int{}
+	for round := range 20 {
+		clk := &testClock{now: epochStart(e0 + int64(round)).Add(100 * time.Millisecond)}
+		n := newAlone(t, clk, func(c *Config) { c.MinSamples = uint32(1 + rng.IntN(5)) })
+		dests := []string{"a", "b", "c", "d", "e"}
+		// Two epochs: the first sealed into the fleet view, the second
+		// local only, with each destination's latencies scaled at random
+		// so that the local view is sometimes well above the fleet's.
+		for epoch := range 2 {
+			clk.Set(epochStart(e0 + int64(round+epoch)).Add(100 * time.Millisecond))
+			for _, d := range dests {
+				base := 1 + rng.IntN(500)
+				for range rng.IntN(8) {
+					n.Record(d, time.Duration(base+rng.IntN(base))*time.Millisecond)
+				}
+			}
+		}
+		now := clk.Now()
+		n.sealOwn(now)
+		minSamples := max(uint64(n.tcfg.MinSamples), 1)
+		for _, d := range dests {
+			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Quantile, now)
+			e, err := n.fleet.Estimate(d, n.cfg.Quantile, now)
+			require.NoError(t, err)
+			v := decisionValueOf(&e, minSamples)
+			require.Equal(t, ok, v.ok, "%s", d)
+			require.Equal(t, ms, v.ms, "%s", d)
+			require.Equal(t, e.Source, v.src, "%s", d)
+			require.Equal(t, src == tracker.SourceLocal && e.Source == tracker.SourceFleet, v.guarded, "%s", d)
+			seen[fmt.Sprint(v.src, " guarded=", v.guarded)]++
+		}
+	}
+	for _, c := range []string{"fleet guarded=true", "fleet guarded=false", "none guarded=false"} {
+		require.NotZero(t, seen[c], "no case %q in %v", c, seen)
+	}
 }
 
 func TestBadRequests(t *testing.T) {
@@ -280,12 +357,43 @@ func TestRecordEndpoint(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 60159, e.LocalValueMillis) // clamped to 60 s, highest equivalent
 	require.EqualValues(t, 1, e.LocalSamples)
+
+	t.Run("U+FFFD is a character like any other", func(t *testing.T) {
+		// Raw and escaped U+FFFD name the same destination, which the Go
+		// API records too; lone surrogates are refused and record nothing.
+		code, body := do(t, h, "POST", "/v1/record", `{"samples":[{"dest":"db-`+"\uFFFD"+`","latency_ms":5},{"dest":"db-\ufffd","latency_ms":5}]}`, "")
+		require.Equal(t, 200, code, "%s", body)
+		n.Record("db-\uFFFD", 5*time.Millisecond)
+		e, err := n.Estimate("db-\uFFFD", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, e.LocalSamples)
+
+		code, body = do(t, h, "POST", "/v1/record", `{"samples":[{"dest":"db-\ufffd","latency_ms":5},{"dest":"db-\ud800","latency_ms":5}]}`, "")
+		requireError(t, code, body, 400, `samples[1]: "dest" is not valid UTF-8`)
+		code, body = do(t, h, "POST", "/v1/record", "{\"samples\":[{\"dest\":\"db-\xff\",\"latency_ms\":5}]}", "")
+		requireError(t, code, body, 400, `samples[0]: "dest" is not valid UTF-8`)
+		e, err = n.Estimate("db-\uFFFD", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 3, e.LocalSamples, "nothing of a refused request is recorded")
+	})
 }
 
 func httptestRecorder(h http.Handler, method, target string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(method, target, nil))
 	return w
+}
+
+// gatheredNames returns the names of the metric families g gathers.
+func gatheredNames(t *testing.T, g prometheus.Gatherer) []string {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	var out []string
+	for _, mf := range mfs {
+		out = append(out, mf.GetName())
+	}
+	return out
 }
 
 // newPromRegistry is a registry holding one metric of the embedder's.
@@ -315,8 +423,15 @@ func TestAuth(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, _ = do(t, h, "GET", "/debug/pprof/goroutine?debug=1", "", auth...)
 	require.Equal(t, 200, code)
+	// The auth-scheme is case-insensitive (RFC 9110), the token is not.
+	code, resp := do(t, h, "POST", "/v1/record", body, "Authorization", "bearer "+tok)
+	require.Equal(t, 200, code, "%s", resp)
+	code, _ = do(t, h, "GET", "/debug/pprof/", "", "Authorization", "BEARER "+tok)
+	require.Equal(t, 200, code)
+	code, resp = do(t, h, "POST", "/v1/record", body, "Authorization", "bearer "+strings.ToUpper(tok))
+	requireError(t, code, resp, 401, "missing or wrong bearer token")
 	// The method is checked before the token.
-	code, resp := do(t, h, "GET", "/v1/record", "")
+	code, resp = do(t, h, "GET", "/v1/record", "")
 	requireError(t, code, resp, 405, "allowed: POST")
 	// Read-only GETs stay open.
 	for _, p := range []string{"/v1/estimate?dest=db", "/v1/timeout?dest=db", "/v1/members", "/v1/status", "/v1/history?dest=db", "/metrics", "/"} {
@@ -524,5 +639,20 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, 200, code)
 		require.Contains(t, string(body), "atnode_records_total 0\n")
 		require.Contains(t, string(body), "extra_metric 1\n") // served from the given registry
+
+		// A clash in the middle of registration leaves reg as it was:
+		// the collectors registered before it are unregistered again.
+		reg = newPromRegistry()
+		reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "atnode_do_calls_total", Help: "The embedder's, by chance."}))
+		before := gatheredNames(t, reg)
+		require.Equal(t, []string{"atnode_do_calls_total", "extra_metric"}, before)
+		for _, gossip := range []bool{false, true} {
+			cfg := DefaultConfig()
+			cfg.DisableGossip, cfg.HTTP, cfg.Bind = !gossip, "", "127.0.0.1:0"
+			_, err := New(cfg, nil, reg)
+			require.ErrorContains(t, err, "registering metrics")
+			require.ErrorContains(t, err, "atnode_do_calls_total")
+			require.Equal(t, before, gatheredNames(t, reg), "gossip %v", gossip)
+		}
 	})
 }

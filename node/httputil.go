@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -101,7 +102,10 @@ func (rs rawSample) validate() (Sample, error) {
 	if isMissing(rs.LatencyMs) {
 		return Sample{}, errors.New(`missing field "latency_ms"`)
 	}
-	if !utf8.Valid(rs.Dest) {
+	// encoding/json replaces invalid UTF-8 and lone surrogate escapes with
+	// U+FFFD, so both are checked in the raw JSON; a U+FFFD written as such
+	// (or as \ufffd) is a valid character and is kept.
+	if !utf8.Valid(rs.Dest) || hasLoneSurrogate(rs.Dest) {
 		return Sample{}, errors.New(`"dest" is not valid UTF-8`)
 	}
 	var s Sample
@@ -113,9 +117,6 @@ func (rs rawSample) validate() (Sample, error) {
 		return Sample{}, errors.New(`"dest" must not be empty`)
 	case len(s.Dest) > maxDestLen:
 		return Sample{}, fmt.Errorf(`"dest" is %d bytes, more than %d`, len(s.Dest), maxDestLen)
-	case !utf8.ValidString(s.Dest) || strings.ContainsRune(s.Dest, utf8.RuneError):
-		// JSON escapes such as a lone \ud800 decode to U+FFFD.
-		return Sample{}, errors.New(`"dest" is not valid UTF-8`)
 	}
 	if err := json.Unmarshal(rs.LatencyMs, &s.LatencyMs); err != nil {
 		return Sample{}, errors.New(`"latency_ms" must be a number`)
@@ -126,21 +127,79 @@ func (rs rawSample) validate() (Sample, error) {
 	return s, nil
 }
 
+// hasLoneSurrogate reports whether the raw JSON string lit holds a \uXXXX
+// escape of a UTF-16 surrogate that is not part of a high-low pair: such an
+// escape stands for no character (it is not UTF-8 once decoded). lit is
+// valid UTF-8; a non-string lit has no escapes outside strings to find.
+func hasLoneSurrogate(lit []byte) bool {
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++ // the escaped byte
+		if i >= len(lit) || lit[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(lit[i+1:])
+		if !ok {
+			continue // malformed: json.Unmarshal refuses it
+		}
+		i += 4
+		switch {
+		case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low escape must follow
+			if len(lit) > i+2 && lit[i+1] == '\\' && lit[i+2] == 'u' {
+				if lo, ok := hex4(lit[i+3:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 6
+					continue
+				}
+			}
+			return true
+		case utf16.IsSurrogate(r): // low without a high before it
+			return true
+		}
+	}
+	return false
+}
+
+// hex4 decodes the 4 hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
 // isMissing reports a field that was absent or JSON null.
 func isMissing(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
 // requireToken wraps h so that it answers 401 unless the request carries
-// "Authorization: Bearer <token>". An empty token disables the check.
+// "Authorization: Bearer <token>". The scheme is matched without regard to
+// case (RFC 9110 section 11.1: "bearer" and "BEARER" are Bearer too); the
+// token is compared in constant time. An empty token disables the check.
 func requireToken(token string, h http.Handler) http.Handler {
 	if token == "" {
 		return h
 	}
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="atnode"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return

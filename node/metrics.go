@@ -31,7 +31,7 @@ func newMetrics(n *Node) *metrics {
 		}),
 		chosen: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atnode_timeout_chosen_seconds",
-			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by the source of the deciding value (none: the exponential fallback).",
+			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by the view the deciding value came from: local also when the local guard replaced a fleet value (none: the exponential fallback).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
 		}, []string{"source"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
@@ -58,7 +58,11 @@ func (m *metrics) collectors() []prometheus.Collector {
 }
 
 func (m *metrics) observe(d Decision) {
-	m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
+	src := d.Source
+	if d.Guarded {
+		src = tracker.SourceLocal // the view the deciding value came from
+	}
+	m.chosen.WithLabelValues(src.String()).Observe(d.Timeout.Seconds())
 	if d.Fallback {
 		m.fallbacks.Inc()
 	}

@@ -74,7 +74,8 @@ type Node struct {
 // view and (unless cfg.DisableGossip) the cluster member, and registers the
 // node's metrics on reg. A nil logger discards logs; a nil reg means a
 // private registry (never the default one). The node does nothing in the
-// background until Start.
+// background until Start. On error nothing is left behind: metrics already
+// registered on reg are unregistered again.
 func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("node: config: %w", err)
@@ -131,13 +132,25 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	n.hist = newHistory(maxTrackedDests, historyPoints)
 	own := prometheus.NewRegistry()
 	n.met = newMetrics(n)
+	var registered []prometheus.Collector
 	for _, c := range n.met.collectors() {
 		own.MustRegister(c)
-		if reg != nil {
-			if err := reg.Register(c); err != nil {
-				return nil, fmt.Errorf("node: registering metrics: %w", err)
-			}
+		if reg == nil {
+			continue
 		}
+		if err := reg.Register(c); err != nil {
+			// Leave the caller's registry as it was, and release the
+			// cluster member (it holds nothing before Start, but Close
+			// is its contract).
+			for _, r := range registered {
+				reg.Unregister(r)
+			}
+			if n.cl != nil {
+				_ = n.cl.Close()
+			}
+			return nil, fmt.Errorf("node: registering metrics: %w", err)
+		}
+		registered = append(registered, c)
 	}
 	n.gather = own
 	if g, ok := reg.(prometheus.Gatherer); ok {
@@ -250,10 +263,13 @@ func (n *Node) step(now time.Time) {
 	n.sampleHistory(now)
 }
 
-// Close stops serving HTTP (letting requests in flight finish for up to
-// 5 s), stops the background loop, leaves the cluster and waits for every
-// goroutine the node started. It returns what went wrong on the way, and
-// nil on every later call. The node still answers Record, Estimate and
+// Close leaves the cluster, then stops serving HTTP, in that order (DESIGN.md
+// section 7: leave the cluster, stop serving). /healthz answers 503 from
+// the start of Close. Leaving waits for the leave broadcast (up to the
+// cluster's LeaveTimeout, 5 s by default); requests in flight then have up
+// to 5 s to finish. Close also stops the background loop and waits for
+// every goroutine the node started. It returns what went wrong on the way,
+// and nil on every later call. The node still answers Record, Estimate and
 // Timeout after Close, from its local state.
 func (n *Node) Close() error {
 	n.life.Lock()
@@ -263,7 +279,13 @@ func (n *Node) Close() error {
 	}
 	n.closed = true
 	n.serving.Store(false)
+	close(n.stop)
 	var errs []error
+	if n.cl != nil {
+		if err := n.cl.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: %w", err))
+		}
+	}
 	if n.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := n.srv.Shutdown(ctx); err != nil {
@@ -271,12 +293,6 @@ func (n *Node) Close() error {
 			_ = n.srv.Close()
 		}
 		cancel()
-	}
-	close(n.stop)
-	if n.cl != nil {
-		if err := n.cl.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("node: %w", err))
-		}
 	}
 	n.wg.Wait()
 	n.log.Info("node: closed")

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -99,7 +98,6 @@ func parseDemoConfig(args []string, stderr io.Writer) (demoConfig, error) {
 	}
 	// The node settings are checked by node.Config.Validate, naming the flag.
 	cfg := c.nodeConfig(0, nil)
-	cfg.HTTP = c.http
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -113,12 +111,16 @@ func parseDemoConfig(args []string, stderr io.Writer) (demoConfig, error) {
 }
 
 // nodeConfig is demo node i's configuration: loopback gossip on a free
-// port, no HTTP listener of its own (the demo serves node 0's handler).
+// port; node 0 serves the HTTP API and the dashboard on -http (so its
+// /v1/status reports the address bound), the others serve no HTTP.
 func (c demoConfig) nodeConfig(i int, join []string) node.Config {
 	cfg := node.DefaultConfig()
 	cfg.Name = fmt.Sprintf("node-%d", i)
 	cfg.Bind = "127.0.0.1:0"
 	cfg.HTTP = ""
+	if i == 0 {
+		cfg.HTTP = c.http
+	}
 	cfg.Join = join
 	cfg.Window = c.window
 	cfg.SubWindow = c.subWindow
@@ -186,34 +188,24 @@ func (a app) demo(ctx context.Context, args []string) int {
 	level.Set(node.Config{LogLevel: c.logLevel}.SlogLevel())
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: &level}))
 
-	// Bind the dashboard's address first: a busy port is the likeliest
-	// failure of a first run and should be said plainly.
-	ln, err := net.Listen("tcp", c.http)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			fmt.Fprintf(a.stderr, "atnode demo: %s is already in use (another atnode demo?).\n"+
-				"atnode demo: choose another address, e.g. -http 127.0.0.1:0 to pick a free port.\n", c.http)
-		} else {
-			fmt.Fprintf(a.stderr, "atnode demo: -http %s: %v\n", c.http, err)
-		}
-		return 2
-	}
-
 	if c.duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.duration)
 		defer cancel()
 	}
 
+	// Node 0 starts first and binds -http itself: a busy port is the
+	// likeliest failure of a first run and is said plainly.
 	nodes, err := a.startDemoNodes(ctx, c, logger)
-	if err != nil {
-		ln.Close()
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		fmt.Fprintf(a.stderr, "atnode demo: %s is already in use (another atnode demo?).\n"+
+			"atnode demo: choose another address, e.g. -http 127.0.0.1:0 to pick a free port.\n", c.http)
+		return 2
+	case err != nil:
 		printErr(a.stderr, "demo", err)
 		return 1
 	}
-	srv := &http.Server{Handler: nodes[0].Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 
 	degradeAt := 60 * time.Second
 	if c.duration > 0 {
@@ -222,7 +214,7 @@ func (a app) demo(ctx context.Context, args []string) int {
 	start := time.Now()
 	fmt.Fprintf(a.stdout, "atnode demo: %d nodes gossiping on loopback, window %v in %v sub-windows; payments degrades at %v.\n",
 		c.nodes, c.window, c.subWindow, degradeAt)
-	fmt.Fprintf(a.stdout, "dashboard: http://%s/\n", ln.Addr())
+	fmt.Fprintf(a.stdout, "dashboard: http://%s/\n", nodes[0].HTTPAddr())
 	if c.duration > 0 {
 		fmt.Fprintf(a.stdout, "running for %v; Ctrl-C stops.\n", c.duration)
 	} else {
@@ -240,9 +232,6 @@ func (a app) demo(ctx context.Context, args []string) int {
 			done = true
 		case <-tick.C:
 			printTable(a.stdout, nodes[0], dests, time.Since(start), degradeAt)
-		case err := <-served:
-			logger.Error("dashboard server stopped", "err", err)
-			done = true
 		}
 	}
 	tick.Stop()
@@ -255,12 +244,7 @@ func (a app) demo(ctx context.Context, args []string) int {
 		// at the end of a demo. -log-level debug keeps them.
 		level.Set(slog.LevelError + 4)
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		logger.Warn("dashboard server shutdown", "err", err)
-	}
-	closeAll(nodes, logger)
+	closeAll(nodes, logger) // node 0, closed last, serves the dashboard until then
 	return 0
 }
 

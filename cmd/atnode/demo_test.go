@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"math"
 	"net"
@@ -39,6 +40,7 @@ func TestDemoRuns(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond, "no dashboard URL; stderr: %s", stderr.String())
 
 	client := &http.Client{Timeout: 5 * time.Second}
+	bodies := map[string][]byte{}
 	for _, path := range []string{"", "v1/status"} {
 		resp, err := client.Get(url + path)
 		require.NoError(t, err)
@@ -47,8 +49,18 @@ func TestDemoRuns(t *testing.T) {
 		require.NoError(t, resp.Body.Close())
 		require.Equal(t, http.StatusOK, resp.StatusCode, "GET /%s: %s", path, body)
 		require.NotEmpty(t, body)
+		bodies[path] = body
 	}
 	client.CloseIdleConnections()
+	// Node 0 owns the listener: its status reports the address bound (the
+	// dashboard's header shows it), not "".
+	var status struct {
+		Node     string `json:"node"`
+		HTTPAddr string `json:"http_addr"`
+	}
+	require.NoError(t, json.Unmarshal(bodies["v1/status"], &status))
+	require.Equal(t, "node-0", status.Node)
+	require.Equal(t, "http://"+status.HTTPAddr+"/", url)
 
 	select {
 	case code := <-exit:
@@ -77,7 +89,7 @@ func TestDemoPortBusy(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	var stdout, stderr bytes.Buffer
-	a := app{stdout: &stdout, stderr: &stderr, newNode: stopNode}
+	a := app{stdout: &stdout, stderr: &stderr, newNode: newRuntime}
 	code := a.run(t.Context(), []string{"demo", "-http", ln.Addr().String(), "-duration", "1s"})
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr.String(), ln.Addr().String()+" is already in use")

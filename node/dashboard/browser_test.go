@@ -44,6 +44,7 @@ type pageState struct {
 	ScrollWidth  int          `json:"scrollWidth"`
 	ViewWidth    int          `json:"viewWidth"`
 	GossipIn     string       `json:"gossipIn"`
+	HTTPAddr     string       `json:"httpAddr"`
 	RejectedText string       `json:"rejectedText"`
 }
 
@@ -91,6 +92,7 @@ const readState = `(() => {
     scrollWidth: document.documentElement.scrollWidth,
     viewWidth: window.innerWidth,
     gossipIn: document.getElementById('f-gossip-in').textContent,
+    httpAddr: document.getElementById('f-http-addr').textContent,
     rejectedText: document.getElementById('f-rejected').textContent,
   };
 })()`
@@ -201,8 +203,8 @@ func TestBrowserDashboard(t *testing.T) {
 			require.Positive(t, last.Charts[1].Points, "no-data has points with null quantiles")
 			require.False(t, last.EmptyShown)
 			require.Len(t, last.MemberRows, 1)
-			require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
-			require.Equal(t, "stale epoch 0", last.RejectedText)
+			require.Equal(t, fakeSelf.Member, last.SelfMember)
+			require.Equal(t, "none", last.RejectedText)
 		}},
 		{scenario: "broken", width: 1280, height: 900, failing: "v1/history?dest=broken: 500 history store unavailable",
 			check: func(t *testing.T, _, last pageState) {
@@ -230,53 +232,12 @@ func TestBrowserDashboard(t *testing.T) {
 			api.register(mux)
 			mux.Handle("GET /", Handler())
 			srv := httptest.NewServer(mux) // listens on 127.0.0.1
-			defer srv.Close()
-
-			tabCtx, cancelTab := chromedp.NewContext(browserCtx)
-			defer cancelTab()
-			ctx, cancel := context.WithTimeout(tabCtx, 30*time.Second)
-			defer cancel()
-			// Listen delivers events in order on the tab's reader, so every
-			// problem the page reported before a command returns has been
-			// recorded by then. chromedp enables the Runtime and Log domains.
-			var problems consoleLog
-			require.NoError(t, chromedp.Listen(ctx, problems.listen))
+			t.Cleanup(srv.Close)           // after the tab closes (cleanups run last first)
 
 			start := time.Now()
-			require.NoError(t, chromedp.Do(ctx,
-				chromedp.EmulateViewport(tc.width, tc.height),
-				chromedp.Navigate(srv.URL+"/?interval=300"),
-			))
-
-			// Poll until the page has refreshed a few times after its
-			// first complete render, or the deadline passes.
-			var first, last pageState
-			haveFirst := false
-			for {
-				st, err := chromedp.Run(ctx, chromedp.Evaluate[*pageState](readState))
-				require.NoError(t, err)
-				if st != nil && st.Updates >= 1 && !haveFirst {
-					first, haveFirst = *st, true
-					if tc.dark { // the page rebuilds its charts in the new colours
-						_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
-							Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
-						})
-						require.NoError(t, err)
-					}
-				}
-				if st != nil {
-					last = *st
-				}
-				if haveFirst && last.Updates >= first.Updates+3 && drawn(last) {
-					break
-				}
-				select {
-				case <-ctx.Done():
-					p := problems.list()
-					t.Fatalf("page did not settle: %v; last state %+v; %d console problems, first %q", ctx.Err(), last, len(p), p[:min(3, len(p))])
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
+			first, last, problems := openPage(t, browserCtx, srv.URL+"/?interval=300", tc.width, tc.height, tc.dark, func(first, last pageState) bool {
+				return last.Updates >= first.Updates+3 && drawn(last)
+			})
 			t.Logf("%s: %d refreshes in %v", name, last.Updates, time.Since(start).Round(time.Millisecond))
 
 			require.Equal(t, "live", last.Conn)
@@ -302,13 +263,71 @@ func TestBrowserDashboard(t *testing.T) {
 				if tc.scenario != "busy" || tc.width != 1280 {
 					path = strings.TrimSuffix(shot, filepath.Ext(shot)) + "-" + strings.ReplaceAll(name, "/", "-") + ".png"
 				}
-				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+				png, err := chromedp.Run(problems.ctx, chromedp.FullScreenshot(100))
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(path, png, 0o644))
 				t.Logf("screenshot %s", path)
 			}
 			require.Empty(t, problemList, "console errors, warnings or exceptions")
 		})
+	}
+}
+
+// page is a dashboard tab opened by openPage: its context (for more
+// commands) and the problems the page reported.
+type page struct {
+	ctx context.Context
+	consoleLog
+}
+
+// openPage opens url in a new tab of browserCtx at width×height, switches
+// to the dark colour scheme after the first complete render when dark is
+// set, and polls the page state until done(first, last) holds, or fails
+// the test after 30 s. first is the state after the first refresh.
+func openPage(t *testing.T, browserCtx context.Context, url string, width, height int64, dark bool,
+	done func(first, last pageState) bool) (first, last pageState, p *page) {
+	t.Helper()
+	tabCtx, cancelTab := chromedp.NewContext(browserCtx)
+	t.Cleanup(cancelTab)
+	ctx, cancel := context.WithTimeout(tabCtx, 30*time.Second)
+	t.Cleanup(cancel)
+	p = &page{ctx: ctx}
+	// Listen delivers events in order on the tab's reader, so every
+	// problem the page reported before a command returns has been
+	// recorded by then. chromedp enables the Runtime and Log domains.
+	require.NoError(t, chromedp.Listen(ctx, p.listen))
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.EmulateViewport(width, height),
+		chromedp.Navigate(url),
+	))
+
+	// Poll until done, or the deadline passes.
+	haveFirst := false
+	for {
+		st, err := chromedp.Run(ctx, chromedp.Evaluate[*pageState](readState))
+		require.NoError(t, err)
+		if st != nil && st.Updates >= 1 && !haveFirst {
+			first, haveFirst = *st, true
+			if dark { // the page rebuilds its charts in the new colours
+				_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+					Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}},
+				})
+				require.NoError(t, err)
+			}
+		}
+		if st != nil {
+			last = *st
+		}
+		if haveFirst && done(first, last) {
+			return first, last, p
+		}
+		select {
+		case <-ctx.Done():
+			pl := p.list()
+			t.Fatalf("page did not settle: %v; last state %+v; %d console problems, first %q", ctx.Err(), last, len(pl), pl[:min(3, len(pl))])
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 
@@ -340,11 +359,12 @@ func checkBusy(t *testing.T, first, last pageState) {
 		require.Len(t, row, 5, "name, member, address, state, boot id")
 		names = append(names, row[0])
 		require.Contains(t, []string{"alive", "suspect", "dead", "left"}, row[3])
-		require.True(t, strings.HasPrefix(row[1], row[0]+"-"+row[4]), "row %q", row)
+		require.Regexp(t, `^[0-9a-f]{16}$`, row[4], "boot id")
+		require.Equal(t, row[0]+"-"+row[4][8:], row[1], "member name: name and the boot id's low 32 bits")
 	}
 	require.Equal(t, []string{"n0", "n1", "n2", "n3", "n4", "n5"}, names)
 	require.Equal(t, []string{"n5", "127.0.0.1:7951", "dead"}, []string{last.MemberRows[5][0], last.MemberRows[5][2], last.MemberRows[5][3]})
-	require.Equal(t, "n0-1a2b3c4d", last.SelfMember)
+	require.Equal(t, fakeSelf.Member, last.SelfMember)
 	require.Contains(t, last.GossipIn, "batches")
 	require.Contains(t, last.RejectedText, "stale epoch")
 }

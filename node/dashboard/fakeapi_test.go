@@ -2,15 +2,21 @@ package dashboard
 
 import (
 	"encoding/json"
+	"fmt"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 )
 
-// fakeAPI stands in for the node's JSON API (DESIGN.md section 7 and the
-// shapes the dashboard is built against). Its clock is a tick counter that
+// fakeAPI stands in for the node's JSON API (DESIGN.md section 7), with
+// the real node's shapes: boot IDs of 16 hex digits whose last 8 end the
+// member name, whole milliseconds, the estimate sources "fleet", "local"
+// and "none" (tracker.Source), the real gossip counters and reject reasons
+// (cluster.GossipStats). TestFakeAPIShapes (realnode_test.go) compares its
+// answers with a real node's field by field. Its clock is a tick counter that
 // every /v1/status call advances by two seconds, so each refresh of the page
 // sees a new point per destination and the data moves deterministically.
 type fakeAPI struct {
@@ -83,25 +89,34 @@ type fakeMember struct {
 	BootID string `json:"boot_id"`
 }
 
+// member is a row as the node writes it: the boot ID as 16 lowercase hex
+// digits, the member name the peer name and the boot ID's low 32 bits.
+func member(name, addr, state string, boot uint64) fakeMember {
+	return fakeMember{name, fmt.Sprintf("%s-%08x", name, uint32(boot)), addr, state, fmt.Sprintf("%016x", boot)}
+}
+
+// fakeSelf is n0, the node the fake API is.
+var fakeSelf = member("n0", "127.0.0.1:7946", "alive", 0x7f3e9a001a2b3c4d)
+
 // members returns the membership at tick; n3 flaps between alive and suspect.
 func (f *fakeAPI) members(tick int64) []fakeMember {
 	switch f.scenario {
 	case "empty":
 		return []fakeMember{}
 	case "quiet", "broken":
-		return []fakeMember{{"n0", "n0-1a2b3c4d", "127.0.0.1:7946", "alive", "1a2b3c4d"}}
+		return []fakeMember{fakeSelf}
 	}
 	n3 := "alive"
 	if tick%2 == 1 {
 		n3 = "suspect"
 	}
 	return []fakeMember{
-		{"n0", "n0-1a2b3c4d", "127.0.0.1:7946", "alive", "1a2b3c4d"},
-		{"n1", "n1-5e6f7a8b", "127.0.0.1:7947", "alive", "5e6f7a8b"},
-		{"n2", "n2-9c0d1e2f", "127.0.0.1:7948", "alive", "9c0d1e2f"},
-		{"n3", "n3-31415926", "127.0.0.1:7949", n3, "31415926"},
-		{"n4", "n4-27182818", "127.0.0.1:7950", "left", "27182818"},
-		{"n5", "n5-16180339", "127.0.0.1:7951", "dead", "16180339"},
+		fakeSelf,
+		member("n1", "127.0.0.1:7947", "alive", 0x00000000_5e6f7a8b),
+		member("n2", "127.0.0.1:7948", "alive", 0xc0ffee00_9c0d1e2f),
+		member("n3", "127.0.0.1:7949", n3, 0x12345678_31415926),
+		member("n4", "127.0.0.1:7950", "left", 0xfedcba98_27182818),
+		member("n5", "127.0.0.1:7951", "dead", 0x0badf00d_16180339),
 	}
 }
 
@@ -138,16 +153,32 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 	if f.scenario == "busy" {
 		busy = 1
 	}
+	rejected := map[string]int64{} // reasons are the cluster's Reject* constants
+	if busy > 0 {
+		rejected["stale_epoch"] = tick / 3
+		rejected["unknown_origin"] = tick / 5
+	}
+	slices.Sort(dests)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"node": "n0", "member": "n0-1a2b3c4d",
+		"node": fakeSelf.Name, "member": fakeSelf.Member, "boot_id": fakeSelf.BootID,
 		"gossip_addr": "127.0.0.1:7946", "http_addr": "127.0.0.1:8080",
-		"window_ms": 60000, "sub_window_ms": 6000,
+		"window_ms": 60000, "sub_window_ms": 6000, "quantile": fakeQuantile,
 		"destinations":  dests,
-		"members_alive": alive,
+		"members_alive": max(alive, 1), // the node counts itself
+		"min_peers":     min(3, max(alive, 1)),
 		"gossip": map[string]any{
 			"bytes_in": busy * tick * 48_213, "bytes_out": busy * tick * 51_007,
-			"batches_in": busy * tick * 8, "batches_out": busy * tick * 4,
-			"rejected": map[string]int64{"stale_epoch": busy * tick / 3},
+			"messages_in":  map[string]int64{"batch": busy * tick * 8, "digest": busy * tick * 10, "pull": busy * tick},
+			"messages_out": map[string]int64{"batch": busy * tick * 4, "digest": busy * tick * 10, "pull": busy * tick},
+			"batches_in":   busy * tick * 8, "batches_out": busy * tick * 4,
+			"outcomes":    map[string]int64{"new": busy * tick * 6, "duplicate": busy * tick * 2},
+			"rejected":    rejected,
+			"queue_drops": 0, "send_drops": 0, "send_errors": 0, "repairs": busy * tick / 4,
+			"seals": busy * tick, "seal_errors": 0,
+			"seal_to_receive": map[string]any{
+				"bounds": []float64{0.1, 0.5, 1, 2, 5}, "counts": []int64{0, busy * tick * 7, busy * tick, 0, 0, 0},
+				"sum": float64(busy*tick) * 2.4, "count": busy * tick * 8,
+			},
 		},
 	})
 }
@@ -159,28 +190,30 @@ func (f *fakeAPI) membersHandler(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, f.members(tick))
 }
 
+// fakePoint is a history point as the node writes it: quantiles and the
+// timeout in whole milliseconds, the estimate's source fleet, local or none.
 type fakePoint struct {
-	TMs          int64    `json:"t_ms"`
-	LocalMs      *float64 `json:"local_ms"`
-	FleetMs      *float64 `json:"fleet_ms"`
-	TimeoutMs    float64  `json:"timeout_ms"`
-	Peers        int      `json:"peers"`
-	Samples      int64    `json:"samples"`
-	LocalSamples int64    `json:"local_samples"`
-	Source       string   `json:"source"`
+	TMs          int64   `json:"t_ms"`
+	LocalMs      *uint64 `json:"local_ms"`
+	FleetMs      *uint64 `json:"fleet_ms"`
+	TimeoutMs    int64   `json:"timeout_ms"`
+	Peers        int     `json:"peers"`
+	Samples      uint64  `json:"samples"`
+	LocalSamples uint64  `json:"local_samples"`
+	Source       string  `json:"source"`
 }
 
-// jitter returns v times a deterministic factor in [0.85, 1.25) that
-// depends only on the destination and the time, so that repeated queries
-// agree on the past.
-func jitter(dest string, tMs int64, v float64) *float64 {
+// jitter returns v times a deterministic factor in [0.85, 1.25), in whole
+// milliseconds, that depends only on the destination and the time, so that
+// repeated queries agree on the past.
+func jitter(dest string, tMs int64, v float64) *uint64 {
 	if math.IsNaN(v) {
 		return nil
 	}
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(dest))
 	r := rand.New(rand.NewPCG(h.Sum64(), uint64(tMs)))
-	x := math.Round(v*(0.85+0.4*r.Float64())*100) / 100
+	x := uint64(math.Round(v * (0.85 + 0.4*r.Float64())))
 	return &x
 }
 
@@ -201,7 +234,7 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "unknown destination " + dest})
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("unknown destination %q", dest)})
 		return
 	}
 	f.mu.Lock()
@@ -211,14 +244,14 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 	if d.localMs != nil {
 		for t := now - fakeSpanMs + fakeStepMs; t <= now; t += fakeStepMs {
 			p := fakePoint{TMs: t, LocalMs: jitter(dest+"/local", t, d.localMs(t)), FleetMs: jitter(dest+"/fleet", t, d.fleetMs(t)), Peers: d.peers(t)}
-			p.TimeoutMs, p.Source = fakeFloorMs, "fallback"
+			p.TimeoutMs, p.Source = fakeFloorMs, "none" // the backoff fallback
 			if p.LocalMs != nil {
 				p.LocalSamples = 24_000
-				p.TimeoutMs, p.Source = math.Max(fakeFloorMs, 2**p.LocalMs), "local"
+				p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.LocalMs)), "local"
 			}
 			if p.FleetMs != nil {
-				p.Samples = int64(p.Peers) * 24_000
-				p.TimeoutMs, p.Source = math.Max(fakeFloorMs, 2**p.FleetMs), "fleet"
+				p.Samples = uint64(p.Peers) * 24_000
+				p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.FleetMs)), "fleet"
 			}
 			points = append(points, p)
 		}
