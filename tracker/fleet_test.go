@@ -326,6 +326,35 @@ func cappedUnion(perPeer map[string][]uint64, share float64) []uint64 {
 	return out
 }
 
+// TestShareCapLevelClamped checks shareCap never caps a peer to more than
+// its count: in exact arithmetic the level is below the smallest capped
+// count, but float64 rounding of counts near 2^58 put it above (this case,
+// found by a random search, gave t = n+41 before the clamp), and capPeer's
+// c−(k−kept) would underflow.
+func TestShareCapLevelClamped(t *testing.T) {
+	ns := []uint64{284724136982558742, 284724118333884265, 284724114446962967, 284724114446962954, 284724114446962945}
+	pcs := make([]peerCount, len(ns))
+	for i, n := range ns {
+		pcs[i] = peerCount{&fleetPeer{name: fmt.Sprint(i)}, n}
+	}
+	k, tt, ok := shareCap(pcs, 0.2)
+	require.True(t, ok)
+	require.Equal(t, 3, k)
+	require.LessOrEqual(t, tt, ns[k-1])
+	r := rand.New(rand.NewPCG(3, 3))
+	for range 100000 {
+		base := r.Uint64N(1 << 58)
+		for i := range pcs {
+			pcs[i].n = base + r.Uint64N(1<<r.IntN(40))
+		}
+		slices.SortFunc(pcs, comparePeerCounts)
+		share := []float64{0.1, 0.2, 0.25, 0.3, 0.33}[r.IntN(5)]
+		if k, tt, ok := shareCap(pcs, share); ok {
+			require.LessOrEqual(t, tt, pcs[k-1].n, "share %v counts %v", share, pcs)
+		}
+	}
+}
+
 // TestFleetNodesConverge simulates nodes that each receive every batch, in
 // their own order at their own times, and requires every fleet view to be
 // bucket-for-bucket the exact union (and the capped union when one origin
