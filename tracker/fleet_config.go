@@ -38,9 +38,16 @@ type FleetConfig struct {
 	MinPeers int
 
 	// MaxOriginShare is the largest share of a destination's fleet view
-	// samples one peer may hold once at least 4 peers contribute; a peer
-	// above it has its counts scaled down to it. In (0, 1]; 0 disables the
-	// cap. Default 0.25. Cost: when the cap bites, the first query after each
+	// samples one peer may hold once at least 4 peers contribute. The cap
+	// applies to every peer above the share, not only the largest: each
+	// such peer is scaled to the same level, chosen so that each holds
+	// MaxOriginShare of the capped total (when the share is below 1/peers,
+	// every peer is capped to the smallest peer's count). A capped peer's
+	// buckets are all scaled by the same factor: its cumulative counts are
+	// multiplied by level/count and rounded down, so its total is rounded
+	// down once (not once per bucket) and its tail buckets, mostly holding
+	// one sample each, keep their share instead of vanishing. In (0, 1]; 0
+	// disables the cap. Default 0.25. Cost: when the cap bites, the first query after each
 	// change of that destination rebuilds a capped copy of its histogram
 	// (about 1–3 µs at the default layout, plus a merge of the capped peer's
 	// N−1 sub-windows); otherwise nothing.
