@@ -72,10 +72,15 @@ type FleetStats struct {
 	OriginsEvicted uint64
 	// DestinationsEvicted counts destinations evicted by MaxDestinations.
 	DestinationsEvicted uint64
+	// ExclusionsEvicted counts exclusions forgotten early because more than
+	// 4·MaxOrigins were remembered (see Fleet.Exclude).
+	ExclusionsEvicted uint64
 
-	// Members is the number of members (peer name + boot) held, tombstones
-	// of excluded members included.
+	// Members is the number of members (peer name + boot) whose batches
+	// are held.
 	Members int
+	// Excluded is the number of exclusions remembered (see Fleet.Exclude).
+	Excluded int
 	// Peers is the number of distinct peer names held.
 	Peers int
 	// Destinations is the number of destinations with a fleet view.
@@ -106,13 +111,12 @@ type fleetPeer struct {
 }
 
 // fleetMember is one process of a peer: its batches by epoch, and whether
-// membership excluded it.
+// membership excluded it (mirrors Fleet.excluded, which outlives it).
 type fleetMember struct {
-	key           memberKey
-	peer          *fleetPeer
-	excluded      bool
-	excludedEpoch int64
-	epochs        map[int64]*memberEpoch
+	key      memberKey
+	peer     *fleetPeer
+	excluded bool
+	epochs   map[int64]*memberEpoch
 }
 
 type memberEpoch struct {
@@ -174,9 +178,14 @@ type Fleet struct {
 
 	members map[memberKey]*fleetMember
 	peers   map[string]*fleetPeer
-	dests   map[string]*destState
-	head    *destState
-	tail    *destState
+	// excluded holds, per excluded member, the epoch E of its last Exclude,
+	// apart from the batches and the MaxOrigins cap: kept while the member
+	// is held or any batch it sent before E+2 could still be accepted, so
+	// evicting or forgetting its batches never lets them count again.
+	excluded map[memberKey]int64
+	dests    map[string]*destState
+	head     *destState
+	tail     *destState
 
 	stats   FleetStats
 	batches int
@@ -201,17 +210,18 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 	}
 	n := int64(cfg.Tracker.SubWindows)
 	return &Fleet{
-		cfg:     cfg,
-		geo:     g,
-		n:       n,
-		swMs:    cfg.Tracker.SubWindow().Milliseconds(),
-		ring:    n + 3,
-		local:   local,
-		live:    1,
-		members: make(map[memberKey]*fleetMember),
-		peers:   make(map[string]*fleetPeer),
-		dests:   make(map[string]*destState),
-		scratch: make([]uint64, g.countsLen),
+		cfg:      cfg,
+		geo:      g,
+		n:        n,
+		swMs:     cfg.Tracker.SubWindow().Milliseconds(),
+		ring:     n + 3,
+		local:    local,
+		live:     1,
+		members:  make(map[memberKey]*fleetMember),
+		peers:    make(map[string]*fleetPeer),
+		excluded: make(map[memberKey]int64),
+		dests:    make(map[string]*destState),
+		scratch:  make([]uint64, g.countsLen),
 	}, nil
 }
 
@@ -227,6 +237,7 @@ func (f *Fleet) SetLiveMembers(n int) { f.live = max(n, 1) }
 func (f *Fleet) Stats() FleetStats {
 	s := f.stats
 	s.Members = len(f.members)
+	s.Excluded = len(f.excluded)
 	s.Peers = len(f.peers)
 	s.Destinations = len(f.dests)
 	s.Batches = f.batches
@@ -298,15 +309,19 @@ func (f *Fleet) advance(e int64) {
 	for _, m := range f.members {
 		f.maybeForget(m)
 	}
+	for k, ep := range f.excluded {
+		if ep+1 < lo && f.members[k] == nil {
+			delete(f.excluded, k) // any batch it sent before ep+2 is too old
+		}
+	}
 }
 
-// maybeForget drops a member that holds no batch: at once when included, and
-// for an excluded one once any batch it could have sent is refused as too old.
+// maybeForget drops a member that holds no batch. Its exclusion, if any,
+// stays in f.excluded until it expires.
 func (f *Fleet) maybeForget(m *fleetMember) {
-	if len(m.epochs) > 0 || (m.excluded && m.excludedEpoch+1 >= f.epoch-f.n-1) {
-		return
+	if len(m.epochs) == 0 {
+		f.dropMember(m)
 	}
-	f.dropMember(m)
 }
 
 func (f *Fleet) dropMember(m *fleetMember) {
@@ -320,6 +335,9 @@ func (f *Fleet) dropMember(m *fleetMember) {
 		}
 	}
 	delete(f.members, m.key)
+	if ep, ok := f.excluded[m.key]; ok && ep+1 < f.epoch-f.n-1 {
+		delete(f.excluded, m.key) // held it alone past its expiry
+	}
 	p := m.peer
 	p.members = slices.DeleteFunc(p.members, func(x *fleetMember) bool { return x == m })
 	if len(p.members) == 0 {
@@ -328,7 +346,8 @@ func (f *Fleet) dropMember(m *fleetMember) {
 }
 
 func (f *Fleet) member(k memberKey) *fleetMember {
-	m := &fleetMember{key: k, epochs: make(map[int64]*memberEpoch)}
+	_, excl := f.excluded[k]
+	m := &fleetMember{key: k, excluded: excl, epochs: make(map[int64]*memberEpoch)}
 	p := f.peers[k.name]
 	if p == nil {
 		p = &fleetPeer{name: k.name}
@@ -635,9 +654,10 @@ func equalBatch(a, b *Batch) bool {
 }
 
 // evictMember makes room for a new member whose first batch has epoch ep:
-// it evicts the excluded member, else the member with the oldest newest
-// batch, that is older than ep (never one of Self's members). Ties break by
-// name and boot, so the choice is deterministic.
+// it evicts an excluded member (its exclusion stays remembered, so its
+// batches never count if delivered again), else the member with the oldest
+// newest batch, that is older than ep (never one of Self's members). Ties
+// break by name and boot, so the choice is deterministic.
 func (f *Fleet) evictMember(ep int64) bool {
 	var victim *fleetMember
 	var vExcl bool
@@ -646,12 +666,9 @@ func (f *Fleet) evictMember(ep int64) bool {
 		if m.key.name == f.cfg.Self && f.cfg.Self != "" {
 			continue
 		}
-		newest := m.excludedEpoch
-		if len(m.epochs) > 0 || !m.excluded {
-			newest = minEpoch
-			for e := range m.epochs {
-				newest = max(newest, e)
-			}
+		newest := int64(minEpoch)
+		for e := range m.epochs {
+			newest = max(newest, e)
 		}
 		if !m.excluded && newest >= ep {
 			continue
@@ -677,22 +694,29 @@ const minEpoch = -1 << 63
 // Exclude removes member (name, boot) from every view at once, as when
 // membership declares it dead; its batches are kept until they age out, so
 // a refuted death (Include) costs nothing. Batches that arrive for it later
-// are stored but not counted. An unknown member is remembered as excluded
-// while the MaxOrigins cap leaves room.
+// are stored but not counted.
+//
+// The exclusion is remembered apart from the batches and the MaxOrigins cap,
+// known member or not, until Include, or until the member holds no batch and
+// any batch it sent before E+2 (E the epoch of the last Exclude) is refused
+// as too old: so a dead member whose batches the MaxOrigins cap evicted is
+// still not counted when they are delivered again. At most 4·MaxOrigins
+// exclusions are remembered; beyond, the one excluded longest ago is
+// forgotten with its member's batches (counted in
+// FleetStats.ExclusionsEvicted), and that member's batches would count if
+// delivered again.
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 	f.advance(f.epochOf(now))
 	k := memberKey{name, boot}
-	m := f.members[k]
-	if m == nil {
-		if len(f.members) >= f.cfg.MaxOrigins {
-			return
-		}
-		m = f.member(k)
+	if _, ok := f.excluded[k]; !ok && len(f.excluded) >= f.maxExclusions() {
+		f.evictExclusion()
 	}
-	if m.excluded {
+	f.excluded[k] = f.epoch
+	m := f.members[k]
+	if m == nil || m.excluded {
 		return
 	}
-	m.excluded, m.excludedEpoch = true, f.epoch
+	m.excluded = true
 	for ep, me := range m.epochs {
 		for _, hb := range me.parts {
 			f.uncount(m, hb, ep, f.inView(ep))
@@ -700,11 +724,38 @@ func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 	}
 }
 
+// maxExclusions bounds f.excluded: 4·MaxOrigins records of about 100 bytes
+// plus the name.
+func (f *Fleet) maxExclusions() int { return 4 * f.cfg.MaxOrigins }
+
+// evictExclusion forgets the exclusion made longest ago (ties by name and
+// boot) and drops its member's batches, which were not counted.
+func (f *Fleet) evictExclusion() {
+	var victim memberKey
+	vEpoch, found := int64(0), false
+	for k, ep := range f.excluded {
+		if !found || ep < vEpoch || ep == vEpoch &&
+			cmp.Or(cmp.Compare(k.name, victim.name), cmp.Compare(k.boot, victim.boot)) < 0 {
+			victim, vEpoch, found = k, ep, true
+		}
+	}
+	if !found {
+		return
+	}
+	delete(f.excluded, victim)
+	if m := f.members[victim]; m != nil {
+		f.dropMember(m)
+	}
+	f.stats.ExclusionsEvicted++
+}
+
 // Include counts member (name, boot) in the views again, as when it refuted
-// its death. A member not excluded is left as is.
+// its death, and forgets its exclusion. A member not excluded is left as is.
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
 	f.advance(f.epochOf(now))
-	m := f.members[memberKey{name, boot}]
+	k := memberKey{name, boot}
+	delete(f.excluded, k)
+	m := f.members[k]
 	if m == nil || !m.excluded {
 		return
 	}

@@ -142,9 +142,18 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	t.Helper()
 	batches, buckets := 0, 0
 	refs := map[*destState]int{}
+	require.LessOrEqual(t, len(f.excluded), 4*f.cfg.MaxOrigins)
+	for k, ep := range f.excluded {
+		if f.members[k] == nil {
+			require.GreaterOrEqual(t, ep+1, f.epoch-f.n-1, "an expired exclusion of %v is kept", k)
+		}
+	}
 	for _, m := range f.members {
 		require.Same(t, m, f.members[m.key])
 		require.Contains(t, m.peer.members, m)
+		require.NotEmpty(t, m.epochs, "a member without batches is held")
+		_, excl := f.excluded[m.key]
+		require.Equal(t, excl, m.excluded, "member %v", m.key)
 		for ep, me := range m.epochs {
 			require.GreaterOrEqual(t, ep, f.epoch-f.n-1)
 			require.LessOrEqual(t, ep, f.epoch+1)
@@ -222,6 +231,12 @@ func fleetState(f *Fleet) string {
 	for _, m := range ms {
 		fmt.Fprintf(&sb, "member %v excluded=%v\n", m.key, m.excluded)
 	}
+	var ex []string
+	for k, ep := range f.excluded {
+		ex = append(ex, fmt.Sprintf("%v@%d", k, ep))
+	}
+	slices.Sort(ex)
+	fmt.Fprintf(&sb, "excluded %v\n", ex)
 	for _, k := range f.Keys(f.cfg.Tracker.EpochStart(f.epoch)) {
 		b, _ := f.Lookup(k)
 		fmt.Fprintf(&sb, "batch %+v\n", b)

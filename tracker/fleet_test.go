@@ -208,14 +208,94 @@ func TestFleetMembership(t *testing.T) {
 	t.Run("forget after data aged out", func(t *testing.T) {
 		later := fleetAt(c, testE+N+2, 0)
 		f.Advance(later)
-		require.Equal(t, 2, f.Stats().Members, "excluded tombstones stay while their batches could still be accepted")
+		require.Equal(t, 0, f.Stats().Members)
+		require.Equal(t, 2, f.Stats().Excluded, "exclusions stay while their batches could still be accepted")
 		f.Advance(fleetAt(c, testE+N+3, 0))
 		s := f.Stats()
 		require.Equal(t, 0, s.Members)
+		require.Equal(t, 0, s.Excluded)
 		require.Equal(t, 0, s.Peers)
 		require.Equal(t, 0, s.Batches)
 		checkInvariants(t, f)
 	})
+}
+
+// TestFleetExclusionOutlivesEviction is the reviewer's repro: a dead
+// member's batches evicted by the MaxOrigins cap and delivered again must
+// not count, and an unknown member excluded while the cap is full stays
+// excluded.
+func TestFleetExclusionOutlivesEviction(t *testing.T) {
+	c := testFleetConfig()
+	c.Self, c.MaxOrigins = "", 3
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	samples := func() uint64 {
+		e, err := f.Estimate("x", 1, now)
+		require.NoError(t, err)
+		checkInvariants(t, f)
+		return e.Samples
+	}
+	dead := mkBatch("dead", 1, testE-1, dcBuckets("x", 9, 100))
+	require.Equal(t, InsertNew, f.Insert(dead, now))
+	f.Exclude("dead", 1, now)
+	for _, o := range []string{"a", "b", "c"} {
+		require.Equal(t, InsertNew, f.Insert(mkBatch(o, 1, testE-2, dcBuckets("x", 1, 1)), now))
+	}
+	require.Equal(t, uint64(1), f.Stats().OriginsEvicted, "dead was evicted first")
+	_, held := f.Lookup(dead.Key)
+	require.False(t, held)
+	require.Equal(t, uint64(3), samples())
+
+	require.Equal(t, InsertNew, f.Insert(dead, now), "stored again (evicting a, the oldest)")
+	require.Equal(t, uint64(2), samples(), "but not counted: a's sample left, dead's never came")
+
+	// An unknown member excluded while the cap is full stays excluded.
+	f.Exclude("ghost", 1, now)
+	require.Equal(t, 3, f.Stats().Members)
+	require.Equal(t, 2, f.Stats().Excluded)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("ghost", 1, testE, dcBuckets("x", 1, 50)), now))
+	require.Equal(t, uint64(2), samples(), "dead (excluded) was evicted for ghost, whose batch is not counted")
+
+	// Include forgets the exclusion: dead's batch counts when delivered again.
+	f.Include("dead", 1, now)
+	require.Equal(t, 1, f.Stats().Excluded)
+	require.Equal(t, InsertNew, f.Insert(dead, now), "evicting ghost, excluded")
+	require.Equal(t, uint64(102), samples())
+
+	// The exclusion of ghost lasts until nothing it sent can be accepted.
+	f.Advance(fleetAt(c, testE+N+2, 0))
+	require.Equal(t, 1, f.Stats().Excluded)
+	f.Advance(fleetAt(c, testE+N+3, 0))
+	require.Equal(t, 0, f.Stats().Excluded)
+	checkInvariants(t, f)
+}
+
+// TestFleetExclusionsBounded checks the exclusions remembered are bounded
+// by 4·MaxOrigins, the oldest forgotten first and counted.
+func TestFleetExclusionsBounded(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxOrigins = 2
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("old", 1, testE-1, dcBuckets("x", 1, 1)), now))
+	f.Exclude("old", 1, now)
+	for i := range 8 {
+		f.Exclude(fmt.Sprint("m", i), 1, fleetAt(c, testE+1, 0))
+	}
+	s := f.Stats()
+	require.Equal(t, 8, s.Excluded)
+	require.Equal(t, uint64(1), s.ExclusionsEvicted)
+	require.Zero(t, s.Members, "the forgotten exclusion's batches went with it")
+	f.Exclude("m3", 1, fleetAt(c, testE+1, 0)) // remembered already: nothing forgotten
+	require.Equal(t, uint64(1), f.Stats().ExclusionsEvicted)
+	f.Exclude("new", 1, fleetAt(c, testE+1, 0))
+	require.Equal(t, uint64(2), f.Stats().ExclusionsEvicted)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("m0", 1, testE, dcBuckets("x", 1, 1)), fleetAt(c, testE+1, 0)),
+		"m0 (same epoch, first by name) was forgotten: its batch counts")
+	e, _ := f.Estimate("x", 1, fleetAt(c, testE+1, 0))
+	require.Equal(t, uint64(1), e.Samples)
+	checkInvariants(t, f)
 }
 
 // TestFleetReplay replays a seeded random message log once, and three times
