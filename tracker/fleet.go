@@ -40,18 +40,23 @@ const (
 	// repeated destination, bucket indices out of range or not ascending, a
 	// zero bucket count, or a total that is not the sum of the counts.
 	InsertMalformed
-	// InsertTooLarge: more than MaxDestinations destinations, or more than
-	// 2^40 samples, for one origin's epoch (over all its parts).
+	// InsertTooLarge: more than MaxDestinations destinations, more than
+	// MaxEpochBuckets buckets, or more than 2^40 samples, for one member's
+	// epoch (over all its parts).
 	InsertTooLarge
 	// InsertOriginCapped: a new member beyond MaxOrigins, and every held
 	// member is at least as recent.
 	InsertOriginCapped
+	// InsertBucketsCapped: holding the batch would take the buckets held
+	// over all batches beyond MaxBuckets.
+	InsertBucketsCapped
 
 	numInsertOutcomes
 )
 
 var insertOutcomeNames = [numInsertOutcomes]string{
 	"new", "duplicate", "conflict", "too_old", "too_new", "layout_mismatch", "malformed", "too_large", "origin_capped",
+	"buckets_capped",
 }
 
 // String returns the outcome in snake_case, as used for metric labels.
@@ -123,6 +128,7 @@ type memberEpoch struct {
 	parts   map[uint16]*heldBatch
 	samples uint64 // over all parts
 	entries int    // Σ max(1, len(Dests)) over all parts
+	buckets int    // over all parts
 }
 
 // heldBatch is a stored batch in canonical form (destinations sorted by name,
@@ -527,6 +533,22 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 			return InsertDuplicate
 		}
 	}
+	if me == nil || me.parts[b.Key.Part] == nil {
+		// A new part: check the bucket budgets before copying anything.
+		nb, held := 0, 0
+		for i := range b.Dests {
+			nb += len(b.Dests[i].Buckets)
+		}
+		if me != nil {
+			held = me.buckets
+		}
+		if held+nb > f.cfg.MaxEpochBuckets {
+			return InsertTooLarge
+		}
+		if f.buckets+nb > f.cfg.MaxBuckets {
+			return InsertBucketsCapped
+		}
+	}
 	hb, samples, o := f.canonical(b)
 	if o != InsertNew {
 		return o
@@ -556,6 +578,7 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	me.parts[b.Key.Part] = hb
 	me.samples += samples
 	me.entries += entries
+	me.buckets += hb.buckets
 	f.batches++
 	f.buckets += hb.buckets
 	if !m.excluded {

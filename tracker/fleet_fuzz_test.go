@@ -22,6 +22,7 @@ func FuzzFleetOps(f *testing.F) {
 		c := DefaultFleetConfig()
 		c.Tracker.SubWindows = 4
 		c.MaxOrigins, c.MaxDestinations, c.Self = 3, 3, "o0"
+		c.MaxEpochBuckets, c.MaxBuckets = 10, 40 // a batch has up to 12
 		fl, err := NewFleet(c, fakeLocal{})
 		if err != nil {
 			t.Fatal(err)

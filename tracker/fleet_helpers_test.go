@@ -157,10 +157,12 @@ func checkInvariants(t testing.TB, f *Fleet) {
 		for ep, me := range m.epochs {
 			require.GreaterOrEqual(t, ep, f.epoch-f.n-1)
 			require.LessOrEqual(t, ep, f.epoch+1)
+			meBuckets := 0
 			for part, hb := range me.parts {
 				require.Equal(t, part, hb.b.Key.Part)
 				batches++
 				buckets += hb.buckets
+				meBuckets += hb.buckets
 				for i, d := range hb.ds {
 					if m.excluded {
 						require.Nil(t, d)
@@ -171,10 +173,13 @@ func checkInvariants(t testing.TB, f *Fleet) {
 					}
 				}
 			}
+			require.Equal(t, meBuckets, me.buckets)
+			require.LessOrEqual(t, me.buckets, f.cfg.MaxEpochBuckets)
 		}
 	}
 	require.Equal(t, batches, f.batches)
 	require.Equal(t, buckets, f.buckets)
+	require.LessOrEqual(t, f.buckets, f.cfg.MaxBuckets)
 	require.LessOrEqual(t, len(f.dests), f.cfg.MaxDestinations)
 	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
 	n := 0

@@ -26,6 +26,8 @@ func TestFleetConfigValidate(t *testing.T) {
 		{"origins", func(c *FleetConfig) { c.MaxOrigins = 0 }, []string{"MaxOrigins"}},
 		{"origins too many", func(c *FleetConfig) { c.MaxOrigins = 5000 }, []string{"MaxOrigins"}},
 		{"dests", func(c *FleetConfig) { c.MaxDestinations = 0 }, []string{"MaxDestinations"}},
+		{"epoch buckets", func(c *FleetConfig) { c.MaxEpochBuckets = 0 }, []string{"MaxEpochBuckets"}},
+		{"buckets", func(c *FleetConfig) { c.MaxBuckets = -1 }, []string{"MaxBuckets"}},
 		{"all joined", func(c *FleetConfig) { c.MinPeers, c.MaxOrigins = -1, -1 }, []string{"MinPeers", "MaxOrigins"}},
 	}
 	for _, tt := range tests {
@@ -97,6 +99,7 @@ func TestFleetInsertOutcomes(t *testing.T) {
 	require.Equal(t, 1, e.Peers, `"c" sent only empty counts`)
 	require.Equal(t, "new", InsertNew.String())
 	require.Equal(t, "origin_capped", InsertOriginCapped.String())
+	require.Equal(t, "buckets_capped", InsertBucketsCapped.String())
 	require.Equal(t, "unknown", InsertOutcome(200).String())
 }
 
@@ -825,6 +828,94 @@ func TestFleetHostile(t *testing.T) {
 		require.Equal(t, 4, s.Members)
 		checkInvariants(t, f)
 	})
+}
+
+// fullDests returns n destinations named from prefix, each with every
+// bucket of the default layout (1280) holding one sample.
+func fullDests(prefix string, n int) []DestCounts {
+	out := make([]DestCounts, n)
+	for i := range out {
+		d := DestCounts{Dest: fmt.Sprintf("%s%04d", prefix, i), Total: 1280, Buckets: make([]Bucket, 1280)}
+		for j := range d.Buckets {
+			d.Buckets[j] = Bucket{Index: uint16(j), Count: 1}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// TestFleetBucketBudget is a hostile member sending full destinations at
+// the default caps: what it holds is bounded per epoch by MaxEpochBuckets
+// (over parts), so over every accepted epoch by (N+3)·MaxEpochBuckets, and
+// a realistic batch is still accepted.
+func TestFleetBucketBudget(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	per := c.MaxEpochBuckets
+	require.Equal(t, 1<<18, per, "the default")
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	full := per / 1280 // 204 full destinations fit
+	for ep := testE - N - 1; ep <= testE+1; ep++ {
+		b := mkBatch("hostile", 1, ep, fullDests("h", full+1)...)
+		require.Equal(t, InsertTooLarge, f.Insert(b, now), "epoch %d", ep)
+		b.Dests = b.Dests[:full]
+		require.Equal(t, InsertNew, f.Insert(b, now))
+		b.Key.Part = 1
+		b.Dests = fullDests("i", 1)
+		require.Equal(t, InsertTooLarge, f.Insert(b, now), "the budget holds over parts")
+		b.Dests[0].Buckets, b.Dests[0].Total = b.Dests[0].Buckets[:per-full*1280], uint64(per-full*1280)
+		require.Equal(t, InsertNew, f.Insert(b, now), "up to the budget exactly")
+		b.Key.Part = 2
+		b.Dests[0].Buckets, b.Dests[0].Total = b.Dests[0].Buckets[:1], 1
+		require.Equal(t, InsertTooLarge, f.Insert(b, now))
+	}
+	s := f.Stats()
+	require.Equal(t, int(N+3)*per, s.Buckets, "(N+3)·MaxEpochBuckets, not (N+3)·4096·1280")
+	require.Equal(t, uint64(3*(N+3)), s.Outcome(InsertTooLarge))
+
+	// A busy node's epoch (100 destinations × 100 buckets) is accepted.
+	busy := mkBatch("busy", 1, testE-1)
+	for i := range 100 {
+		d := DestCounts{Dest: fmt.Sprint("d", i)}
+		for j := range 100 {
+			d.Buckets = append(d.Buckets, Bucket{Index: uint16(10 * j), Count: 3})
+			d.Total += 3
+		}
+		busy.Dests = append(busy.Dests, d)
+	}
+	require.Equal(t, InsertNew, f.Insert(busy, now))
+	checkInvariants(t, f)
+}
+
+// TestFleetBucketCap checks the buckets held over all batches stay within
+// MaxBuckets: beyond it new batches are refused and counted, re-deliveries
+// are still recognised, and room comes back as batches expire.
+func TestFleetBucketCap(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxBuckets = 3 * 1280
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	ins := func(o string, ep int64) InsertOutcome {
+		return f.Insert(mkBatch(o, 1, ep, fullDests(o, 1)...), now)
+	}
+	require.Equal(t, InsertNew, ins("a", testE-N-1))
+	require.Equal(t, InsertNew, ins("b", testE-1))
+	require.Equal(t, InsertNew, ins("c", testE-1))
+	require.Equal(t, InsertBucketsCapped, ins("d", testE-1))
+	require.Equal(t, InsertBucketsCapped, ins("a", testE-1))
+	require.Equal(t, InsertDuplicate, ins("b", testE-1), "a re-delivery is still recognised")
+	unsorted := mkBatch("x", 1, testE-1, dcBuckets("z", 1, 1), dcBuckets("y", 1, 1))
+	require.Equal(t, InsertBucketsCapped, f.Insert(unsorted, now))
+	s := f.Stats()
+	require.Equal(t, 3*1280, s.Buckets)
+	require.Equal(t, uint64(3), s.Outcome(InsertBucketsCapped))
+	checkInvariants(t, f)
+	// a's batch expires: there is room again.
+	now = fleetAt(c, testE+1, 0)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("d", 1, testE, fullDests("d", 1)...), now))
+	checkInvariants(t, f)
 }
 
 func TestFleetKeysAndMissing(t *testing.T) {
