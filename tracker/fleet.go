@@ -77,6 +77,10 @@ type FleetStats struct {
 	OriginsEvicted uint64
 	// DestinationsEvicted counts destinations evicted by MaxDestinations.
 	DestinationsEvicted uint64
+	// DestinationsRefused counts batch entries not counted because their
+	// destination was new, MaxDestinations were held, and each had two or
+	// more peers in view.
+	DestinationsRefused uint64
 	// ExclusionsEvicted counts exclusions forgotten early because more than
 	// 4·MaxOrigins were remembered (see Fleet.Exclude).
 	ExclusionsEvicted uint64
@@ -152,7 +156,11 @@ type destState struct {
 	evicted bool
 	gen     uint64
 
-	prev, next *destState // recency list, head = most recently inserted
+	// level is min(peers in view, 2). Destinations at level 0 and 1 are
+	// the eviction candidates, kept in f.lists[level] from least to most
+	// recently inserted; level 2 is in no list.
+	level      int8
+	prev, next *destState
 	sum        destSummary
 }
 
@@ -190,8 +198,7 @@ type Fleet struct {
 	// evicting or forgetting its batches never lets them count again.
 	excluded map[memberKey]int64
 	dests    map[string]*destState
-	head     *destState
-	tail     *destState
+	lists    [2]destList // eviction candidates by level
 
 	stats   FleetStats
 	batches int
@@ -374,6 +381,9 @@ func (f *Fleet) count(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 			continue
 		}
 		d := f.destFor(dc.Dest)
+		if d == nil {
+			continue // refused: not counted while this batch is held
+		}
 		hb.ds[i] = d
 		d.refs++
 		d.epochN[s] += dc.Total
@@ -403,7 +413,7 @@ func (f *Fleet) uncount(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 		}
 		d.gen++
 		if d.refs == 0 {
-			f.unlink(d)
+			f.unlist(d)
 			delete(f.dests, d.name)
 		}
 	}
@@ -427,6 +437,7 @@ func (f *Fleet) moveView(m *fleetMember, hb *heldBatch, in bool) {
 func (f *Fleet) viewAdd(d *destState, p *fleetPeer, dc *DestCounts) {
 	d.h.addBuckets(dc.Buckets)
 	d.contrib[p] += dc.Total
+	f.relevel(d)
 }
 
 func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
@@ -436,20 +447,46 @@ func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
 	} else {
 		d.contrib[p] = n
 	}
+	f.relevel(d)
 }
 
-// destFor returns the state of dest, creating it (and evicting the least
-// recently inserted destination beyond MaxDestinations), and marks it most
-// recently inserted.
+// relevel moves d to the list of its level after its view's peers changed.
+func (f *Fleet) relevel(d *destState) {
+	l := int8(min(len(d.contrib), 2))
+	if l == d.level {
+		return
+	}
+	f.unlist(d)
+	d.level = l
+	if l < 2 {
+		f.lists[l].pushBack(d)
+	}
+}
+
+// destFor returns the state of dest, or nil when dest has none and none can
+// be made. A new destination beyond MaxDestinations evicts the least
+// recently inserted destination with no peer in view, else the least
+// recently inserted with one peer in view; when every destination has two
+// or more, dest is refused. So one peer's junk destinations never evict a
+// destination several peers report.
 func (f *Fleet) destFor(dest string) *destState {
 	if d := f.dests[dest]; d != nil {
-		f.unlink(d)
-		f.pushFront(d)
+		if d.level < 2 {
+			f.lists[d.level].unlink(d)
+			f.lists[d.level].pushBack(d)
+		}
 		return d
 	}
-	if len(f.dests) >= f.cfg.MaxDestinations && f.tail != nil {
-		v := f.tail
-		f.unlink(v)
+	if len(f.dests) >= f.cfg.MaxDestinations {
+		v := f.lists[0].head
+		if v == nil {
+			v = f.lists[1].head
+		}
+		if v == nil {
+			f.stats.DestinationsRefused++
+			return nil
+		}
+		f.unlist(v)
 		delete(f.dests, v.name)
 		v.evicted = true
 		v.h, v.epochN, v.contrib, v.sum = hist{}, nil, nil, destSummary{}
@@ -462,30 +499,40 @@ func (f *Fleet) destFor(dest string) *destState {
 		contrib: make(map[*fleetPeer]uint64),
 	}
 	f.dests[dest] = d
-	f.pushFront(d)
+	f.lists[0].pushBack(d)
 	return d
 }
 
-func (f *Fleet) pushFront(d *destState) {
-	d.prev, d.next = nil, f.head
-	if f.head != nil {
-		f.head.prev = d
-	} else {
-		f.tail = d
+// unlist takes d out of its level's list, if it is in one.
+func (f *Fleet) unlist(d *destState) {
+	if d.level < 2 {
+		f.lists[d.level].unlink(d)
 	}
-	f.head = d
 }
 
-func (f *Fleet) unlink(d *destState) {
+// destList is a doubly linked list of destinations, head first.
+type destList struct{ head, tail *destState }
+
+func (l *destList) pushBack(d *destState) {
+	d.prev, d.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = d
+	} else {
+		l.head = d
+	}
+	l.tail = d
+}
+
+func (l *destList) unlink(d *destState) {
 	if d.prev != nil {
 		d.prev.next = d.next
 	} else {
-		f.head = d.next
+		l.head = d.next
 	}
 	if d.next != nil {
 		d.next.prev = d.prev
 	} else {
-		f.tail = d.prev
+		l.tail = d.prev
 	}
 	d.prev, d.next = nil, nil
 }

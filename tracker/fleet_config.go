@@ -93,10 +93,15 @@ type FleetConfig struct {
 
 	// MaxDestinations bounds the destinations with a fleet view, >= 1, and
 	// the destinations one origin may send per epoch. A new destination
-	// beyond it evicts the destination least recently inserted; the evicted
-	// destination's counts in already-held batches stay out of its view for
-	// good (its view restarts from new batches). Default 4096, which is also
-	// the largest batch the codec accepts. Cost: ~11 KiB per destination.
+	// beyond it evicts a destination with at most one peer in its view
+	// (none first, then one; the least recently inserted of those), so one
+	// peer sending junk names cannot evict a destination several peers
+	// report; when every held destination has two or more, the new one is
+	// not counted (FleetStats.DestinationsRefused). An evicted or refused
+	// destination's counts in already-held batches stay out of its view
+	// until they expire (its view restarts from new batches). Default 4096,
+	// which is also the largest batch the codec accepts. Cost: ~11 KiB per
+	// destination.
 	MaxDestinations int
 }
 

@@ -182,12 +182,23 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	require.LessOrEqual(t, f.buckets, f.cfg.MaxBuckets)
 	require.LessOrEqual(t, len(f.dests), f.cfg.MaxDestinations)
 	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
-	n := 0
-	for d := f.head; d != nil; d = d.next {
-		n++
-		require.Same(t, d, f.dests[d.name])
+	listed := map[*destState]bool{}
+	for l := range f.lists {
+		var prev *destState
+		for d := f.lists[l].head; d != nil; d = d.next {
+			require.Same(t, d, f.dests[d.name])
+			require.Equal(t, int8(l), d.level, d.name)
+			require.Same(t, prev, d.prev)
+			require.False(t, listed[d])
+			listed[d] = true
+			prev = d
+		}
+		require.Same(t, prev, f.lists[l].tail)
 	}
-	require.Equal(t, len(f.dests), n)
+	for name, d := range f.dests {
+		require.Equal(t, int8(min(len(d.contrib), 2)), d.level, name)
+		require.Equal(t, d.level < 2, listed[d], name)
+	}
 	for name, d := range f.dests {
 		require.Equal(t, refs[d], d.refs, name)
 		require.Positive(t, d.refs, name)

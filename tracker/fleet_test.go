@@ -918,6 +918,72 @@ func TestFleetBucketCap(t *testing.T) {
 	checkInvariants(t, f)
 }
 
+// TestFleetJunkDestinations is a noisy peer sending as many junk
+// destination names as it may, every accepted epoch: destinations several
+// peers report keep their views, and when only those are held, junk is
+// refused and counted instead.
+func TestFleetJunkDestinations(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	now := fleetAt(c, testE, 0)
+	junk := func(t *testing.T, f *Fleet, want InsertOutcome) {
+		for ep := testE - N - 1; ep <= testE+1; ep++ {
+			b := mkBatch("noisy", 1, ep)
+			for i := range c.MaxDestinations {
+				b.Dests = append(b.Dests, dcBuckets(fmt.Sprintf("junk-%d-%d", ep, i), 3, 1000))
+			}
+			require.Equal(t, want, f.Insert(b, now))
+			checkInvariants(t, f)
+		}
+	}
+	report := func(t *testing.T, f *Fleet, dests ...string) {
+		for _, p := range []string{"p1", "p2", "p3"} {
+			b := mkBatch(p, 1, testE-1)
+			for _, d := range dests {
+				b.Dests = append(b.Dests, dcBuckets(d, 5, 10))
+			}
+			require.Equal(t, InsertNew, f.Insert(b, now))
+		}
+	}
+	requireView := func(t *testing.T, f *Fleet, dest string) {
+		e, err := f.Estimate(dest, 0.5, now)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.Peers, dest)
+		require.Equal(t, uint64(30), e.Samples, dest)
+	}
+
+	t.Run("junk evicts only junk", func(t *testing.T) {
+		c.MaxDestinations = 8
+		f := newTestFleet(t, c, nil)
+		report(t, f, "db", "cache")
+		junk(t, f, InsertNew)
+		requireView(t, f, "db")
+		requireView(t, f, "cache")
+		s := f.Stats()
+		require.Equal(t, 8, s.Destinations)
+		require.Equal(t, uint64(13*8-6), s.DestinationsEvicted, "all junk but the 6 newest")
+		require.Zero(t, s.DestinationsRefused)
+		// A single peer's destination is a candidate like junk.
+		require.Equal(t, InsertNew, f.Insert(mkBatch("p1", 1, testE-2, dcBuckets("solo", 5, 1)), now))
+		junk(t, f, InsertDuplicate) // nothing moves
+		require.Contains(t, f.Destinations(now), "solo")
+		checkInvariants(t, f)
+	})
+	t.Run("refused when only shared destinations are held", func(t *testing.T) {
+		c.MaxDestinations = 2
+		f := newTestFleet(t, c, nil)
+		report(t, f, "db", "cache")
+		junk(t, f, InsertNew)
+		requireView(t, f, "db")
+		requireView(t, f, "cache")
+		s := f.Stats()
+		require.Equal(t, 2, s.Destinations)
+		require.Zero(t, s.DestinationsEvicted)
+		require.Equal(t, uint64(13*2), s.DestinationsRefused)
+		checkInvariants(t, f)
+	})
+}
+
 func TestFleetKeysAndMissing(t *testing.T) {
 	c := testFleetConfig()
 	N := int64(c.Tracker.SubWindows)
