@@ -57,4 +57,20 @@
 // staleness; Fleet.DecisionEstimator feeds timeout.Explain after the local
 // guard. Like Tracker, a Fleet takes time as an argument, starts no goroutines
 // and is not safe for concurrent use; SyncFleet wraps it in one mutex.
+//
+// What a Fleet holds is bounded (FleetConfig documents each cap and the
+// memory formula): members (MaxOrigins), buckets per member epoch
+// (MaxEpochBuckets) and in all (MaxBuckets), destinations (MaxDestinations),
+// and exclusions (4·MaxOrigins, kept apart from batches so an excluded
+// member's batches never count again after an eviction). What a cap refuses
+// or evicts is counted in FleetStats. The caps are where the "identical on
+// every node" promise ends: when MaxDestinations is full, a new destination
+// evicts one with at most one peer in view (a destination several peers
+// report is never evicted, so one peer's junk names cannot push it out), and
+// an evicted or refused destination's counts in held batches stay out of its
+// view until they expire. So while the cap is full, which destinations with
+// a single peer have a view depends on the order batches arrived, and under a
+// steady flood of junk names a new destination may not reach a second peer
+// before it is evicted; likewise batches refused by MaxOrigins or MaxBuckets
+// are missing until anti-entropy delivers them again with room to spare.
 package tracker

@@ -40,18 +40,23 @@ const (
 	// repeated destination, bucket indices out of range or not ascending, a
 	// zero bucket count, or a total that is not the sum of the counts.
 	InsertMalformed
-	// InsertTooLarge: more than MaxDestinations destinations, or more than
-	// 2^40 samples, for one origin's epoch (over all its parts).
+	// InsertTooLarge: more than MaxDestinations destinations, more than
+	// MaxEpochBuckets buckets, or more than 2^40 samples, for one member's
+	// epoch (over all its parts).
 	InsertTooLarge
 	// InsertOriginCapped: a new member beyond MaxOrigins, and every held
 	// member is at least as recent.
 	InsertOriginCapped
+	// InsertBucketsCapped: holding the batch would take the buckets held
+	// over all batches beyond MaxBuckets.
+	InsertBucketsCapped
 
 	numInsertOutcomes
 )
 
 var insertOutcomeNames = [numInsertOutcomes]string{
 	"new", "duplicate", "conflict", "too_old", "too_new", "layout_mismatch", "malformed", "too_large", "origin_capped",
+	"buckets_capped",
 }
 
 // String returns the outcome in snake_case, as used for metric labels.
@@ -72,10 +77,19 @@ type FleetStats struct {
 	OriginsEvicted uint64
 	// DestinationsEvicted counts destinations evicted by MaxDestinations.
 	DestinationsEvicted uint64
+	// DestinationsRefused counts batch entries not counted because their
+	// destination was new, MaxDestinations were held, and each had two or
+	// more peers in view.
+	DestinationsRefused uint64
+	// ExclusionsEvicted counts exclusions forgotten early because more than
+	// 4·MaxOrigins were remembered (see Fleet.Exclude).
+	ExclusionsEvicted uint64
 
-	// Members is the number of members (peer name + boot) held, tombstones
-	// of excluded members included.
+	// Members is the number of members (peer name + boot) whose batches
+	// are held.
 	Members int
+	// Excluded is the number of exclusions remembered (see Fleet.Exclude).
+	Excluded int
 	// Peers is the number of distinct peer names held.
 	Peers int
 	// Destinations is the number of destinations with a fleet view.
@@ -106,19 +120,19 @@ type fleetPeer struct {
 }
 
 // fleetMember is one process of a peer: its batches by epoch, and whether
-// membership excluded it.
+// membership excluded it (mirrors Fleet.excluded, which outlives it).
 type fleetMember struct {
-	key           memberKey
-	peer          *fleetPeer
-	excluded      bool
-	excludedEpoch int64
-	epochs        map[int64]*memberEpoch
+	key      memberKey
+	peer     *fleetPeer
+	excluded bool
+	epochs   map[int64]*memberEpoch
 }
 
 type memberEpoch struct {
 	parts   map[uint16]*heldBatch
 	samples uint64 // over all parts
 	entries int    // Σ max(1, len(Dests)) over all parts
+	buckets int    // over all parts
 }
 
 // heldBatch is a stored batch in canonical form (destinations sorted by name,
@@ -142,7 +156,11 @@ type destState struct {
 	evicted bool
 	gen     uint64
 
-	prev, next *destState // recency list, head = most recently inserted
+	// level is min(peers in view, 2). Destinations at level 0 and 1 are
+	// the eviction candidates, kept in f.lists[level] from least to most
+	// recently inserted; level 2 is in no list.
+	level      int8
+	prev, next *destState
 	sum        destSummary
 }
 
@@ -174,9 +192,13 @@ type Fleet struct {
 
 	members map[memberKey]*fleetMember
 	peers   map[string]*fleetPeer
-	dests   map[string]*destState
-	head    *destState
-	tail    *destState
+	// excluded holds, per excluded member, the epoch E of its last Exclude,
+	// apart from the batches and the MaxOrigins cap: kept while the member
+	// is held or any batch it sent before E+2 could still be accepted, so
+	// evicting or forgetting its batches never lets them count again.
+	excluded map[memberKey]int64
+	dests    map[string]*destState
+	lists    [2]destList // eviction candidates by level
 
 	stats   FleetStats
 	batches int
@@ -201,17 +223,18 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 	}
 	n := int64(cfg.Tracker.SubWindows)
 	return &Fleet{
-		cfg:     cfg,
-		geo:     g,
-		n:       n,
-		swMs:    cfg.Tracker.SubWindow().Milliseconds(),
-		ring:    n + 3,
-		local:   local,
-		live:    1,
-		members: make(map[memberKey]*fleetMember),
-		peers:   make(map[string]*fleetPeer),
-		dests:   make(map[string]*destState),
-		scratch: make([]uint64, g.countsLen),
+		cfg:      cfg,
+		geo:      g,
+		n:        n,
+		swMs:     cfg.Tracker.SubWindow().Milliseconds(),
+		ring:     n + 3,
+		local:    local,
+		live:     1,
+		members:  make(map[memberKey]*fleetMember),
+		peers:    make(map[string]*fleetPeer),
+		excluded: make(map[memberKey]int64),
+		dests:    make(map[string]*destState),
+		scratch:  make([]uint64, g.countsLen),
 	}, nil
 }
 
@@ -227,6 +250,7 @@ func (f *Fleet) SetLiveMembers(n int) { f.live = max(n, 1) }
 func (f *Fleet) Stats() FleetStats {
 	s := f.stats
 	s.Members = len(f.members)
+	s.Excluded = len(f.excluded)
 	s.Peers = len(f.peers)
 	s.Destinations = len(f.dests)
 	s.Batches = f.batches
@@ -298,15 +322,19 @@ func (f *Fleet) advance(e int64) {
 	for _, m := range f.members {
 		f.maybeForget(m)
 	}
+	for k, ep := range f.excluded {
+		if ep+1 < lo && f.members[k] == nil {
+			delete(f.excluded, k) // any batch it sent before ep+2 is too old
+		}
+	}
 }
 
-// maybeForget drops a member that holds no batch: at once when included, and
-// for an excluded one once any batch it could have sent is refused as too old.
+// maybeForget drops a member that holds no batch. Its exclusion, if any,
+// stays in f.excluded until it expires.
 func (f *Fleet) maybeForget(m *fleetMember) {
-	if len(m.epochs) > 0 || (m.excluded && m.excludedEpoch+1 >= f.epoch-f.n-1) {
-		return
+	if len(m.epochs) == 0 {
+		f.dropMember(m)
 	}
-	f.dropMember(m)
 }
 
 func (f *Fleet) dropMember(m *fleetMember) {
@@ -320,6 +348,9 @@ func (f *Fleet) dropMember(m *fleetMember) {
 		}
 	}
 	delete(f.members, m.key)
+	if ep, ok := f.excluded[m.key]; ok && ep+1 < f.epoch-f.n-1 {
+		delete(f.excluded, m.key) // held it alone past its expiry
+	}
 	p := m.peer
 	p.members = slices.DeleteFunc(p.members, func(x *fleetMember) bool { return x == m })
 	if len(p.members) == 0 {
@@ -328,7 +359,8 @@ func (f *Fleet) dropMember(m *fleetMember) {
 }
 
 func (f *Fleet) member(k memberKey) *fleetMember {
-	m := &fleetMember{key: k, epochs: make(map[int64]*memberEpoch)}
+	_, excl := f.excluded[k]
+	m := &fleetMember{key: k, excluded: excl, epochs: make(map[int64]*memberEpoch)}
 	p := f.peers[k.name]
 	if p == nil {
 		p = &fleetPeer{name: k.name}
@@ -349,6 +381,9 @@ func (f *Fleet) count(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 			continue
 		}
 		d := f.destFor(dc.Dest)
+		if d == nil {
+			continue // refused: not counted while this batch is held
+		}
 		hb.ds[i] = d
 		d.refs++
 		d.epochN[s] += dc.Total
@@ -378,7 +413,7 @@ func (f *Fleet) uncount(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 		}
 		d.gen++
 		if d.refs == 0 {
-			f.unlink(d)
+			f.unlist(d)
 			delete(f.dests, d.name)
 		}
 	}
@@ -402,6 +437,7 @@ func (f *Fleet) moveView(m *fleetMember, hb *heldBatch, in bool) {
 func (f *Fleet) viewAdd(d *destState, p *fleetPeer, dc *DestCounts) {
 	d.h.addBuckets(dc.Buckets)
 	d.contrib[p] += dc.Total
+	f.relevel(d)
 }
 
 func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
@@ -411,20 +447,46 @@ func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
 	} else {
 		d.contrib[p] = n
 	}
+	f.relevel(d)
 }
 
-// destFor returns the state of dest, creating it (and evicting the least
-// recently inserted destination beyond MaxDestinations), and marks it most
-// recently inserted.
+// relevel moves d to the list of its level after its view's peers changed.
+func (f *Fleet) relevel(d *destState) {
+	l := int8(min(len(d.contrib), 2))
+	if l == d.level {
+		return
+	}
+	f.unlist(d)
+	d.level = l
+	if l < 2 {
+		f.lists[l].pushBack(d)
+	}
+}
+
+// destFor returns the state of dest, or nil when dest has none and none can
+// be made. A new destination beyond MaxDestinations evicts the least
+// recently inserted destination with no peer in view, else the least
+// recently inserted with one peer in view; when every destination has two
+// or more, dest is refused. So one peer's junk destinations never evict a
+// destination several peers report.
 func (f *Fleet) destFor(dest string) *destState {
 	if d := f.dests[dest]; d != nil {
-		f.unlink(d)
-		f.pushFront(d)
+		if d.level < 2 {
+			f.lists[d.level].unlink(d)
+			f.lists[d.level].pushBack(d)
+		}
 		return d
 	}
-	if len(f.dests) >= f.cfg.MaxDestinations && f.tail != nil {
-		v := f.tail
-		f.unlink(v)
+	if len(f.dests) >= f.cfg.MaxDestinations {
+		v := f.lists[0].head
+		if v == nil {
+			v = f.lists[1].head
+		}
+		if v == nil {
+			f.stats.DestinationsRefused++
+			return nil
+		}
+		f.unlist(v)
 		delete(f.dests, v.name)
 		v.evicted = true
 		v.h, v.epochN, v.contrib, v.sum = hist{}, nil, nil, destSummary{}
@@ -437,30 +499,40 @@ func (f *Fleet) destFor(dest string) *destState {
 		contrib: make(map[*fleetPeer]uint64),
 	}
 	f.dests[dest] = d
-	f.pushFront(d)
+	f.lists[0].pushBack(d)
 	return d
 }
 
-func (f *Fleet) pushFront(d *destState) {
-	d.prev, d.next = nil, f.head
-	if f.head != nil {
-		f.head.prev = d
-	} else {
-		f.tail = d
+// unlist takes d out of its level's list, if it is in one.
+func (f *Fleet) unlist(d *destState) {
+	if d.level < 2 {
+		f.lists[d.level].unlink(d)
 	}
-	f.head = d
 }
 
-func (f *Fleet) unlink(d *destState) {
+// destList is a doubly linked list of destinations, head first.
+type destList struct{ head, tail *destState }
+
+func (l *destList) pushBack(d *destState) {
+	d.prev, d.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = d
+	} else {
+		l.head = d
+	}
+	l.tail = d
+}
+
+func (l *destList) unlink(d *destState) {
 	if d.prev != nil {
 		d.prev.next = d.next
 	} else {
-		f.head = d.next
+		l.head = d.next
 	}
 	if d.next != nil {
 		d.next.prev = d.prev
 	} else {
-		f.tail = d.prev
+		l.tail = d.prev
 	}
 	d.prev, d.next = nil, nil
 }
@@ -508,6 +580,22 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 			return InsertDuplicate
 		}
 	}
+	if me == nil || me.parts[b.Key.Part] == nil {
+		// A new part: check the bucket budgets before copying anything.
+		nb, held := 0, 0
+		for i := range b.Dests {
+			nb += len(b.Dests[i].Buckets)
+		}
+		if me != nil {
+			held = me.buckets
+		}
+		if held+nb > f.cfg.MaxEpochBuckets {
+			return InsertTooLarge
+		}
+		if f.buckets+nb > f.cfg.MaxBuckets {
+			return InsertBucketsCapped
+		}
+	}
 	hb, samples, o := f.canonical(b)
 	if o != InsertNew {
 		return o
@@ -537,6 +625,7 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	me.parts[b.Key.Part] = hb
 	me.samples += samples
 	me.entries += entries
+	me.buckets += hb.buckets
 	f.batches++
 	f.buckets += hb.buckets
 	if !m.excluded {
@@ -635,9 +724,10 @@ func equalBatch(a, b *Batch) bool {
 }
 
 // evictMember makes room for a new member whose first batch has epoch ep:
-// it evicts the excluded member, else the member with the oldest newest
-// batch, that is older than ep (never one of Self's members). Ties break by
-// name and boot, so the choice is deterministic.
+// it evicts an excluded member (its exclusion stays remembered, so its
+// batches never count if delivered again), else the member with the oldest
+// newest batch, that is older than ep (never one of Self's members). Ties
+// break by name and boot, so the choice is deterministic.
 func (f *Fleet) evictMember(ep int64) bool {
 	var victim *fleetMember
 	var vExcl bool
@@ -646,12 +736,9 @@ func (f *Fleet) evictMember(ep int64) bool {
 		if m.key.name == f.cfg.Self && f.cfg.Self != "" {
 			continue
 		}
-		newest := m.excludedEpoch
-		if len(m.epochs) > 0 || !m.excluded {
-			newest = minEpoch
-			for e := range m.epochs {
-				newest = max(newest, e)
-			}
+		newest := int64(minEpoch)
+		for e := range m.epochs {
+			newest = max(newest, e)
 		}
 		if !m.excluded && newest >= ep {
 			continue
@@ -677,22 +764,29 @@ const minEpoch = -1 << 63
 // Exclude removes member (name, boot) from every view at once, as when
 // membership declares it dead; its batches are kept until they age out, so
 // a refuted death (Include) costs nothing. Batches that arrive for it later
-// are stored but not counted. An unknown member is remembered as excluded
-// while the MaxOrigins cap leaves room.
+// are stored but not counted.
+//
+// The exclusion is remembered apart from the batches and the MaxOrigins cap,
+// known member or not, until Include, or until the member holds no batch and
+// any batch it sent before E+2 (E the epoch of the last Exclude) is refused
+// as too old: so a dead member whose batches the MaxOrigins cap evicted is
+// still not counted when they are delivered again. At most 4·MaxOrigins
+// exclusions are remembered; beyond, the one excluded longest ago is
+// forgotten with its member's batches (counted in
+// FleetStats.ExclusionsEvicted), and that member's batches would count if
+// delivered again.
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 	f.advance(f.epochOf(now))
 	k := memberKey{name, boot}
-	m := f.members[k]
-	if m == nil {
-		if len(f.members) >= f.cfg.MaxOrigins {
-			return
-		}
-		m = f.member(k)
+	if _, ok := f.excluded[k]; !ok && len(f.excluded) >= f.maxExclusions() {
+		f.evictExclusion()
 	}
-	if m.excluded {
+	f.excluded[k] = f.epoch
+	m := f.members[k]
+	if m == nil || m.excluded {
 		return
 	}
-	m.excluded, m.excludedEpoch = true, f.epoch
+	m.excluded = true
 	for ep, me := range m.epochs {
 		for _, hb := range me.parts {
 			f.uncount(m, hb, ep, f.inView(ep))
@@ -700,11 +794,38 @@ func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 	}
 }
 
+// maxExclusions bounds f.excluded: 4·MaxOrigins records of about 100 bytes
+// plus the name.
+func (f *Fleet) maxExclusions() int { return 4 * f.cfg.MaxOrigins }
+
+// evictExclusion forgets the exclusion made longest ago (ties by name and
+// boot) and drops its member's batches, which were not counted.
+func (f *Fleet) evictExclusion() {
+	var victim memberKey
+	vEpoch, found := int64(0), false
+	for k, ep := range f.excluded {
+		if !found || ep < vEpoch || ep == vEpoch &&
+			cmp.Or(cmp.Compare(k.name, victim.name), cmp.Compare(k.boot, victim.boot)) < 0 {
+			victim, vEpoch, found = k, ep, true
+		}
+	}
+	if !found {
+		return
+	}
+	delete(f.excluded, victim)
+	if m := f.members[victim]; m != nil {
+		f.dropMember(m)
+	}
+	f.stats.ExclusionsEvicted++
+}
+
 // Include counts member (name, boot) in the views again, as when it refuted
-// its death. A member not excluded is left as is.
+// its death, and forgets its exclusion. A member not excluded is left as is.
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
 	f.advance(f.epochOf(now))
-	m := f.members[memberKey{name, boot}]
+	k := memberKey{name, boot}
+	delete(f.excluded, k)
+	m := f.members[k]
 	if m == nil || !m.excluded {
 		return
 	}

@@ -14,10 +14,20 @@ import (
 // dense histogram per destination. At the default layout (1280 counts) that
 // is about 11 KiB per destination, plus the sparse counts of each (origin,
 // destination, epoch): 8 bytes per non-empty bucket and about 110 bytes of
-// bookkeeping (BenchmarkFleetMemory measures 718 B per (origin, destination,
-// epoch) at 75 buckets each). So memory is bounded by MaxDestinations·11 KiB
-// + MaxOrigins·(N+3)·MaxDestinations·(110 + 8·buckets) bytes, and in
-// practice scales with origins × destinations actually seen.
+// bookkeeping plus the destination's name (BenchmarkFleetMemory measures
+// 718 B per (origin, destination, epoch) at 75 buckets each). So memory is
+// bounded by
+//
+//	  MaxDestinations·11 KiB                                   dense views
+//	+ 8 B·min(MaxBuckets, MaxOrigins·(N+3)·MaxEpochBuckets)    buckets
+//	+ MaxOrigins·(N+3)·MaxDestinations·(110 B + name)          entries
+//	+ 4·MaxOrigins·(100 B + name)                              exclusions
+//
+// and in practice scales with origins × destinations × buckets actually
+// seen. At the defaults (N = 10) one member holds at most 13·2^18 buckets
+// (26 MiB) and the fleet at most 2^25 buckets (256 MiB); a busy fleet of
+// 100 nodes × 100 destinations × ~100 buckets holds 13 M buckets (~115 MiB
+// with bookkeeping).
 type FleetConfig struct {
 	// Tracker is the local tracker's configuration: the window and its
 	// sub-windows define the epoch grid and the view, MinSamples the trust
@@ -38,9 +48,16 @@ type FleetConfig struct {
 	MinPeers int
 
 	// MaxOriginShare is the largest share of a destination's fleet view
-	// samples one peer may hold once at least 4 peers contribute; a peer
-	// above it has its counts scaled down to it. In (0, 1]; 0 disables the
-	// cap. Default 0.25. Cost: when the cap bites, the first query after each
+	// samples one peer may hold once at least 4 peers contribute. The cap
+	// applies to every peer above the share, not only the largest: each
+	// such peer is scaled to the same level, chosen so that each holds
+	// MaxOriginShare of the capped total (when the share is below 1/peers,
+	// every peer is capped to the smallest peer's count). A capped peer's
+	// buckets are all scaled by the same factor: its cumulative counts are
+	// multiplied by level/count and rounded down, so its total is rounded
+	// down once (not once per bucket) and its tail buckets, mostly holding
+	// one sample each, keep their share instead of vanishing. In (0, 1]; 0
+	// disables the cap. Default 0.25. Cost: when the cap bites, the first query after each
 	// change of that destination rebuilds a capped copy of its histogram
 	// (about 1–3 µs at the default layout, plus a merge of the capped peer's
 	// N−1 sub-windows); otherwise nothing.
@@ -54,12 +71,37 @@ type FleetConfig struct {
 	// never evict live data.
 	MaxOrigins int
 
+	// MaxEpochBuckets bounds the sparse (non-empty) buckets one member may
+	// send for one epoch, over all its parts, >= 1; a batch beyond it is
+	// refused as InsertTooLarge. Default 262144 (2^18): 26 × a busy node's
+	// epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
+	// × 64 buckets, or 204 destinations with every bucket of the default
+	// layout. Cost: 8 bytes per bucket held, for N+3 epochs: a hostile
+	// member holds at most (N+3)·MaxEpochBuckets·8 B (26 MiB at the
+	// defaults), where it could hold 4096 full destinations (5 M buckets,
+	// 40 MiB) per epoch. A node must not seal more than this per epoch (its own
+	// fleet and its peers would refuse it).
+	MaxEpochBuckets int
+
+	// MaxBuckets bounds the sparse buckets held over all batches, >= 1; a
+	// batch that would go beyond it is refused as InsertBucketsCapped (held
+	// batches are never dropped for it). Default 2^25 (256 MiB of buckets),
+	// enough for the default MaxOrigins (256) nodes × 100 destinations ×
+	// 100 buckets × 13 epochs. Scaling: origins × destinations × non-empty
+	// buckets per destination × (N+3), with headroom.
+	MaxBuckets int
+
 	// MaxDestinations bounds the destinations with a fleet view, >= 1, and
 	// the destinations one origin may send per epoch. A new destination
-	// beyond it evicts the destination least recently inserted; the evicted
-	// destination's counts in already-held batches stay out of its view for
-	// good (its view restarts from new batches). Default 4096, which is also
-	// the largest batch the codec accepts. Cost: ~11 KiB per destination.
+	// beyond it evicts a destination with at most one peer in its view
+	// (none first, then one; the least recently inserted of those), so one
+	// peer sending junk names cannot evict a destination several peers
+	// report; when every held destination has two or more, the new one is
+	// not counted (FleetStats.DestinationsRefused). An evicted or refused
+	// destination's counts in already-held batches stay out of its view
+	// until they expire (its view restarts from new batches). Default 4096,
+	// which is also the largest batch the codec accepts. Cost: ~11 KiB per
+	// destination.
 	MaxDestinations int
 }
 
@@ -73,12 +115,15 @@ const (
 )
 
 // DefaultFleetConfig returns the tracker's DefaultConfig, auto MinPeers,
-// MaxOriginShare 0.25, MaxOrigins 256 and MaxDestinations 4096.
+// MaxOriginShare 0.25, MaxOrigins 256, MaxEpochBuckets 2^18, MaxBuckets
+// 2^25 and MaxDestinations 4096.
 func DefaultFleetConfig() FleetConfig {
 	return FleetConfig{
 		Tracker:         DefaultConfig(),
 		MaxOriginShare:  0.25,
 		MaxOrigins:      256,
+		MaxEpochBuckets: 1 << 18,
+		MaxBuckets:      1 << 25,
 		MaxDestinations: 4096,
 	}
 }
@@ -97,6 +142,12 @@ func (c FleetConfig) Validate() error {
 	}
 	if c.MaxOrigins < 1 || c.MaxOrigins > maxFleetOrigins {
 		errs = append(errs, fmt.Errorf("tracker: MaxOrigins must be in 1..%d, got %d", maxFleetOrigins, c.MaxOrigins))
+	}
+	if c.MaxEpochBuckets < 1 {
+		errs = append(errs, fmt.Errorf("tracker: MaxEpochBuckets must be >= 1, got %d", c.MaxEpochBuckets))
+	}
+	if c.MaxBuckets < 1 {
+		errs = append(errs, fmt.Errorf("tracker: MaxBuckets must be >= 1, got %d", c.MaxBuckets))
 	}
 	if c.MaxDestinations < 1 {
 		errs = append(errs, fmt.Errorf("tracker: MaxDestinations must be >= 1, got %d", c.MaxDestinations))

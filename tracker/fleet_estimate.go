@@ -229,7 +229,14 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 		}
 		l := s * float64(rest) / (1 - float64(k)*s)
 		if float64(pcs[k].n) <= l {
-			return k, uint64(l), true
+			// In exact arithmetic l < pcs[k-1].n (the previous k failed);
+			// clamp so float rounding can never make t exceed a capped
+			// peer's count, nor overflow the conversion.
+			n := pcs[k-1].n
+			if !(l < float64(n)) {
+				return k, n, true
+			}
+			return k, min(uint64(l), n), true
 		}
 	}
 	last := len(pcs) - 1
@@ -249,6 +256,7 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 // fleet's P99.99 of a destination alternated between 150 ms and 800 ms from
 // one second to the next in the demo.
 func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
+	t = min(t, n) // shareCap guarantees it; c−(k−kept) below relies on it
 	f.touched = f.touched[:0]
 	for _, m := range p.members {
 		if m.excluded {
@@ -281,7 +289,7 @@ func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint6
 		c := f.scratch[i]
 		f.scratch[i] = 0
 		cum += c
-		hi, lo := bits.Mul64(cum, t) // cum <= n and t < n, so hi < n
+		hi, lo := bits.Mul64(cum, t) // cum <= n and t <= n, so hi < n
 		k, _ := bits.Div64(hi, lo, n)
 		ch.sub(i, c-(k-kept)) // k−kept <= c: see the doc comment
 		kept = k

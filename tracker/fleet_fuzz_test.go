@@ -1,13 +1,18 @@
 package tracker
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"testing"
 )
 
 // FuzzFleetOps runs a sequence of inserts (valid and malformed), exclusions,
 // inclusions and clock moves decoded from the input, with small caps, and
 // checks after each step that the incremental state equals one recomputed
-// from the held batches and that the caps hold.
+// from the held batches, that the caps hold, and that the exclusions
+// remembered are a reference model's (so an excluded member's batches,
+// evicted and delivered again, never count).
 func FuzzFleetOps(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{0, 0, 12, 0, 2, 1, 5, 2, 9, 0, 0, 12, 0, 2, 1, 5, 2, 9, 1, 0, 0, 2, 1, 0})
@@ -17,6 +22,7 @@ func FuzzFleetOps(f *testing.F) {
 		c := DefaultFleetConfig()
 		c.Tracker.SubWindows = 4
 		c.MaxOrigins, c.MaxDestinations, c.Self = 3, 3, "o0"
+		c.MaxEpochBuckets, c.MaxBuckets = 10, 40 // a batch has up to 12
 		fl, err := NewFleet(c, fakeLocal{})
 		if err != nil {
 			t.Fatal(err)
@@ -30,8 +36,11 @@ func FuzzFleetOps(f *testing.F) {
 			return v
 		}
 		e := int64(testE)
+		model := exclusionModel{}
 		for steps := 0; len(data) > 0 && steps < 200; steps++ {
 			now := fleetAt(c, e, int64(next())*20)
+			fl.Advance(now) // what every op does first: expire, then prune the model
+			model.prune(fl)
 			switch next() % 5 {
 			case 0, 1: // insert
 				b := mkBatch(string(rune('0' + next()%5))[:1], uint64(next()%2), e+int64(next()%9)-6)
@@ -53,10 +62,14 @@ func FuzzFleetOps(f *testing.F) {
 					b.Dests = append(b.Dests, d)
 				}
 				fl.Insert(b, now)
-			case 2:
-				fl.Exclude("o"+string(rune('0'+next()%5)), uint64(next()%2), now)
+			case 2: // boots 2 and 3 are never inserted: exclusions in advance
+				k := memberKey{"o" + string(rune('0'+next()%5)), uint64(next() % 4)}
+				model.exclude(k, fl.epoch, 4*c.MaxOrigins)
+				fl.Exclude(k.name, k.boot, now)
 			case 3:
-				fl.Include("o"+string(rune('0'+next()%5)), uint64(next()%2), now)
+				k := memberKey{"o" + string(rune('0'+next()%5)), uint64(next() % 4)}
+				delete(model, k)
+				fl.Include(k.name, k.boot, now)
 			case 4:
 				e += int64(next() % 4)
 				for _, d := range []string{"a", "b", "c", "d", "e"} {
@@ -66,6 +79,33 @@ func FuzzFleetOps(f *testing.F) {
 				}
 			}
 			checkInvariants(t, fl)
+			model.prune(fl)
+			if !maps.Equal(model, exclusionModel(fl.excluded)) {
+				t.Fatalf("exclusions %v, model %v", fl.excluded, model)
+			}
 		}
 	})
+}
+
+// exclusionModel is the reference for Fleet.excluded: member → epoch of its
+// last Exclude, forgotten on Include, when full (the oldest, then by name
+// and boot) and once expired with no batch held.
+type exclusionModel map[memberKey]int64
+
+func (m exclusionModel) exclude(k memberKey, epoch int64, limit int) {
+	if _, ok := m[k]; !ok && len(m) >= limit {
+		victim := slices.MinFunc(slices.Collect(maps.Keys(m)), func(a, b memberKey) int {
+			return cmp.Or(cmp.Compare(m[a], m[b]), cmp.Compare(a.name, b.name), cmp.Compare(a.boot, b.boot))
+		})
+		delete(m, victim)
+	}
+	m[k] = epoch
+}
+
+func (m exclusionModel) prune(f *Fleet) {
+	for k, ep := range m {
+		if ep+1 < f.epoch-f.n-1 && f.members[k] == nil {
+			delete(m, k)
+		}
+	}
 }

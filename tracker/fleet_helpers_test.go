@@ -142,16 +142,27 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	t.Helper()
 	batches, buckets := 0, 0
 	refs := map[*destState]int{}
+	require.LessOrEqual(t, len(f.excluded), 4*f.cfg.MaxOrigins)
+	for k, ep := range f.excluded {
+		if f.members[k] == nil {
+			require.GreaterOrEqual(t, ep+1, f.epoch-f.n-1, "an expired exclusion of %v is kept", k)
+		}
+	}
 	for _, m := range f.members {
 		require.Same(t, m, f.members[m.key])
 		require.Contains(t, m.peer.members, m)
+		require.NotEmpty(t, m.epochs, "a member without batches is held")
+		_, excl := f.excluded[m.key]
+		require.Equal(t, excl, m.excluded, "member %v", m.key)
 		for ep, me := range m.epochs {
 			require.GreaterOrEqual(t, ep, f.epoch-f.n-1)
 			require.LessOrEqual(t, ep, f.epoch+1)
+			meBuckets := 0
 			for part, hb := range me.parts {
 				require.Equal(t, part, hb.b.Key.Part)
 				batches++
 				buckets += hb.buckets
+				meBuckets += hb.buckets
 				for i, d := range hb.ds {
 					if m.excluded {
 						require.Nil(t, d)
@@ -162,18 +173,32 @@ func checkInvariants(t testing.TB, f *Fleet) {
 					}
 				}
 			}
+			require.Equal(t, meBuckets, me.buckets)
+			require.LessOrEqual(t, me.buckets, f.cfg.MaxEpochBuckets)
 		}
 	}
 	require.Equal(t, batches, f.batches)
 	require.Equal(t, buckets, f.buckets)
+	require.LessOrEqual(t, f.buckets, f.cfg.MaxBuckets)
 	require.LessOrEqual(t, len(f.dests), f.cfg.MaxDestinations)
 	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
-	n := 0
-	for d := f.head; d != nil; d = d.next {
-		n++
-		require.Same(t, d, f.dests[d.name])
+	listed := map[*destState]bool{}
+	for l := range f.lists {
+		var prev *destState
+		for d := f.lists[l].head; d != nil; d = d.next {
+			require.Same(t, d, f.dests[d.name])
+			require.Equal(t, int8(l), d.level, d.name)
+			require.Same(t, prev, d.prev)
+			require.False(t, listed[d])
+			listed[d] = true
+			prev = d
+		}
+		require.Same(t, prev, f.lists[l].tail)
 	}
-	require.Equal(t, len(f.dests), n)
+	for name, d := range f.dests {
+		require.Equal(t, int8(min(len(d.contrib), 2)), d.level, name)
+		require.Equal(t, d.level < 2, listed[d], name)
+	}
 	for name, d := range f.dests {
 		require.Equal(t, refs[d], d.refs, name)
 		require.Positive(t, d.refs, name)
@@ -222,6 +247,12 @@ func fleetState(f *Fleet) string {
 	for _, m := range ms {
 		fmt.Fprintf(&sb, "member %v excluded=%v\n", m.key, m.excluded)
 	}
+	var ex []string
+	for k, ep := range f.excluded {
+		ex = append(ex, fmt.Sprintf("%v@%d", k, ep))
+	}
+	slices.Sort(ex)
+	fmt.Fprintf(&sb, "excluded %v\n", ex)
 	for _, k := range f.Keys(f.cfg.Tracker.EpochStart(f.epoch)) {
 		b, _ := f.Lookup(k)
 		fmt.Fprintf(&sb, "batch %+v\n", b)

@@ -26,6 +26,8 @@ func TestFleetConfigValidate(t *testing.T) {
 		{"origins", func(c *FleetConfig) { c.MaxOrigins = 0 }, []string{"MaxOrigins"}},
 		{"origins too many", func(c *FleetConfig) { c.MaxOrigins = 5000 }, []string{"MaxOrigins"}},
 		{"dests", func(c *FleetConfig) { c.MaxDestinations = 0 }, []string{"MaxDestinations"}},
+		{"epoch buckets", func(c *FleetConfig) { c.MaxEpochBuckets = 0 }, []string{"MaxEpochBuckets"}},
+		{"buckets", func(c *FleetConfig) { c.MaxBuckets = -1 }, []string{"MaxBuckets"}},
 		{"all joined", func(c *FleetConfig) { c.MinPeers, c.MaxOrigins = -1, -1 }, []string{"MinPeers", "MaxOrigins"}},
 	}
 	for _, tt := range tests {
@@ -97,6 +99,7 @@ func TestFleetInsertOutcomes(t *testing.T) {
 	require.Equal(t, 1, e.Peers, `"c" sent only empty counts`)
 	require.Equal(t, "new", InsertNew.String())
 	require.Equal(t, "origin_capped", InsertOriginCapped.String())
+	require.Equal(t, "buckets_capped", InsertBucketsCapped.String())
 	require.Equal(t, "unknown", InsertOutcome(200).String())
 }
 
@@ -208,14 +211,94 @@ func TestFleetMembership(t *testing.T) {
 	t.Run("forget after data aged out", func(t *testing.T) {
 		later := fleetAt(c, testE+N+2, 0)
 		f.Advance(later)
-		require.Equal(t, 2, f.Stats().Members, "excluded tombstones stay while their batches could still be accepted")
+		require.Equal(t, 0, f.Stats().Members)
+		require.Equal(t, 2, f.Stats().Excluded, "exclusions stay while their batches could still be accepted")
 		f.Advance(fleetAt(c, testE+N+3, 0))
 		s := f.Stats()
 		require.Equal(t, 0, s.Members)
+		require.Equal(t, 0, s.Excluded)
 		require.Equal(t, 0, s.Peers)
 		require.Equal(t, 0, s.Batches)
 		checkInvariants(t, f)
 	})
+}
+
+// TestFleetExclusionOutlivesEviction is the reviewer's repro: a dead
+// member's batches evicted by the MaxOrigins cap and delivered again must
+// not count, and an unknown member excluded while the cap is full stays
+// excluded.
+func TestFleetExclusionOutlivesEviction(t *testing.T) {
+	c := testFleetConfig()
+	c.Self, c.MaxOrigins = "", 3
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	samples := func() uint64 {
+		e, err := f.Estimate("x", 1, now)
+		require.NoError(t, err)
+		checkInvariants(t, f)
+		return e.Samples
+	}
+	dead := mkBatch("dead", 1, testE-1, dcBuckets("x", 9, 100))
+	require.Equal(t, InsertNew, f.Insert(dead, now))
+	f.Exclude("dead", 1, now)
+	for _, o := range []string{"a", "b", "c"} {
+		require.Equal(t, InsertNew, f.Insert(mkBatch(o, 1, testE-2, dcBuckets("x", 1, 1)), now))
+	}
+	require.Equal(t, uint64(1), f.Stats().OriginsEvicted, "dead was evicted first")
+	_, held := f.Lookup(dead.Key)
+	require.False(t, held)
+	require.Equal(t, uint64(3), samples())
+
+	require.Equal(t, InsertNew, f.Insert(dead, now), "stored again (evicting a, the oldest)")
+	require.Equal(t, uint64(2), samples(), "but not counted: a's sample left, dead's never came")
+
+	// An unknown member excluded while the cap is full stays excluded.
+	f.Exclude("ghost", 1, now)
+	require.Equal(t, 3, f.Stats().Members)
+	require.Equal(t, 2, f.Stats().Excluded)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("ghost", 1, testE, dcBuckets("x", 1, 50)), now))
+	require.Equal(t, uint64(2), samples(), "dead (excluded) was evicted for ghost, whose batch is not counted")
+
+	// Include forgets the exclusion: dead's batch counts when delivered again.
+	f.Include("dead", 1, now)
+	require.Equal(t, 1, f.Stats().Excluded)
+	require.Equal(t, InsertNew, f.Insert(dead, now), "evicting ghost, excluded")
+	require.Equal(t, uint64(102), samples())
+
+	// The exclusion of ghost lasts until nothing it sent can be accepted.
+	f.Advance(fleetAt(c, testE+N+2, 0))
+	require.Equal(t, 1, f.Stats().Excluded)
+	f.Advance(fleetAt(c, testE+N+3, 0))
+	require.Equal(t, 0, f.Stats().Excluded)
+	checkInvariants(t, f)
+}
+
+// TestFleetExclusionsBounded checks the exclusions remembered are bounded
+// by 4·MaxOrigins, the oldest forgotten first and counted.
+func TestFleetExclusionsBounded(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxOrigins = 2
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("old", 1, testE-1, dcBuckets("x", 1, 1)), now))
+	f.Exclude("old", 1, now)
+	for i := range 8 {
+		f.Exclude(fmt.Sprint("m", i), 1, fleetAt(c, testE+1, 0))
+	}
+	s := f.Stats()
+	require.Equal(t, 8, s.Excluded)
+	require.Equal(t, uint64(1), s.ExclusionsEvicted)
+	require.Zero(t, s.Members, "the forgotten exclusion's batches went with it")
+	f.Exclude("m3", 1, fleetAt(c, testE+1, 0)) // remembered already: nothing forgotten
+	require.Equal(t, uint64(1), f.Stats().ExclusionsEvicted)
+	f.Exclude("new", 1, fleetAt(c, testE+1, 0))
+	require.Equal(t, uint64(2), f.Stats().ExclusionsEvicted)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("m0", 1, testE, dcBuckets("x", 1, 1)), fleetAt(c, testE+1, 0)),
+		"m0 (same epoch, first by name) was forgotten: its batch counts")
+	e, _ := f.Estimate("x", 1, fleetAt(c, testE+1, 0))
+	require.Equal(t, uint64(1), e.Samples)
+	checkInvariants(t, f)
 }
 
 // TestFleetReplay replays a seeded random message log once, and three times
@@ -324,6 +407,35 @@ func cappedUnion(perPeer map[string][]uint64, share float64) []uint64 {
 		}
 	}
 	return out
+}
+
+// TestShareCapLevelClamped checks shareCap never caps a peer to more than
+// its count: in exact arithmetic the level is below the smallest capped
+// count, but float64 rounding of counts near 2^58 put it above (this case,
+// found by a random search, gave t = n+41 before the clamp), and capPeer's
+// c−(k−kept) would underflow.
+func TestShareCapLevelClamped(t *testing.T) {
+	ns := []uint64{284724136982558742, 284724118333884265, 284724114446962967, 284724114446962954, 284724114446962945}
+	pcs := make([]peerCount, len(ns))
+	for i, n := range ns {
+		pcs[i] = peerCount{&fleetPeer{name: fmt.Sprint(i)}, n}
+	}
+	k, tt, ok := shareCap(pcs, 0.2)
+	require.True(t, ok)
+	require.Equal(t, 3, k)
+	require.LessOrEqual(t, tt, ns[k-1])
+	r := rand.New(rand.NewPCG(3, 3))
+	for range 100000 {
+		base := r.Uint64N(1 << 58)
+		for i := range pcs {
+			pcs[i].n = base + r.Uint64N(1<<r.IntN(40))
+		}
+		slices.SortFunc(pcs, comparePeerCounts)
+		share := []float64{0.1, 0.2, 0.25, 0.3, 0.33}[r.IntN(5)]
+		if k, tt, ok := shareCap(pcs, share); ok {
+			require.LessOrEqual(t, tt, pcs[k-1].n, "share %v counts %v", share, pcs)
+		}
+	}
 }
 
 // TestFleetNodesConverge simulates nodes that each receive every batch, in
@@ -714,6 +826,160 @@ func TestFleetHostile(t *testing.T) {
 		require.Equal(t, uint64(2), s.OriginsEvicted)
 		require.Equal(t, uint64(1), s.Outcome(InsertOriginCapped))
 		require.Equal(t, 4, s.Members)
+		checkInvariants(t, f)
+	})
+}
+
+// fullDests returns n destinations named from prefix, each with every
+// bucket of the default layout (1280) holding one sample.
+func fullDests(prefix string, n int) []DestCounts {
+	out := make([]DestCounts, n)
+	for i := range out {
+		d := DestCounts{Dest: fmt.Sprintf("%s%04d", prefix, i), Total: 1280, Buckets: make([]Bucket, 1280)}
+		for j := range d.Buckets {
+			d.Buckets[j] = Bucket{Index: uint16(j), Count: 1}
+		}
+		out[i] = d
+	}
+	return out
+}
+
+// TestFleetBucketBudget is a hostile member sending full destinations at
+// the default caps: what it holds is bounded per epoch by MaxEpochBuckets
+// (over parts), so over every accepted epoch by (N+3)·MaxEpochBuckets, and
+// a realistic batch is still accepted.
+func TestFleetBucketBudget(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	per := c.MaxEpochBuckets
+	require.Equal(t, 1<<18, per, "the default")
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	full := per / 1280 // 204 full destinations fit
+	for ep := testE - N - 1; ep <= testE+1; ep++ {
+		b := mkBatch("hostile", 1, ep, fullDests("h", full+1)...)
+		require.Equal(t, InsertTooLarge, f.Insert(b, now), "epoch %d", ep)
+		b.Dests = b.Dests[:full]
+		require.Equal(t, InsertNew, f.Insert(b, now))
+		b.Key.Part = 1
+		b.Dests = fullDests("i", 1)
+		require.Equal(t, InsertTooLarge, f.Insert(b, now), "the budget holds over parts")
+		b.Dests[0].Buckets, b.Dests[0].Total = b.Dests[0].Buckets[:per-full*1280], uint64(per-full*1280)
+		require.Equal(t, InsertNew, f.Insert(b, now), "up to the budget exactly")
+		b.Key.Part = 2
+		b.Dests[0].Buckets, b.Dests[0].Total = b.Dests[0].Buckets[:1], 1
+		require.Equal(t, InsertTooLarge, f.Insert(b, now))
+	}
+	s := f.Stats()
+	require.Equal(t, int(N+3)*per, s.Buckets, "(N+3)·MaxEpochBuckets, not (N+3)·4096·1280")
+	require.Equal(t, uint64(3*(N+3)), s.Outcome(InsertTooLarge))
+
+	// A busy node's epoch (100 destinations × 100 buckets) is accepted.
+	busy := mkBatch("busy", 1, testE-1)
+	for i := range 100 {
+		d := DestCounts{Dest: fmt.Sprint("d", i)}
+		for j := range 100 {
+			d.Buckets = append(d.Buckets, Bucket{Index: uint16(10 * j), Count: 3})
+			d.Total += 3
+		}
+		busy.Dests = append(busy.Dests, d)
+	}
+	require.Equal(t, InsertNew, f.Insert(busy, now))
+	checkInvariants(t, f)
+}
+
+// TestFleetBucketCap checks the buckets held over all batches stay within
+// MaxBuckets: beyond it new batches are refused and counted, re-deliveries
+// are still recognised, and room comes back as batches expire.
+func TestFleetBucketCap(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxBuckets = 3 * 1280
+	N := int64(c.Tracker.SubWindows)
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	ins := func(o string, ep int64) InsertOutcome {
+		return f.Insert(mkBatch(o, 1, ep, fullDests(o, 1)...), now)
+	}
+	require.Equal(t, InsertNew, ins("a", testE-N-1))
+	require.Equal(t, InsertNew, ins("b", testE-1))
+	require.Equal(t, InsertNew, ins("c", testE-1))
+	require.Equal(t, InsertBucketsCapped, ins("d", testE-1))
+	require.Equal(t, InsertBucketsCapped, ins("a", testE-1))
+	require.Equal(t, InsertDuplicate, ins("b", testE-1), "a re-delivery is still recognised")
+	unsorted := mkBatch("x", 1, testE-1, dcBuckets("z", 1, 1), dcBuckets("y", 1, 1))
+	require.Equal(t, InsertBucketsCapped, f.Insert(unsorted, now))
+	s := f.Stats()
+	require.Equal(t, 3*1280, s.Buckets)
+	require.Equal(t, uint64(3), s.Outcome(InsertBucketsCapped))
+	checkInvariants(t, f)
+	// a's batch expires: there is room again.
+	now = fleetAt(c, testE+1, 0)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("d", 1, testE, fullDests("d", 1)...), now))
+	checkInvariants(t, f)
+}
+
+// TestFleetJunkDestinations is a noisy peer sending as many junk
+// destination names as it may, every accepted epoch: destinations several
+// peers report keep their views, and when only those are held, junk is
+// refused and counted instead.
+func TestFleetJunkDestinations(t *testing.T) {
+	c := testFleetConfig()
+	N := int64(c.Tracker.SubWindows)
+	now := fleetAt(c, testE, 0)
+	junk := func(t *testing.T, f *Fleet, want InsertOutcome) {
+		for ep := testE - N - 1; ep <= testE+1; ep++ {
+			b := mkBatch("noisy", 1, ep)
+			for i := range c.MaxDestinations {
+				b.Dests = append(b.Dests, dcBuckets(fmt.Sprintf("junk-%d-%d", ep, i), 3, 1000))
+			}
+			require.Equal(t, want, f.Insert(b, now))
+			checkInvariants(t, f)
+		}
+	}
+	report := func(t *testing.T, f *Fleet, dests ...string) {
+		for _, p := range []string{"p1", "p2", "p3"} {
+			b := mkBatch(p, 1, testE-1)
+			for _, d := range dests {
+				b.Dests = append(b.Dests, dcBuckets(d, 5, 10))
+			}
+			require.Equal(t, InsertNew, f.Insert(b, now))
+		}
+	}
+	requireView := func(t *testing.T, f *Fleet, dest string) {
+		e, err := f.Estimate(dest, 0.5, now)
+		require.NoError(t, err)
+		require.Equal(t, 3, e.Peers, dest)
+		require.Equal(t, uint64(30), e.Samples, dest)
+	}
+
+	t.Run("junk evicts only junk", func(t *testing.T) {
+		c.MaxDestinations = 8
+		f := newTestFleet(t, c, nil)
+		report(t, f, "db", "cache")
+		junk(t, f, InsertNew)
+		requireView(t, f, "db")
+		requireView(t, f, "cache")
+		s := f.Stats()
+		require.Equal(t, 8, s.Destinations)
+		require.Equal(t, uint64(13*8-6), s.DestinationsEvicted, "all junk but the 6 newest")
+		require.Zero(t, s.DestinationsRefused)
+		// A single peer's destination is a candidate like junk.
+		require.Equal(t, InsertNew, f.Insert(mkBatch("p1", 1, testE-2, dcBuckets("solo", 5, 1)), now))
+		junk(t, f, InsertDuplicate) // nothing moves
+		require.Contains(t, f.Destinations(now), "solo")
+		checkInvariants(t, f)
+	})
+	t.Run("refused when only shared destinations are held", func(t *testing.T) {
+		c.MaxDestinations = 2
+		f := newTestFleet(t, c, nil)
+		report(t, f, "db", "cache")
+		junk(t, f, InsertNew)
+		requireView(t, f, "db")
+		requireView(t, f, "cache")
+		s := f.Stats()
+		require.Equal(t, 2, s.Destinations)
+		require.Zero(t, s.DestinationsEvicted)
+		require.Equal(t, uint64(13*2), s.DestinationsRefused)
 		checkInvariants(t, f)
 	})
 }
