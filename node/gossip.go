@@ -53,14 +53,24 @@ func (n *Node) gossipStats() cluster.GossipStats {
 }
 
 // seal returns this node's sealed sub-window of epoch, destinations sorted
-// by name, at most the fleet's MaxDestinations of them (the first by name):
-// a larger batch would be refused whole.
+// by name, cut to what the fleet accepts from one member per epoch (its
+// MaxDestinations and MaxEpochBuckets; the first destinations by name): a
+// larger batch would be refused whole, by this node and by its peers.
 func (n *Node) seal(epoch int64, now time.Time) []tracker.DestCounts {
 	dests := tracker.SealedSubWindow(n.local, epoch, now)
-	if m := n.fleet.Config().MaxDestinations; len(dests) > m {
-		n.log.Warn("node: sealed sub-window truncated to the fleet's destination cap",
-			"epoch", epoch, "destinations", len(dests), "cap", m)
-		dests = dests[:m]
+	fc := n.fleet.Config()
+	keep, buckets := min(len(dests), fc.MaxDestinations), 0
+	for i := range keep {
+		if buckets += len(dests[i].Buckets); buckets > fc.MaxEpochBuckets {
+			keep = i
+			break
+		}
+	}
+	if keep < len(dests) {
+		n.log.Warn("node: sealed sub-window truncated to the fleet's per-member caps",
+			"epoch", epoch, "destinations", len(dests), "kept", keep,
+			"max_destinations", fc.MaxDestinations, "max_epoch_buckets", fc.MaxEpochBuckets)
+		dests = dests[:keep]
 	}
 	return dests
 }
