@@ -90,8 +90,15 @@ func unpack(p []byte, f func(i int, c uint32)) {
 	for k := range words {
 		word := binary.LittleEndian.Uint64(p[2+8*k:])
 		for word != 0 {
-			c, n := binary.Uvarint(p[off:])
-			off += n
+			var c uint64
+			if b := p[off]; b < 0x80 { // the common one-byte count
+				c = uint64(b)
+				off++
+			} else {
+				var n int
+				c, n = binary.Uvarint(p[off:])
+				off += n
+			}
 			f(k<<6+bits.TrailingZeros64(word), uint32(c))
 			word &= word - 1
 		}
@@ -195,21 +202,23 @@ func (w *window) seal() {
 	for _, word := range w.touched {
 		nz += bits.OnesCount64(word)
 	}
-	s := sealedSub{epoch: w.epoch, total: w.curN}
 	if 8*nz > len(w.cur) {
-		s.packed = pack(w.cur, w.touched)
-	} else {
-		s.buckets = make([]Bucket, 0, nz)
-		for k, word := range w.touched {
-			for word != 0 {
-				i := k<<6 + bits.TrailingZeros64(word)
-				word &= word - 1
-				s.buckets = append(s.buckets, Bucket{Index: uint16(i), Count: w.cur[i]})
-			}
-		}
+		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched)}
+		w.emptyCur()
+		return
 	}
-	*slot = s
-	w.emptyCur()
+	buckets := make([]Bucket, 0, nz)
+	for k, word := range w.touched {
+		for word != 0 {
+			i := k<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			buckets = append(buckets, Bucket{Index: uint16(i), Count: w.cur[i]})
+			w.cur[i] = 0
+		}
+		w.touched[k] = 0
+	}
+	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets}
+	w.curN = 0
 }
 
 // emptyCur zeroes cur, visiting only the indices it touched.
