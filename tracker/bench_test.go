@@ -166,7 +166,10 @@ func BenchmarkQuantileVsNaive(b *testing.B) {
 // BenchmarkRotateRecord: every op moves to the next sub-window (sealing one,
 // expiring one) and records. "1sample" has one sample per sub-window;
 // "100samples" records 100 realistic samples per sub-window, so each op is
-// one rotation of ~40-bucket sub-windows plus 100 records.
+// one rotation of ~40-bucket sub-windows plus 100 records. "everybucket"
+// records one sample in each of the 1259 reachable buckets, so each op (once
+// the window is full of them) seals and expires a packed sub-window, the
+// worst case for memory, besides its 1259 records.
 func BenchmarkRotateRecord(b *testing.B) {
 	for _, per := range []int{1, 100} {
 		b.Run(fmt.Sprintf("%dsamples", per), func(b *testing.B) {
@@ -183,6 +186,21 @@ func BenchmarkRotateRecord(b *testing.B) {
 			}
 		})
 	}
+	b.Run("everybucket", func(b *testing.B) {
+		g, err := newGeometry(DefaultConfig().Layout())
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := mustNew(b)
+		now := fullWindow(t.RecordMillis, "db-1")
+		b.ReportAllocs()
+		for b.Loop() {
+			now = now.Add(6 * time.Second)
+			for i := range int(g.highestIndex) + 1 {
+				t.RecordMillis("db-1", uint64(g.lowestEquivalent(i)), now)
+			}
+		}
+	})
 }
 
 // BenchmarkNaiveRotate: the naive window's rotation (Rotate resets a dense

@@ -39,9 +39,11 @@
 //
 // Because the grid is shared, finished (sealed) sub-windows of different nodes
 // cover the same interval and can be summed. SealedSubWindow hands out a past
-// epoch's sub-window as sparse []DestCounts without copying, ready for a
-// Batch; ExportHistogram returns a destination's window as a standard
-// hdrhistogram-go Histogram.
+// epoch's sub-window as sparse []DestCounts, ready for a Batch: without
+// copying for typical ones, which are kept sparse; a sub-window wider than 1/8
+// of the layout is kept packed (about a byte per bucket, so memory per
+// destination stays bounded) and decoded on hand-out. ExportHistogram returns
+// a destination's window as a standard hdrhistogram-go Histogram.
 //
 // # Fleet
 //

@@ -19,9 +19,11 @@ import (
 // went backwards), epochs in [E−N+1, E−1]. Any other epoch, including the
 // current one, gives nil.
 //
-// The Buckets slices are shared with the tracker, not copied: they are never
-// modified after the sub-window is sealed, and callers must not modify them
-// either. They may be kept for as long as wanted.
+// A sub-window of typical width (at most 160 non-empty buckets at defaults)
+// is handed out without copying: its Buckets slice is shared with the
+// tracker, never modified after the sub-window is sealed, and callers must not
+// modify it either. A wider one is kept packed, about one byte per bucket,
+// and decoded into a new slice here. Either may be kept for as long as wanted.
 func SealedSubWindow[T interface {
 	*Tracker[string] | *SyncTracker[string]
 }](t T, epoch int64, now time.Time) []DestCounts {
@@ -29,7 +31,7 @@ func SealedSubWindow[T interface {
 	collect := func(key string, en *entry[string], e int64) {
 		en.rotate(e)
 		if s, ok := en.sealedAt(epoch); ok {
-			out = append(out, DestCounts{Dest: key, Total: s.total, Buckets: s.buckets[:len(s.buckets):len(s.buckets)]})
+			out = append(out, DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()})
 		}
 	}
 	switch t := any(t).(type) {

@@ -358,45 +358,107 @@ func TestExportHistogramEqualsOracle(t *testing.T) {
 }
 
 // TestMemoryPerDestination measures the heap per destination at defaults
-// with full windows of realistic data (log-normal around 5ms, 1% around
-// 200ms): a light destination (200 samples per sub-window) and a busy one
-// (6000 per sub-window, 1000/s). DESIGN.md asks for <= 32 KiB.
+// with full windows (11 epochs: the ring holds 9 sealed sub-windows plus a
+// full current one). DESIGN.md asks for <= 32 KiB. Typical data is
+// log-normal around 5ms with 1% around 200ms: a light destination (200
+// samples per sub-window) and a busy one (6000, 1000/s). The worst cases fill
+// the most buckets: 160 (the widest sub-window kept as []Bucket), and all 1259
+// reachable ones with one sample each (packed, a byte per bucket), 128 (two
+// bytes) and 16384 (three: 2·10⁷ samples per 6 s sub-window; four bytes in
+// every bucket would take 2.6·10⁹, over 4·10⁸ records a second to one
+// destination).
+//
+// Many destinations keep the heap delta's noise (tens of KB) small per
+// destination. So that the heavy cases stay fast under -race, they record
+// each bucket once through RecordMillis and then top every non-empty bucket
+// of the current sub-window up by topUp samples directly (what topUp more
+// records would do); checkWindowInvariants confirms the state is consistent.
 func TestMemoryPerDestination(t *testing.T) {
+	g, err := newGeometry(DefaultConfig().Layout())
+	require.NoError(t, err)
+	lat := latencies(1 << 14)
+	k := 0
+	typical := func(perSub int) func(rec func(ms uint64)) {
+		return func(rec func(ms uint64)) {
+			for range perSub {
+				rec(lat[k&(len(lat)-1)])
+				k++
+			}
+		}
+	}
+	// buckets records one sample in each of n buckets spread over the layout.
+	buckets := func(n int) func(rec func(ms uint64)) {
+		return func(rec func(ms uint64)) {
+			for j := range n {
+				rec(uint64(g.lowestEquivalent(j * int(g.highestIndex) / max(n-1, 1))))
+			}
+		}
+	}
+	all := int(g.highestIndex) + 1
 	for _, tc := range []struct {
-		name          string
-		dests, perSub int
-	}{{"200 per sub-window", 1000, 200}, {"6000 per sub-window", 100, 6000}} {
+		name  string
+		dests int
+		fill  func(rec func(ms uint64)) // one destination's sub-window
+		topUp uint32                    // samples added to each non-empty bucket after fill
+		bound float64                   // KiB per destination
+	}{
+		{"typical 200 per sub-window", 1000, typical(200), 0, 32},
+		{"typical 6000 per sub-window", 100, typical(6000), 0, 32},
+		{"worst 160 buckets once", 200, buckets(160), 0, 32},
+		{"worst every bucket once", 100, buckets(all), 0, 32},
+		{"worst every bucket 128 times", 100, buckets(all), 127, 44},
+		{"worst every bucket 16384 times", 100, buckets(all), 16383, 56},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lat := latencies(1 << 14)
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			st := newST(t, nil)
-			k := 0
-			// 11 epochs: the ring holds 9 sealed sub-windows plus a full current one.
+			var want uint64 // samples of dest-0000 in the window at epoch 10
 			for e := range 11 {
 				now := at(int64(e) * sub)
 				for d := range tc.dests {
 					dest := fmt.Sprintf("dest-%04d", d)
-					for range tc.perSub {
-						st.RecordMillis(dest, lat[k&(len(lat)-1)], now)
-						k++
+					tc.fill(func(ms uint64) {
+						st.RecordMillis(dest, ms, now)
+						if d == 0 && e > 0 {
+							want++
+						}
+					})
+				}
+				if tc.topUp == 0 {
+					continue
+				}
+				for _, en := range syncEntries(st) {
+					w := &en.window
+					for i, c := range w.cur {
+						if c != 0 {
+							w.cur[i] += tc.topUp
+							w.curN += uint64(tc.topUp)
+							w.sum.add(i, uint64(tc.topUp))
+							if en.key == "dest-0000" && e > 0 {
+								want += uint64(tc.topUp)
+							}
+						}
 					}
 				}
 			}
 			runtime.GC()
 			runtime.ReadMemStats(&after)
 			per := float64(after.HeapAlloc-before.HeapAlloc) / float64(tc.dests)
-			var buckets int
-			for _, en := range syncEntries(st) {
-				for _, s := range en.ring {
-					buckets += len(s.buckets)
+			var n int
+			for ep := int64(1); ep <= 9; ep++ {
+				for _, dc := range SealedSubWindow(st, ep, at(10*sub)) {
+					n += len(dc.Buckets)
 				}
 			}
 			t.Logf("%s: %.0f B per destination (%.1f KiB), %.0f non-empty buckets per sealed sub-window",
-				tc.name, per, per/1024, float64(buckets)/float64(tc.dests*9))
-			require.Equal(t, uint64(10*tc.perSub), st.Samples("dest-0000", at(10*sub)))
-			require.Less(t, per, 32*1024.0)
+				tc.name, per, per/1024, float64(n)/float64(tc.dests*9))
+			require.Equal(t, want, st.Samples("dest-0000", at(10*sub)))
+			for _, en := range syncEntries(st)[:3] {
+				checkWindowInvariants(t, &g, &en.window)
+			}
+			require.Less(t, per, tc.bound*1024)
 			runtime.KeepAlive(st)
 		})
 	}

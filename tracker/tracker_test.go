@@ -647,18 +647,20 @@ func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
 	}
 	require.Equal(t, curN, w.curN)
 	for _, s := range w.ring {
+		require.False(t, s.buckets != nil && s.packed != nil, "one form per sealed sub-window")
 		var tot uint64
-		for k, b := range s.buckets {
-			require.NotZero(t, b.Count)
-			if k > 0 {
-				require.Less(t, s.buckets[k-1].Index, b.Index)
-			}
-			want.add(int(b.Index), uint64(b.Count))
-			tot += uint64(b.Count)
-		}
+		last := -1
+		s.each(func(i int, c uint32) {
+			require.NotZero(t, c)
+			require.Less(t, last, i)
+			last = i
+			want.add(i, uint64(c))
+			tot += uint64(c)
+		})
 		require.Equal(t, s.total, tot)
-		if s.buckets != nil {
+		if !s.empty() {
 			require.Less(t, uint64(w.epoch)-uint64(s.epoch)-1, uint64(len(w.ring)-1), "sealed epoch in [epoch−N+1, epoch−1]")
+			require.Equal(t, s.packed != nil, 8*len(s.sparse()) > len(w.cur), "packed exactly when []Bucket would exceed a byte per count")
 		}
 	}
 	require.Equal(t, want.counts, w.sum.counts)

@@ -1,33 +1,130 @@
 package tracker
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 )
 
-// sealedSub is one finished sub-window of a destination: the sparse counts
-// recorded in epoch, ascending by index. buckets is never modified after it
-// is built, so it can be handed out without copying; an expired slot is
-// replaced, never rewritten.
+// sealedSub is one finished sub-window of a destination: the counts recorded
+// in epoch, in one of two forms. A narrow one (at most one byte of []Bucket
+// per count of the layout: 8·buckets <= countsLen, 160 buckets at defaults,
+// which covers typical traffic) is kept as the sparse buckets, ascending by
+// index, and handed out without copying. A wider one is packed (see pack),
+// about one byte per non-empty bucket, so even a sub-window that fills every
+// bucket costs ~1.4 KiB at defaults rather than 10 KiB of []Bucket; it is
+// decoded when handed out.
+//
+// Neither slice is modified after it is built, so they can be shared; an
+// expired slot is replaced, never rewritten. Both are nil when the slot is
+// empty.
 type sealedSub struct {
 	epoch   int64
 	total   uint64
 	buckets []Bucket
+	packed  []byte
+}
+
+// empty reports whether the slot holds no sub-window.
+func (s *sealedSub) empty() bool { return s.buckets == nil && s.packed == nil }
+
+// each calls f with every non-empty bucket of s in ascending index order.
+func (s *sealedSub) each(f func(i int, c uint32)) {
+	for _, b := range s.buckets {
+		f(int(b.Index), b.Count)
+	}
+	if s.packed != nil {
+		unpack(s.packed, f)
+	}
+}
+
+// sparse returns s's buckets as []Bucket: the shared slice, capacity clipped
+// so an append cannot write into it, or a new slice decoded from the packed
+// form.
+func (s *sealedSub) sparse() []Bucket {
+	if s.packed == nil {
+		return s.buckets[:len(s.buckets):len(s.buckets)]
+	}
+	words := int(binary.LittleEndian.Uint16(s.packed))
+	nz := 0
+	for k := range words {
+		nz += bits.OnesCount64(binary.LittleEndian.Uint64(s.packed[2+8*k:]))
+	}
+	out := make([]Bucket, 0, nz)
+	unpack(s.packed, func(i int, c uint32) { out = append(out, Bucket{Index: uint16(i), Count: c}) })
+	return out
+}
+
+// pack encodes the non-zero counts of cur, whose indices are the set bits of
+// touched, as: len(touched) as a little-endian uint16 (maxCountsLen/64 words
+// at most), the touched words little-endian, then each non-zero count as a
+// uvarint in ascending index order. A count below 128 takes one byte, below
+// 16384 two. At defaults the header and bitmap are 162 bytes.
+func pack(cur []uint32, touched []uint64) []byte {
+	n := 2 + 8*len(touched)
+	for k, word := range touched {
+		for word != 0 {
+			n += uvarintLen(cur[k<<6+bits.TrailingZeros64(word)])
+			word &= word - 1
+		}
+	}
+	p := make([]byte, 0, n)
+	p = binary.LittleEndian.AppendUint16(p, uint16(len(touched)))
+	for _, word := range touched {
+		p = binary.LittleEndian.AppendUint64(p, word)
+	}
+	for k, word := range touched {
+		for word != 0 {
+			p = binary.AppendUvarint(p, uint64(cur[k<<6+bits.TrailingZeros64(word)]))
+			word &= word - 1
+		}
+	}
+	return p
+}
+
+// unpack calls f with every bucket of a packed sub-window in ascending index
+// order.
+func unpack(p []byte, f func(i int, c uint32)) {
+	words := int(binary.LittleEndian.Uint16(p))
+	off := 2 + 8*words
+	for k := range words {
+		word := binary.LittleEndian.Uint64(p[2+8*k:])
+		for word != 0 {
+			var c uint64
+			if b := p[off]; b < 0x80 { // the common one-byte count
+				c = uint64(b)
+				off++
+			} else {
+				var n int
+				c, n = binary.Uvarint(p[off:])
+				off += n
+			}
+			f(k<<6+bits.TrailingZeros64(word), uint32(c))
+			word &= word - 1
+		}
+	}
+}
+
+// uvarintLen returns the length of c as a uvarint.
+func uvarintLen(c uint32) int {
+	return (bits.Len32(c|1) + 6) / 7
 }
 
 // window is one destination's sliding window: the current sub-window dense
-// (for a cheap record), the sealed ones sparse (for compact storage), and the
-// dense sum of all of them, kept incrementally.
+// (for a cheap record), the sealed ones sparse or packed (for compact
+// storage), and the dense sum of all of them, kept incrementally.
 //
 // Memory at defaults (1280 counts): cur 5 KiB + sum 10 KiB + small
-// bookkeeping, plus 8 bytes per non-empty bucket of each sealed sub-window.
+// bookkeeping, plus per sealed sub-window (9 at most) 8 bytes per non-empty
+// bucket up to 160 buckets, and beyond that 162 bytes plus about one byte per
+// non-empty bucket (two where its count is 128 or more, three from 16384).
 type window struct {
 	epoch   int64       // the epoch cur belongs to
 	cur     []uint32    // counts recorded in epoch
 	touched []uint64    // bitmap of the non-zero indices of cur
 	curN    uint64      // sum of cur
 	sum     hist        // cur plus every sealed sub-window in the ring
-	ring    []sealedSub // sealed sub-windows by epoch mod N; buckets nil if empty
+	ring    []sealedSub // sealed sub-windows by epoch mod N; empty slots hold neither form
 }
 
 // init makes w an empty window of n sub-windows at epoch.
@@ -78,19 +175,23 @@ func (w *window) rotateTo(e int64) {
 	w.seal()
 	for k := range w.ring {
 		s := &w.ring[k]
-		if s.buckets == nil || uint64(e)-uint64(s.epoch) < n {
+		if s.empty() || uint64(e)-uint64(s.epoch) < n {
 			continue
 		}
 		for _, b := range s.buckets {
 			w.sum.sub(int(b.Index), uint64(b.Count))
+		}
+		if s.packed != nil {
+			unpack(s.packed, func(i int, c uint32) { w.sum.sub(i, uint64(c)) })
 		}
 		*s = sealedSub{}
 	}
 	w.epoch = e
 }
 
-// seal turns the current sub-window into a sparse sealed one in its ring
-// slot and empties cur, visiting only the indices it touched.
+// seal turns the current sub-window into a sealed one in its ring slot,
+// sparse or packed (see sealedSub), and empties cur, visiting only the
+// indices it touched.
 func (w *window) seal() {
 	slot := &w.ring[w.slot(w.epoch)]
 	*slot = sealedSub{}
@@ -100,6 +201,11 @@ func (w *window) seal() {
 	nz := 0
 	for _, word := range w.touched {
 		nz += bits.OnesCount64(word)
+	}
+	if 8*nz > len(w.cur) {
+		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched)}
+		w.emptyCur()
+		return
 	}
 	buckets := make([]Bucket, 0, nz)
 	for k, word := range w.touched {
@@ -115,17 +221,22 @@ func (w *window) seal() {
 	w.curN = 0
 }
 
+// emptyCur zeroes cur, visiting only the indices it touched.
+func (w *window) emptyCur() {
+	for k, word := range w.touched {
+		for word != 0 {
+			w.cur[k<<6+bits.TrailingZeros64(word)] = 0
+			word &= word - 1
+		}
+		w.touched[k] = 0
+	}
+	w.curN = 0
+}
+
 // clear empties the window and moves it to epoch e.
 func (w *window) clear(e int64) {
 	if w.curN != 0 {
-		for k, word := range w.touched {
-			for word != 0 {
-				w.cur[k<<6+bits.TrailingZeros64(word)] = 0
-				word &= word - 1
-			}
-			w.touched[k] = 0
-		}
-		w.curN = 0
+		w.emptyCur()
 	}
 	if w.sum.total != 0 {
 		w.sum.reset()
@@ -140,7 +251,7 @@ func (w *window) sealedAt(e int64) (sealedSub, bool) {
 		return sealedSub{}, false
 	}
 	s := w.ring[w.slot(e)]
-	if s.buckets == nil || s.epoch != e {
+	if s.empty() || s.epoch != e {
 		return sealedSub{}, false
 	}
 	return s, true
