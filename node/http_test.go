@@ -619,6 +619,9 @@ func TestMetrics(t *testing.T) {
 		`atnode_timeout_fallbacks_total 1`,
 		`atnode_fleet_inserts_total{outcome="new"} 1`,
 		`atnode_fleet_batches 1`,
+		`atnode_fleet_exclusions 0`,
+		`atnode_fleet_refused_destinations_total 0`,
+		`atnode_fleet_evicted_exclusions_total 0`,
 		`atnode_cluster_members{state="alive"} 1`,
 		`atnode_gossip_bytes_total{direction="in"} 0`,
 	} {

@@ -101,6 +101,11 @@ var (
 	descFleetMembers = desc("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.")
 	descFleetPeers   = desc("atnode_fleet_peers", "Distinct peer names held by the fleet view.")
 	descFleetDests   = desc("atnode_fleet_destinations", "Destinations with a fleet view.")
+	descFleetDestRef = desc("atnode_fleet_refused_destinations_total",
+		"Batch entries not counted: a new destination while the destination cap was full of destinations two or more peers report.")
+	descFleetExclEv  = desc("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.")
+	descFleetExcl    = desc("atnode_fleet_exclusions", "Exclusions of dead members the fleet view remembers.")
+	descFleetBuckets = desc("atnode_fleet_buckets", "Sparse histogram buckets held by the fleet view over all batches (8 bytes each).")
 
 	descClusterMsgIn    = desc("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.")
 	descClusterMsgDrop  = desc("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.")
@@ -132,6 +137,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descDestLocal, descDestFleet, descDestTimeout, descDestSamples, descDestLocalSamples, descDestPeers,
 		descDestEffPeers, descDests, descMembers, descFleetInserts, descFleetExpired, descFleetOrigEv,
 		descFleetDestEv, descFleetBatches, descFleetMembers, descFleetPeers, descFleetDests,
+		descFleetDestRef, descFleetExclEv, descFleetExcl, descFleetBuckets,
 		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
 		descClusterJoins, descClusterJoinFail, descGossipBytes, descGossipMessages, descGossipBatches,
 		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipRepairs,
@@ -187,6 +193,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descFleetMembers, float64(fs.Members))
 	gauge(descFleetPeers, float64(fs.Peers))
 	gauge(descFleetDests, float64(fs.Destinations))
+	counter(descFleetDestRef, fs.DestinationsRefused)
+	counter(descFleetExclEv, fs.ExclusionsEvicted)
+	gauge(descFleetExcl, float64(fs.Excluded))
+	gauge(descFleetBuckets, float64(fs.Buckets))
 
 	if n.cl != nil {
 		cs := n.cl.Stats()
