@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/bits"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -154,30 +153,6 @@ type decisionValue struct {
 	ok      bool
 }
 
-// decisionValueOf is tracker.Fleet.DecisionValueMillis computed from an
-// estimate already read, so that the value, the estimate's source and
-// whether the local guard applied come from one read: the estimate's value,
-// except that when its source is the fleet and the local view is trusted
-// (minSamples) with a value above 1.2 × the fleet's, the local value.
-func decisionValueOf(e *tracker.Estimate, minSamples uint64) decisionValue {
-	if !e.Trusted {
-		return decisionValue{}
-	}
-	if e.Source == tracker.SourceFleet && e.HasLocalValue && e.LocalSamples >= minSamples &&
-		exceeds20(e.LocalValueMillis, e.FleetValueMillis) {
-		return decisionValue{ms: e.LocalValueMillis, src: e.Source, guarded: true, ok: true}
-	}
-	return decisionValue{ms: e.ValueMillis, src: e.Source, ok: true}
-}
-
-// exceeds20 reports local > 1.2·fleet exactly: 5·local > 6·fleet in 128
-// bits (the tracker's rule).
-func exceeds20(local, fleet uint64) bool {
-	lh, ll := bits.Mul64(local, 5)
-	fh, fl := bits.Mul64(fleet, 6)
-	return lh > fh || lh == fh && ll > fl
-}
-
 // snapshot is a timeout.Estimator over destination indices: every
 // destination's value is read once, so the value that decided and its
 // source come from the same read. Snapshots are pooled: handing one to
@@ -205,11 +180,11 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)
 	vals.v = vals.v[:0]
-	minSamples := max(uint64(n.tcfg.MinSamples), 1)
 	for _, d := range dests {
 		var v decisionValue
 		if e, err := n.fleet.Estimate(d, q, now); err == nil {
-			v = decisionValueOf(&e, minSamples)
+			v.src = e.Source
+			v.ms, v.guarded, v.ok = n.fleet.DecisionMillis(&e)
 		}
 		vals.v = append(vals.v, v)
 	}

@@ -223,9 +223,9 @@ func TestTimeoutSourceIsEstimateSource(t *testing.T) {
 }
 
 // TestDecisionValueMatchesTracker checks that decide's one-read guard
-// (decisionValueOf) gives tracker.Fleet.DecisionValueMillis's value, with
-// Source local exactly when the tracker reports local, and guarded exactly
-// when the estimate says fleet and the tracker local.
+// (SyncFleet.DecisionMillis on an estimate already read) gives
+// tracker.Fleet.DecisionValueMillis's value, guarded exactly when the
+// estimate says fleet and the tracker local.
 func TestDecisionValueMatchesTracker(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[string]int{}
@@ -247,17 +247,15 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 		}
 		now := clk.Now()
 		n.sealOwn(now)
-		minSamples := max(uint64(n.tcfg.MinSamples), 1)
 		for _, d := range dests {
 			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Quantile, now)
 			e, err := n.fleet.Estimate(d, n.cfg.Quantile, now)
 			require.NoError(t, err)
-			v := decisionValueOf(&e, minSamples)
-			require.Equal(t, ok, v.ok, "%s", d)
-			require.Equal(t, ms, v.ms, "%s", d)
-			require.Equal(t, e.Source, v.src, "%s", d)
-			require.Equal(t, src == tracker.SourceLocal && e.Source == tracker.SourceFleet, v.guarded, "%s", d)
-			seen[fmt.Sprint(v.src, " guarded=", v.guarded)]++
+			vms, guarded, vok := n.fleet.DecisionMillis(&e)
+			require.Equal(t, ok, vok, "%s", d)
+			require.Equal(t, ms, vms, "%s", d)
+			require.Equal(t, src == tracker.SourceLocal && e.Source == tracker.SourceFleet, guarded, "%s", d)
+			seen[fmt.Sprint(e.Source, " guarded=", guarded)]++
 		}
 	}
 	for _, c := range []string{"fleet guarded=true", "fleet guarded=false", "none guarded=false"} {

@@ -399,17 +399,30 @@ func (f *Fleet) QuantileMillis(dest string, q float64, now time.Time) (uint64, b
 // trusted or q is outside (0, 1].
 func (f *Fleet) DecisionValueMillis(dest string, q float64, now time.Time) (ms uint64, src Source, ok bool) {
 	e, err := f.Estimate(dest, q, now)
-	if err != nil || !e.Trusted {
+	if err != nil {
 		return 0, SourceNone, false
 	}
-	return decide(&e, max(uint64(f.cfg.Tracker.MinSamples), 1))
+	ms, guarded, ok := f.DecisionMillis(&e)
+	if guarded {
+		return ms, SourceLocal, ok
+	}
+	return ms, e.Source, ok
 }
 
-func decide(e *Estimate, minSamples uint64) (uint64, Source, bool) {
-	if e.Source == SourceFleet && e.HasLocalValue && e.LocalSamples >= minSamples && exceeds20(e.LocalValueMillis, e.FleetValueMillis) {
-		return e.LocalValueMillis, SourceLocal, true
+// DecisionMillis is DecisionValueMillis for an estimate e that this fleet
+// returned: the value a timeout decision uses, whether the local guard
+// replaced the fleet's value with the local one, and false when e is not
+// trusted. It lets a caller get the estimate, its source and the decision
+// value from one read.
+func (f *Fleet) DecisionMillis(e *Estimate) (ms uint64, guarded, ok bool) {
+	if !e.Trusted {
+		return 0, false, false
 	}
-	return e.ValueMillis, e.Source, true
+	if e.Source == SourceFleet && e.HasLocalValue && e.LocalSamples >= max(uint64(f.cfg.Tracker.MinSamples), 1) &&
+		exceeds20(e.LocalValueMillis, e.FleetValueMillis) {
+		return e.LocalValueMillis, true, true
+	}
+	return e.ValueMillis, false, true
 }
 
 // exceeds20 reports local > 1.2·fleet exactly: 5·local > 6·fleet in 128 bits.

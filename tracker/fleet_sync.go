@@ -28,6 +28,12 @@ func NewSyncFleet(cfg FleetConfig, local localWindow) (*SyncFleet, error) {
 // Config returns the configuration.
 func (s *SyncFleet) Config() FleetConfig { return s.f.Config() }
 
+// DecisionMillis is Fleet.DecisionMillis (it reads only the fixed
+// configuration).
+func (s *SyncFleet) DecisionMillis(e *Estimate) (ms uint64, guarded, ok bool) {
+	return s.f.DecisionMillis(e)
+}
+
 // Insert is Fleet.Insert.
 func (s *SyncFleet) Insert(b Batch, now time.Time) InsertOutcome {
 	s.mu.Lock()
