@@ -62,7 +62,7 @@ type Cluster struct {
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
 
-	life    sync.RWMutex // guards ml, closed, addresses; held shared while using ml
+	life    sync.RWMutex // guards ml, closed, addresses; never held while sending
 	ml      *memberlist.Memberlist
 	closed  bool
 	bound   netip.AddrPort
@@ -245,7 +245,7 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.self
-	mc.Transport = tr
+	mc.Transport = newClosingTransport(tr)
 	mc.BindAddr, mc.BindPort = c.bound.Addr().String(), int(c.bound.Port())
 	mc.AdvertiseAddr, mc.AdvertisePort = c.adv.Addr().String(), int(c.adv.Port())
 	mc.Label = c.cfg.Label
@@ -398,14 +398,17 @@ func (c *Cluster) Close() error {
 // SendReliable sends payload to the member named member (a memberlist
 // member name, see MemberName) over a stream: delivered to its OnMessage
 // if no error is returned. It fails if the member is unknown, dead or
-// left. It blocks for up to Timing.StreamTimeout.
+// left. It blocks for up to Timing.StreamTimeout, or until Close shuts
+// the transport down (the send then fails); it holds no lock meanwhile,
+// so Close and the other methods never wait for it.
 func (c *Cluster) SendReliable(member string, payload []byte) error {
 	c.life.RLock()
-	defer c.life.RUnlock()
+	ml, closed := c.ml, c.closed
+	c.life.RUnlock()
 	switch {
-	case c.closed:
+	case closed:
 		return ErrClosed
-	case c.ml == nil:
+	case ml == nil:
 		return ErrNotStarted
 	}
 	c.mu.Lock()
@@ -427,7 +430,9 @@ func (c *Cluster) SendReliable(member string, payload []byte) error {
 		return fmt.Errorf("cluster: member %q address %q: %w", member, addr, err)
 	}
 	node := &memberlist.Node{Name: member, Addr: net.IP(ap.Addr().AsSlice()), Port: ap.Port()}
-	if err := c.ml.SendReliable(node, payload); err != nil {
+	// memberlist's SendReliable does not check for a shutdown; a send that
+	// races Close fails on the closed transport (closingTransport).
+	if err := ml.SendReliable(node, payload); err != nil {
 		return fmt.Errorf("cluster: send to %s: %w", member, err)
 	}
 	return nil
