@@ -121,3 +121,64 @@ func TestClosingTransportShutdownBreaksStreams(t *testing.T) {
 	_, err = tr.DialTimeout(ln.Addr().String(), time.Second)
 	require.ErrorIs(t, err, ErrClosed)
 }
+
+// TestCloseDiscardsQueuedMessages holds the message handler while more
+// messages wait in the queue, then closes: the handler gets no more, and
+// the messages left in the queue are counted as discarded.
+func TestCloseDiscardsQueuedMessages(t *testing.T) {
+	t.Parallel()
+	nw := memtransport.New(31)
+	t.Cleanup(nw.Close)
+	release := make(chan struct{})
+	var handled sync.WaitGroup
+	handled.Add(1)
+	var mu sync.Mutex
+	var got []string
+	cfg := memConfig(t, "recv", 1, nw.NewTransport())
+	recvC, err := New(func() Config {
+		cfg.OnMessage = func(b []byte) {
+			mu.Lock()
+			got = append(got, string(b))
+			first := len(got) == 1
+			mu.Unlock()
+			if first {
+				handled.Done()
+				<-release
+			}
+		}
+		return cfg
+	}())
+	require.NoError(t, err)
+	require.NoError(t, recvC.Start(t.Context()))
+	t.Cleanup(func() { _ = recvC.Close() })
+	recv := &node{Cluster: recvC, rec: &recorder{}, tr: cfg.Transport.(*memtransport.Transport)}
+	send := startNode(t, memConfig(t, "send", 2, nw.NewTransport(), recv.tr.Addr()))
+	eventually(t, "join", func() bool { return sees([]*node{recv, send}, recv.MemberName(), send.MemberName()) })
+
+	for _, m := range []string{"first", "a", "b", "c"} {
+		require.NoError(t, send.SendReliable(recv.MemberName(), []byte(m)))
+		if m == "first" {
+			handled.Wait() // the handler holds "first"; the rest wait in the queue
+		}
+	}
+	eventually(t, "all four queued", func() bool { return recv.Stats().MessagesReceived == 4 })
+	closed := make(chan error, 1)
+	go func() { closed <- recv.Close() }()
+	<-recv.stop // Close has begun: delivery ends after the handler returns
+	close(release)
+	require.NoError(t, <-closed)
+	st := recv.Stats()
+	require.Equal(t, uint64(4), st.MessagesReceived)
+	require.Equal(t, uint64(3), st.MessagesDiscarded, "a, b and c were queued at Close")
+	require.Zero(t, st.MessagesDropped)
+	mu.Lock()
+	require.Equal(t, []string{"first"}, got)
+	mu.Unlock()
+
+	// A message arriving after delivery ended is counted the same way.
+	delegate{recv.Cluster}.NotifyMsg([]byte("late"))
+	st = recv.Stats()
+	require.Equal(t, uint64(5), st.MessagesReceived)
+	require.Equal(t, uint64(4), st.MessagesDiscarded)
+	require.Equal(t, uint64(4), recv.GossipStats().QueueDiscards)
+}

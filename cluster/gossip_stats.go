@@ -33,8 +33,13 @@ type GossipStats struct {
 	// and "store_<outcome>" for other refusals by the Store).
 	Rejected map[string]uint64 `json:"rejected"`
 	// QueueDrops counts received messages dropped because the message
-	// queue (Limits.MessageQueue) was full.
+	// queue (Limits.MessageQueue) was full (also in Rejected["queue_full"]).
 	QueueDrops uint64 `json:"queue_drops"`
+	// QueueDiscards counts received messages never handled because the
+	// cluster closed: still in the message queue at Close, or arriving
+	// after it. Every message that reached the queue is in MessagesIn,
+	// QueueDrops or QueueDiscards once the cluster is closed.
+	QueueDiscards uint64 `json:"queue_discards"`
 	// SendDrops counts messages never sent: the send queue
 	// (Gossip.SendQueue) was full, their member went dead or left, the
 	// cluster closed, or a batch waited until it expired (Message.Expires).
