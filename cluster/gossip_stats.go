@@ -17,6 +17,11 @@ type GossipStats struct {
 	// the message queue) and sent (SendReliable succeeded).
 	BytesIn  uint64 `json:"bytes_in"`
 	BytesOut uint64 `json:"bytes_out"`
+	// BytesInByType and BytesOutByType split BytesIn and BytesOut by
+	// message type, with the keys of MessagesIn and MessagesOut; each
+	// map's values sum to its total.
+	BytesInByType  map[string]uint64 `json:"bytes_in_by_type"`
+	BytesOutByType map[string]uint64 `json:"bytes_out_by_type"`
 	// MessagesIn and MessagesOut count messages by type: "batch",
 	// "digest", "pull" (and "invalid" in for messages whose header could
 	// not be read).
@@ -91,10 +96,12 @@ type gossipCounters struct {
 
 func newGossipCounters() *gossipCounters {
 	return &gossipCounters{s: GossipStats{
-		MessagesIn:  map[string]uint64{},
-		MessagesOut: map[string]uint64{},
-		Outcomes:    map[string]uint64{},
-		Rejected:    map[string]uint64{},
+		BytesInByType:  map[string]uint64{},
+		BytesOutByType: map[string]uint64{},
+		MessagesIn:     map[string]uint64{},
+		MessagesOut:    map[string]uint64{},
+		Outcomes:       map[string]uint64{},
+		Rejected:       map[string]uint64{},
 		SealToReceive: Histogram{
 			Bounds: sealToReceiveBounds,
 			Counts: make([]uint64, len(sealToReceiveBounds)+1),
@@ -114,8 +121,10 @@ func (g *gossipCounters) received(n int, r Receipt, epochEnd time.Time, now time
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := &g.s
+	typ := typeName(r.Type)
 	s.BytesIn += uint64(n)
-	s.MessagesIn[typeName(r.Type)]++
+	s.BytesInByType[typ] += uint64(n)
+	s.MessagesIn[typ]++
 	if r.Reject != "" {
 		s.Rejected[r.Reject]++
 	}
@@ -141,8 +150,10 @@ func (g *gossipCounters) sent(m Message, err error) {
 		g.s.SendErrors++
 		return
 	}
+	typ := typeName(m.Type)
 	g.s.BytesOut += uint64(len(m.Payload))
-	g.s.MessagesOut[typeName(m.Type)]++
+	g.s.BytesOutByType[typ] += uint64(len(m.Payload))
+	g.s.MessagesOut[typ]++
 	if m.Type == codec.TypeBatch {
 		g.s.BatchesOut++
 	}
@@ -159,6 +170,7 @@ func (g *gossipCounters) snapshot() GossipStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.s
+	s.BytesInByType, s.BytesOutByType = maps.Clone(s.BytesInByType), maps.Clone(s.BytesOutByType)
 	s.MessagesIn, s.MessagesOut = maps.Clone(s.MessagesIn), maps.Clone(s.MessagesOut)
 	s.Outcomes, s.Rejected = maps.Clone(s.Outcomes), maps.Clone(s.Rejected)
 	s.SealToReceive.Bounds = slices.Clone(s.SealToReceive.Bounds)
