@@ -138,7 +138,7 @@ type Timing struct {
 	// random member over a stream; 0 disables them. Default 30s.
 	PushPullInterval time.Duration `yaml:"push_pull_interval"`
 	// StreamTimeout bounds dialling, reading and writing one stream (joins,
-	// push/pull, SendReliable); Close ends this member's streams at once.
+	// push/pull, SendReliable); Close closes the streams this member dialled.
 	// Default 10s.
 	StreamTimeout time.Duration `yaml:"stream_timeout"`
 	// DeadRetention is how long a dead member is still gossiped to (so it
