@@ -36,13 +36,14 @@ var (
 // Stats counts what the cluster dropped or refused. All counts are
 // cumulative.
 type Stats struct {
-	MessagesReceived uint64 // user messages queued for OnMessage
-	MessagesDropped  uint64 // user messages dropped: queue full, or no OnMessage
-	MessagesTooLarge uint64 // user messages over Limits.MaxMessageBytes
-	EventsDropped    uint64 // events dropped because Limits.EventQueue were waiting
-	BadMetadata      uint64 // members whose metadata was malformed or did not match their name
-	JoinAttempts     uint64 // seed joins tried, at Start and re-joins
-	JoinFailures     uint64 // seed joins that failed
+	MessagesReceived  uint64 // user messages queued for OnMessage
+	MessagesDropped   uint64 // user messages dropped: queue full, or no OnMessage
+	MessagesDiscarded uint64 // user messages queued but never delivered: still waiting at Close, or arrived after it
+	MessagesTooLarge  uint64 // user messages over Limits.MaxMessageBytes
+	EventsDropped     uint64 // events dropped because Limits.EventQueue were waiting
+	BadMetadata       uint64 // members whose metadata was malformed or did not match their name
+	JoinAttempts      uint64 // seed joins tried, at Start and re-joins
+	JoinFailures      uint64 // seed joins that failed
 }
 
 // Cluster is this process's membership in the gossip cluster. Create it
@@ -58,11 +59,13 @@ type Cluster struct {
 	keys    *memberlist.Keyring
 	events  chan Event
 	msgs    chan []byte
+	msgMu   sync.Mutex // orders queueing into msgs with the end of delivery
+	msgsEnd bool       // guarded by msgMu: delivery ended, msgs is no longer read
 
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
 
-	life    sync.RWMutex // guards ml, closed, addresses; held shared while using ml
+	life    sync.RWMutex // guards ml, closed, addresses; never held while sending
 	ml      *memberlist.Memberlist
 	closed  bool
 	bound   netip.AddrPort
@@ -77,7 +80,7 @@ type Cluster struct {
 	members map[string]*entry
 
 	stats struct {
-		msgsIn, msgsDropped, msgsTooLarge, eventsDropped, badMeta, joins, joinFails atomic.Uint64
+		msgsIn, msgsDropped, msgsDiscarded, msgsTooLarge, eventsDropped, badMeta, joins, joinFails atomic.Uint64
 	}
 }
 
@@ -245,7 +248,7 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.self
-	mc.Transport = tr
+	mc.Transport = newClosingTransport(tr)
 	mc.BindAddr, mc.BindPort = c.bound.Addr().String(), int(c.bound.Port())
 	mc.AdvertiseAddr, mc.AdvertisePort = c.adv.Addr().String(), int(c.adv.Port())
 	mc.Label = c.cfg.Label
@@ -398,14 +401,17 @@ func (c *Cluster) Close() error {
 // SendReliable sends payload to the member named member (a memberlist
 // member name, see MemberName) over a stream: delivered to its OnMessage
 // if no error is returned. It fails if the member is unknown, dead or
-// left. It blocks for up to Timing.StreamTimeout.
+// left. It blocks for up to Timing.StreamTimeout, or until Close shuts
+// the transport down (the send then fails); it holds no lock meanwhile,
+// so Close and the other methods never wait for it.
 func (c *Cluster) SendReliable(member string, payload []byte) error {
 	c.life.RLock()
-	defer c.life.RUnlock()
+	ml, closed := c.ml, c.closed
+	c.life.RUnlock()
 	switch {
-	case c.closed:
+	case closed:
 		return ErrClosed
-	case c.ml == nil:
+	case ml == nil:
 		return ErrNotStarted
 	}
 	c.mu.Lock()
@@ -427,7 +433,9 @@ func (c *Cluster) SendReliable(member string, payload []byte) error {
 		return fmt.Errorf("cluster: member %q address %q: %w", member, addr, err)
 	}
 	node := &memberlist.Node{Name: member, Addr: net.IP(ap.Addr().AsSlice()), Port: ap.Port()}
-	if err := c.ml.SendReliable(node, payload); err != nil {
+	// memberlist's SendReliable does not check for a shutdown; a send that
+	// races Close fails on the closed transport (closingTransport).
+	if err := ml.SendReliable(node, payload); err != nil {
 		return fmt.Errorf("cluster: send to %s: %w", member, err)
 	}
 	return nil
@@ -478,13 +486,14 @@ func (c *Cluster) NumAlive() int {
 // Stats returns the counts so far.
 func (c *Cluster) Stats() Stats {
 	return Stats{
-		MessagesReceived: c.stats.msgsIn.Load(),
-		MessagesDropped:  c.stats.msgsDropped.Load(),
-		MessagesTooLarge: c.stats.msgsTooLarge.Load(),
-		EventsDropped:    c.stats.eventsDropped.Load(),
-		BadMetadata:      c.stats.badMeta.Load(),
-		JoinAttempts:     c.stats.joins.Load(),
-		JoinFailures:     c.stats.joinFails.Load(),
+		MessagesReceived:  c.stats.msgsIn.Load(),
+		MessagesDropped:   c.stats.msgsDropped.Load(),
+		MessagesDiscarded: c.stats.msgsDiscarded.Load(),
+		MessagesTooLarge:  c.stats.msgsTooLarge.Load(),
+		EventsDropped:     c.stats.eventsDropped.Load(),
+		BadMetadata:       c.stats.badMeta.Load(),
+		JoinAttempts:      c.stats.joins.Load(),
+		JoinFailures:      c.stats.joinFails.Load(),
 	}
 }
 
@@ -498,6 +507,7 @@ func (c *Cluster) GossipStats() GossipStats {
 		s = newGossipCounters().snapshot()
 	}
 	s.QueueDrops = c.stats.msgsDropped.Load()
+	s.QueueDiscards = c.stats.msgsDiscarded.Load()
 	if s.QueueDrops > 0 {
 		s.Rejected[RejectQueueFull] += s.QueueDrops
 	}
@@ -629,14 +639,40 @@ func (c *Cluster) deliver(ev Event) {
 	}
 }
 
+// deliverMessages hands queued messages to onMessage until Close; then it
+// discards and counts what is still queued. A message that arrives once
+// Close began is delivered only if delivery has not ended yet.
 func (c *Cluster) deliverMessages() {
 	defer c.wg.Done()
 	for {
+		select { // Close first: a ready message must not win the race against it
+		case <-c.stop:
+			c.endDelivery()
+			return
+		default:
+		}
 		select {
 		case <-c.stop:
+			c.endDelivery()
 			return
 		case msg := <-c.msgs:
 			c.onMessage(msg)
+		}
+	}
+}
+
+// endDelivery discards the queued messages and counts them; NotifyMsg
+// counts later ones the same way.
+func (c *Cluster) endDelivery() {
+	c.msgMu.Lock()
+	defer c.msgMu.Unlock()
+	c.msgsEnd = true
+	for {
+		select {
+		case <-c.msgs:
+			c.stats.msgsDiscarded.Add(1)
+		default:
+			return
 		}
 	}
 }
@@ -669,7 +705,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 }
 
 // NotifyMsg copies buf (memberlist reuses it) and queues it; it never
-// blocks.
+// blocks (msgMu is held only around non-blocking queue operations).
 func (d delegate) NotifyMsg(buf []byte) {
 	c := d.c
 	switch {
@@ -678,6 +714,15 @@ func (d delegate) NotifyMsg(buf []byte) {
 		return
 	case c.onMessage == nil:
 		c.stats.msgsDropped.Add(1)
+		return
+	}
+	c.msgMu.Lock()
+	defer c.msgMu.Unlock()
+	if c.msgsEnd {
+		// Queued and discarded at once, as if it had arrived just before:
+		// MessagesReceived stays the delivered plus the discarded.
+		c.stats.msgsIn.Add(1)
+		c.stats.msgsDiscarded.Add(1)
 		return
 	}
 	select {

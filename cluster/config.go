@@ -86,7 +86,8 @@ type Config struct {
 	// with SendReliable, one at a time on a goroutine of the cluster. The
 	// slice is the handler's to keep. The sender is not known (memberlist
 	// does not tell): put it in the payload. Messages arriving while
-	// Limits.MessageQueue wait are dropped and counted.
+	// Limits.MessageQueue wait are dropped and counted; those still waiting
+	// when Close ends delivery are discarded and counted.
 	OnMessage func([]byte) `yaml:"-"`
 
 	// Store receives peers' batches and this node's own, and serves them to
@@ -137,7 +138,8 @@ type Timing struct {
 	// random member over a stream; 0 disables them. Default 30s.
 	PushPullInterval time.Duration `yaml:"push_pull_interval"`
 	// StreamTimeout bounds dialling, reading and writing one stream (joins,
-	// push/pull, SendReliable). Default 10s.
+	// push/pull, SendReliable); Close closes the streams this member dialled.
+	// Default 10s.
 	StreamTimeout time.Duration `yaml:"stream_timeout"`
 	// DeadRetention is how long a dead member is still gossiped to (so it
 	// can refute) and how long dead and left members stay in Members.

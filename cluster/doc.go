@@ -24,7 +24,8 @@
 //
 // Messages: [Cluster.SendReliable] sends a payload to one member over a
 // stream; Config.OnMessage receives them from a bounded queue (overflow is
-// dropped and counted in [Stats]). The dissemination of sealed histogram
+// dropped and counted in [Stats], and so are the messages still waiting
+// when Close ends delivery). The dissemination of sealed histogram
 // batches is built on these two.
 //
 // # Dissemination
@@ -96,6 +97,9 @@
 // cluster's goroutines, one event and one message at a time; they may call
 // any method except Close. Close leaves (bounded by Timing.LeaveTimeout),
 // shuts memberlist down, and waits for every goroutine the cluster started.
+// No lock is held while SendReliable sends, and the shutdown closes the
+// streams this member dialled, so a send to a stalled member delays
+// neither Close nor any other method.
 //
 // # Time
 //
@@ -106,5 +110,6 @@
 // every Store call, and waits on real timers; [Protocol] takes time only
 // as an argument.
 // Tests run whole clusters in one process on internal/memtransport, an
-// in-memory transport that drops, delays, duplicates, partitions and crashes.
+// in-memory transport that drops, delays, duplicates, partitions, crashes
+// and stalls.
 package cluster

@@ -36,6 +36,8 @@ type gossipOpts struct {
 	gossip  Gossip
 	// wrap, if set, wraps the node's sender (fault injection).
 	wrap func(send func(string, []byte) error) func(string, []byte) error
+	// tune, if set, changes the node's config before New.
+	tune func(*Config)
 }
 
 func defaultGossipOpts() gossipOpts {
@@ -64,6 +66,9 @@ func startGossipNode(t *testing.T, nw *memtransport.Network, name string, boot u
 	cfg.Gossip = o.gossip
 	cfg.Seal = func(epoch int64, now time.Time) []tracker.DestCounts {
 		return tracker.SealedSubWindow(local, epoch, now)
+	}
+	if o.tune != nil {
+		o.tune(&cfg)
 	}
 	c, err := New(cfg)
 	require.NoError(t, err)

@@ -17,6 +17,11 @@ type GossipStats struct {
 	// the message queue) and sent (SendReliable succeeded).
 	BytesIn  uint64 `json:"bytes_in"`
 	BytesOut uint64 `json:"bytes_out"`
+	// BytesInByType and BytesOutByType split BytesIn and BytesOut by
+	// message type, with the keys of MessagesIn and MessagesOut; each
+	// map's values sum to its total.
+	BytesInByType  map[string]uint64 `json:"bytes_in_by_type"`
+	BytesOutByType map[string]uint64 `json:"bytes_out_by_type"`
 	// MessagesIn and MessagesOut count messages by type: "batch",
 	// "digest", "pull" (and "invalid" in for messages whose header could
 	// not be read).
@@ -33,8 +38,13 @@ type GossipStats struct {
 	// and "store_<outcome>" for other refusals by the Store).
 	Rejected map[string]uint64 `json:"rejected"`
 	// QueueDrops counts received messages dropped because the message
-	// queue (Limits.MessageQueue) was full.
+	// queue (Limits.MessageQueue) was full (also in Rejected["queue_full"]).
 	QueueDrops uint64 `json:"queue_drops"`
+	// QueueDiscards counts received messages never handled because the
+	// cluster closed: still in the message queue at Close, or arriving
+	// after it. Every message that reached the queue is in MessagesIn,
+	// QueueDrops or QueueDiscards once the cluster is closed.
+	QueueDiscards uint64 `json:"queue_discards"`
 	// SendDrops counts messages never sent: the send queue
 	// (Gossip.SendQueue) was full, their member went dead or left, the
 	// cluster closed, or a batch waited until it expired (Message.Expires).
@@ -86,10 +96,12 @@ type gossipCounters struct {
 
 func newGossipCounters() *gossipCounters {
 	return &gossipCounters{s: GossipStats{
-		MessagesIn:  map[string]uint64{},
-		MessagesOut: map[string]uint64{},
-		Outcomes:    map[string]uint64{},
-		Rejected:    map[string]uint64{},
+		BytesInByType:  map[string]uint64{},
+		BytesOutByType: map[string]uint64{},
+		MessagesIn:     map[string]uint64{},
+		MessagesOut:    map[string]uint64{},
+		Outcomes:       map[string]uint64{},
+		Rejected:       map[string]uint64{},
 		SealToReceive: Histogram{
 			Bounds: sealToReceiveBounds,
 			Counts: make([]uint64, len(sealToReceiveBounds)+1),
@@ -109,8 +121,10 @@ func (g *gossipCounters) received(n int, r Receipt, epochEnd time.Time, now time
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := &g.s
+	typ := typeName(r.Type)
 	s.BytesIn += uint64(n)
-	s.MessagesIn[typeName(r.Type)]++
+	s.BytesInByType[typ] += uint64(n)
+	s.MessagesIn[typ]++
 	if r.Reject != "" {
 		s.Rejected[r.Reject]++
 	}
@@ -136,8 +150,10 @@ func (g *gossipCounters) sent(m Message, err error) {
 		g.s.SendErrors++
 		return
 	}
+	typ := typeName(m.Type)
 	g.s.BytesOut += uint64(len(m.Payload))
-	g.s.MessagesOut[typeName(m.Type)]++
+	g.s.BytesOutByType[typ] += uint64(len(m.Payload))
+	g.s.MessagesOut[typ]++
 	if m.Type == codec.TypeBatch {
 		g.s.BatchesOut++
 	}
@@ -154,6 +170,7 @@ func (g *gossipCounters) snapshot() GossipStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.s
+	s.BytesInByType, s.BytesOutByType = maps.Clone(s.BytesInByType), maps.Clone(s.BytesOutByType)
 	s.MessagesIn, s.MessagesOut = maps.Clone(s.MessagesIn), maps.Clone(s.MessagesOut)
 	s.Outcomes, s.Rejected = maps.Clone(s.Outcomes), maps.Clone(s.Rejected)
 	s.SealToReceive.Bounds = slices.Clone(s.SealToReceive.Bounds)

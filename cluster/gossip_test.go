@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +72,29 @@ func TestGossipViewsEqualExactUnion(t *testing.T) {
 		require.Positive(t, s.BytesOut)
 		require.Positive(t, s.BytesIn)
 		require.Positive(t, s.MessagesOut["batch"])
+		requireBytesByType(t, n.MemberName(), s)
 	}
+}
+
+// requireBytesByType checks the per-type byte counts: they sum to the
+// totals, and a type has bytes exactly when it has messages.
+func requireBytesByType(t *testing.T, who string, s GossipStats) {
+	t.Helper()
+	require.Equal(t, s.BytesIn, sumCounts(s.BytesInByType), "%s: bytes in by type sum to the total", who)
+	require.Equal(t, s.BytesOut, sumCounts(s.BytesOutByType), "%s: bytes out by type sum to the total", who)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(s.MessagesIn)), slices.Collect(maps.Keys(s.BytesInByType)), who)
+	require.ElementsMatch(t, slices.Collect(maps.Keys(s.MessagesOut)), slices.Collect(maps.Keys(s.BytesOutByType)), who)
+	for typ, n := range s.BytesOutByType {
+		require.Positive(t, n, "%s: %s", who, typ)
+	}
+}
+
+func sumCounts(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func TestGossipRepairsLossDuplicationDelay(t *testing.T) {
@@ -93,6 +117,7 @@ func TestGossipRepairsLossDuplicationDelay(t *testing.T) {
 		repairs += s.Repairs
 		dups += s.Outcomes["duplicate"]
 		require.Zero(t, s.Rejected[RejectConflict])
+		requireBytesByType(t, n.MemberName(), s) // digests and pulls too
 	}
 	t.Logf("repairs %d, duplicates %d", repairs, dups)
 	require.Positive(t, repairs, "lost batches came back through anti-entropy")
@@ -120,7 +145,17 @@ func TestGossipPartitionHeals(t *testing.T) {
 	dests := testDests(4)
 	e := recordEpoch(t, cfg, nodes, ref, dests, randomSamples(3, 40))
 	eventually(t, "each side holds its own side's batches", func() bool { return holdsEpoch(a, a, e) && holdsEpoch(b, b, e) })
-	require.False(t, holdsEpoch(a, b, e), "nothing crosses the partition")
+	// Anti-entropy has had a few rounds while each side converged; just
+	// before the heal, no node holds anything from across the cut.
+	for _, m := range a {
+		for _, o := range b {
+			require.False(t, holdsEpoch([]*gnode{m}, []*gnode{o}, e), "%s holds %s's batch across the cut", m.Name(), o.Name())
+			require.False(t, holdsEpoch([]*gnode{o}, []*gnode{m}, e), "%s holds %s's batch across the cut", o.Name(), m.Name())
+		}
+	}
+	for _, n := range nodes {
+		require.Equal(t, uint64(2), n.GossipStats().Outcomes["new"], "%s: only its own side's two batches", n.Name())
+	}
 
 	nw.Heal()
 	took := eventually(t, "after the heal every node holds every batch", func() bool {

@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,32 +104,96 @@ func TestGracefulLeave(t *testing.T) {
 	require.ErrorIs(t, leaver.SendReliable(nodes[0].MemberName(), nil), ErrClosed)
 }
 
+// TestPartitionHealsByRejoin cuts six members into two sides of three and
+// heals the cut once each side has forgotten the other: memberlist gossips
+// to a dead member for DeadRetention only (GossipToTheDeadTime), so after
+// that no packet crosses by itself. With periodic re-joins the sides merge
+// again; without them (the control) they stay apart, which shows it is the
+// re-join that merges them.
 func TestPartitionHealsByRejoin(t *testing.T) {
 	t.Parallel()
-	nw, nodes := memCluster(t, 4, 6)
-	eventually(t, "join", func() bool { return sees(nodes, names(nodes)...) })
+	const control = 2 * time.Second // how long the control must stay split
+	for _, tc := range []struct {
+		name   string
+		rejoin time.Duration
+	}{
+		{"rejoin", FastTiming().RejoinInterval},
+		{"no rejoin", time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			nw := memtransport.New(4)
+			t.Cleanup(nw.Close)
+			var nodes []*node
+			var seed string
+			for i := range 6 {
+				tr := nw.NewTransport()
+				if i == 0 {
+					seed = tr.Addr()
+				}
+				cfg := memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, seed)
+				cfg.Timing.DeadRetention = time.Second
+				cfg.Timing.RejoinInterval = tc.rejoin
+				nodes = append(nodes, startNode(t, cfg))
+			}
+			eventually(t, "join", func() bool { return sees(nodes, names(nodes)...) })
 
-	a, b := nodes[:3], nodes[3:]
-	var ga, gb []string
-	for _, n := range a {
-		ga = append(ga, n.tr.Addr())
-	}
-	for _, n := range b {
-		gb = append(gb, n.tr.Addr())
-	}
-	nw.Partition(ga, gb)
-	took := eventually(t, "each side sees only itself", func() bool {
-		return sees(a, names(a)...) && sees(b, names(b)...)
-	})
-	t.Logf("partition: sides split in %v", took)
+			a, b := nodes[:3], nodes[3:]
+			var ga, gb []string
+			for _, n := range a {
+				ga = append(ga, n.tr.Addr())
+			}
+			for _, n := range b {
+				gb = append(gb, n.tr.Addr())
+			}
+			nw.Partition(ga, gb)
+			took := eventually(t, "each side sees only itself", func() bool {
+				return sees(a, names(a)...) && sees(b, names(b)...)
+			})
+			// Members forgets a dead member after DeadRetention, when
+			// memberlist stops gossiping to it (its StateChange is no later
+			// than the Since recorded by the callback).
+			took += eventually(t, "each side has forgotten the other", func() bool {
+				return lists(a, names(a)) && lists(b, names(b))
+			})
+			t.Logf("partition: sides split and forgot each other in %v", took)
 
-	nw.Heal()
-	took = eventually(t, "the sides merge again", func() bool { return sees(nodes, names(nodes)...) })
-	t.Logf("heal: 6 members merged in %v after the partition healed (rejoin every %v ± %v%%)",
-		took, FastTiming().RejoinInterval, 100*FastTiming().RejoinJitter)
-	for _, n := range b {
-		require.True(t, n.rec.has(EventJoin, nodes[0].MemberName()))
+			nw.Heal()
+			if tc.rejoin == time.Hour {
+				start := time.Now()
+				for time.Since(start) < control {
+					require.True(t, lists(a, names(a)) && lists(b, names(b)),
+						"the sides merged without a re-join %v after the heal", time.Since(start))
+					time.Sleep(20 * time.Millisecond)
+				}
+				return
+			}
+			took = eventually(t, "the sides merge again", func() bool { return sees(nodes, names(nodes)...) })
+			t.Logf("heal: 6 members merged in %v after the partition healed (rejoin every %v ± %v%%)",
+				took, tc.rejoin, 100*FastTiming().RejoinJitter)
+			for _, n := range b {
+				require.True(t, n.rec.has(EventJoin, nodes[0].MemberName()))
+			}
+			require.Positive(t, nodes[5].Stats().JoinFailures, "re-joins failed during the cut")
+		})
 	}
+}
+
+// lists reports whether every node of from lists exactly want in Members,
+// whatever their state.
+func lists(from []*node, want []string) bool {
+	want = slices.Sorted(slices.Values(want))
+	for _, n := range from {
+		var got []string
+		for _, m := range n.Members() {
+			got = append(got, m.Member)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestRestartWithNewBootID(t *testing.T) {

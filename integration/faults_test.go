@@ -71,7 +71,9 @@ func TestFaultLossDuplicationReordering(t *testing.T) {
 // each side's views are the exact union of its own side with 3 peers and
 // nothing crosses; after the heal every view is the exact union of all six
 // with 6 peers, the other side's batches having come by anti-entropy (each
-// node repaired at least the three it never got pushed).
+// node repaired at least the three it never got pushed). During the cut and
+// after the heal, every message sent was received: what the cut lost, the
+// senders counted as failed or dropped sends.
 func TestFaultPartitionHeal(t *testing.T) {
 	t.Parallel()
 	c := newMemCluster(t, 22, 6, nil)
@@ -111,6 +113,17 @@ func TestFaultPartitionHeal(t *testing.T) {
 			require.False(t, holds(o, m, e), "%s holds %s's batch across the cut", o.Name(), m.Name())
 		}
 	}
+	for _, m := range c.nodes {
+		require.Equal(t, uint64(2), m.gossip().Outcomes["new"], "%s: only its own side's two batches", m.Name())
+	}
+	// What the cut lost is what the senders counted: every message sent
+	// (SendReliable succeeded) was received, so every message that never
+	// arrived is a failed send (SendErrors) or one never sent (SendDrops).
+	cut := waitAccounted(t, c.nodes)
+	t.Logf("partition: %s", cut)
+	// Anti-entropy picks the other side ~3 times in 5 until the failure
+	// detector splits the members: some of those sends failed.
+	require.Positive(t, sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return s.SendErrors }), "the cut lost sends: %s", cut)
 
 	c.nw.Heal()
 	took = eventually(t, "after the heal every node sees all six", func() (bool, string) { return seeExactly(c.nodes, c.nodes) })
@@ -122,6 +135,31 @@ func TestFaultPartitionHeal(t *testing.T) {
 		require.GreaterOrEqual(t, s.Repairs, uint64(3), "%s: the other side's three batches were pulled", m.Name())
 		requireNoRefusedData(t, m)
 	}
+	t.Logf("after the heal: %s", waitAccounted(t, c.nodes))
+}
+
+// waitAccounted waits for a moment with no message in flight (digests keep
+// flowing) at which every message the nodes sent was received: handled,
+// or dropped at the full receive queue. Messages lost on the way are then
+// exactly those the senders counted as failed (SendErrors) or never sent
+// (SendDrops); the network here loses no stream silently. It returns the
+// totals.
+func waitAccounted(t *testing.T, nodes []*memNode) string {
+	t.Helper()
+	var why string
+	eventually(t, "every message sent was received", func() (bool, string) {
+		var out, in, errs, drops uint64
+		for _, m := range nodes {
+			s := m.gossip()
+			out += sumMap(s.MessagesOut)
+			in += sumMap(s.MessagesIn) + s.QueueDrops
+			errs += s.SendErrors
+			drops += s.SendDrops
+		}
+		why = fmt.Sprintf("sent %d, received %d; lost: %d send errors, %d send drops", out, in, errs, drops)
+		return out == in, why
+	})
+	return why
 }
 
 func names(ns []*memNode) []string {

@@ -14,6 +14,11 @@ import (
 // capped union exactly, the flooder's share must be at most 0.25, and the
 // median must be the honest nodes', not the flooder's. No data is refused:
 // flooding is bounded by the cap, not by dropping data.
+//
+// This is a flood of samples. A flood of messages (a peer sending faster
+// than a receiver handles, overflowing its send and receive queues) is
+// cluster's TestGossipFloodOverflowsQueues: the queues drop and count, and
+// anti-entropy repairs what they dropped.
 func TestFaultFloodingPeer(t *testing.T) {
 	t.Parallel()
 	c := newMemCluster(t, 26, 5, nil)

@@ -11,7 +11,9 @@
 // streams break), and heal partitions ([Network.Heal]). Streams can be lost
 // silently or delivered twice ([Faults.StreamDrop], [Faults.StreamDuplicate]):
 // a message sent with memberlist's SendReliable then never arrives though the
-// send succeeded, or arrives twice; dial delays reorder streams.
+// send succeeded, or arrives twice; dial delays reorder streams. A stalled
+// address ([Network.Stall]) accepts streams and never reads them: a slow
+// peer that is still alive, whose senders block until their deadline.
 //
 // memberlist's own MockNetwork cannot inject faults and leaks a goroutine
 // after Shutdown; this package leaves none: undelayed packets are delivered

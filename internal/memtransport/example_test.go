@@ -24,5 +24,5 @@ func Example() {
 	// Output:
 	// ping from 10.0.0.1:7946
 	// memtransport: host unreachable: dial 10.0.0.2:7946
-	// {PacketsSent:2 PacketsDelivered:1 PacketsDropped:1 PacketsDuplicated:0 StreamsOpened:0 StreamsFailed:1 StreamsDropped:0 StreamsDuplicated:0}
+	// {PacketsSent:2 PacketsDelivered:1 PacketsDropped:1 PacketsDuplicated:0 StreamsOpened:0 StreamsFailed:1 StreamsDropped:0 StreamsDuplicated:0 StreamsStalled:0}
 }

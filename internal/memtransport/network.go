@@ -73,6 +73,7 @@ type Stats struct {
 	StreamsFailed     uint64 // dials that returned an error
 	StreamsDropped    uint64 // dials answered with a black hole (StreamDrop)
 	StreamsDuplicated uint64 // streams whose bytes were replayed in a second stream (StreamDuplicate)
+	StreamsStalled    uint64 // dials to a stalled address: accepted, never read (Network.Stall)
 }
 
 // Network connects the transports it creates. Create it with [New]; the zero
@@ -83,6 +84,7 @@ type Network struct {
 	faults   Faults
 	nodes    map[string]*Transport // by address, live (not shut down) only
 	cut      map[[2]string]struct{}
+	stalled  map[string]struct{} // addresses whose incoming streams are never read
 	next     int
 	pending  map[*delivery]struct{}
 	wg       sync.WaitGroup // delayed deliveries whose callback is running or will run
@@ -103,6 +105,7 @@ func New(seed uint64) *Network {
 		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nodes:   make(map[string]*Transport),
 		cut:     make(map[[2]string]struct{}),
+		stalled: make(map[string]struct{}),
 		pending: make(map[*delivery]struct{}),
 	}
 }
@@ -184,6 +187,30 @@ func (n *Network) Heal() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	clear(n.cut)
+}
+
+// Stall makes addr a peer that accepts streams and never reads them, like
+// a process whose stream handler is stuck: a dial to addr succeeds, but
+// the stream never reaches its memberlist, and the dialler's writes block
+// until their deadline (memberlist's TCPTimeout) or until either end shuts
+// down. Packets and addr's own dials are unaffected, so addr stays alive
+// to the failure detector. stalled false ends the stall for later dials
+// and breaks the streams stalled so far.
+func (n *Network) Stall(addr string, stalled bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if stalled {
+		n.stalled[addr] = struct{}{}
+		return
+	}
+	delete(n.stalled, addr)
+	for _, t := range n.nodes {
+		for c := range t.conns {
+			if c.stalled && (c.local.addr == addr || c.remote.addr == addr) {
+				c.closeLocked()
+			}
+		}
+	}
 }
 
 // Crash makes the transport at addr fail like a host that lost power: it

@@ -167,3 +167,54 @@ func TestStreamFaultsWithMemberlist(t *testing.T) {
 }
 
 var _ net.Conn = (*blackHole)(nil)
+
+// TestStall checks a stalled address: dials succeed, the destination never
+// sees the stream, writes block until their deadline, the address's own
+// dials and packets still work, and un-stalling or a shutdown breaks the
+// stalled streams.
+func TestStall(t *testing.T) {
+	t.Parallel()
+	n := New(12)
+	defer n.Close()
+	a, b, c := n.NewTransport(), n.NewTransport(), n.NewTransport()
+	n.Stall(b.Addr(), true)
+
+	s, err := a.DialTimeout(b.Addr(), time.Second)
+	require.NoError(t, err, "a stalled peer accepts the dial")
+	require.Empty(t, b.StreamCh(), "but never reads the stream")
+	require.NoError(t, s.SetWriteDeadline(time.Now().Add(50*time.Millisecond)))
+	_, err = s.Write([]byte("x"))
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "a write blocks until its deadline: %v", err)
+	require.Equal(t, uint64(1), n.Stats().StreamsStalled)
+
+	// The stalled peer's own dials and packets are unaffected.
+	out, err := b.DialTimeout(c.Addr(), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, out.Close())
+	<-c.StreamCh()
+	_, err = b.WriteTo([]byte("ping"), a.Addr())
+	require.NoError(t, err)
+	require.Equal(t, "ping", string((<-a.PacketCh()).Buf))
+
+	// Un-stalling breaks the stalled stream; later dials reach b.
+	blocked := make(chan error, 1)
+	require.NoError(t, s.SetWriteDeadline(time.Time{}))
+	go func() { _, err := s.Write([]byte("y")); blocked <- err }()
+	n.Stall(b.Addr(), false)
+	require.Error(t, <-blocked)
+	s2, err := a.DialTimeout(b.Addr(), time.Second)
+	require.NoError(t, err)
+	require.NoError(t, s2.Close())
+	<-b.StreamCh()
+
+	// A shutdown of the dialler breaks a stalled stream too.
+	n.Stall(b.Addr(), true)
+	s3, err := a.DialTimeout(b.Addr(), time.Second)
+	require.NoError(t, err)
+	go func() { _, err := s3.Write([]byte("z")); blocked <- err }()
+	require.NoError(t, a.Shutdown())
+	require.Error(t, <-blocked)
+	require.Equal(t, uint64(2), n.Stats().StreamsStalled)
+}

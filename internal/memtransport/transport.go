@@ -119,6 +119,11 @@ func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 		n.stats.StreamsDropped++
 		return &blackHole{la: tcpAddr(t), ra: tcpAddr(to)}, nil
 	}
+	if _, stalled := n.stalled[to.addr]; stalled {
+		n.stats.StreamsOpened++
+		n.stats.StreamsStalled++
+		return n.stallLocked(t, to), nil
+	}
 	dup := n.faults.StreamDuplicate > 0 && n.rng.Float64() < n.faults.StreamDuplicate
 	local, ok := n.connectLocked(t, to)
 	if !ok {
@@ -149,6 +154,18 @@ func (n *Network) connectLocked(t, to *Transport) (*conn, bool) {
 	t.conns[local] = struct{}{}
 	to.conns[accepted] = struct{}{}
 	return local, true
+}
+
+// stallLocked opens a stream from t to to whose accepting end is never
+// handed to to (Network.Stall): nobody reads it. Both ends are tracked, so
+// a shutdown of either transport, a cut or a crash closes them.
+func (n *Network) stallLocked(t, to *Transport) *conn {
+	p1, p2 := net.Pipe()
+	local := &conn{Conn: p1, net: n, local: t, remote: to, la: tcpAddr(t), ra: tcpAddr(to), stalled: true}
+	accepted := &conn{Conn: p2, net: n, local: to, remote: t, la: tcpAddr(to), ra: tcpAddr(t), stalled: true}
+	t.conns[local] = struct{}{}
+	to.conns[accepted] = struct{}{}
+	return local
 }
 
 // replay delivers b to to again, in a new stream from t (StreamDuplicate),
@@ -204,6 +221,7 @@ type conn struct {
 	net           *Network
 	local, remote *Transport
 	la, ra        net.Addr
+	stalled       bool // opened to a stalled address (Network.Stall)
 
 	mu      sync.Mutex
 	dup     bool   // replay written on Close (Faults.StreamDuplicate)
