@@ -44,11 +44,13 @@ func (n *Node) gossipStats() cluster.GossipStats {
 		return n.cl.GossipStats()
 	}
 	return cluster.GossipStats{
-		MessagesIn:    map[string]uint64{},
-		MessagesOut:   map[string]uint64{},
-		Outcomes:      map[string]uint64{},
-		Rejected:      map[string]uint64{},
-		SealToReceive: cluster.Histogram{Bounds: []float64{}, Counts: []uint64{0}},
+		MessagesIn:     map[string]uint64{},
+		MessagesOut:    map[string]uint64{},
+		BytesInByType:  map[string]uint64{},
+		BytesOutByType: map[string]uint64{},
+		Outcomes:       map[string]uint64{},
+		Rejected:       map[string]uint64{},
+		SealToReceive:  cluster.Histogram{Bounds: []float64{}, Counts: []uint64{0}},
 	}
 }
 

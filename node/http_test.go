@@ -462,6 +462,7 @@ func TestMembersStatusHistory(t *testing.T) {
 
 	zeroGossip := map[string]any{
 		"bytes_in": json.Number("0"), "bytes_out": json.Number("0"),
+		"bytes_in_by_type": map[string]any{}, "bytes_out_by_type": map[string]any{}, "queue_discards": json.Number("0"),
 		"messages_in": map[string]any{}, "messages_out": map[string]any{},
 		"batches_in": json.Number("0"), "batches_out": json.Number("0"),
 		"outcomes": map[string]any{}, "rejected": map[string]any{},
@@ -621,7 +622,7 @@ func TestMetrics(t *testing.T) {
 		`atnode_fleet_refused_destinations_total 0`,
 		`atnode_fleet_evicted_exclusions_total 0`,
 		`atnode_cluster_members{state="alive"} 1`,
-		`atnode_gossip_bytes_total{direction="in"} 0`,
+		`atnode_gossip_queue_discards_total 0`,
 	} {
 		require.Contains(t, text, line+"\n")
 	}

@@ -115,15 +115,17 @@ var (
 	descClusterJoins    = desc("atnode_cluster_join_attempts_total", "Seed joins tried.")
 	descClusterJoinFail = desc("atnode_cluster_join_failures_total", "Seed joins that failed.")
 
-	descGossipBytes    = desc("atnode_gossip_bytes_total", "Dissemination bytes, by direction.", "direction")
+	descGossipBytes    = desc("atnode_gossip_bytes_total", "Dissemination message bytes, by direction and type.", "direction", "type")
 	descGossipMessages = desc("atnode_gossip_messages_total", "Dissemination messages, by direction and type.", "direction", "type")
 	descGossipBatches  = desc("atnode_gossip_batches_total", "Batches received (decoded) and batch messages sent, by direction.", "direction")
 	descGossipOutcomes = desc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
 	descGossipRejected = desc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
 	descGossipQDrops   = desc("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.")
-	descGossipSDrops   = desc("atnode_gossip_send_drops_total", "Sends dropped because the send queue was full.")
-	descGossipRepairs  = desc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
-	descGossipDelay    = desc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+	descGossipSDrops   = desc("atnode_gossip_send_drops_total",
+		"Messages not sent: the send queue was full, the member went dead or left, the cluster closed, or a batch expired while queued.")
+	descGossipQDisc   = desc("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.")
+	descGossipRepairs = desc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
+	descGossipDelay   = desc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
 )
 
 // stateCollector reads the node's state at scrape time. It is safe for
@@ -140,7 +142,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descFleetDestRef, descFleetExclEv, descFleetExcl, descFleetBuckets,
 		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
 		descClusterJoins, descClusterJoinFail, descGossipBytes, descGossipMessages, descGossipBatches,
-		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipRepairs,
+		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipQDisc, descGossipRepairs,
 		descGossipDelay,
 	} {
 		ch <- d
@@ -210,14 +212,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	gs := n.gossipStats()
-	counter(descGossipBytes, gs.BytesIn, "in")
-	counter(descGossipBytes, gs.BytesOut, "out")
 	for _, dir := range []struct {
-		name string
-		m    map[string]uint64
-	}{{"in", gs.MessagesIn}, {"out", gs.MessagesOut}} {
-		for _, typ := range sortedKeys(dir.m) {
-			counter(descGossipMessages, dir.m[typ], dir.name, typ)
+		name        string
+		msgs, bytes map[string]uint64
+	}{{"in", gs.MessagesIn, gs.BytesInByType}, {"out", gs.MessagesOut, gs.BytesOutByType}} {
+		for _, typ := range sortedKeys(dir.msgs) {
+			counter(descGossipMessages, dir.msgs[typ], dir.name, typ)
+		}
+		for _, typ := range sortedKeys(dir.bytes) {
+			counter(descGossipBytes, dir.bytes[typ], dir.name, typ)
 		}
 	}
 	counter(descGossipBatches, gs.BatchesIn, "in")
@@ -230,6 +233,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(descGossipQDrops, gs.QueueDrops)
 	counter(descGossipSDrops, gs.SendDrops)
+	counter(descGossipQDisc, gs.QueueDiscards)
 	counter(descGossipRepairs, gs.Repairs)
 	if h := gs.SealToReceive; len(h.Counts) == len(h.Bounds)+1 {
 		buckets := make(map[float64]uint64, len(h.Bounds))
