@@ -168,12 +168,14 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 		"min_peers":     min(3, max(alive, 1)),
 		"gossip": map[string]any{
 			"bytes_in": busy * tick * 48_213, "bytes_out": busy * tick * 51_007,
-			"messages_in":  map[string]int64{"batch": busy * tick * 8, "digest": busy * tick * 10, "pull": busy * tick},
-			"messages_out": map[string]int64{"batch": busy * tick * 4, "digest": busy * tick * 10, "pull": busy * tick},
-			"batches_in":   busy * tick * 8, "batches_out": busy * tick * 4,
+			"bytes_in_by_type":  map[string]int64{"batch": busy * tick * 46_000, "digest": busy * tick * 2_013, "pull": busy * tick * 200},
+			"bytes_out_by_type": map[string]int64{"batch": busy * tick * 48_794, "digest": busy * tick * 2_013, "pull": busy * tick * 200},
+			"messages_in":       map[string]int64{"batch": busy * tick * 8, "digest": busy * tick * 10, "pull": busy * tick},
+			"messages_out":      map[string]int64{"batch": busy * tick * 4, "digest": busy * tick * 10, "pull": busy * tick},
+			"batches_in":        busy * tick * 8, "batches_out": busy * tick * 4,
 			"outcomes":    map[string]int64{"new": busy * tick * 6, "duplicate": busy * tick * 2},
 			"rejected":    rejected,
-			"queue_drops": 0, "send_drops": 0, "send_errors": 0, "repairs": busy * tick / 4,
+			"queue_drops": 0, "queue_discards": 0, "send_drops": 0, "send_errors": 0, "repairs": busy * tick / 4,
 			"seals": busy * tick, "seal_errors": 0,
 			"seal_to_receive": map[string]any{
 				"bounds": []float64{0.1, 0.5, 1, 2, 5}, "counts": []int64{0, busy * tick * 7, busy * tick, 0, 0, 0},

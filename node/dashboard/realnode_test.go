@@ -197,7 +197,7 @@ func TestFakeAPIShapes(t *testing.T) {
 
 // mapFields are JSON objects keyed by data (reasons, message types), whose
 // keys differ with what happened; their values are compared by kind only.
-var mapFields = regexp.MustCompile(`\.gossip\.(messages_in|messages_out|outcomes|rejected)$`)
+var mapFields = regexp.MustCompile(`\.gossip\.(messages_in|messages_out|bytes_in_by_type|bytes_out_by_type|outcomes|rejected)$`)
 
 // sameShape requires real and fake to have the same JSON structure at path.
 func sameShape(t *testing.T, path string, real, fake any) {
