@@ -169,6 +169,11 @@ func TestGossipPartitionHeals(t *testing.T) {
 func TestGossipCrashedOriginExcluded(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
+	// 1 s sub-windows in a 32 s window: the epoch must stay in view and
+	// held for as long as failure detection takes on a loaded machine
+	// (8 s with the default grid was too short once, under -race at twice
+	// the cores' load).
+	o.tracker.Window, o.tracker.SubWindows = 32*time.Second, 32
 	nw, nodes := gossipCluster(t, 14, 5, o)
 	cfg := o.tracker
 	ref, err := tracker.New[string](cfg)
