@@ -20,6 +20,9 @@ import (
 // MaxNameLen is the longest peer name, in bytes.
 const MaxNameLen = 256
 
+// MaxLabelLen is the longest Label, in bytes (memberlist's limit).
+const MaxLabelLen = memberlist.LabelMaxSize
+
 // maxGossipNameLen is the longest peer name with a Store: the member name
 // (name, "-", 8 hex digits) is the sender of digests and pulls, at most
 // codec.MaxNameBytes.
@@ -248,8 +251,8 @@ func (c Config) Validate() error {
 			bad("seed %q: want host:port: %v", s, err)
 		}
 	}
-	if len(c.Label) > memberlist.LabelMaxSize {
-		bad("label is %d bytes, at most %d", len(c.Label), memberlist.LabelMaxSize)
+	if len(c.Label) > MaxLabelLen {
+		bad("label is %d bytes, at most %d", len(c.Label), MaxLabelLen)
 	}
 	t := c.Timing
 	for _, d := range []struct {
@@ -303,17 +306,27 @@ func (c Config) Validate() error {
 }
 
 func validName(name string) error {
+	if err := CheckName(name); err != nil {
+		return fmt.Errorf("cluster: name %w", err)
+	}
+	return nil
+}
+
+// CheckName reports what is wrong with a peer name, if anything: it must be
+// 1..MaxNameLen bytes of printable UTF-8. The error reads as a predicate
+// ("is empty", "is 300 bytes, at most 256", …) for the caller to prefix.
+func CheckName(name string) error {
 	switch {
 	case name == "":
-		return errors.New("cluster: name is empty")
+		return errors.New("is empty")
 	case len(name) > MaxNameLen:
-		return fmt.Errorf("cluster: name is %d bytes, at most %d", len(name), MaxNameLen)
+		return fmt.Errorf("is %d bytes, at most %d", len(name), MaxNameLen)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("cluster: name %q is not valid UTF-8", name)
+		return fmt.Errorf("%q is not valid UTF-8", name)
 	}
 	for _, r := range name {
 		if !unicode.IsPrint(r) {
-			return fmt.Errorf("cluster: name %q holds the unprintable %U", name, r)
+			return fmt.Errorf("%q holds the unprintable %U", name, r)
 		}
 	}
 	return nil

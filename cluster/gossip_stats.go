@@ -94,8 +94,13 @@ type gossipCounters struct {
 	s  GossipStats
 }
 
-func newGossipCounters() *gossipCounters {
-	return &gossipCounters{s: GossipStats{
+func newGossipCounters() *gossipCounters { return &gossipCounters{s: NewGossipStats()} }
+
+// NewGossipStats returns GossipStats with every count zero and every map
+// and histogram made, as a cluster reports before it has gossiped (and as a
+// node without gossip reports), so JSON always carries objects.
+func NewGossipStats() GossipStats {
+	return GossipStats{
 		BytesInByType:  map[string]uint64{},
 		BytesOutByType: map[string]uint64{},
 		MessagesIn:     map[string]uint64{},
@@ -106,7 +111,7 @@ func newGossipCounters() *gossipCounters {
 			Bounds: sealToReceiveBounds,
 			Counts: make([]uint64, len(sealToReceiveBounds)+1),
 		},
-	}}
+	}
 }
 
 func typeName(t codec.MessageType) string {

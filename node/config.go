@@ -13,10 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/hashicorp/memberlist"
 	"gopkg.in/yaml.v3"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -181,8 +178,8 @@ func (c Config) Validate() error {
 	if err := checkName(c.Name); err != nil {
 		bad("name", "%v", err)
 	}
-	if len(c.Label) > memberlist.LabelMaxSize {
-		bad("label", "is %d bytes, at most %d", len(c.Label), memberlist.LabelMaxSize)
+	if len(c.Label) > cluster.MaxLabelLen {
+		bad("label", "is %d bytes, at most %d", len(c.Label), cluster.MaxLabelLen)
 	}
 	if err := checkIPPort(c.Bind); err != nil {
 		bad("bind", "%v", err)
@@ -276,25 +273,17 @@ func (c Config) TimeoutConfig() timeout.Config {
 // accepts (cluster.MaxNameLen, less the member-name suffix with gossip).
 const maxNameLen = 128
 
-// checkName applies the cluster's rules for peer names (cluster.Config's
-// Name: 1.. bytes of printable UTF-8) with this package's length limit, so
-// that a name the cluster would refuse is a configuration error naming
-// -name rather than a failure of New.
+// checkName applies the cluster's rules for peer names (cluster.CheckName)
+// with this package's length limit, so that a name the cluster would refuse
+// is a configuration error naming -name rather than a failure of New.
 func checkName(name string) error {
-	switch {
-	case name == "":
+	if name == "" {
 		return errors.New("must not be empty")
-	case len(name) > maxNameLen:
+	}
+	if len(name) > maxNameLen {
 		return fmt.Errorf("is %d bytes, more than %d", len(name), maxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%q is not valid UTF-8", name)
 	}
-	for _, r := range name {
-		if !unicode.IsPrint(r) {
-			return fmt.Errorf("%q holds the unprintable %U", name, r)
-		}
-	}
-	return nil
+	return cluster.CheckName(name)
 }
 
 // checkIPPort is checkHostPort for the gossip addresses, whose host must be

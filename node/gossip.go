@@ -43,15 +43,7 @@ func (n *Node) gossipStats() cluster.GossipStats {
 	if n.cl != nil {
 		return n.cl.GossipStats()
 	}
-	return cluster.GossipStats{
-		MessagesIn:     map[string]uint64{},
-		MessagesOut:    map[string]uint64{},
-		BytesInByType:  map[string]uint64{},
-		BytesOutByType: map[string]uint64{},
-		Outcomes:       map[string]uint64{},
-		Rejected:       map[string]uint64{},
-		SealToReceive:  cluster.Histogram{Bounds: []float64{}, Counts: []uint64{0}},
-	}
+	return cluster.NewGossipStats()
 }
 
 // seal returns this node's sealed sub-window of epoch, destinations sorted

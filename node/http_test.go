@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -460,6 +462,14 @@ func TestMembersStatusHistory(t *testing.T) {
 		"name": "n0", "member": n.MemberName(), "addr": "", "state": "alive", "boot_id": boot,
 	}}, getJSON(t, h, "/v1/members"))
 
+	// With gossip off the counters have the shape a cluster reports before
+	// it has gossiped: every map empty, the histogram's bounds, zero counts.
+	var bounds, counts []any
+	for _, b := range cluster.NewGossipStats().SealToReceive.Bounds {
+		bounds = append(bounds, json.Number(strconv.FormatFloat(b, 'g', -1, 64)))
+		counts = append(counts, json.Number("0"))
+	}
+	counts = append(counts, json.Number("0"))
 	zeroGossip := map[string]any{
 		"bytes_in": json.Number("0"), "bytes_out": json.Number("0"),
 		"bytes_in_by_type": map[string]any{}, "bytes_out_by_type": map[string]any{}, "queue_discards": json.Number("0"),
@@ -467,7 +477,7 @@ func TestMembersStatusHistory(t *testing.T) {
 		"batches_in": json.Number("0"), "batches_out": json.Number("0"),
 		"outcomes": map[string]any{}, "rejected": map[string]any{},
 		"queue_drops": json.Number("0"), "send_drops": json.Number("0"), "repairs": json.Number("0"), "send_errors": json.Number("0"), "seals": json.Number("0"), "seal_errors": json.Number("0"),
-		"seal_to_receive": map[string]any{"bounds": []any{}, "counts": []any{json.Number("0")}, "sum": json.Number("0"), "count": json.Number("0")},
+		"seal_to_receive": map[string]any{"bounds": bounds, "counts": counts, "sum": json.Number("0"), "count": json.Number("0")},
 	}
 	require.Equal(t, map[string]any{
 		"node": "n0", "member": n.MemberName(), "boot_id": boot, "gossip_addr": "", "http_addr": "",

@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestImportBoundaries pins the dependency rules README's Layout states:
+// packages depend one way; only cluster and internal/memtransport import
+// memberlist and only node and cmd/atnode import Prometheus (non-test
+// code); tracker, timeout and codec do no I/O.
+func TestImportBoundaries(t *testing.T) {
+	const mod = "github.com/adaptivetimeout/adaptivetimeout"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"/...").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	imports := map[string][]string{}
+	for line := range strings.Lines(strings.TrimSpace(string(out))) {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(f[0], mod), "/")
+		for _, imp := range f[1:] {
+			if rest, ok := strings.CutPrefix(imp, mod+"/"); ok {
+				imp = rest
+			}
+			imports[pkg] = append(imports[pkg], imp)
+		}
+	}
+	require.Contains(t, imports, "tracker", "go list output: %s", out)
+
+	importers := func(prefix string) []string {
+		var who []string
+		for pkg, imps := range imports {
+			if slices.ContainsFunc(imps, func(i string) bool { return strings.HasPrefix(i, prefix) }) {
+				who = append(who, pkg)
+			}
+		}
+		slices.Sort(who)
+		return who
+	}
+	require.Equal(t, []string{"cluster", "internal/memtransport"}, importers("github.com/hashicorp/memberlist"))
+	require.Equal(t, []string{"cmd/atnode", "node"}, importers("github.com/prometheus/"))
+
+	// Project packages each may import (the one-way order of README's Layout).
+	allowed := map[string][]string{
+		"tracker":               {},
+		"timeout":               {},
+		"timeout/timeouthttp":   {"timeout"},
+		"codec":                 {"tracker"},
+		"cluster":               {"codec", "tracker"},
+		"node/dashboard":        {},
+		"node":                  {"cluster", "node/dashboard", "timeout", "tracker"},
+		"cmd/atnode":            {"cluster", "node", "tracker"},
+		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
+		"internal/memtransport": {},
+		"internal/testutil":     {},
+	}
+	for pkg, imps := range imports {
+		for _, imp := range imps {
+			if _, project := imports[imp]; !project {
+				continue // the standard library or a module dependency
+			}
+			want, ok := allowed[pkg]
+			require.True(t, ok, "package %s is new: add it to the dependency rules", pkg)
+			require.Contains(t, want, imp, "%s must not import %s", pkg, imp)
+		}
+	}
+
+	// The pure packages: no network, files or processes.
+	for _, pkg := range []string{"tracker", "timeout", "codec"} {
+		for _, imp := range imports[pkg] {
+			for _, io := range []string{"net", "os", "io/fs", "syscall"} {
+				require.False(t, imp == io || strings.HasPrefix(imp, io+"/"), "%s imports %s", pkg, imp)
+			}
+		}
+	}
+}
