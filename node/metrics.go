@@ -1,8 +1,6 @@
 package node
 
 import (
-	"slices"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
@@ -216,20 +214,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		name        string
 		msgs, bytes map[string]uint64
 	}{{"in", gs.MessagesIn, gs.BytesInByType}, {"out", gs.MessagesOut, gs.BytesOutByType}} {
-		for _, typ := range sortedKeys(dir.msgs) {
-			counter(descGossipMessages, dir.msgs[typ], dir.name, typ)
+		for typ, v := range dir.msgs {
+			counter(descGossipMessages, v, dir.name, typ)
 		}
-		for _, typ := range sortedKeys(dir.bytes) {
-			counter(descGossipBytes, dir.bytes[typ], dir.name, typ)
+		for typ, v := range dir.bytes {
+			counter(descGossipBytes, v, dir.name, typ)
 		}
 	}
 	counter(descGossipBatches, gs.BatchesIn, "in")
 	counter(descGossipBatches, gs.BatchesOut, "out")
-	for _, o := range sortedKeys(gs.Outcomes) {
-		counter(descGossipOutcomes, gs.Outcomes[o], o)
+	for o, v := range gs.Outcomes { // the registry sorts series when it gathers
+		counter(descGossipOutcomes, v, o)
 	}
-	for _, r := range sortedKeys(gs.Rejected) {
-		counter(descGossipRejected, gs.Rejected[r], r)
+	for r, v := range gs.Rejected {
+		counter(descGossipRejected, v, r)
 	}
 	counter(descGossipQDrops, gs.QueueDrops)
 	counter(descGossipSDrops, gs.SendDrops)
@@ -244,13 +242,4 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstHistogram(descGossipDelay, h.Count, h.Sum, buckets)
 	}
-}
-
-func sortedKeys(m map[string]uint64) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -215,7 +216,7 @@ func sameShape(t *testing.T, path string, real, fake any) {
 			}
 			return
 		}
-		rk, fk := keys(r), keys(f)
+		rk, fk := slices.Sorted(maps.Keys(r)), slices.Sorted(maps.Keys(f))
 		require.Equal(t, rk, fk, "%s: fields", path)
 		for _, k := range rk {
 			sameShape(t, path+"."+k, r[k], f[k])
@@ -226,13 +227,4 @@ func sameShape(t *testing.T, path string, real, fake any) {
 			sameShape(t, fmt.Sprintf("%s[%d]", path, i), r[i], f[i])
 		}
 	}
-}
-
-func keys(m map[string]any) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
