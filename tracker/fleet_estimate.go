@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/bits"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -129,11 +128,6 @@ type destSummary struct {
 	hasNewest bool
 }
 
-type peerCount struct {
-	p *fleetPeer
-	n uint64
-}
-
 // MinPeers returns the MinPeers in force: the configured value, or when it
 // is 0, min(3, live members).
 func (f *Fleet) MinPeers() int {
@@ -189,152 +183,6 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	s.effPeers = effectivePeers(pcs)
 	return s
 }
-
-// comparePeerCounts orders by count descending, then name.
-func comparePeerCounts(a, b peerCount) int {
-	if a.n != b.n {
-		if a.n > b.n {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.p.name, b.p.name)
-}
-
-// shareCap decides the share cap for peers' sample counts pcs, sorted by
-// count descending: whether it bites, how many of the largest peers it caps
-// (k) and the count each is capped to (t). With share s and R_k the sum of
-// the counts after the first k, the level is L = s·R_k/(1−k·s), the first k
-// for which the next peer's count is within it; each capped peer then holds
-// share s of the capped total (before rounding down). With one peer above s
-// (always the case for s >= 0.5) this is the single-peer rule of DESIGN.md
-// section 5. When no k works (s below 1/peers), all peers are capped to the
-// smallest count.
-func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
-	if s <= 0 || len(pcs) < 4 {
-		return 0, 0, false
-	}
-	var total uint64
-	for _, pc := range pcs {
-		total += pc.n
-	}
-	if !(float64(pcs[0].n) > s*float64(total)) {
-		return 0, 0, false
-	}
-	rest := total
-	for k = 1; k < len(pcs); k++ {
-		rest -= pcs[k-1].n
-		if float64(k)*s >= 1 {
-			break
-		}
-		l := s * float64(rest) / (1 - float64(k)*s)
-		if float64(pcs[k].n) <= l {
-			// In exact arithmetic l < pcs[k-1].n (the previous k failed);
-			// clamp so float rounding can never make t exceed a capped
-			// peer's count, nor overflow the conversion.
-			n := pcs[k-1].n
-			if !(l < float64(n)) {
-				return k, n, true
-			}
-			return k, min(uint64(l), n), true
-		}
-	}
-	last := len(pcs) - 1
-	return last, pcs[last].n, true
-}
-
-// capPeer scales peer p's counts in view ch of d by t/n and returns p's
-// capped sample count, floor(n·t/n) = t.
-//
-// The scaling rounds the peer's cumulative counts down, not each bucket:
-// bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n) where C_i is the
-// peer's count at indices <= i. Every bucket is multiplied by the same
-// factor and the total is rounded down once, so the peer ends at its share
-// exactly. Rounding each bucket down instead loses up to one sample per
-// non-empty bucket, and a tail is mostly buckets holding one sample: with
-// four peers near a quarter each, a cap of 0.4 % erased the tail and the
-// fleet's P99.99 of a destination alternated between 150 ms and 800 ms from
-// one second to the next in the demo.
-func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
-	t = min(t, n) // shareCap guarantees it; c−(k−kept) below relies on it
-	f.touched = f.touched[:0]
-	for _, m := range p.members {
-		if m.excluded {
-			continue
-		}
-		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
-			me := m.epochs[ep]
-			if me == nil {
-				continue
-			}
-			for _, hb := range me.parts {
-				i, found := slices.BinarySearchFunc(hb.b.Dests, d.name, func(dc DestCounts, name string) int {
-					return strings.Compare(dc.Dest, name)
-				})
-				if !found || hb.ds[i] != d {
-					continue
-				}
-				for _, b := range hb.b.Dests[i].Buckets {
-					if f.scratch[b.Index] == 0 {
-						f.touched = append(f.touched, int(b.Index))
-					}
-					f.scratch[b.Index] += uint64(b.Count)
-				}
-			}
-		}
-	}
-	slices.Sort(f.touched)
-	var cum, kept uint64
-	for _, i := range f.touched {
-		c := f.scratch[i]
-		f.scratch[i] = 0
-		cum += c
-		hi, lo := bits.Mul64(cum, t) // cum <= n and t <= n, so hi < n
-		k, _ := bits.Div64(hi, lo, n)
-		ch.sub(i, c-(k-kept)) // k−kept <= c: see the doc comment
-		kept = k
-	}
-	return kept
-}
-
-// effectivePeers returns (Σn)²/Σn², with the sums exact in 128 bits (so
-// the result does not depend on the order of the peers).
-func effectivePeers(pcs []peerCount) float64 {
-	var a peerSums
-	for _, pc := range pcs {
-		a.add(pc.n)
-	}
-	return a.effective()
-}
-
-func effectivePeersMap(m map[*fleetPeer]uint64) float64 {
-	var a peerSums
-	for _, n := range m {
-		a.add(n)
-	}
-	return a.effective()
-}
-
-type peerSums struct{ sum, sqHi, sqLo uint64 }
-
-func (a *peerSums) add(n uint64) {
-	a.sum += n
-	hi, lo := bits.Mul64(n, n)
-	var c uint64
-	a.sqLo, c = bits.Add64(a.sqLo, lo, 0)
-	a.sqHi += hi + c
-}
-
-func (a *peerSums) effective() float64 {
-	sum, sqHi, sqLo := a.sum, a.sqHi, a.sqLo
-	if sum == 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(sum, sum)
-	return u128(hi, lo) / u128(sqHi, sqLo)
-}
-
-func u128(hi, lo uint64) float64 { return float64(hi)*0x1p64 + float64(lo) }
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest at
 // now (DESIGN.md section 5), or ErrQuantile when q is outside (0, 1]. It
