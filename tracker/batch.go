@@ -1,5 +1,17 @@
 package tracker
 
+import "unicode/utf8"
+
+// MaxNameBytes is the longest origin or destination name, in bytes.
+const MaxNameBytes = 256
+
+// ValidName reports whether s can name an origin or a destination: non-empty
+// UTF-8 of at most MaxNameBytes bytes. The fleet refuses a batch naming
+// anything else (InsertMalformed), so a name that fails it cannot travel.
+func ValidName(s string) bool {
+	return s != "" && len(s) <= MaxNameBytes && utf8.ValidString(s)
+}
+
 // BatchKey names one origin's sealed sub-window. Keys are what the fleet view
 // deduplicates on: the same key received twice is counted once.
 type BatchKey struct {

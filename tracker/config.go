@@ -88,15 +88,3 @@ func (c Config) EpochStart(e int64) time.Time {
 func (c Config) Layout() Layout {
 	return Layout{Lowest: 1, Highest: int64(c.MaxTrackableLatency / time.Millisecond), SignificantDigits: 2}
 }
-
-// floorDiv divides rounding toward negative infinity; d must be > 0.
-func floorDiv(n, d int64) int64 {
-	if d <= 0 {
-		return 0
-	}
-	q := n / d
-	if n%d != 0 && n < 0 {
-		q--
-	}
-	return q
-}

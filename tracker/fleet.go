@@ -62,9 +62,9 @@ type destState struct {
 	// level is min(peers in view, 2). Destinations at level 0 and 1 are
 	// the eviction candidates, kept in f.lists[level] from least to most
 	// recently inserted; level 2 is in no list.
-	level      int8
-	prev, next *destState
-	sum        destSummary
+	level int8
+	cand  listNode[*destState] // in f.lists[level] when level < 2
+	sum   destSummary
 }
 
 // Fleet is the fleet view: it holds peers' sealed batches and answers, per
@@ -89,6 +89,7 @@ type Fleet struct {
 	ring  int64 // held epochs N+3
 	local localWindow
 
+	clock   epochClock // the epoch of the newest time seen, its bounds cached
 	started bool
 	epoch   int64 // E, the newest epoch seen
 	live    int
@@ -101,7 +102,7 @@ type Fleet struct {
 	// evicting or forgetting its batches never lets them count again.
 	excluded map[memberKey]int64
 	dests    map[string]*destState
-	lists    [2]destList // eviction candidates by level
+	lists    [2]list[*destState] // eviction candidates by level
 
 	stats   FleetStats
 	batches int
@@ -132,6 +133,7 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		swMs:     cfg.Tracker.SubWindow().Milliseconds(),
 		ring:     n + 3,
 		local:    local,
+		clock:    newEpochClock(),
 		live:     1,
 		members:  make(map[memberKey]*fleetMember),
 		peers:    make(map[string]*fleetPeer),

@@ -111,7 +111,6 @@ type FleetConfig struct {
 const (
 	maxFleetOrigins = 4096
 	maxEpochSamples = 1 << 40 // samples one member may send for one epoch, over all parts
-	maxDestName     = 256     // bytes in a destination name
 )
 
 // DefaultFleetConfig returns the tracker's DefaultConfig, auto MinPeers,

@@ -9,7 +9,7 @@ func (f *Fleet) relevel(d *destState) {
 	f.unlist(d)
 	d.level = l
 	if l < 2 {
-		f.lists[l].pushBack(d)
+		f.lists[l].pushBack(&d.cand)
 	}
 }
 
@@ -22,20 +22,20 @@ func (f *Fleet) relevel(d *destState) {
 func (f *Fleet) destFor(dest string) *destState {
 	if d := f.dests[dest]; d != nil {
 		if d.level < 2 {
-			f.lists[d.level].unlink(d)
-			f.lists[d.level].pushBack(d)
+			f.lists[d.level].moveToBack(&d.cand)
 		}
 		return d
 	}
 	if len(f.dests) >= f.cfg.MaxDestinations {
-		v := f.lists[0].head
-		if v == nil {
-			v = f.lists[1].head
+		n := f.lists[0].head
+		if n == nil {
+			n = f.lists[1].head
 		}
-		if v == nil {
+		if n == nil {
 			f.stats.DestinationsRefused++
 			return nil
 		}
+		v := n.v
 		f.unlist(v)
 		delete(f.dests, v.name)
 		v.evicted = true
@@ -48,41 +48,15 @@ func (f *Fleet) destFor(dest string) *destState {
 		epochN:  make([]uint64, f.ring),
 		contrib: make(map[*fleetPeer]uint64),
 	}
+	d.cand.v = d
 	f.dests[dest] = d
-	f.lists[0].pushBack(d)
+	f.lists[0].pushBack(&d.cand)
 	return d
 }
 
 // unlist takes d out of its level's list, if it is in one.
 func (f *Fleet) unlist(d *destState) {
 	if d.level < 2 {
-		f.lists[d.level].unlink(d)
+		f.lists[d.level].remove(&d.cand)
 	}
-}
-
-// destList is a doubly linked list of destinations, head first.
-type destList struct{ head, tail *destState }
-
-func (l *destList) pushBack(d *destState) {
-	d.prev, d.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = d
-	} else {
-		l.head = d
-	}
-	l.tail = d
-}
-
-func (l *destList) unlink(d *destState) {
-	if d.prev != nil {
-		d.prev.next = d.next
-	} else {
-		l.head = d.next
-	}
-	if d.next != nil {
-		d.next.prev = d.prev
-	} else {
-		l.tail = d.prev
-	}
-	d.prev, d.next = nil, nil
 }

@@ -194,7 +194,7 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 	if !(q > 0 && q <= 1) {
 		return e, ErrQuantile
 	}
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	if d := f.dests[dest]; d != nil {
 		s := f.summary(d)
 		view := &d.h
@@ -299,7 +299,7 @@ func (d DecisionEstimator) QuantileMillis(dest string, q float64, now time.Time)
 // bucket-for-bucket equal on every node once all batches have arrived), or
 // nil when the view is empty.
 func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -317,7 +317,7 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 
 // Destinations returns the destinations with a fleet state at now, sorted.
 func (f *Fleet) Destinations(now time.Time) []string {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	out := make([]string, 0, len(f.dests))
 	for name := range f.dests {
 		out = append(out, name)

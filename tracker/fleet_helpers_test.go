@@ -184,14 +184,16 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
 	listed := map[*destState]bool{}
 	for l := range f.lists {
-		var prev *destState
-		for d := f.lists[l].head; d != nil; d = d.next {
+		var prev *listNode[*destState]
+		for n := f.lists[l].head; n != nil; n = n.next {
+			d := n.v
 			require.Same(t, d, f.dests[d.name])
+			require.Same(t, n, &d.cand)
 			require.Equal(t, int8(l), d.level, d.name)
-			require.Same(t, prev, d.prev)
+			require.Same(t, prev, n.prev)
 			require.False(t, listed[d])
 			listed[d] = true
-			prev = d
+			prev = n
 		}
 		require.Same(t, prev, f.lists[l].tail)
 	}

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -14,7 +13,7 @@ import (
 // b's slices. Malformed or oversized batches are refused and counted, never
 // a panic.
 func (f *Fleet) Insert(b Batch, now time.Time) InsertOutcome {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	o := f.insert(&b)
 	f.stats.Inserts[o]++
 	return o
@@ -31,7 +30,7 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	if ep > f.epoch+1 {
 		return InsertTooNew
 	}
-	if b.Key.Origin == "" || len(b.Key.Origin) > maxDestName {
+	if !ValidName(b.Key.Origin) {
 		return InsertMalformed
 	}
 	if len(b.Dests) > f.cfg.MaxDestinations {
@@ -135,7 +134,7 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		if order != nil {
 			dc = &b.Dests[order[i]]
 		}
-		if dc.Dest == "" || len(dc.Dest) > maxDestName || i > 0 && dc.Dest == hb.b.Dests[i-1].Dest {
+		if !ValidName(dc.Dest) || i > 0 && dc.Dest == hb.b.Dests[i-1].Dest {
 			return nil, 0, InsertMalformed
 		}
 		out := all[:len(dc.Buckets):len(dc.Buckets)]
@@ -160,7 +159,7 @@ func nameOrder(ds []DestCounts) []int32 {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(ds[a].Dest, ds[b].Dest) })
+	slices.SortFunc(order, func(a, b int32) int { return compareDests(ds[a], ds[b]) })
 	return order
 }
 

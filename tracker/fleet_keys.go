@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -9,7 +8,7 @@ import (
 // Keys returns the keys of every batch held (for an anti-entropy digest),
 // newest epochs first, then by origin, boot and part.
 func (f *Fleet) Keys(now time.Time) []BatchKey {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	keys := make([]BatchKey, 0, f.batches)
 	for _, m := range f.members {
 		for _, me := range m.epochs {
@@ -18,7 +17,7 @@ func (f *Fleet) Keys(now time.Time) []BatchKey {
 			}
 		}
 	}
-	slices.SortFunc(keys, compareKeysNewestFirst)
+	slices.SortFunc(keys, CompareNewestFirst)
 	return keys
 }
 
@@ -26,7 +25,7 @@ func (f *Fleet) Keys(now time.Time) []BatchKey {
 // not hold and would accept now (epoch in [E−N−1, E+1]), without repeats,
 // newest epochs first: what to pull from that peer.
 func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	var out []BatchKey
 	for _, k := range theirs {
 		if k.Epoch < f.epoch-f.n-1 || k.Epoch > f.epoch+1 {
@@ -36,7 +35,7 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, compareKeysNewestFirst)
+	slices.SortFunc(out, CompareNewestFirst)
 	return slices.Compact(out)
 }
 
@@ -58,13 +57,4 @@ func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
 		return Batch{}, false
 	}
 	return hb.b, true
-}
-
-func compareKeysNewestFirst(a, b BatchKey) int {
-	return cmp.Or(
-		cmp.Compare(b.Epoch, a.Epoch),
-		cmp.Compare(a.Origin, b.Origin),
-		cmp.Compare(a.Boot, b.Boot),
-		cmp.Compare(a.Part, b.Part),
-	)
 }

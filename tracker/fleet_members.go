@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"cmp"
 	"slices"
 	"time"
 )
@@ -72,7 +71,7 @@ func (f *Fleet) evictMember(ep int64) bool {
 		better := victim == nil ||
 			(m.excluded && !vExcl) ||
 			(m.excluded == vExcl && (newest < vNewest || newest == vNewest &&
-				cmp.Or(cmp.Compare(m.key.name, victim.key.name), cmp.Compare(m.key.boot, victim.key.boot)) < 0))
+				compareMembers(m.key, victim.key) < 0))
 		if better {
 			victim, vExcl, vNewest = m, m.excluded, newest
 		}
@@ -102,7 +101,7 @@ const minEpoch = -1 << 63
 // FleetStats.ExclusionsEvicted), and that member's batches would count if
 // delivered again.
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	k := memberKey{name, boot}
 	if _, ok := f.excluded[k]; !ok && len(f.excluded) >= f.maxExclusions() {
 		f.evictExclusion()
@@ -130,8 +129,7 @@ func (f *Fleet) evictExclusion() {
 	var victim memberKey
 	vEpoch, found := int64(0), false
 	for k, ep := range f.excluded {
-		if !found || ep < vEpoch || ep == vEpoch &&
-			cmp.Or(cmp.Compare(k.name, victim.name), cmp.Compare(k.boot, victim.boot)) < 0 {
+		if !found || ep < vEpoch || ep == vEpoch && compareMembers(k, victim) < 0 {
 			victim, vEpoch, found = k, ep, true
 		}
 	}
@@ -148,7 +146,7 @@ func (f *Fleet) evictExclusion() {
 // Include counts member (name, boot) in the views again, as when it refuted
 // its death, and forgets its exclusion. A member not excluded is left as is.
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
-	f.advance(f.epochOf(now))
+	f.slide(now)
 	k := memberKey{name, boot}
 	delete(f.excluded, k)
 	m := f.members[k]

@@ -89,9 +89,7 @@ func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint6
 				continue
 			}
 			for _, hb := range me.parts {
-				i, found := slices.BinarySearchFunc(hb.b.Dests, d.name, func(dc DestCounts, name string) int {
-					return strings.Compare(dc.Dest, name)
-				})
+				i, found := findDest(hb.b.Dests, d.name)
 				if !found || hb.ds[i] != d {
 					continue
 				}

@@ -4,27 +4,14 @@ import "time"
 
 // Advance slides the window to the epoch of now. Every method that takes a
 // time does it first; Advance lets the node expire batches when idle.
-func (f *Fleet) Advance(now time.Time) { f.advance(f.epochOf(now)) }
+func (f *Fleet) Advance(now time.Time) { f.slide(now) }
 
-// epochOf is Config.Epoch with the sub-window length computed once.
-func (f *Fleet) epochOf(now time.Time) int64 {
-	ms := now.UnixMilli()
-	e := ms / f.swMs
-	if ms%f.swMs != 0 && ms < 0 {
-		e--
-	}
-	return e
-}
+// slide moves to the epoch of now, never back.
+func (f *Fleet) slide(now time.Time) { f.advance(f.clock.advance(now, f.swMs)) }
 
 func (f *Fleet) inView(ep int64) bool { return ep >= f.epoch-f.n+1 && ep <= f.epoch-1 }
 
-func (f *Fleet) slot(ep int64) int64 {
-	s := ep % f.ring
-	if s < 0 {
-		s += f.ring
-	}
-	return s
-}
+func (f *Fleet) slot(ep int64) int64 { return floorMod(ep, f.ring) }
 
 // advance slides to epoch e: batches whose epoch leaves the view are
 // subtracted, those entering it added, those older than e−N−1 dropped.

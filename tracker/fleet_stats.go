@@ -20,7 +20,7 @@ const (
 	InsertTooNew
 	// InsertLayoutMismatch: the histogram layout differs from this fleet's.
 	InsertLayoutMismatch
-	// InsertMalformed: an empty or over-long origin or destination name, a
+	// InsertMalformed: an origin or destination name that is not ValidName, a
 	// repeated destination, bucket indices out of range or not ascending, a
 	// zero bucket count, or a total that is not the sum of the counts.
 	InsertMalformed

@@ -64,6 +64,8 @@ func TestFleetInsertOutcomes(t *testing.T) {
 		{"empty origin", mkBatch("", 1, testE-1, dcBuckets("x", 1, 1)), InsertMalformed},
 		{"empty dest", mkBatch("b", 1, testE-1, dcBuckets("", 1, 1)), InsertMalformed},
 		{"long dest", mkBatch("b", 1, testE-1, dcBuckets(string(make([]byte, 257)), 1, 1)), InsertMalformed},
+		{"dest not UTF-8", mkBatch("b", 1, testE-1, dcBuckets("\xff", 1, 1)), InsertMalformed},
+		{"origin not UTF-8", mkBatch("\xff", 1, testE-1, dcBuckets("x", 1, 1)), InsertMalformed},
 		{"repeated dest", mkBatch("b", 1, testE-1, dcBuckets("x", 1, 1), dcBuckets("x", 2, 1)), InsertMalformed},
 		{"descending buckets", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 4, 1)), InsertMalformed},
 		{"repeated bucket", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 5, 1)), InsertMalformed},

@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -55,7 +54,7 @@ func SealedSubWindow[T interface {
 			sh.mu.Unlock()
 		}
 	}
-	slices.SortFunc(out, func(a, b DestCounts) int { return cmp.Compare(a.Dest, b.Dest) })
+	slices.SortFunc(out, compareDests)
 	return out
 }
 

@@ -46,7 +46,7 @@ type syncShard[D comparable] struct {
 	mu    sync.Mutex
 	dests map[uint64]*entry[D]
 	n     int // entries
-	lru   lruList[D]
+	lru   list[*entry[D]]
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
 
@@ -151,20 +151,19 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil {
-		en = new(entry[D])
-		en.init(&t.s.geo, t.s.n, e)
-		en.key, en.hash = dest, h
+		en = newEntry(&t.s.geo, t.s.n, e, dest)
+		en.hash = h
 		sh.put(en)
 		if m := t.s.cfg.MaxDestinations; m > 0 {
 			en.stamp = t.seq.Add(1)
-			sh.lru.pushFront(en)
+			sh.lru.pushFront(&en.recency)
 			evict = t.count.Add(1) > int64(m)
 		}
 	} else {
 		en.rotate(e)
 		if t.s.cfg.MaxDestinations > 0 {
 			en.stamp = t.seq.Add(1)
-			sh.lru.moveToFront(en)
+			sh.lru.moveToFront(&en.recency)
 		}
 	}
 	en.record(i)
@@ -186,8 +185,8 @@ func (t *SyncTracker[D]) evict() {
 		for k := range t.shards {
 			sh := &t.shards[k]
 			sh.mu.Lock()
-			if tail := sh.lru.tail; tail != nil && (best < 0 || tail.stamp < bestStamp) {
-				best, bestStamp = k, tail.stamp
+			if tail := sh.lru.tail; tail != nil && (best < 0 || tail.v.stamp < bestStamp) {
+				best, bestStamp = k, tail.v.stamp
 			}
 			sh.mu.Unlock()
 		}
@@ -196,9 +195,9 @@ func (t *SyncTracker[D]) evict() {
 		}
 		sh := &t.shards[best]
 		sh.mu.Lock()
-		if tail := sh.lru.tail; tail != nil && tail.stamp == bestStamp {
+		if tail := sh.lru.tail; tail != nil && tail.v.stamp == bestStamp {
 			sh.lru.remove(tail)
-			sh.del(tail)
+			sh.del(tail.v)
 			t.count.Add(-1)
 		}
 		sh.mu.Unlock()
@@ -265,7 +264,7 @@ func (t *SyncTracker[D]) Clear() {
 		sh := &t.shards[k]
 		sh.dests = make(map[uint64]*entry[D])
 		sh.n = 0
-		sh.lru = lruList[D]{}
+		sh.lru = list[*entry[D]]{}
 	}
 	t.count.Store(0)
 	for k := range t.shards {

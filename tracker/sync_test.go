@@ -162,7 +162,7 @@ func TestSyncConcurrentEviction(t *testing.T) {
 	require.Equal(t, int64(st.destinations()), st.count.Load())
 	lru := 0
 	for k := range st.shards {
-		for en := st.shards[k].lru.head; en != nil; en = en.next {
+		for n := st.shards[k].lru.head; n != nil; n = n.next {
 			lru++
 		}
 	}

@@ -14,7 +14,7 @@ type Tracker[D comparable] struct {
 	s     settings
 	clock epochClock
 	dests map[D]*entry[D]
-	lru   lruList[D] // maintained only when MaxDestinations > 0
+	lru   list[*entry[D]] // by last Record, most recent first; only when MaxDestinations > 0
 }
 
 // New returns an empty Tracker, or Config.Validate's error.
@@ -42,7 +42,7 @@ func (t *Tracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 		en = t.create(dest, e)
 	} else {
 		if t.s.cfg.MaxDestinations > 0 {
-			t.lru.moveToFront(en)
+			t.lru.moveToFront(&en.recency)
 		}
 		en.rotate(e)
 	}
@@ -54,18 +54,17 @@ func (t *Tracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 func (t *Tracker[D]) create(dest D, e int64) *entry[D] {
 	var en *entry[D]
 	if m := t.s.cfg.MaxDestinations; m > 0 && len(t.dests) >= m {
-		en = t.lru.tail
-		t.lru.remove(en)
+		en = t.lru.tail.v
+		t.lru.remove(&en.recency)
 		delete(t.dests, en.key)
 		en.clear(e)
+		en.key = dest
 	} else {
-		en = new(entry[D])
-		en.init(&t.s.geo, t.s.n, e)
+		en = newEntry(&t.s.geo, t.s.n, e, dest)
 	}
-	en.key = dest
 	t.dests[dest] = en
 	if t.s.cfg.MaxDestinations > 0 {
-		t.lru.pushFront(en)
+		t.lru.pushFront(&en.recency)
 	}
 	return en
 }
@@ -122,7 +121,7 @@ func (t *Tracker[D]) Samples(dest D, now time.Time) uint64 {
 // does not run backwards for the tracker.
 func (t *Tracker[D]) Clear() {
 	t.dests = make(map[D]*entry[D])
-	t.lru = lruList[D]{}
+	t.lru = list[*entry[D]]{}
 }
 
 // Config returns the tracker's configuration.

@@ -259,11 +259,4 @@ func (w *window) sealedAt(e int64) (sealedSub, bool) {
 
 // slot returns the ring slot of epoch e: e mod N, rounded toward negative
 // infinity, so consecutive epochs take consecutive slots across zero too.
-func (w *window) slot(e int64) int {
-	n := int64(len(w.ring))
-	m := e % n
-	if m < 0 {
-		m += n
-	}
-	return int(m)
-}
+func (w *window) slot(e int64) int { return int(floorMod(e, int64(len(w.ring)))) }
