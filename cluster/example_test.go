@@ -79,10 +79,10 @@ AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=
 func ExampleProtocol() {
 	cfg := tracker.DefaultConfig() // 60 s window, 6 s sub-windows
 	members := map[string]bool{cluster.MemberName("a", 1): true, cluster.MemberName("b", 2): true}
-	newNode := func(name string, boot uint64) (*cluster.Protocol, *tracker.SyncFleet) {
+	newNode := func(name string, boot uint64) (*cluster.Protocol, *tracker.Fleet) {
 		fc := tracker.DefaultFleetConfig()
 		fc.Self = name
-		fleet, err := tracker.NewSyncFleet(fc, nil)
+		fleet, err := tracker.NewFleet(fc, nil)
 		if err != nil {
 			panic(err)
 		}

@@ -18,7 +18,7 @@ import (
 // without memberlist.
 type protoNode struct {
 	*Protocol
-	fleet *tracker.SyncFleet
+	fleet *tracker.Fleet
 }
 
 func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[string]bool) protoNode {
@@ -26,7 +26,7 @@ func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[st
 	cfg := gossipTracker()
 	fc := tracker.DefaultFleetConfig()
 	fc.Tracker, fc.Self, fc.MaxOriginShare = cfg, name, 0
-	fleet, err := tracker.NewSyncFleet(fc, nil)
+	fleet, err := tracker.NewFleet(fc, nil)
 	require.NoError(t, err)
 	p, err := NewProtocol(ProtocolConfig{
 		Name: name, BootID: boot, Tracker: cfg, Gossip: g, Store: fleet,
@@ -323,7 +323,7 @@ func TestWorkerDropsExpiredBatches(t *testing.T) {
 func TestGossipConfigValidate(t *testing.T) {
 	base := DefaultConfig()
 	base.Name = "n"
-	fleet, err := tracker.NewSyncFleet(tracker.DefaultFleetConfig(), nil)
+	fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
 	require.NoError(t, err)
 	base.Store = fleet
 	require.NoError(t, base.Validate())

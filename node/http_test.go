@@ -224,10 +224,10 @@ func TestTimeoutSourceIsEstimateSource(t *testing.T) {
 	require.Equal(t, "local", getJSON(t, h, "/v1/timeout?dest=solo").(map[string]any)["source"])
 }
 
-// TestDecisionValueMatchesTracker checks that decide's one-read guard
-// (SyncFleet.DecisionMillis on an estimate already read) gives
-// tracker.Fleet.DecisionValueMillis's value, guarded exactly when the
-// estimate says fleet and the tracker local.
+// TestDecisionValueMatchesTracker checks that the decision input decide
+// reads from an estimate (Estimate.DecisionValue) is the fleet's value as a
+// timeout.Estimator (Fleet.QuantileMillis), guarded exactly when the
+// estimate says fleet and the decision local.
 func TestDecisionValueMatchesTracker(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[string]int{}
@@ -250,13 +250,14 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 		now := clk.Now()
 		n.sealOwn(now)
 		for _, d := range dests {
-			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Quantile, now)
+			ms, ok := n.fleet.QuantileMillis(d, n.cfg.Quantile, now)
 			e, err := n.fleet.Estimate(d, n.cfg.Quantile, now)
 			require.NoError(t, err)
-			vms, guarded, vok := n.fleet.DecisionMillis(&e)
+			vms, vok := e.DecisionValue()
+			guarded := e.Decision.Guarded
 			require.Equal(t, ok, vok, "%s", d)
 			require.Equal(t, ms, vms, "%s", d)
-			require.Equal(t, src == tracker.SourceLocal && e.Source == tracker.SourceFleet, guarded, "%s", d)
+			require.Equal(t, e.DecisionSource() == tracker.SourceLocal && e.Source == tracker.SourceFleet, guarded, "%s", d)
 			seen[fmt.Sprint(e.Source, " guarded=", guarded)]++
 		}
 	}

@@ -48,7 +48,7 @@ type Node struct {
 	token string
 
 	local *tracker.SyncTracker[string]
-	fleet *tracker.SyncFleet
+	fleet *tracker.Fleet
 	cl    *cluster.Cluster // nil when DisableGossip
 
 	// With gossip off the node inserts its own sealed sub-windows (sealOwn).
@@ -115,7 +115,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if cfg.MaxDestinations > 0 {
 		fc.MaxDestinations = min(cfg.MaxDestinations, fc.MaxDestinations)
 	}
-	if n.fleet, err = tracker.NewSyncFleet(fc, n.local); err != nil {
+	if n.fleet, err = tracker.NewFleet(fc, n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
 	}
 	if n.boot, err = randomBoot(); err != nil {
@@ -351,4 +351,4 @@ func (n *Node) Cluster() *cluster.Cluster { return n.cl }
 
 // Fleet returns the fleet view, for inspection (ViewCounts, Stats). Its
 // state belongs to the node.
-func (n *Node) Fleet() *tracker.SyncFleet { return n.fleet }
+func (n *Node) Fleet() *tracker.Fleet { return n.fleet }

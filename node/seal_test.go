@@ -36,7 +36,7 @@ func TestSealCutToFleetCaps(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := n.fleet.Config()
 			fc.MaxDestinations, fc.MaxEpochBuckets = tc.maxDests, tc.maxEpochBuckets
-			f, err := tracker.NewSyncFleet(fc, n.local)
+			f, err := tracker.NewFleet(fc, n.local)
 			require.NoError(t, err)
 			n.fleet = f
 			got := n.seal(e0, epochStart(e0+1))

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // Errors of Config.Validate besides those of BackoffInterval.Validate, which
 // it wraps.
 var (
-	ErrQuantile     = errors.New("timeout: quantile must be in (0, 1]")
+	// ErrQuantile is tracker.ErrQuantile (one error per meaning): Validate
+	// wraps it as "timeout: quantile must be in (0, 1], got <q>".
+	ErrQuantile     = tracker.ErrQuantile
 	ErrSafetyFactor = errors.New("timeout: safety factor must be finite and > 0")
 )
 
@@ -48,7 +52,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("timeout: backoff %q: %w", c.Backoff.String(), err))
 	}
 	if !(c.Quantile > 0 && c.Quantile <= 1) {
-		errs = append(errs, fmt.Errorf("%w, got %v", ErrQuantile, c.Quantile))
+		errs = append(errs, fmt.Errorf("timeout: %w, got %v", ErrQuantile, c.Quantile))
 	}
 	if !(c.SafetyFactor > 0) || math.IsInf(c.SafetyFactor, 1) {
 		errs = append(errs, fmt.Errorf("%w, got %v", ErrSafetyFactor, c.SafetyFactor))

@@ -56,9 +56,11 @@
 // every batch has arrived, the view is bucket-for-bucket the same on every
 // node. Fleet.Estimate says which view backs a value (fleet, local or none),
 // how many peers and samples back it, effective peers after the share cap, and
-// staleness; Fleet.DecisionEstimator feeds timeout.Explain after the local
-// guard. Like Tracker, a Fleet takes time as an argument, starts no goroutines
-// and is not safe for concurrent use; SyncFleet wraps it in one mutex.
+// staleness, and carries the input of a timeout decision (Estimate.Decision:
+// the value after the local guard); Fleet.QuantileMillis returns that value,
+// so a Fleet passed to timeout.Explain never skips the guard. Like Tracker, a
+// Fleet takes time as an argument and starts no goroutines; it is safe for
+// concurrent use, with one mutex around each call.
 //
 // What a Fleet holds is bounded (FleetConfig documents each cap and the
 // memory formula): members (MaxOrigins), buckets per member epoch

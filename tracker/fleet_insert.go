@@ -13,6 +13,8 @@ import (
 // b's slices. Malformed or oversized batches are refused and counted, never
 // a panic.
 func (f *Fleet) Insert(b Batch, now time.Time) InsertOutcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.slide(now)
 	o := f.insert(&b)
 	f.stats.Inserts[o]++

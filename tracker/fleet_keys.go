@@ -8,6 +8,8 @@ import (
 // Keys returns the keys of every batch held (for an anti-entropy digest),
 // newest epochs first, then by origin, boot and part.
 func (f *Fleet) Keys(now time.Time) []BatchKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.slide(now)
 	keys := make([]BatchKey, 0, f.batches)
 	for _, m := range f.members {
@@ -25,13 +27,15 @@ func (f *Fleet) Keys(now time.Time) []BatchKey {
 // not hold and would accept now (epoch in [E−N−1, E+1]), without repeats,
 // newest epochs first: what to pull from that peer.
 func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.slide(now)
 	var out []BatchKey
 	for _, k := range theirs {
 		if k.Epoch < f.epoch-f.n-1 || k.Epoch > f.epoch+1 {
 			continue
 		}
-		if _, ok := f.Lookup(k); !ok {
+		if _, ok := f.lookup(k); !ok {
 			out = append(out, k)
 		}
 	}
@@ -42,8 +46,14 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 // Lookup returns the batch held under k, to serve a peer's pull. Its
 // destinations are sorted by name. The batch shares the Fleet's memory, which
 // is never written again once stored: it must not be modified, and it may be
-// read (encoded) after the caller releases the lock guarding the Fleet.
+// read (encoded) after Lookup returns, concurrently with other calls.
 func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lookup(k)
+}
+
+func (f *Fleet) lookup(k BatchKey) (Batch, bool) {
 	m := f.members[memberKey{k.Origin, k.Boot}]
 	if m == nil {
 		return Batch{}, false

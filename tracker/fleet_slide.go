@@ -4,7 +4,11 @@ import "time"
 
 // Advance slides the window to the epoch of now. Every method that takes a
 // time does it first; Advance lets the node expire batches when idle.
-func (f *Fleet) Advance(now time.Time) { f.slide(now) }
+func (f *Fleet) Advance(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
+}
 
 // slide moves to the epoch of now, never back.
 func (f *Fleet) slide(now time.Time) { f.advance(f.clock.advance(now, f.swMs)) }

@@ -621,6 +621,7 @@ func TestFleetEstimate(t *testing.T) {
 		for _, q := range []float64{0, -1, 1.0001, math.NaN(), math.Inf(1)} {
 			_, err := f.Estimate("x", q, now)
 			require.ErrorIs(t, err, ErrQuantile)
+			require.EqualError(t, err, fmt.Sprintf("tracker: quantile must be in (0, 1], got %v", q))
 			_, ok := f.QuantileMillis("x", q, now)
 			require.False(t, ok)
 		}
@@ -646,8 +647,9 @@ func TestFleetEstimate(t *testing.T) {
 			FleetValueMillis: 100, HasFleetValue: true, Samples: 3, Peers: 2,
 			EffectivePeers: 9.0 / 5,                                     // (2+1)² / (2²+1²)
 			Staleness:      7500 * time.Millisecond, HasStaleness: true, // end of E−2 is 6 s before E
-			Trusted: true,
+			Decision: Decision{ValueMillis: 100},
 		}, e)
+		require.True(t, e.Trusted())
 		js, err := json.Marshal(e)
 		require.NoError(t, err)
 		require.JSONEq(t, `{"dest":"x","quantile":0.99,"source":"fleet","value_ms":100,"fleet_value_ms":100,
@@ -659,7 +661,7 @@ func TestFleetEstimate(t *testing.T) {
 		e, err := f.Estimate("x", 0.99, now)
 		require.NoError(t, err)
 		require.Equal(t, SourceNone, e.Source)
-		require.False(t, e.Trusted)
+		require.False(t, e.Trusted())
 		f.SetLiveMembers(2)
 		require.Equal(t, 2, f.MinPeers())
 		e, _ = f.Estimate("x", 0.99, now)
@@ -702,22 +704,26 @@ func TestFleetEstimate(t *testing.T) {
 			src   Source
 		}{{120, 100, SourceFleet}, {121, 121, SourceLocal}, {50, 100, SourceFleet}} {
 			local["x"] = fakeView{ms: tc.local, samples: 10, ok: true}
-			ms, src, ok := f.DecisionValueMillis("x", 0.99, now)
+			e, err := f.Estimate("x", 0.99, now)
+			require.NoError(t, err)
+			ms, ok := e.DecisionValue()
 			require.True(t, ok)
 			require.Equal(t, tc.want, ms, "local %d", tc.local)
-			require.Equal(t, tc.src, src)
-			got, ok := f.DecisionEstimator().QuantileMillis("x", 0.99, now)
+			require.Equal(t, tc.src, e.DecisionSource())
+			require.Equal(t, tc.src == SourceLocal, e.Decision.Guarded)
+			got, ok := f.QuantileMillis("x", 0.99, now)
 			require.True(t, ok)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, got, "the fleet as a timeout.Estimator applies the guard")
 			// The estimate itself stays the fleet's.
-			v, _ := f.QuantileMillis("x", 0.99, now)
-			require.Equal(t, uint64(100), v)
+			require.Equal(t, SourceFleet, e.Source)
+			require.Equal(t, uint64(100), e.ValueMillis)
 		}
 		local["x"] = fakeView{ms: 1000, samples: 2, ok: true} // untrusted local: no guard
-		ms, src, _ := f.DecisionValueMillis("x", 0.99, now)
+		e, _ = f.Estimate("x", 0.99, now)
+		ms, _ = e.DecisionValue()
 		require.Equal(t, uint64(100), ms)
-		require.Equal(t, SourceFleet, src)
-		_, _, ok = f.DecisionValueMillis("nope", 0.99, now)
+		require.Equal(t, SourceFleet, e.DecisionSource())
+		_, ok = f.QuantileMillis("nope", 0.99, now)
 		require.False(t, ok)
 	})
 	t.Run("staleness moves with now", func(t *testing.T) {
