@@ -37,10 +37,21 @@ type Bucket struct {
 
 // DestCounts is one destination's sparse histogram within a sealed
 // sub-window: Buckets ascend by Index and Total is the sum of their Counts.
+//
+// TimedOut are the censored counts: of the samples in Buckets, those that
+// were timed-out attempts recorded at their timeout (RecordTimeout). They
+// are a subset of Buckets: ascending, each Index one of Buckets' with a
+// Count of at least 1 and at most the bucket's. Empty when nothing timed
+// out. CensoringUnknown marks a record from a peer that does not send
+// censored counts (decoded without the field): TimedOut is then empty and
+// means "unknown", not "none", and a view holding it uses the quantile
+// alone (it is never failing).
 type DestCounts struct {
-	Dest    string
-	Total   uint64
-	Buckets []Bucket
+	Dest             string
+	Total            uint64
+	Buckets          []Bucket
+	TimedOut         []Bucket
+	CensoringUnknown bool
 }
 
 // Batch is one origin's sealed sub-window: per destination, the latencies

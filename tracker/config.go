@@ -20,11 +20,24 @@ type Config struct {
 	// MaxTrackableLatency is the largest latency kept; larger samples are
 	// clamped to it. At least 2ms. Default 60s.
 	MaxTrackableLatency time.Duration
-	// MaxDestinations bounds the destinations tracked: 0 means unlimited,
-	// otherwise recording a new destination evicts the one least recently
-	// recorded. Default 0.
+	// MaxDestinations bounds the destinations tracked: 0 means unlimited.
+	// Otherwise recording a new destination when MaxDestinations are held
+	// first evicts one, keeping those with the most samples in the window,
+	// never choosing by recency alone: among the 16 least recently recorded
+	// destinations, the one with the fewest samples goes (ties: the least
+	// recently recorded), and those with more samples than it move to the
+	// front of the order, so destinations with steady traffic never settle
+	// where the next evictions look. A flood of new names with a sample
+	// each evicts only its own kind. Cost: at most 16 destinations visited
+	// per eviction (SyncTracker: plus one lock of each shard), nothing per
+	// record of a known destination. Evictions are counted
+	// (TrackerStats.DestinationsEvicted). Default 0.
 	MaxDestinations int
 }
+
+// evictionCandidates is how many of the least recently recorded
+// destinations an eviction compares (see Config.MaxDestinations).
+const evictionCandidates = 16
 
 // DefaultConfig returns a 60s window of 10 sub-windows, MinSamples 3, and a
 // 60s maximum trackable latency, with no bound on destinations.

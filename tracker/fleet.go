@@ -7,11 +7,11 @@ import (
 
 // localWindow is the node's own tracker window, as the fleet needs it for the
 // local view: *Tracker[string] and *SyncTracker[string] implement it.
-// localView returns the quantile q of dest's window [E−N+1, E] by the bucket
-// rule, ignoring MinSamples (ok is false when the window is empty), and the
-// samples in that window.
+// localView returns dest's window [E−N+1, E] as a view: quantile q by the
+// bucket rule ignoring MinSamples (when it holds any sample), its samples,
+// censored samples and M.
 type localWindow interface {
-	localView(dest string, q float64, now time.Time) (ms uint64, samples uint64, ok bool)
+	localView(dest string, q float64, now time.Time) viewFacts
 }
 
 type memberKey struct {
@@ -52,11 +52,14 @@ type heldBatch struct {
 
 // destState is one destination's fleet view and the bookkeeping to keep it
 // incrementally: the merged histogram over counted batches whose epoch is in
-// the view, each peer's samples in it, and counted samples per held epoch.
+// the view and their censored counts, each peer's samples in it, and counted
+// samples per held epoch.
 type destState struct {
 	name    string
 	h       hist
-	epochN  []uint64 // counted samples per held epoch, at index epoch mod (N+3)
+	c       sparseSum // censored counts of the view, bucket by bucket <= h's
+	unknown int       // entries in the view whose censoring is unknown
+	epochN  []uint64  // counted samples per held epoch, at index epoch mod (N+3)
 	contrib map[*fleetPeer]uint64
 	refs    int // held batch entries counted in this state
 	evicted bool
@@ -118,6 +121,7 @@ type Fleet struct {
 
 	// scratch for the share cap
 	scratch  []uint64
+	scratchC []uint64 // censored counts, made on first use
 	touched  []int
 	contribs []peerCount
 }

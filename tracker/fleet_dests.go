@@ -39,7 +39,7 @@ func (f *Fleet) destFor(dest string) *destState {
 		f.unlist(v)
 		delete(f.dests, v.name)
 		v.evicted = true
-		v.h, v.epochN, v.contrib, v.sum = hist{}, nil, nil, destSummary{}
+		v.h, v.c, v.epochN, v.contrib, v.sum = hist{}, sparseSum{}, nil, nil, destSummary{}
 		f.stats.DestinationsEvicted++
 	}
 	d := &destState{

@@ -17,7 +17,8 @@ type destSummary struct {
 	samples   uint64
 	effPeers  float64
 	capped    bool
-	ch        hist // the capped view, when capped
+	ch        hist      // the capped view, when capped
+	cc        sparseSum // its censored counts
 	newest    int64
 	newestEnd time.Time // end of epoch newest
 	hasNewest bool
@@ -76,8 +77,9 @@ func (f *Fleet) summary(d *destState) *destSummary {
 			s.ch = newHist(&f.geo)
 		}
 		s.ch.copyFrom(&d.h)
+		s.cc.copyFrom(&d.c)
 		for i := range k {
-			pcs[i].n = f.capPeer(d, &s.ch, pcs[i].p, pcs[i].n, t)
+			pcs[i].n = f.capPeer(d, &s.ch, &s.cc, pcs[i].p, pcs[i].n, t)
 		}
 		s.samples = s.ch.total
 	}
@@ -98,36 +100,35 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
+	var fleet *viewFacts
+	var fv viewFacts
 	if d := f.dests[dest]; d != nil {
 		s := f.summary(d)
-		view := &d.h
+		h, c := &d.h, &d.c
 		if s.capped {
-			view = &s.ch
+			h, c = &s.ch, &s.cc
 		}
-		if v, ok := view.quantileValue(&f.geo, q); ok {
-			e.FleetValueMillis, e.HasFleetValue = uint64(v), true
+		fv = histView(&f.geo, h, c, q)
+		fv.unknown = d.unknown > 0
+		fleet = &fv
+		if fv.samples > 0 {
+			e.FleetValueMillis, e.HasFleetValue = fv.q, true
 		}
-		e.Samples, e.Peers, e.EffectivePeers = s.samples, s.peers, s.effPeers
+		e.Samples, e.Censored, e.Peers, e.EffectivePeers = s.samples, fv.censored, s.peers, s.effPeers
 		if s.hasNewest {
 			e.Staleness, e.HasStaleness = max(now.Sub(s.newestEnd), 0), true
 		}
 	}
+	var local *viewFacts
+	var lv viewFacts
 	if f.local != nil {
-		ms, n, ok := f.local.localView(dest, q, now)
-		e.LocalSamples = n
-		e.LocalValueMillis, e.HasLocalValue = ms, ok
-		if !ok {
-			e.LocalValueMillis = 0
-		}
+		lv = f.local.localView(dest, q, now)
+		local = &lv
+		e.localView(&lv)
 	}
 	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
-	switch {
-	case e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers():
-		e.Source, e.ValueMillis = SourceFleet, e.FleetValueMillis
-	case e.HasLocalValue && e.LocalSamples >= minSamples:
-		e.Source, e.ValueMillis = SourceLocal, e.LocalValueMillis
-	}
-	decide(&e, minSamples)
+	trusted := e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers()
+	decide(&e, fleet, local, trusted, minSamples)
 	return e, nil
 }
 

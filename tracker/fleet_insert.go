@@ -54,7 +54,7 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 		// A new part: check the bucket budgets before copying anything.
 		nb, held := 0, 0
 		for i := range b.Dests {
-			nb += len(b.Dests[i].Buckets)
+			nb += len(b.Dests[i].Buckets) + len(b.Dests[i].TimedOut)
 		}
 		if me != nil {
 			held = me.buckets
@@ -105,14 +105,14 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 }
 
 // canonical validates b and returns a private copy with destinations sorted
-// by name, and its number of samples. It copies each bucket once and checks
-// the copy.
+// by name, and its number of samples. It copies each bucket (counts and
+// censored counts) once and checks the copy.
 func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 	nb := 0
 	for i := range b.Dests {
-		nb += len(b.Dests[i].Buckets)
+		nb += len(b.Dests[i].Buckets) + len(b.Dests[i].TimedOut)
 	}
-	if nb > len(b.Dests)*int(f.geo.countsLen) {
+	if nb > 2*len(b.Dests)*int(f.geo.countsLen) {
 		return nil, 0, InsertMalformed
 	}
 	hb := &heldBatch{
@@ -146,11 +146,20 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		if !ok || last >= int(f.geo.countsLen) || sum != dc.Total {
 			return nil, 0, InsertMalformed
 		}
+		var to []Bucket
+		if len(dc.TimedOut) > 0 {
+			to = all[:len(dc.TimedOut):len(dc.TimedOut)]
+			all = all[len(dc.TimedOut):]
+			copy(to, dc.TimedOut)
+			if dc.CensoringUnknown || !censoredWithin(to, out) {
+				return nil, 0, InsertMalformed
+			}
+		}
 		samples += sum
 		if samples > maxEpochSamples {
 			return nil, 0, InsertTooLarge
 		}
-		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: out}
+		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: out, TimedOut: to, CensoringUnknown: dc.CensoringUnknown}
 	}
 	return hb, samples, InsertNew
 }
@@ -180,13 +189,34 @@ func sumBuckets(bs []Bucket) (sum uint64, last int, ok bool) {
 	return sum, last, true
 }
 
+// censoredWithin reports whether censored counts to are consistent with the
+// counts bs (both as DestCounts holds them): to ascends strictly, each
+// count is at least 1, at an index of bs, and at most the count there.
+func censoredWithin(to, bs []Bucket) bool {
+	k, last := 0, -1
+	for _, c := range to {
+		if int(c.Index) <= last || c.Count == 0 {
+			return false
+		}
+		last = int(c.Index)
+		for k < len(bs) && bs[k].Index < c.Index {
+			k++
+		}
+		if k == len(bs) || bs[k].Index != c.Index || c.Count > bs[k].Count {
+			return false
+		}
+	}
+	return true
+}
+
 func equalBatch(a, b *Batch) bool {
 	if a.Key != b.Key || a.Layout != b.Layout || len(a.Dests) != len(b.Dests) {
 		return false
 	}
 	for i := range a.Dests {
 		x, y := &a.Dests[i], &b.Dests[i]
-		if x.Dest != y.Dest || x.Total != y.Total || !slices.Equal(x.Buckets, y.Buckets) {
+		if x.Dest != y.Dest || x.Total != y.Total || x.CensoringUnknown != y.CensoringUnknown ||
+			!slices.Equal(x.Buckets, y.Buckets) || !slices.Equal(x.TimedOut, y.TimedOut) {
 			return false
 		}
 	}

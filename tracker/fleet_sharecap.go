@@ -64,11 +64,11 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 	return last, pcs[last].n, true
 }
 
-// capPeer scales peer p's counts in view ch of d by t/n and returns p's
-// capped sample count, floor(n·t/n) = t.
+// capPeer scales peer p's counts in view ch of d by t/n, and its censored
+// counts in cc alike, and returns p's capped sample count, floor(n·t/n) = t.
 //
 // The scaling rounds the peer's cumulative counts down, not each bucket:
-// bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n) where C_i is the
+// bucket i keeps floor(S_i·t/n) − floor(S_{i−1}·t/n) where S_i is the
 // peer's count at indices <= i. Every bucket is multiplied by the same
 // factor and the total is rounded down once, so the peer ends at its share
 // exactly. Rounding each bucket down instead loses up to one sample per
@@ -76,9 +76,17 @@ func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 // four peers near a quarter each, a cap of 0.4 % erased the tail and the
 // fleet's P99.99 of a destination alternated between 150 ms and 800 ms from
 // one second to the next in the demo.
-func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
+//
+// Censored counts are scaled by the same factor on the same cumulative
+// sequence, taking a bucket's censored samples as its last ones: bucket i
+// with C_i of its samples censored keeps floor(S_i·t/n) −
+// floor((S_i−C_i)·t/n) of them. That is at most the bucket's kept count
+// (S_i−C_i >= S_{i−1}) and at most C_i, so the capped view keeps C <= H
+// bucket by bucket, and a bucket entirely censored stays so.
+func (f *Fleet) capPeer(d *destState, ch *hist, cc *sparseSum, p *fleetPeer, n, t uint64) uint64 {
 	t = min(t, n) // shareCap guarantees it; c−(k−kept) below relies on it
 	f.touched = f.touched[:0]
+	censored := false
 	for _, m := range p.members {
 		if m.excluded {
 			continue
@@ -99,6 +107,15 @@ func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint6
 					}
 					f.scratch[b.Index] += uint64(b.Count)
 				}
+				if to := hb.b.Dests[i].TimedOut; len(to) > 0 {
+					if f.scratchC == nil {
+						f.scratchC = make([]uint64, f.geo.countsLen)
+					}
+					for _, b := range to {
+						f.scratchC[b.Index] += uint64(b.Count)
+					}
+					censored = true
+				}
 			}
 		}
 	}
@@ -108,12 +125,24 @@ func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint6
 		c := f.scratch[i]
 		f.scratch[i] = 0
 		cum += c
-		hi, lo := bits.Mul64(cum, t) // cum <= n and t <= n, so hi < n
-		k, _ := bits.Div64(hi, lo, n)
+		k := mulDiv(cum, t, n)
 		ch.sub(i, c-(k-kept)) // k−kept <= c: see the doc comment
 		kept = k
+		if censored {
+			if ci := f.scratchC[i]; ci > 0 {
+				f.scratchC[i] = 0
+				cc.sub(i, ci-(k-mulDiv(cum-ci, t, n)))
+			}
+		}
 	}
 	return kept
+}
+
+// mulDiv returns floor(a·b/n) for a, b <= n, exact in 128 bits.
+func mulDiv(a, b, n uint64) uint64 {
+	hi, lo := bits.Mul64(a, b) // a, b <= n, so hi < n
+	q, _ := bits.Div64(hi, lo, n)
+	return q
 }
 
 // effectivePeers returns (Σn)²/Σn², with the sums exact in 128 bits (so

@@ -22,7 +22,9 @@ const (
 	InsertLayoutMismatch
 	// InsertMalformed: an origin or destination name that is not ValidName, a
 	// repeated destination, bucket indices out of range or not ascending, a
-	// zero bucket count, or a total that is not the sum of the counts.
+	// zero bucket count, a total that is not the sum of the counts, or
+	// censored counts (TimedOut) that are not ascending, not a subset of
+	// the buckets, above a bucket's count, or given with CensoringUnknown.
 	InsertMalformed
 	// InsertTooLarge: more than MaxDestinations destinations, more than
 	// MaxEpochBuckets buckets, or more than 2^40 samples, for one member's

@@ -64,12 +64,20 @@ func (f *Fleet) moveView(m *fleetMember, hb *heldBatch, in bool) {
 
 func (f *Fleet) viewAdd(d *destState, p *fleetPeer, dc *DestCounts) {
 	d.h.addBuckets(dc.Buckets)
+	d.c.addBuckets(dc.TimedOut)
+	if dc.CensoringUnknown {
+		d.unknown++
+	}
 	d.contrib[p] += dc.Total
 	f.relevel(d)
 }
 
 func (f *Fleet) viewSub(d *destState, p *fleetPeer, dc *DestCounts) {
 	d.h.subBuckets(dc.Buckets)
+	d.c.subBuckets(dc.TimedOut)
+	if dc.CensoringUnknown {
+		d.unknown--
+	}
 	if n := d.contrib[p] - dc.Total; n == 0 {
 		delete(d.contrib, p)
 	} else {

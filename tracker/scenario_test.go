@@ -30,10 +30,13 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 //	                        a new Fleet with a local Tracker of the same window, at epoch 0
 //	at epoch=E [ms=X]       move the clock to X ms into epoch E (epochs count from the
 //	                        scenario's start) and slide the fleet to it
-//	insert origin=O boot=B epoch=E [part=P] dest=D buckets=I:C,... [dest=D2 buckets=...]
-//	                        insert a batch (bucket indices below 256 are the latency in ms)
-//	record dest=D ms=M [n=N]
-//	                        record N (default 1) samples in the local tracker
+//	insert origin=O boot=B epoch=E [part=P] dest=D buckets=I:C,... [timed-out=I:C,...]
+//	       [censoring-unknown] [total=T] [dest=D2 buckets=...]
+//	                        insert a batch (bucket indices below 256 are the latency in ms);
+//	                        timed-out, censoring-unknown and total apply to the dest before
+//	record dest=D ms=M [n=N] [timed-out]
+//	                        record N (default 1) samples in the local tracker, as timed-out
+//	                        attempts with timed-out
 //	exclude origin=O boot=B / include origin=O boot=B
 //	live n=N                SetLiveMembers
 //	estimate dest=D [q=Q]   the estimate and its decision input
@@ -247,6 +250,10 @@ func (s *fleetScenario) run(t *testing.T, cmd string, a scenarioArgs) string {
 				for _, bk := range d.Buckets {
 					d.Total += uint64(bk.Count)
 				}
+			case "timed-out":
+				b.Dests[len(b.Dests)-1].TimedOut = parseBuckets(t, x.val)
+			case "censoring-unknown":
+				b.Dests[len(b.Dests)-1].CensoringUnknown = true
 			case "total":
 				v, err := strconv.ParseUint(x.val, 10, 64)
 				require.NoError(t, err)
@@ -258,7 +265,11 @@ func (s *fleetScenario) run(t *testing.T, cmd string, a scenarioArgs) string {
 		return o.String()
 	case "record":
 		for range a.int(t, "n", 1) {
-			s.local.RecordMillis(a.str("dest", ""), uint64(a.int(t, "ms", 0)), s.now)
+			if a.has("timed-out") {
+				s.local.RecordTimeoutMillis(a.str("dest", ""), uint64(a.int(t, "ms", 0)), s.now)
+			} else {
+				s.local.RecordMillis(a.str("dest", ""), uint64(a.int(t, "ms", 0)), s.now)
+			}
 		}
 		return "ok"
 	case "exclude", "include":
@@ -298,7 +309,14 @@ func (s *fleetScenario) run(t *testing.T, cmd string, a scenarioArgs) string {
 			b, _ := s.f.Lookup(k)
 			var ds []string
 			for _, d := range b.Dests {
-				ds = append(ds, fmt.Sprintf("%s[%s]", d.Dest, formatBuckets(d.Buckets)))
+				switch {
+				case len(d.TimedOut) > 0:
+					ds = append(ds, fmt.Sprintf("%s[%s timed-out %s]", d.Dest, formatBuckets(d.Buckets), formatBuckets(d.TimedOut)))
+				case d.CensoringUnknown:
+					ds = append(ds, fmt.Sprintf("%s[%s censoring-unknown]", d.Dest, formatBuckets(d.Buckets)))
+				default:
+					ds = append(ds, fmt.Sprintf("%s[%s]", d.Dest, formatBuckets(d.Buckets)))
+				}
 			}
 			lines = append(lines, fmt.Sprintf("%s/%d@%d.%d %s", k.Origin, k.Boot, k.Epoch-scenarioBase, k.Part, strings.Join(ds, " ")))
 		}
@@ -318,8 +336,8 @@ func optMillis(v uint64, ok bool) string {
 	return strconv.FormatUint(v, 10)
 }
 
-// formatEstimate prints an estimate on two lines: the views, then the
-// decision input.
+// formatEstimate prints an estimate on three lines: the views, the
+// censored counts, then the decision input.
 func formatEstimate(e Estimate) string {
 	st := "none"
 	if e.HasStaleness {
@@ -327,10 +345,12 @@ func formatEstimate(e Estimate) string {
 	}
 	dv, ok := e.DecisionValue()
 	return fmt.Sprintf("source=%s value=%s fleet=%s local=%s samples=%d local-samples=%d peers=%d eff=%.2f staleness=%s\n"+
-		"decision value=%s source=%s guarded=%v",
+		"censored=%d local-censored=%d max-completed=%s failing=%v\n"+
+		"decision value=%s source=%s guarded=%v q=%d",
 		e.Source, optMillis(e.ValueMillis, e.Trusted()), optMillis(e.FleetValueMillis, e.HasFleetValue),
 		optMillis(e.LocalValueMillis, e.HasLocalValue), e.Samples, e.LocalSamples, e.Peers, e.EffectivePeers, st,
-		optMillis(dv, ok), e.DecisionSource(), e.Decision.Guarded)
+		e.Censored, e.LocalCensored, optMillis(e.MaxCompletedMillis, e.HasMaxCompleted), e.Failing,
+		optMillis(dv, ok), e.DecisionSource(), e.Decision.Guarded, e.DecisionQuantileMillis())
 }
 
 func formatFleetStats(s FleetStats) string {

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -11,7 +12,9 @@ import (
 // SealedSubWindow rotates t to now and returns, per destination with samples
 // in it, the sealed sub-window of epoch: the latencies recorded while that
 // epoch was the tracker's current one. Destinations are sorted by Dest;
-// each Buckets ascends by Index and Total is the sum of its Counts.
+// each Buckets ascends by Index and Total is the sum of its Counts; TimedOut
+// holds the censored counts (RecordTimeout) of those buckets, empty when
+// nothing timed out.
 //
 // Only sealed epochs that the ring still holds are available: with E the
 // tracker's current epoch after rotating (Config.Epoch(now), unless the clock
@@ -30,7 +33,11 @@ func SealedSubWindow[T interface {
 	collect := func(key string, en *entry[string], e int64) {
 		en.rotate(e)
 		if s, ok := en.sealedAt(epoch); ok {
-			out = append(out, DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()})
+			dc := DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()}
+			if s.timedOut != nil {
+				dc.TimedOut = s.timedOut.sparse()
+			}
+			out = append(out, dc)
 		}
 	}
 	switch t := any(t).(type) {
@@ -135,4 +142,69 @@ func (t *SyncTracker[D]) destinationsAt(now time.Time) []D {
 		sh.mu.Unlock()
 	}
 	return out
+}
+
+// TrackerStats are a tracker's counters (monotonic) and sizes (current).
+type TrackerStats struct {
+	// Destinations is the number of destinations held.
+	Destinations int
+	// DestinationsEvicted counts destinations dropped to stay within
+	// MaxDestinations (Clear is not counted).
+	DestinationsEvicted uint64
+}
+
+// Stats returns the counters of t, a *Tracker[D] or *SyncTracker[D]. Like
+// Destinations it is a function rather than a method (the tracker types have
+// exactly the methods their contract lists).
+func Stats(t interface{ trackerStats() TrackerStats }) TrackerStats {
+	return t.trackerStats()
+}
+
+// CapSealed cuts a sealed sub-window (destinations sorted by Dest, as
+// SealedSubWindow returns them) to what one batch may carry: at most
+// maxDests destinations holding at most maxBuckets buckets in all, counting
+// Buckets and TimedOut entries as the fleet does (FleetConfig's
+// MaxDestinations and MaxEpochBuckets). It keeps the destinations with the
+// most samples (Total; ties by name), never the first by name: in that
+// order each is kept if it still fits both budgets, else dropped, so one
+// destination too wide for the bucket budget left does not push out smaller
+// ones behind it. kept and dropped are both sorted by Dest. When everything
+// fits, kept is dests itself and dropped nil, without allocating;
+// otherwise the slices are new (the DestCounts are shared, not copied).
+// Non-positive budgets keep nothing.
+func CapSealed(dests []DestCounts, maxDests, maxBuckets int) (kept, dropped []DestCounts) {
+	buckets := 0
+	for i := range dests {
+		buckets += len(dests[i].Buckets) + len(dests[i].TimedOut)
+	}
+	if len(dests) <= maxDests && buckets <= maxBuckets {
+		return dests, nil
+	}
+	order := make([]int, len(dests))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(dests[b].Total, dests[a].Total), compareDests(dests[a], dests[b]))
+	})
+	keep := make([]bool, len(dests))
+	n, left := 0, maxBuckets
+	for _, i := range order {
+		w := len(dests[i].Buckets) + len(dests[i].TimedOut)
+		if n < maxDests && w <= left {
+			keep[i] = true
+			n++
+			left -= w
+		}
+	}
+	kept = make([]DestCounts, 0, n)
+	dropped = make([]DestCounts, 0, len(dests)-n)
+	for i := range dests {
+		if keep[i] {
+			kept = append(kept, dests[i])
+		} else {
+			dropped = append(dropped, dests[i])
+		}
+	}
+	return kept, dropped
 }

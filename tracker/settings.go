@@ -50,11 +50,10 @@ func (s *settings) quantile(w *window, q float64) (uint64, bool) {
 	return uint64(v), ok
 }
 
-// localView is the quantile of w by the bucket rule, ignoring MinSamples,
-// and the samples in w.
-func (s *settings) localView(w *window, q float64) (uint64, uint64, bool) {
-	v, ok := w.sum.quantileValue(&s.geo, q)
-	return uint64(v), w.sum.total, ok
+// view is what w says as a view: quantile q by the bucket rule, ignoring
+// MinSamples, its samples, censored samples and M.
+func (s *settings) view(w *window, q float64) viewFacts {
+	return histView(&s.geo, &w.sum, w.censored(), q)
 }
 
 // durationMillis truncates d to whole milliseconds; negative is 0.

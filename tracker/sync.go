@@ -24,8 +24,9 @@ const numShards = 64
 // With MaxDestinations > 0 every Record also takes a global sequence number
 // (one atomic add) to order destinations for eviction, and creating a
 // destination beyond the bound briefly locks each shard in turn to find the
-// least recently recorded one. While concurrent calls create destinations
-// the bound may be exceeded for the duration of those calls.
+// least recently recorded ones, then the few it compares (see
+// Config.MaxDestinations). While concurrent calls create destinations the
+// bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
 	s      settings
 	seed   maphash.Seed
@@ -35,7 +36,10 @@ type SyncTracker[D comparable] struct {
 	// Eviction, used only when MaxDestinations > 0.
 	seq     atomic.Uint64 // sequence number of Record calls
 	count   atomic.Int64  // destinations; changed only under a shard lock
-	evictMu sync.Mutex    // one evictor at a time
+	evicted atomic.Uint64 // destinations dropped by MaxDestinations
+	evictMu sync.Mutex    // one evictor at a time; guards the scratch below
+	cursors []evictCursor[D]
+	cands   []evictCursor[D]
 }
 
 // syncShard holds the destinations whose hash falls in it. Its map is keyed
@@ -146,61 +150,164 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	e := t.advance(now)
 	i := t.s.index(ms)
+	en, sh, created := t.entryFor(dest, e)
+	en.record(i)
+	sh.mu.Unlock()
+	if created {
+		t.created(en, e)
+	}
+}
+
+// RecordTimeout is Tracker.RecordTimeout, safe for concurrent use.
+func (t *SyncTracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.Time) {
+	t.RecordTimeoutMillis(dest, durationMillis(timeout), now)
+}
+
+// RecordTimeoutMillis is Tracker.RecordTimeoutMillis, safe for concurrent
+// use.
+func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	en, sh, created := t.entryFor(dest, e)
+	en.recordTimeout(i)
+	sh.mu.Unlock()
+	if created {
+		t.created(en, e)
+	}
+}
+
+// entryFor returns dest's entry rotated to epoch e, most recently recorded,
+// with its shard locked; created says it was made by this call.
+func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bool) {
 	h, sh := t.shard(dest)
-	evict := false
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil {
 		en = newEntry(&t.s.geo, t.s.n, e, dest)
 		en.hash = h
 		sh.put(en)
-		if m := t.s.cfg.MaxDestinations; m > 0 {
-			en.stamp = t.seq.Add(1)
-			sh.lru.pushFront(&en.recency)
-			evict = t.count.Add(1) > int64(m)
-		}
-	} else {
-		en.rotate(e)
 		if t.s.cfg.MaxDestinations > 0 {
 			en.stamp = t.seq.Add(1)
-			sh.lru.moveToFront(&en.recency)
+			sh.lru.pushFront(&en.recency)
+			t.count.Add(1)
 		}
+		return en, sh, true
 	}
-	en.record(i)
-	sh.mu.Unlock()
-	if evict {
-		t.evict()
+	en.rotate(e)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.moveToFront(&en.recency)
+	}
+	return en, sh, false
+}
+
+// created evicts destinations other than en, just created, while more
+// than MaxDestinations are held.
+func (t *SyncTracker[D]) created(en *entry[D], e int64) {
+	if m := t.s.cfg.MaxDestinations; m > 0 && t.count.Load() > int64(m) {
+		t.evict(en, e)
 	}
 }
 
-// evict removes least recently recorded destinations until at most
-// MaxDestinations remain. The oldest is the shard list tail with the lowest
-// stamp; within a shard, list order is stamp order because both change under
-// the shard's lock.
-func (t *SyncTracker[D]) evict() {
+// evictCursor is an eviction candidate: an entry of a shard's list and its
+// stamp when read; the next candidate of that shard is the entry before it.
+type evictCursor[D comparable] struct {
+	shard int
+	en    *entry[D]
+	stamp uint64
+	total uint64
+}
+
+// evict removes destinations other than keep until at most MaxDestinations
+// remain, by the rule of Tracker.victim over all shards: the global
+// evictionCandidates least recently recorded (the shards' lists merged by
+// stamp; within a shard, list order is stamp order because both change
+// under its lock), of those the one with the fewest samples at epoch e, and
+// the candidates with more samples move to the front with new stamps.
+// Calls running concurrently may change the lists between the locks: a
+// candidate that was recorded, moved or removed meanwhile is skipped, so
+// the result is then approximate, never unsafe.
+func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 	t.evictMu.Lock()
 	defer t.evictMu.Unlock()
 	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
-		best, bestStamp := -1, uint64(0)
+		heads := t.cursors[:0]
 		for k := range t.shards {
 			sh := &t.shards[k]
 			sh.mu.Lock()
-			if tail := sh.lru.tail; tail != nil && (best < 0 || tail.v.stamp < bestStamp) {
-				best, bestStamp = k, tail.v.stamp
+			if n := sh.lru.tail; n != nil {
+				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
 			}
 			sh.mu.Unlock()
 		}
-		if best < 0 {
+		cands := t.cands[:0]
+		for len(cands) < evictionCandidates && len(heads) > 0 {
+			j := 0
+			for x := range heads {
+				if heads[x].stamp < heads[j].stamp {
+					j = x
+				}
+			}
+			c := &heads[j]
+			sh := &t.shards[c.shard]
+			sh.mu.Lock()
+			valid := sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp
+			var prev *listNode[*entry[D]]
+			if valid {
+				prev = c.en.recency.prev
+				if c.en != keep {
+					c.en.rotate(e)
+					cands = append(cands, evictCursor[D]{shard: c.shard, en: c.en, stamp: c.stamp, total: c.en.sum.total})
+				}
+			}
+			if prev != nil {
+				c.en, c.stamp = prev.v, prev.v.stamp
+			} else {
+				heads[j] = heads[len(heads)-1]
+				heads = heads[:len(heads)-1]
+			}
+			sh.mu.Unlock()
+		}
+		t.cursors, t.cands = heads, cands
+		if len(cands) == 0 {
 			return
 		}
-		sh := &t.shards[best]
-		sh.mu.Lock()
-		if tail := sh.lru.tail; tail != nil && tail.v.stamp == bestStamp {
-			sh.lru.remove(tail)
-			sh.del(tail.v)
-			t.count.Add(-1)
+		v := 0
+		for x := range cands {
+			if cands[x].total < cands[v].total {
+				v = x
+			}
 		}
-		sh.mu.Unlock()
+		moved := false
+		for x, c := range cands {
+			sh := &t.shards[c.shard]
+			sh.mu.Lock()
+			if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
+				switch {
+				case x == v:
+					sh.lru.remove(&c.en.recency)
+					sh.del(c.en)
+					t.count.Add(-1)
+					t.evicted.Add(1)
+				case c.total > cands[v].total:
+					c.en.stamp = t.seq.Add(1)
+					sh.lru.moveToFront(&c.en.recency)
+					moved = true
+				}
+			}
+			sh.mu.Unlock()
+		}
+		if moved {
+			// The new destination stays the most recent, as in Tracker,
+			// which evicts before it creates.
+			sh := &t.shards[keep.hash&(numShards-1)]
+			sh.mu.Lock()
+			if sh.get(keep.hash, keep.key) == keep {
+				keep.stamp = t.seq.Add(1)
+				sh.lru.moveToFront(&keep.recency)
+			}
+			sh.mu.Unlock()
+		}
 	}
 }
 
@@ -277,10 +384,22 @@ func (t *SyncTracker[D]) Config() Config {
 	return t.s.cfg
 }
 
+func (t *SyncTracker[D]) trackerStats() TrackerStats {
+	return TrackerStats{Destinations: t.destinations(), DestinationsEvicted: t.evicted.Load()}
+}
+
 // localView is Tracker.localView, safe for concurrent use.
-func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (ms uint64, samples uint64, ok bool) {
-	t.withEntry(dest, now, func(en *entry[D]) { ms, samples, ok = t.s.localView(&en.window, q) })
-	return ms, samples, ok
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) viewFacts {
+	e := t.advance(now)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	en := sh.get(h, dest)
+	if en == nil {
+		return viewFacts{}
+	}
+	en.rotate(e)
+	return t.s.view(&en.window, q)
 }
 
 // destinations returns the number of destinations held.

@@ -196,8 +196,8 @@ func TestSyncMatchesTracker(t *testing.T) {
 					a, aok := tr.QuantileMillis(o.dest, o.q, o.now)
 					b, bok := st.QuantileMillis(o.dest, o.q, o.now)
 					require.Equal(t, [2]any{a, aok}, [2]any{b, bok}, "seed %d op %d", seed, i)
-					x, xn, xok := tr.localView(o.dest, o.q, o.now)
-					y, yn, yok := st.localView(o.dest, o.q, o.now)
+					x, xn, xok := tr.localView(o.dest, o.q, o.now).qsOK()
+					y, yn, yok := st.localView(o.dest, o.q, o.now).qsOK()
 					require.Equal(t, [3]any{x, xn, xok}, [3]any{y, yn, yok}, "seed %d op %d", seed, i)
 				case 2:
 					require.Equal(t, tr.Samples(o.dest, o.now), st.Samples(o.dest, o.now), "seed %d op %d", seed, i)
@@ -222,12 +222,15 @@ func (m *model) expectedSealed(g *geometry, epoch int64, now time.Time) []DestCo
 	}
 	var out []DestCounts
 	for d, samples := range m.dests {
-		counts := map[int]uint32{}
+		counts, censored := map[int]uint32{}, map[int]uint32{}
 		var total uint64
 		for _, s := range samples {
 			if s.epoch == epoch {
 				counts[g.index(s.v)]++
 				total++
+				if s.censored {
+					censored[g.index(s.v)]++
+				}
 			}
 		}
 		if total == 0 {
@@ -236,6 +239,9 @@ func (m *model) expectedSealed(g *geometry, epoch int64, now time.Time) []DestCo
 		dc := DestCounts{Dest: d, Total: total}
 		for _, i := range slices.Sorted(mapsKeys(counts)) {
 			dc.Buckets = append(dc.Buckets, Bucket{Index: uint16(i), Count: counts[i]})
+		}
+		for _, i := range slices.Sorted(mapsKeys(censored)) {
+			dc.TimedOut = append(dc.TimedOut, Bucket{Index: uint16(i), Count: censored[i]})
 		}
 		out = append(out, dc)
 	}

@@ -17,12 +17,14 @@ import (
 //
 // Neither slice is modified after it is built, so they can be shared; an
 // expired slot is replaced, never rewritten. Both are nil when the slot is
-// empty.
+// empty. timedOut holds the sub-window's censored counts, nil when none of
+// its samples timed out.
 type sealedSub struct {
-	epoch   int64
-	total   uint64
-	buckets []Bucket
-	packed  []byte
+	epoch    int64
+	total    uint64
+	buckets  []Bucket
+	packed   []byte
+	timedOut *sparseForm
 }
 
 // empty reports whether the slot holds no sub-window.
@@ -45,14 +47,7 @@ func (s *sealedSub) sparse() []Bucket {
 	if s.packed == nil {
 		return s.buckets[:len(s.buckets):len(s.buckets)]
 	}
-	words := int(binary.LittleEndian.Uint16(s.packed))
-	nz := 0
-	for k := range words {
-		nz += bits.OnesCount64(binary.LittleEndian.Uint64(s.packed[2+8*k:]))
-	}
-	out := make([]Bucket, 0, nz)
-	unpack(s.packed, func(i int, c uint32) { out = append(out, Bucket{Index: uint16(i), Count: c}) })
-	return out
+	return unpackSparse(s.packed)
 }
 
 // pack encodes the non-zero counts of cur, whose indices are the set bits of
@@ -112,12 +107,16 @@ func uvarintLen(c uint32) int {
 
 // window is one destination's sliding window: the current sub-window dense
 // (for a cheap record), the sealed ones sparse or packed (for compact
-// storage), and the dense sum of all of them, kept incrementally.
+// storage), and the dense sum of all of them, kept incrementally; and, once
+// a sample timed out, the censored counts in the same shapes but sparse.
 //
 // Memory at defaults (1280 counts): cur 5 KiB + sum 10 KiB + small
 // bookkeeping, plus per sealed sub-window (9 at most) 8 bytes per non-empty
 // bucket up to 160 buckets, and beyond that 162 bytes plus about one byte per
 // non-empty bucket (two where its count is 128 or more, three from 16384).
+// Censored counts add about 100 bytes plus 8 bytes per censored bucket of
+// each sub-window and 10 bytes per censored bucket of the window: a few
+// hundred bytes for timeouts at a few values.
 type window struct {
 	epoch   int64       // the epoch cur belongs to
 	cur     []uint32    // counts recorded in epoch
@@ -125,6 +124,14 @@ type window struct {
 	curN    uint64      // sum of cur
 	sum     hist        // cur plus every sealed sub-window in the ring
 	ring    []sealedSub // sealed sub-windows by epoch mod N; empty slots hold neither form
+	cens    *censoring  // nil while no sample in the window timed out
+}
+
+// censoring is a window's censored counts: the current sub-window's and
+// their sum over the window (C <= the count in sum, bucket by bucket).
+type censoring struct {
+	cur []Bucket // censored counts recorded in epoch, ascending
+	sum sparseSum
 }
 
 // init makes w an empty window of n sub-windows at epoch.
@@ -153,6 +160,29 @@ func (w *window) record(i int) {
 	w.cur[i] = c + 1
 	w.curN++
 	w.sum.add(i, 1)
+}
+
+// recordTimeout adds one timed-out sample at index i: a sample as record
+// adds, also counted as censored. A bucket already full in the current
+// sub-window drops it, so C stays <= H.
+func (w *window) recordTimeout(i int) {
+	if w.cur[i] == math.MaxUint32 {
+		return
+	}
+	w.record(i)
+	if w.cens == nil {
+		w.cens = &censoring{}
+	}
+	w.cens.cur = addOne(w.cens.cur, i)
+	w.cens.sum.add(i, 1)
+}
+
+// censored returns the window's censored counts, nil when there are none.
+func (w *window) censored() *sparseSum {
+	if w.cens == nil {
+		return nil
+	}
+	return &w.cens.sum
 }
 
 // rotate moves the window to epoch e. It does nothing when e is not after
@@ -184,9 +214,15 @@ func (w *window) rotateTo(e int64) {
 		if s.packed != nil {
 			unpack(s.packed, func(i int, c uint32) { w.sum.sub(i, uint64(c)) })
 		}
+		if s.timedOut != nil {
+			w.cens.sum.subBuckets(s.timedOut.sparse())
+		}
 		*s = sealedSub{}
 	}
 	w.epoch = e
+	if w.cens != nil && w.cens.sum.total == 0 {
+		w.cens = nil // nothing censored left in the window
+	}
 }
 
 // seal turns the current sub-window into a sealed one in its ring slot,
@@ -202,8 +238,13 @@ func (w *window) seal() {
 	for _, word := range w.touched {
 		nz += bits.OnesCount64(word)
 	}
+	var timedOut *sparseForm
+	if w.cens != nil && len(w.cens.cur) > 0 {
+		timedOut = newSparseForm(w.cens.cur, len(w.cur))
+		w.cens.cur = nil
+	}
 	if 8*nz > len(w.cur) {
-		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched)}
+		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched), timedOut: timedOut}
 		w.emptyCur()
 		return
 	}
@@ -217,7 +258,7 @@ func (w *window) seal() {
 		}
 		w.touched[k] = 0
 	}
-	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets}
+	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets, timedOut: timedOut}
 	w.curN = 0
 }
 
@@ -242,6 +283,7 @@ func (w *window) clear(e int64) {
 		w.sum.reset()
 	}
 	clear(w.ring)
+	w.cens = nil
 	w.epoch = e
 }
 
