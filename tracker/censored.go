@@ -181,27 +181,6 @@ func maxCompleted(h *hist, c *sparseSum) (int, bool) {
 	return 0, false
 }
 
-// histView is the view of a histogram h with censored counts c (nil:
-// none): quantile q by the bucket rule ignoring MinSamples, samples,
-// censored samples, and M. Without censored counts M is h's highest bucket.
-func histView(g *geometry, h *hist, c *sparseSum, q float64) viewFacts {
-	v := viewFacts{samples: h.total}
-	qv, ok := h.quantileValue(g, q)
-	if !ok {
-		return v
-	}
-	v.q = uint64(qv)
-	if c == nil || c.total == 0 {
-		v.m, v.hasM = uint64(g.highestEquivalent(h.hi)), true
-		return v
-	}
-	v.censored = c.total
-	if i, ok := maxCompleted(h, c); ok {
-		v.m, v.hasM = uint64(g.highestEquivalent(i)), true
-	}
-	return v
-}
-
 // addOne adds one at index i to the ascending sparse histogram bs and
 // returns it.
 func addOne(bs []Bucket, i int) []Bucket {

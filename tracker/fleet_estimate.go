@@ -19,6 +19,8 @@ type destSummary struct {
 	capped    bool
 	ch        hist      // the capped view, when capped
 	cc        sparseSum // its censored counts
+	m         int       // M's bucket in the (capped) view, when hasM
+	hasM      bool
 	newest    int64
 	newestEnd time.Time // end of epoch newest
 	hasNewest bool
@@ -63,6 +65,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	share := f.cfg.MaxOriginShare
 	if share <= 0 || s.peers < 4 || !(float64(top) > share*float64(d.h.total)) {
 		s.effPeers = effectivePeersMap(d.contrib)
+		s.m, s.hasM = maxCompleted(&d.h, &d.c)
 		return s
 	}
 	pcs := f.contribs[:0]
@@ -84,6 +87,11 @@ func (f *Fleet) summary(d *destState) *destSummary {
 		s.samples = s.ch.total
 	}
 	s.effPeers = effectivePeers(pcs)
+	h, c := &d.h, &d.c
+	if s.capped {
+		h, c = &s.ch, &s.cc
+	}
+	s.m, s.hasM = maxCompleted(h, c)
 	return s
 }
 
@@ -108,8 +116,13 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 		if s.capped {
 			h, c = &s.ch, &s.cc
 		}
-		fv = histView(&f.geo, h, c, q)
-		fv.unknown = d.unknown > 0
+		fv = viewFacts{samples: h.total, censored: c.total, unknown: d.unknown > 0}
+		if qv, ok := h.quantileValue(&f.geo, q); ok {
+			fv.q = uint64(qv)
+			if s.hasM {
+				fv.m, fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
+			}
+		}
 		fleet = &fv
 		if fv.samples > 0 {
 			e.FleetValueMillis, e.HasFleetValue = fv.q, true

@@ -407,13 +407,16 @@ func TestMemoryPerDestination(t *testing.T) {
 		fill  func(rec func(ms uint64)) // one destination's sub-window
 		topUp uint32                    // samples added to each non-empty bucket after fill
 		bound float64                   // KiB per destination
+		every int                       // every this many samples times out (0: none)
 	}{
-		{"typical 200 per sub-window", 1000, typical(200), 0, 32},
-		{"typical 6000 per sub-window", 100, typical(6000), 0, 32},
-		{"worst 160 buckets once", 200, buckets(160), 0, 32},
-		{"worst every bucket once", 100, buckets(all), 0, 32},
-		{"worst every bucket 128 times", 100, buckets(all), 127, 44},
-		{"worst every bucket 16384 times", 100, buckets(all), 16383, 56},
+		{"typical 200 per sub-window", 1000, typical(200), 0, 32, 0},
+		{"typical 6000 per sub-window", 100, typical(6000), 0, 32, 0},
+		{"typical 200 per sub-window, 1 in 20 timed out", 1000, typical(200), 0, 32, 20},
+		{"worst 160 buckets once", 200, buckets(160), 0, 32, 0},
+		{"worst every bucket once", 100, buckets(all), 0, 32, 0},
+		{"worst every bucket once, all timed out", 100, buckets(all), 0, 72, 1},
+		{"worst every bucket 128 times", 100, buckets(all), 127, 44, 0},
+		{"worst every bucket 16384 times", 100, buckets(all), 16383, 56, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
@@ -425,8 +428,16 @@ func TestMemoryPerDestination(t *testing.T) {
 				now := at(int64(e) * sub)
 				for d := range tc.dests {
 					dest := fmt.Sprintf("dest-%04d", d)
+					n := 0
 					tc.fill(func(ms uint64) {
-						st.RecordMillis(dest, ms, now)
+						if n++; tc.every > 0 && n%tc.every == 0 {
+							if tc.every > 1 { // a timeout at one of a few values, as real ones are
+								ms = []uint64{250, 500, 1000}[n/tc.every%3]
+							}
+							st.RecordTimeoutMillis(dest, ms, now)
+						} else {
+							st.RecordMillis(dest, ms, now)
+						}
 						if d == 0 && e > 0 {
 							want++
 						}
@@ -477,15 +488,21 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 	now := at(1_700_000_000_000)
 	tr.RecordMillis("d", 5, now)
 	st.RecordMillis("d", 5, now)
+	tr.RecordTimeoutMillis("d", 250, now)
+	st.RecordTimeoutMillis("d", 250, now)
 	for name, f := range map[string]func(){
-		"Tracker.RecordMillis":       func() { tr.RecordMillis("d", 7, now) },
-		"Tracker.QuantileMillis":     func() { tr.QuantileMillis("d", 0.9999, now) },
-		"Tracker.Samples":            func() { tr.Samples("d", now) },
-		"Tracker.localView":          func() { tr.localView("d", 0.9999, now) },
-		"SyncTracker.RecordMillis":   func() { st.RecordMillis("d", 7, now) },
-		"SyncTracker.QuantileMillis": func() { st.QuantileMillis("d", 0.9999, now) },
-		"SyncTracker.Samples":        func() { st.Samples("d", now) },
-		"SyncTracker.localView":      func() { st.localView("d", 0.9999, now) },
+		"Tracker.RecordMillis":            func() { tr.RecordMillis("d", 7, now) },
+		"Tracker.QuantileMillis":          func() { tr.QuantileMillis("d", 0.9999, now) },
+		"Tracker.Samples":                 func() { tr.Samples("d", now) },
+		"Tracker.localView":               func() { tr.localView("d", 0.9999, now) },
+		"SyncTracker.RecordMillis":        func() { st.RecordMillis("d", 7, now) },
+		"SyncTracker.QuantileMillis":      func() { st.QuantileMillis("d", 0.9999, now) },
+		"SyncTracker.Samples":             func() { st.Samples("d", now) },
+		"SyncTracker.localView":           func() { st.localView("d", 0.9999, now) },
+		"Tracker.RecordTimeoutMillis":     func() { tr.RecordTimeoutMillis("d", 250, now) },
+		"SyncTracker.RecordTimeoutMillis": func() { st.RecordTimeoutMillis("d", 250, now) },
+		"LocalEstimate(Tracker)":          func() { _, _ = LocalEstimate(tr, "d", 0.9999, now) },
+		"LocalEstimate(SyncTracker)":      func() { _, _ = LocalEstimate(st, "d", 0.9999, now) },
 	} {
 		require.Zero(t, testing.AllocsPerRun(100, f), name)
 	}

@@ -726,6 +726,14 @@ func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
 		return
 	}
 	require.Positive(t, w.cens.sum.total, "an empty censoring is dropped")
+	bm := make([]uint64, len(w.touched))
+	for _, s := range w.ring {
+		s.each(func(i int, _ uint32) { bm[i>>6] |= 1 << (uint(i) & 63) })
+	}
+	require.Equal(t, bm, w.cens.sealed, "the sealed sub-windows' index bitmap")
+	mi, mok := w.maxCompleted()
+	gi, gok := maxCompleted(&w.sum, &w.cens.sum)
+	require.Equal(t, [2]any{gi, gok}, [2]any{mi, mok}, "M through the bitmaps and through the counts")
 	require.Equal(t, wantC, sparseMap(t, &w.cens.sum))
 }
 
