@@ -74,7 +74,7 @@ type destState struct {
 }
 
 // Fleet is the fleet view: it holds peers' sealed batches and answers, per
-// destination, an estimate backed by the whole fleet (DESIGN.md section 5).
+// destination, an estimate backed by the whole fleet.
 //
 // A Fleet is a pure core: time is an argument of every method that depends
 // on it, and each such call first slides the window to the epoch of now

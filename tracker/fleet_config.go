@@ -72,8 +72,9 @@ type FleetConfig struct {
 	MaxOrigins int
 
 	// MaxEpochBuckets bounds the sparse (non-empty) buckets one member may
-	// send for one epoch, over all its parts, >= 1; a batch beyond it is
-	// refused as InsertTooLarge. Default 262144 (2^18): 26 × a busy node's
+	// send for one epoch, over all its parts, >= 1, censored counts
+	// (DestCounts.TimedOut entries) included; a batch beyond it is refused
+	// as InsertTooLarge (CapSealed cuts a sealed sub-window to it). Default 262144 (2^18): 26 × a busy node's
 	// epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
 	// × 64 buckets, or 204 destinations with every bucket of the default
 	// layout. Cost: 8 bytes per bucket held, for N+3 epochs: a hostile
@@ -83,7 +84,8 @@ type FleetConfig struct {
 	// fleet and its peers would refuse it).
 	MaxEpochBuckets int
 
-	// MaxBuckets bounds the sparse buckets held over all batches, >= 1; a
+	// MaxBuckets bounds the sparse buckets held over all batches (censored
+	// counts included), >= 1; a
 	// batch that would go beyond it is refused as InsertBucketsCapped (held
 	// batches are never dropped for it). Default 2^25 (256 MiB of buckets),
 	// enough for the default MaxOrigins (256) nodes × 100 destinations ×

@@ -28,8 +28,8 @@ func comparePeerCounts(a, b peerCount) int {
 // the counts after the first k, the level is L = s·R_k/(1−k·s), the first k
 // for which the next peer's count is within it; each capped peer then holds
 // share s of the capped total (before rounding down). With one peer above s
-// (always the case for s >= 0.5) this is the single-peer rule of DESIGN.md
-// section 5. When no k works (s below 1/peers), all peers are capped to the
+// (always the case for s >= 0.5) this is the single-peer rule (that peer
+// scaled to hold share s of the capped total). When no k works (s below 1/peers), all peers are capped to the
 // smallest count.
 func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
 	if s <= 0 || len(pcs) < 4 {

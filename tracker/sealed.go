@@ -107,8 +107,8 @@ func ExportHistogram[D comparable, T interface {
 // Destinations rotates t (a *Tracker[D] or *SyncTracker[D]) to now and
 // returns the destinations with at least one sample in the window, in no
 // particular order. Like SealedSubWindow it is a function rather than a
-// method, because both tracker types have exactly the methods of DESIGN.md
-// section 3.
+// method, because both tracker types have exactly the methods their
+// contract lists.
 func Destinations[D comparable](t destLister[D], now time.Time) []D {
 	return t.destinationsAt(now)
 }

@@ -365,7 +365,7 @@ func TestExportHistogramEqualsOracle(t *testing.T) {
 
 // TestMemoryPerDestination measures the heap per destination at defaults
 // with full windows (11 epochs: the ring holds 9 sealed sub-windows plus a
-// full current one). DESIGN.md asks for <= 32 KiB. Typical data is
+// full current one). The target is <= 32 KiB. Typical data is
 // log-normal around 5ms with 1% around 200ms: a light destination (200
 // samples per sub-window) and a busy one (6000, 1000/s). The worst cases fill
 // the most buckets: 160 (the widest sub-window kept as []Bucket), and all 1259
