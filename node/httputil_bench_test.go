@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 )
@@ -34,17 +35,23 @@ func hostileBody() []byte {
 }
 
 func benchDecode(b *testing.B, body []byte, wantErr bool) {
+	benchDecoder(b, decodeRecord, body, wantErr)
+}
+
+func benchDecoder(b *testing.B, decode func(io.Reader) ([]Sample, error), body []byte, wantErr bool) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
+	rd := bytes.NewReader(body)
 	for b.Loop() {
-		_, err := decodeRecord(bytes.NewReader(body))
+		rd.Reset(body)
+		_, err := decode(rd)
 		if (err != nil) != wantErr {
 			b.Fatal(err)
 		}
 	}
 }
 
-// BenchmarkDecodeRecord1 is decodeRecord on one sample.
+// BenchmarkDecodeRecord1 is the stream decoder on one sample.
 func BenchmarkDecodeRecord1(b *testing.B) { benchDecode(b, recordBody(1), false) }
 
 // BenchmarkDecodeRecord1000 is decodeRecord on 1000 samples.
@@ -53,3 +60,20 @@ func BenchmarkDecodeRecord1000(b *testing.B) { benchDecode(b, recordBody(1000), 
 // BenchmarkDecodeRecordHostile is decodeRecord on the 1 MiB body of empty
 // objects: what one hostile request costs.
 func BenchmarkDecodeRecordHostile(b *testing.B) { benchDecode(b, hostileBody(), true) }
+
+// BenchmarkDecodeRecordNaive1 is the naive decoder (read whole, then
+// encoding/json) on one sample.
+func BenchmarkDecodeRecordNaive1(b *testing.B) {
+	benchDecoder(b, decodeRecordNaive, recordBody(1), false)
+}
+
+// BenchmarkDecodeRecordNaive1000 is the naive decoder on 1000 samples.
+func BenchmarkDecodeRecordNaive1000(b *testing.B) {
+	benchDecoder(b, decodeRecordNaive, recordBody(1000), false)
+}
+
+// BenchmarkDecodeRecordNaiveHostile is the naive decoder on the 1 MiB
+// body of empty objects.
+func BenchmarkDecodeRecordNaiveHostile(b *testing.B) {
+	benchDecoder(b, decodeRecordNaive, hostileBody(), true)
+}
