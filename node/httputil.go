@@ -3,7 +3,7 @@ package node
 import (
 	"crypto/subtle"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
