@@ -35,7 +35,7 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 // refuseDrain bounds what the server still reads of a refused request's
 // body before it closes the connection (reading what already arrived
 // lets the client see the answer rather than a reset).
-const refuseDrain = time.Second
+const refuseDrain = 250 * time.Millisecond
 
 // refuse answers an error without reading (the rest of) the request's
 // body: the connection is closed after the answer, and the server reads
