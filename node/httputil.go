@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -32,21 +33,32 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	writeJSON(w, status, errorBody{Error: fmt.Sprintf(format, args...)})
 }
 
-// refuseDrain bounds what the server still reads of a refused request's
-// body before it closes the connection (reading what already arrived
-// lets the client see the answer rather than a reset).
-const refuseDrain = 250 * time.Millisecond
+// refuseDrain and refuseDrainBytes bound what a refusal still reads of
+// the request's body after its answer: reading what the client sends on
+// lets it read the answer (a connection closed with bytes unread is reset,
+// and the reset can destroy the answer before the client reads it).
+const (
+	refuseDrain      = 250 * time.Millisecond
+	refuseDrainBytes = maxRecordBody
+)
 
-// refuse answers an error without reading (the rest of) the request's
-// body: the connection is closed after the answer, and the server reads
-// what is left of the body for at most refuseDrain. A request without a
-// body keeps its connection.
+// refuse answers an error without reading the request's body first: the
+// answer is written at once, the connection is closed after it, and in
+// between the rest of the body is read and dropped for at most refuseDrain
+// and refuseDrainBytes. A request without a body keeps its connection.
 func refuse(w http.ResponseWriter, r *http.Request, status int, format string, args ...any) {
-	if r.ContentLength != 0 { // a declared body, or a chunked one (-1)
+	hasBody := r.ContentLength != 0 // a declared body, or a chunked one (-1)
+	if hasBody {
 		w.Header().Set("Connection", "close")
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refuseDrain)) // no deadline on a recorder
 	}
 	writeError(w, status, format, args...)
+	if !hasBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.Flush() == nil && rc.SetReadDeadline(time.Now().Add(refuseDrain)) == nil { // a recorder has no deadline: nothing to drain
+		_, _ = io.CopyN(io.Discard, r.Body, refuseDrainBytes)
+	}
 }
 
 // requireToken wraps h so that it answers 401 unless the request carries
