@@ -44,7 +44,7 @@ func TestAgentHostileHTTP(t *testing.T) {
 		bodies  = 100
 		atOnce  = 50
 		stalled = 10
-		rssCap  = 64 << 20 // DESIGN's bound is 256 MiB; the agent needs far less
+		rssCap  = 64 << 20 // the rule's bound is 256 MiB; the agent needs far less
 	)
 	tokFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokFile, []byte(token+"\n"), 0o600))
