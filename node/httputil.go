@@ -110,7 +110,7 @@ func checkLoopbackRequest(r *http.Request) error {
 		return nil
 	}
 	if r.Host != "" && !isLoopbackHost(r.Host) {
-		return fmt.Errorf("Host %q is not a loopback address or localhost, and this API is served on loopback: use 127.0.0.1, [::1] or localhost", r.Host)
+		return fmt.Errorf("request Host %q is not a loopback address or localhost, and this API is served on loopback: use 127.0.0.1, [::1] or localhost", r.Host)
 	}
 	if origins, ok := r.Header["Origin"]; ok {
 		scheme := "http://"
@@ -119,7 +119,7 @@ func checkLoopbackRequest(r *http.Request) error {
 		}
 		own := scheme + r.Host
 		if len(origins) != 1 || !strings.EqualFold(origins[0], own) {
-			return fmt.Errorf("Origin %q is not this server's own (%s)", strings.Join(origins, ", "), own)
+			return fmt.Errorf("request Origin %q is not this server's own (%s)", strings.Join(origins, ", "), own)
 		}
 	}
 	return nil
