@@ -183,7 +183,7 @@ func (s *jsonScanner) literal(rest string) error {
 // number's text in s.str (up to max bytes; longer is an error of the
 // caller's, reported by long) when keep is set.
 func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool, err error) {
-	if n := numberLen(s.buf[s.pos-1 : s.end]); n > 0 && n <= max {
+	if n := numberLen(s.buf[s.pos-1 : s.end]); n > 0 && (n <= max || !keep) {
 		text = s.buf[s.pos-1 : s.pos-1+n]
 		s.pos += n - 1
 		return text, false, nil
