@@ -144,7 +144,7 @@ func TestDecodeRecordMatchesNaive(t *testing.T) {
 	// Random mutations of the seeds: truncated, a byte changed, a byte
 	// inserted, two seeds spliced.
 	rng := rand.New(rand.NewPCG(20, 25))
-	for range 3000 {
+	for range 1500 {
 		b := []byte(recordSeeds[rng.IntN(len(recordSeeds))])
 		if len(b) == 0 {
 			continue
@@ -227,11 +227,6 @@ func TestDecodeRecordStopsEarly(t *testing.T) {
 	require.EqualError(t, err, "samples: want 1..10000 samples, got more than 10000")
 	require.Less(t, cr.n, cut+8<<10, "read up to sample 10 001 (at byte %d) and one buffer more", cut)
 
-	// The same bodies through the naive decoder: read whole.
-	cr = &countingReader{r: bytes.NewReader(hostileBody())}
-	_, err = decodeRecordNaive(cr)
-	require.Error(t, err)
-	require.Greater(t, cr.n, 1<<20-100)
 }
 
 // TestDecodeRecordLongStrings checks strings longer than the buffer: an
