@@ -145,16 +145,10 @@ func randomBatch(r *rand.Rand, origin string, boot uint64, ep int64, dests []str
 	return b
 }
 
-// naiveView merges, from scratch, every counted batch the fleet holds for
-// dest with an epoch in the view: the reference the incremental view must
-// equal, and the naive alternative of the benchmarks.
-func naiveView(f *Fleet, dest string) (counts []uint64, perPeer map[string]uint64) {
-	counts, _, _, perPeer = naiveViewCensored(f, dest)
-	return counts, perPeer
-}
-
-// naiveViewCensored is naiveView with the censored counts (as a map of
-// non-zero buckets) and the entries whose censoring is unknown.
+// naiveViewCensored merges, from scratch, every counted batch the fleet
+// holds for dest with an epoch in the view: the reference the incremental
+// view must equal (counts, censored counts as a map of non-zero buckets, the
+// entries whose censoring is unknown, samples per peer).
 func naiveViewCensored(f *Fleet, dest string) (counts []uint64, censored map[int]uint64, unknown int, perPeer map[string]uint64) {
 	counts = make([]uint64, f.geo.countsLen)
 	censored = map[int]uint64{}
