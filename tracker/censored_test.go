@@ -18,7 +18,7 @@ func TestSparseSum(t *testing.T) {
 	want := map[int]uint64{}
 	singles := map[int]uint64{} // added one index at a time, not yet subtracted
 	var added [][]Bucket        // histograms added and not yet subtracted
-	for step := range 5000 {
+	for step := range 2000 {
 		switch r.IntN(5) {
 		case 0:
 			i, c := r.IntN(40), uint64(1+r.IntN(3))
@@ -219,13 +219,13 @@ func TestCensoredMatchesModel(t *testing.T) {
 			require.NoError(t, err)
 			minSamples := max(uint64(c.MinSamples), 1)
 			seen := map[string]int{}
-			for seed := uint64(1); seed <= 3; seed++ {
+			for seed := uint64(1); seed <= 2; seed++ {
 				tr, err := New[string](c)
 				require.NoError(t, err)
 				st, err := NewSync[string](c)
 				require.NoError(t, err)
 				m := newModel(c)
-				for i, o := range censoredWorkload(seed, 6000, c) {
+				for i, o := range censoredWorkload(seed, 5000, c) {
 					switch o.kind {
 					case 0:
 						tr.RecordMillis(o.dest, o.ms, o.now)

@@ -49,7 +49,7 @@ type SyncTracker[D comparable] struct {
 type syncShard[D comparable] struct {
 	mu    sync.Mutex
 	dests map[uint64]*entry[D]
-	n     int // entries
+	n     atomic.Int64 // entries; written under mu, read without it to skip empty shards
 	lru   list[*entry[D]]
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
@@ -66,7 +66,7 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 func (sh *syncShard[D]) put(en *entry[D]) {
 	en.hnext = sh.dests[en.hash]
 	sh.dests[en.hash] = en
-	sh.n++
+	sh.n.Add(1)
 }
 
 func (sh *syncShard[D]) del(en *entry[D]) {
@@ -84,7 +84,7 @@ func (sh *syncShard[D]) del(en *entry[D]) {
 		p.hnext = en.hnext
 	}
 	en.hnext = nil
-	sh.n--
+	sh.n.Add(-1)
 }
 
 // each calls f for every entry of the shard.
@@ -234,6 +234,9 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 		heads := t.cursors[:0]
 		for k := range t.shards {
 			sh := &t.shards[k]
+			if sh.n.Load() == 0 {
+				continue // (a destination created there meanwhile is no candidate for this round)
+			}
 			sh.mu.Lock()
 			if n := sh.lru.tail; n != nil {
 				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
@@ -370,7 +373,7 @@ func (t *SyncTracker[D]) Clear() {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.dests = make(map[uint64]*entry[D])
-		sh.n = 0
+		sh.n.Store(0)
 		sh.lru = list[*entry[D]]{}
 	}
 	t.count.Store(0)
@@ -408,7 +411,7 @@ func (t *SyncTracker[D]) destinations() int {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.mu.Lock()
-		n += sh.n
+		n += int(sh.n.Load())
 		sh.mu.Unlock()
 	}
 	return n

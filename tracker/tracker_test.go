@@ -496,21 +496,34 @@ func (m *model) add(d string, ms uint64, now time.Time, censored bool) {
 func (m *model) evict(now time.Time) {
 	byAge := slices.SortedFunc(maps.Keys(m.order), func(a, b string) int { return m.order[a] - m.order[b] })
 	cands := byAge[:min(len(byAge), evictionCandidates)]
-	victim := cands[0]
-	for _, c := range cands {
-		if len(m.window(c, now)) < len(m.window(victim, now)) {
-			victim = c
+	n := make([]int, len(cands))
+	victim := 0
+	for k, c := range cands {
+		if n[k] = m.count(c, now); n[k] < n[victim] {
+			victim = k
 		}
 	}
-	for _, c := range cands {
-		if len(m.window(c, now)) > len(m.window(victim, now)) {
+	for k, c := range cands {
+		if n[k] > n[victim] {
 			m.seq++
 			m.order[c] = m.seq
 		}
 	}
-	delete(m.dests, victim)
-	delete(m.order, victim)
+	delete(m.dests, cands[victim])
+	delete(m.order, cands[victim])
 	m.evicted++
+}
+
+// count returns the number of samples in d's window at now.
+func (m *model) count(d string, now time.Time) int {
+	e := m.advance(now)
+	n := 0
+	for _, s := range m.dests[d] {
+		if uint64(e)-uint64(s.epoch) < uint64(m.cfg.SubWindows) {
+			n++
+		}
+	}
+	return n
 }
 
 // window returns the sorted values of d's window at now.
