@@ -184,12 +184,20 @@ func maxCompleted(h *hist, c *sparseSum) (int, bool) {
 // addOne adds one at index i to the ascending sparse histogram bs and
 // returns it.
 func addOne(bs []Bucket, i int) []Bucket {
-	k, ok := slices.BinarySearchFunc(bs, uint16(i), func(b Bucket, i uint16) int { return int(b.Index) - int(i) })
-	if ok {
-		bs[k].Count++
+	lo, hi := 0, len(bs) // binary search by hand: no closure on this path
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int(bs[m].Index) < i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(bs) && int(bs[lo].Index) == i {
+		bs[lo].Count++
 		return bs
 	}
-	return slices.Insert(bs, k, Bucket{Index: uint16(i), Count: 1})
+	return slices.Insert(bs, lo, Bucket{Index: uint16(i), Count: 1})
 }
 
 // sparseForm is a sealed sparse histogram in one of two forms, like a

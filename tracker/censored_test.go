@@ -237,9 +237,9 @@ func TestCensoredMatchesModel(t *testing.T) {
 						m.recordTimeout(o.dest, o.ms, o.now)
 					case 1:
 						want := m.view(&g, o.dest, o.q, o.now)
-						got := tr.localView(o.dest, o.q, o.now)
+						got := view(tr, o.dest, o.q, o.now)
 						require.Equal(t, want, got, "seed %d op %d", seed, i)
-						require.Equal(t, want, st.localView(o.dest, o.q, o.now), "seed %d op %d", seed, i)
+						require.Equal(t, want, view(st, o.dest, o.q, o.now), "seed %d op %d", seed, i)
 						q := o.q
 						if !(q > 0 && q <= 1) {
 							q = 0.5

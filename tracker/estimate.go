@@ -201,14 +201,15 @@ func (e *Estimate) localView(v *viewFacts) {
 }
 
 // decide fills e's source, values and decision input from its two views
-// (fleet nil: no fleet; local nil: no local view). fleetTrusted is whether
-// the fleet view holds MinSamples samples from MinPeers peers; minSamples
-// is max(MinSamples, 1), the local view's trust threshold.
-func decide(e *Estimate, fleet, local *viewFacts, fleetTrusted bool, minSamples uint64) {
-	localTrusted := local != nil && local.samples >= minSamples
+// (hasFleet, hasLocal: whether there is a fleet view, a local view).
+// fleetTrusted is whether the fleet view holds MinSamples samples from
+// MinPeers peers; minSamples is max(MinSamples, 1), the local view's trust
+// threshold.
+func decide(e *Estimate, fleet, local *viewFacts, hasFleet, hasLocal, fleetTrusted bool, minSamples uint64) {
+	localTrusted := hasLocal && local.samples >= minSamples
 	var src *viewFacts
 	switch {
-	case fleet != nil && fleetTrusted:
+	case hasFleet && fleetTrusted:
 		e.Source, src = SourceFleet, fleet
 	case localTrusted:
 		e.Source, src = SourceLocal, local
@@ -223,7 +224,7 @@ func decide(e *Estimate, fleet, local *viewFacts, fleetTrusted bool, minSamples 
 	localFailing := localTrusted && local.failing(minSamples)
 	e.Failing, e.Decision = false, Decision{}
 	switch {
-	case src == local:
+	case e.Source == SourceLocal:
 		if e.Failing = localFailing; !e.Failing {
 			e.Decision.ValueMillis = local.value()
 		}

@@ -2,10 +2,17 @@ package tracker
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// decideP is decide with nil for a missing view.
+func decideP(e *Estimate, fleet, local *viewFacts, fleetTrusted bool, minSamples uint64) {
+	decide(e, fleet, local, fleet != nil, local != nil, fleetTrusted, minSamples)
+}
 
 // TestDecide pins the decision's precedence on hand-made views: v =
 // min(Q, M) per view, failing views, the local override and deferral, and
@@ -46,7 +53,7 @@ func TestDecide(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var e Estimate
-			decide(&e, tt.fleet, tt.local, tt.fleetTrusted, minSamples)
+			decideP(&e, tt.fleet, tt.local, tt.fleetTrusted, minSamples)
 			require.Equal(t, tt.src, e.Source)
 			v, has := e.DecisionValue()
 			require.Equal(t, tt.value != 0, has)
@@ -69,7 +76,7 @@ func TestEstimateFailingJSON(t *testing.T) {
 	var e Estimate
 	e.Dest, e.Quantile = "db", 0.99
 	e.localView(&viewFacts{q: 250, samples: 4, censored: 1, m: 100, hasM: true})
-	decide(&e, nil, &viewFacts{q: 250, samples: 4, censored: 1, m: 100, hasM: true}, false, 3)
+	decideP(&e, nil, &viewFacts{q: 250, samples: 4, censored: 1, m: 100, hasM: true}, false, 3)
 	js, err := json.Marshal(e)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"dest":"db","quantile":0.99,"source":"local","value_ms":250,"fleet_value_ms":null,
@@ -85,4 +92,17 @@ func TestEstimateFailingJSON(t *testing.T) {
 	js, err = json.Marshal(e)
 	require.NoError(t, err)
 	require.Contains(t, string(js), `"failing":true`)
+}
+
+// TestSinceMillis checks the staleness arithmetic against time.Time.Sub.
+func TestSinceMillis(t *testing.T) {
+	end := int64(1_700_000_000_000)
+	for _, now := range []time.Time{
+		time.UnixMilli(end), time.UnixMilli(end).Add(1500 * time.Microsecond), time.UnixMilli(end + 7500),
+		time.UnixMilli(end).Add(-time.Nanosecond), time.UnixMilli(end - 9000), time.UnixMilli(end).Add(123456789),
+	} {
+		require.Equal(t, max(now.Sub(time.UnixMilli(end)), 0), sinceMillis(now, end), "%v", now)
+	}
+	require.Equal(t, time.Duration(math.MaxInt64), sinceMillis(time.UnixMilli(math.MaxInt64), math.MinInt64/2))
+	require.Zero(t, sinceMillis(time.UnixMilli(0), math.MaxInt64))
 }

@@ -99,6 +99,10 @@ type Fleet struct {
 	swMs  int64 // sub-window length in ms
 	ring  int64 // held epochs N+3
 	local localWindow
+	// The local tracker again, typed, so the estimate calls it directly
+	// rather than through the interface (cheaper on the request path).
+	localSync  *SyncTracker[string]
+	localPlain *Tracker[string]
 
 	clock   epochClock // the epoch of the newest time seen, its bounds cached
 	started bool
@@ -141,7 +145,7 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		return nil, err
 	}
 	n := int64(cfg.Tracker.SubWindows)
-	return &Fleet{
+	f := &Fleet{
 		cfg:      cfg,
 		geo:      g,
 		n:        n,
@@ -155,7 +159,14 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		excluded: make(map[memberKey]int64),
 		dests:    make(map[string]*destState),
 		scratch:  make([]uint64, g.countsLen),
-	}, nil
+	}
+	switch l := local.(type) {
+	case *SyncTracker[string]:
+		f.localSync = l
+	case *Tracker[string]:
+		f.localPlain = l
+	}
+	return f, nil
 }
 
 // Config returns the configuration the Fleet was made with (fixed: no lock).

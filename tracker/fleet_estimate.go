@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -22,7 +23,7 @@ type destSummary struct {
 	m         int       // M's bucket in the (capped) view, when hasM
 	hasM      bool
 	newest    int64
-	newestEnd time.Time // end of epoch newest
+	newestEnd int64 // end of epoch newest, Unix ms
 	hasNewest bool
 }
 
@@ -51,7 +52,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	for ep := f.epoch - 1; ep >= f.epoch-f.n+1; ep-- {
 		if d.epochN[f.slot(ep)] > 0 {
 			s.newest, s.hasNewest = ep, true
-			s.newestEnd = f.cfg.Tracker.EpochStart(ep + 1)
+			s.newestEnd = (ep + 1) * f.swMs
 			break
 		}
 	}
@@ -108,9 +109,9 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	var fleet *viewFacts
 	var fv viewFacts
-	if d := f.dests[dest]; d != nil {
+	d := f.dests[dest]
+	if d != nil {
 		s := f.summary(d)
 		h, c := &d.h, &d.c
 		if s.capped {
@@ -122,26 +123,26 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error
 			if s.hasM {
 				fv.m, fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
 			}
-		}
-		fleet = &fv
-		if fv.samples > 0 {
 			e.FleetValueMillis, e.HasFleetValue = fv.q, true
 		}
 		e.Samples, e.Censored, e.Peers, e.EffectivePeers = s.samples, fv.censored, s.peers, s.effPeers
 		if s.hasNewest {
-			e.Staleness, e.HasStaleness = max(now.Sub(s.newestEnd), 0), true
+			e.Staleness, e.HasStaleness = sinceMillis(now, s.newestEnd), true
 		}
 	}
-	var local *viewFacts
 	var lv viewFacts
-	if f.local != nil {
+	switch {
+	case f.localSync != nil:
+		lv = f.localSync.localView(dest, q, now)
+	case f.localPlain != nil:
+		lv = f.localPlain.localView(dest, q, now)
+	case f.local != nil:
 		lv = f.local.localView(dest, q, now)
-		local = &lv
-		e.localView(&lv)
 	}
+	e.localView(&lv)
 	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
 	trusted := e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers()
-	decide(&e, fleet, local, trusted, minSamples)
+	decide(&e, &fv, &lv, d != nil, f.local != nil, trusted, minSamples)
 	return e, nil
 }
 
@@ -192,4 +193,19 @@ func (f *Fleet) Destinations(now time.Time) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sinceMillis returns now minus the Unix time ms, 0 if negative, saturating:
+// now.Sub without its overflow check through Add and Equal, which cost as
+// much as the rest of an estimate.
+func sinceMillis(now time.Time, ms int64) time.Duration {
+	n := now.UnixMilli()
+	if n < ms {
+		return 0
+	}
+	d := uint64(n) - uint64(ms) // exact: n >= ms
+	if d > math.MaxInt64/uint64(time.Millisecond)-1 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)*time.Millisecond + time.Duration(now.Nanosecond()%int(time.Millisecond))
 }

@@ -27,10 +27,10 @@ type fakeView struct {
 
 func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
 	v := l[dest]
-	if !v.ok {
+	switch {
+	case !v.ok:
 		return viewFacts{}
-	}
-	if v.censored == 0 {
+	case v.censored == 0:
 		return viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
 	}
 	return viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
@@ -39,6 +39,11 @@ func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
 // qsOK returns the view's quantile and samples, and whether it holds any
 // sample: what localView returned before it carried censored counts.
 func (v viewFacts) qsOK() (uint64, uint64, bool) { return v.q, v.samples, v.samples > 0 }
+
+// view is a tracker's localView.
+func view(t localWindow, dest string, q float64, now time.Time) viewFacts {
+	return t.localView(dest, q, now)
+}
 
 const testE = 100000 // the epoch tests start in
 

@@ -31,6 +31,6 @@ func LocalEstimate[T interface {
 		v, minSamples = t.localView(dest, q, now), t.s.minSamples
 	}
 	e.localView(&v)
-	decide(&e, nil, &v, false, minSamples)
+	decide(&e, nil, &v, false, true, false, minSamples)
 	return e, nil
 }

@@ -52,11 +52,11 @@ func (s *settings) quantile(w *window, q float64) (uint64, bool) {
 
 // view is what w says as a view: quantile q by the bucket rule, ignoring
 // MinSamples, its samples, censored samples and M.
-func (s *settings) view(w *window, q float64) viewFacts {
-	v := viewFacts{samples: w.sum.total}
+func (s *settings) view(w *window, q float64, v *viewFacts) {
+	*v = viewFacts{samples: w.sum.total}
 	qv, ok := w.sum.quantileValue(&s.geo, q)
 	if !ok {
-		return v
+		return
 	}
 	v.q = uint64(qv)
 	m, hasM := w.sum.hi, true
@@ -67,7 +67,6 @@ func (s *settings) view(w *window, q float64) viewFacts {
 	if hasM {
 		v.m, v.hasM = uint64(s.geo.highestEquivalent(m)), true
 	}
-	return v
 }
 
 // durationMillis truncates d to whole milliseconds; negative is 0.

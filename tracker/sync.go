@@ -392,17 +392,16 @@ func (t *SyncTracker[D]) trackerStats() TrackerStats {
 }
 
 // localView is Tracker.localView, safe for concurrent use.
-func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) viewFacts {
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
 	e := t.advance(now)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	en := sh.get(h, dest)
-	if en == nil {
-		return viewFacts{}
+	if en := sh.get(h, dest); en != nil {
+		en.rotate(e)
+		t.s.view(&en.window, q, &v)
 	}
-	en.rotate(e)
-	return t.s.view(&en.window, q)
+	sh.mu.Unlock()
+	return v
 }
 
 // destinations returns the number of destinations held.

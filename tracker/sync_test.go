@@ -76,7 +76,7 @@ func TestSyncConcurrentExactCounts(t *testing.T) {
 							st.Samples(d, now)
 						case 1:
 							SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
-							st.localView(d, 0.5, now)
+							view(st, d, 0.5, now)
 						case 2:
 							ExportHistogram(st, d, now)
 							st.Quantile(d, 0.5, now)
@@ -196,8 +196,8 @@ func TestSyncMatchesTracker(t *testing.T) {
 					a, aok := tr.QuantileMillis(o.dest, o.q, o.now)
 					b, bok := st.QuantileMillis(o.dest, o.q, o.now)
 					require.Equal(t, [2]any{a, aok}, [2]any{b, bok}, "seed %d op %d", seed, i)
-					x, xn, xok := tr.localView(o.dest, o.q, o.now).qsOK()
-					y, yn, yok := st.localView(o.dest, o.q, o.now).qsOK()
+					x, xn, xok := view(tr, o.dest, o.q, o.now).qsOK()
+					y, yn, yok := view(st, o.dest, o.q, o.now).qsOK()
 					require.Equal(t, [3]any{x, xn, xok}, [3]any{y, yn, yok}, "seed %d op %d", seed, i)
 				case 2:
 					require.Equal(t, tr.Samples(o.dest, o.now), st.Samples(o.dest, o.now), "seed %d op %d", seed, i)
@@ -498,11 +498,11 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"Tracker.RecordMillis":            func() { tr.RecordMillis("d", 7, now) },
 		"Tracker.QuantileMillis":          func() { tr.QuantileMillis("d", 0.9999, now) },
 		"Tracker.Samples":                 func() { tr.Samples("d", now) },
-		"Tracker.localView":               func() { tr.localView("d", 0.9999, now) },
+		"Tracker.localView":               func() { view(tr, "d", 0.9999, now) },
 		"SyncTracker.RecordMillis":        func() { st.RecordMillis("d", 7, now) },
 		"SyncTracker.QuantileMillis":      func() { st.QuantileMillis("d", 0.9999, now) },
 		"SyncTracker.Samples":             func() { st.Samples("d", now) },
-		"SyncTracker.localView":           func() { st.localView("d", 0.9999, now) },
+		"SyncTracker.localView":           func() { view(st, "d", 0.9999, now) },
 		"Tracker.RecordTimeoutMillis":     func() { tr.RecordTimeoutMillis("d", 250, now) },
 		"SyncTracker.RecordTimeoutMillis": func() { st.RecordTimeoutMillis("d", 250, now) },
 		"LocalEstimate(Tracker)":          func() { _, _ = LocalEstimate(tr, "d", 0.9999, now) },

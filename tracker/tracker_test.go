@@ -210,7 +210,7 @@ func TestMinSamples(t *testing.T) {
 			require.Zero(t, d)
 		}
 		require.Equal(t, uint64(tc.samples), tr.Samples("d", at(0)))
-		ms, n, ok := tr.localView("d", 0.5, at(0)).qsOK()
+		ms, n, ok := view(tr, "d", 0.5, at(0)).qsOK()
 		require.Equal(t, tc.samples > 0, ok, "localView ignores MinSamples")
 		require.Equal(t, uint64(tc.samples), n)
 		if ok {
@@ -316,12 +316,12 @@ func TestLazyCreationAndEviction(t *testing.T) {
 				_, _ = tr.QuantileMillis(o.dest, 0.5, at(0))
 				_, _ = tr.Quantile(o.dest, 0.5, at(0))
 				_ = tr.Samples(o.dest, at(0))
-				_ = tr.localView(o.dest, 0.5, at(0))
+				_ = view(tr, o.dest, 0.5, at(0))
 				_ = ExportHistogram(tr, o.dest, at(0))
 				_, _ = st.QuantileMillis(o.dest, 0.5, at(0))
 				_, _ = st.Quantile(o.dest, 0.5, at(0))
 				_ = st.Samples(o.dest, at(0))
-				_ = st.localView(o.dest, 0.5, at(0))
+				_ = view(st, o.dest, 0.5, at(0))
 				_ = ExportHistogram(st, o.dest, at(0))
 			}
 			got, gotSync := map[string]uint64{}, map[string]uint64{}
@@ -653,7 +653,7 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 						want, wok := m.quantile(&g, o.dest, o.q, o.now, minSamples)
 						require.Equal(t, wok, ok, "seed %d op %d", seed, i)
 						require.Equal(t, want, got, "seed %d op %d q=%v", seed, i, o.q)
-						gotMs, n, ok := tr.localView(o.dest, o.q, o.now).qsOK()
+						gotMs, n, ok := view(tr, o.dest, o.q, o.now).qsOK()
 						want, wok = m.quantile(&g, o.dest, o.q, o.now, 1)
 						require.Equal(t, wok, ok)
 						require.Equal(t, want, gotMs)
