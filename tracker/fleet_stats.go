@@ -82,7 +82,8 @@ type FleetStats struct {
 	Destinations int
 	// Batches is the number of batches held.
 	Batches int
-	// Buckets is the number of sparse buckets held over all batches.
+	// Buckets is the number of sparse buckets held over all batches,
+	// censored counts (DestCounts.TimedOut entries) included.
 	Buckets int
 }
 
