@@ -72,6 +72,9 @@ type Cluster struct {
 
 	mu      sync.Mutex // guards members; taken inside memberlist's callbacks, so never held while calling memberlist
 	members map[string]*entry
+	// memberVersion counts the changes to members (written under mu), so
+	// the gossip shell can tell when to give the protocol a new copy.
+	memberVersion atomic.Uint64
 
 	stats struct {
 		msgsIn, msgsDropped, msgsDiscarded, msgsTooLarge, eventsDropped, badMeta, joins, joinFails atomic.Uint64
@@ -139,6 +142,17 @@ func (c *Cluster) BootID() uint64 { return c.boot }
 
 // MemberName returns this member's memberlist name.
 func (c *Cluster) MemberName() string { return c.self }
+
+// Protocol returns the dissemination protocol this cluster's shell drives,
+// or nil without a Store. Its Poll does nothing while the cluster runs
+// (from Start until Close); before Start and after Close, polling it seals
+// this node's sub-windows into the Store on time.
+func (c *Cluster) Protocol() *SyncProtocol {
+	if c.gossip == nil {
+		return nil
+	}
+	return c.gossip.proto
+}
 
 // Addr returns the gossip address actually bound (with the port picked
 // when Bind's port is 0); the zero AddrPort before Start. With a custom
@@ -261,6 +275,8 @@ func (c *Cluster) GossipStats() GossipStats {
 	var s GossipStats
 	if c.gossip != nil {
 		s = c.gossip.stats.snapshot()
+		ps := c.gossip.proto.Stats()
+		s.Seals, s.SealErrors = ps.Seals, ps.SealErrors
 	} else {
 		s = newGossipCounters().snapshot()
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,6 +88,11 @@ func DefaultGossip() Gossip {
 		MaxPartBytes:        64 << 10,
 	}
 }
+
+// Validate reports every problem with g, joined, with parts bounded by
+// codec.MaxMessageBytes (Config.Validate bounds them by
+// Limits.MaxMessageBytes too).
+func (g Gossip) Validate() error { return errors.Join(g.validate(codec.MaxMessageBytes)...) }
 
 // validate reports every problem with g; maxMessage is Limits.MaxMessageBytes.
 func (g Gossip) validate(maxMessage int) []error {

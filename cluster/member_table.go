@@ -45,6 +45,7 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 		}
 	}
 	c.members[m.Member] = &entry{Member: m, leaving: leaving && !(typ == EventJoin)}
+	c.memberVersion.Add(1)
 	c.mu.Unlock()
 	if typ == EventUpdate && leaving {
 		return // the leaving flag itself is not news; the left event follows
@@ -80,6 +81,7 @@ func (c *Cluster) pruneLocked(now time.Time) {
 	for k, e := range c.members {
 		if !e.State.Up() && k != c.self && now.Sub(e.Since) > c.cfg.Timing.DeadRetention {
 			delete(c.members, k)
+			c.memberVersion.Add(1)
 		}
 	}
 }
@@ -96,22 +98,4 @@ func (c *Cluster) NumAlive() int {
 		}
 	}
 	return n
-}
-
-// knownOrigin reports whether (name, boot) is a member this node knows:
-// alive, suspect, or dead or left within Timing.DeadRetention.
-func (c *Cluster) knownOrigin(name string, boot uint64) bool {
-	member := MemberName(name, boot)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.members[member]
-	return e != nil && e.Name == name && e.BootID == boot
-}
-
-// up reports whether the member named member is alive or suspect.
-func (c *Cluster) up(member string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.members[member]
-	return e != nil && e.State.Up()
 }

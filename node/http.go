@@ -314,7 +314,7 @@ type statusJSON struct {
 // serveStatus is GET /v1/status.
 func (n *Node) serveStatus(w http.ResponseWriter, _ *http.Request) {
 	now := n.clock()
-	n.sealOwn(now)
+	n.poll(now)
 	alive := 1
 	if n.cl != nil {
 		alive = max(n.cl.NumAlive(), 1)
