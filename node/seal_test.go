@@ -64,3 +64,29 @@ func TestSealCutToFleetCaps(t *testing.T) {
 		})
 	}
 }
+
+// TestNeverStartedSealsLazily: a node that was never started decides,
+// seals its own sub-windows and answers lazily, with gossip configured or
+// not: the query path polls the protocol core, which seals at the boundary
+// (no peers, no jitter).
+func TestNeverStartedSealsLazily(t *testing.T) {
+	for _, gossip := range []bool{false, true} {
+		t.Run(fmt.Sprint("gossip ", gossip), func(t *testing.T) {
+			clk := &testClock{now: epochStart(e0)}
+			cfg := DefaultConfig()
+			cfg.Name, cfg.HTTP, cfg.Clock, cfg.DisableGossip = "n0", "", clk.Now, !gossip
+			cfg.Bind = "127.0.0.1:0"
+			n, err := New(cfg, testLogger(t), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, n.Close()) })
+			for range 5 {
+				n.Record("db", 12*time.Millisecond)
+			}
+			clk.Set(epochStart(e0 + 1))
+			e, err := n.Estimate("db", 0)
+			require.NoError(t, err)
+			require.Equal(t, uint64(5), e.Samples, "the fleet view holds the epoch sealed at the boundary")
+			require.Equal(t, uint64(1), n.proto.Stats().Seals)
+		})
+	}
+}
