@@ -39,7 +39,8 @@ type Gossip struct {
 	// SealJitter is the largest per-node delay after an epoch boundary
 	// before this node seals and sends the epoch that ended, so the fleet
 	// does not burst at once. Each node's delay is fixed, drawn from its
-	// boot ID in [0, SealJitter). It adds to the seal-to-convergence time.
+	// boot ID in [0, SealJitter); a node with no peer seals at the
+	// boundary. It adds to the seal-to-convergence time.
 	// In [0, 1s); it is capped at half a sub-window. Default 500ms.
 	SealJitter time.Duration `yaml:"seal_jitter"`
 
