@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
