@@ -115,27 +115,29 @@ func TestApplyKeys(t *testing.T) {
 	t.Parallel()
 	k := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 	tests := []struct {
-		name          string
-		have, want    [][]byte
-		added, remove int
+		name           string
+		have, want     [][]byte
+		added, remove  int
+		primaryChanged bool
 	}{
-		{"same", [][]byte{k(1)}, [][]byte{k(1)}, 0, 0},
-		{"add second", [][]byte{k(1)}, [][]byte{k(1), k(2)}, 1, 0},
-		{"switch primary", [][]byte{k(1), k(2)}, [][]byte{k(2), k(1)}, 0, 0},
-		{"remove old", [][]byte{k(2), k(1)}, [][]byte{k(2)}, 0, 1},
-		{"replace all", [][]byte{k(1), k(2), k(3)}, [][]byte{k(4), k(5)}, 2, 3},
-		{"reorder and drop middle", [][]byte{k(1), k(2), k(3)}, [][]byte{k(3), k(1)}, 0, 1},
+		{"same", [][]byte{k(1)}, [][]byte{k(1)}, 0, 0, false},
+		{"add second", [][]byte{k(1)}, [][]byte{k(1), k(2)}, 1, 0, false},
+		{"switch primary", [][]byte{k(1), k(2)}, [][]byte{k(2), k(1)}, 0, 0, true},
+		{"remove old", [][]byte{k(2), k(1)}, [][]byte{k(2)}, 0, 1, false},
+		{"replace all", [][]byte{k(1), k(2), k(3)}, [][]byte{k(4), k(5)}, 2, 3, true},
+		{"reorder and drop middle", [][]byte{k(1), k(2), k(3)}, [][]byte{k(3), k(1)}, 0, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			kr, err := newKeyring(tt.have)
 			require.NoError(t, err)
-			added, removed, err := applyKeys(kr, tt.want)
+			ch, err := applyKeys(kr, tt.want)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, kr.GetKeys(), "exactly the wanted keys, first primary")
 			require.Equal(t, tt.want[0], kr.GetPrimaryKey())
-			require.Equal(t, tt.added, added)
-			require.Equal(t, tt.remove, removed)
+			require.Equal(t, tt.added, ch.added)
+			require.Equal(t, tt.remove, ch.removed)
+			require.Equal(t, tt.primaryChanged, ch.primaryChanged())
 		})
 	}
 }

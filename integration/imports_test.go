@@ -49,12 +49,13 @@ func TestImportBoundaries(t *testing.T) {
 		"timeout":               {},
 		"timeout/timeouthttp":   {"timeout"},
 		"codec":                 {"tracker"},
-		"cluster":               {"codec", "tracker"},
+		"cluster":               {"codec", "internal/smallfile", "tracker"},
 		"node/dashboard":        {},
-		"node":                  {"cluster", "node/dashboard", "timeout", "tracker"},
+		"node":                  {"cluster", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":            {"cluster", "node", "tracker"},
 		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
 		"internal/memtransport": {},
+		"internal/smallfile":    {},
 		"internal/testutil":     {},
 	}
 	for pkg, imps := range imports {
