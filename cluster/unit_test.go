@@ -28,11 +28,14 @@ func TestConfigValidate(t *testing.T) {
 		{"ipv6", func(c *Config) { c.Bind = "[::1]:7946" }, nil},
 		{"no name", func(c *Config) { c.Name = "" }, []string{"name is empty"}},
 		{"long name", func(c *Config) { c.Name = strings.Repeat("x", 257) }, []string{"257 bytes"}},
+		{"247-byte name", func(c *Config) { c.Name = strings.Repeat("x", 247) }, nil},
+		{"248-byte name, even without a Store", func(c *Config) { c.Name = strings.Repeat("x", 248) }, []string{"is 248 bytes, at most 247"}},
 		{"control char", func(c *Config) { c.Name = "a\nb" }, []string{"unprintable"}},
 		{"hostname bind", func(c *Config) { c.Bind = "localhost:7946" }, []string{"bind", "IP address"}},
 		{"bad port", func(c *Config) { c.Bind = "127.0.0.1:70000" }, []string{"port"}},
 		{"custom transport ignores bind", func(c *Config) { c.Bind = "nonsense"; c.Transport = &memberlist.NetTransport{} }, nil},
-		{"bad seed", func(c *Config) { c.Seeds = []string{"10.0.0.1"} }, []string{`seed "10.0.0.1"`}},
+		{"bad seed", func(c *Config) { c.Seeds = []string{"10.0.0.1"} }, []string{`seed: want host:port, got "10.0.0.1"`}},
+		{"seed without host", func(c *Config) { c.Seeds = []string{":7946"} }, []string{`host of ":7946" must not be empty`}},
 		{"long label", func(c *Config) { c.Label = strings.Repeat("l", 256) }, []string{"label is 256 bytes"}},
 		{"all problems joined", func(c *Config) {
 			c.Timing.ProbeInterval = 0

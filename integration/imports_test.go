@@ -45,16 +45,17 @@ func TestImportBoundaries(t *testing.T) {
 
 	// Project packages each may import (the one-way order of README's Layout).
 	allowed := map[string][]string{
-		"tracker":               {},
-		"timeout":               {},
+		"tracker":               {"internal/fielderr"},
+		"timeout":               {"internal/fielderr"},
 		"timeout/timeouthttp":   {"timeout"},
 		"codec":                 {"tracker"},
-		"cluster":               {"codec", "internal/smallfile", "tracker"},
+		"cluster":               {"codec", "internal/fielderr", "internal/smallfile", "tracker"},
 		"node/dashboard":        {},
-		"node":                  {"cluster", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
+		"node":                  {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":            {"cluster", "node", "tracker"},
 		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
 		"internal/memtransport": {},
+		"internal/fielderr":     {},
 		"internal/smallfile":    {},
 		"internal/testutil":     {},
 	}

@@ -14,6 +14,7 @@ type metrics struct {
 	chosen    *prometheus.HistogramVec
 	fallbacks prometheus.Counter
 	do        *prometheus.CounterVec
+	reloads   *prometheus.CounterVec
 	state     *stateCollector
 }
 
@@ -40,7 +41,14 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_do_calls_total",
 			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
 		}, []string{"result"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atnode_key_reloads_total",
+			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
+		}, []string{"result"}),
 		state: &stateCollector{n: n},
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
 	}
 	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
 		m.chosen.WithLabelValues(s.String())
@@ -52,7 +60,7 @@ func newMetrics(n *Node) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.do, m.state}
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.do, m.reloads, m.state}
 }
 
 func (m *metrics) observe(d Decision) {
