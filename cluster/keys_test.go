@@ -3,6 +3,7 @@ package cluster
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -99,4 +100,28 @@ func TestReloadLogLine(t *testing.T) {
 	for _, k := range [][]byte{k1, k2} {
 		require.NotContains(t, buf.String(), base64.StdEncoding.EncodeToString(k), "never a key")
 	}
+}
+
+// multiErr is what memberlist's Join returns (hashicorp/go-multierror):
+// its text spreads over several lines.
+type multiErr []error
+
+func (m multiErr) Error() string {
+	return fmt.Sprintf("%d error occurred:\n\t* %v\n\n", len(m), m[0])
+}
+func (m multiErr) WrappedErrors() []error { return m }
+
+// TestJoinErrorOneLine: a join refused for a wrong key is logged as one
+// readable line, not memberlist's multi-line text.
+func TestJoinErrorOneLine(t *testing.T) {
+	t.Parallel()
+	err := multiErr{fmt.Errorf("Failed to join 127.0.0.1:7946: No installed keys could decrypt the message")}
+	require.Contains(t, err.Error(), "\n")
+	require.Equal(t, "Failed to join 127.0.0.1:7946: No installed keys could decrypt the message", errText(err))
+	require.Equal(t, "a; b c", errText(errors.Join(errors.New("a"), errors.New("b\n\tc"))))
+
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Warn("cluster: seed join failed; will retry", "err", errText(err))
+	require.Equal(t, 1, strings.Count(buf.String(), "\n"))
+	require.NotContains(t, buf.String(), `\n`)
 }
