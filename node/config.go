@@ -110,7 +110,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the defaults of the `atnode agent` flags. Name is
-// the hostname, or "atnode" when it cannot be read.
+// the hostname, or "atnode" when it cannot be read. Note for embedders: HTTP
+// defaults to 127.0.0.1:8080, so Start opens that listener unless HTTP is
+// set to "" (Handler can then be mounted on the embedder's own server).
 func DefaultConfig() Config {
 	name, err := os.Hostname()
 	if err != nil || name == "" {
