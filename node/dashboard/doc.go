@@ -1,7 +1,10 @@
 // Package dashboard serves atnode's web dashboard: one page that plots, per
-// destination over time, the local and fleet quantiles, the chosen timeout
-// and the peer count, with a members table and a header of node facts and
-// gossip counters.
+// destination over time, the local and fleet quantiles and the chosen
+// timeout on a latency axis (log scale, every tick with its unit) and the
+// peer count on its own axis, with a members table and a header of node
+// facts and gossip counters. Each chart's legend shows the latest values
+// until the cursor is over a chart, then the values under it; the timeout
+// is drawn last, so it stays visible where it meets the peers line.
 //
 // [Handler] serves the page at "/" and its assets under [AssetPrefix]. The
 // page, its script and style, and the charting library (uPlot, vendored
@@ -9,7 +12,7 @@
 // steps in static/vendor/README.md) are embedded with embed, so the
 // dashboard works offline and the page makes no request to anything but
 // the node that served it. It reads three endpoints of the node's JSON API
-// (DESIGN.md section 7), relative to the page:
+// (package node documents them), relative to the page:
 //
 //	GET v1/status            node, addresses, window, destinations, gossip counters
 //	GET v1/members           the members table

@@ -133,7 +133,7 @@ func TestBrowserRealNode(t *testing.T) {
 	require.Equal(t, realDests, last.Cards, "one card per destination, sorted")
 	for i, c := range last.Charts {
 		require.Equal(t, realDests[i], c.Dest)
-		require.Equal(t, 5, c.Series, "%s: time, local, fleet, timeout, peers", c.Dest)
+		require.Equal(t, 5, c.Series, "%s: time, local, fleet, peers, timeout", c.Dest)
 		require.Positive(t, c.Width, c.Dest)
 		require.Greater(t, c.Inked, 1000, "%s: canvas has lines on it", c.Dest)
 		require.GreaterOrEqual(t, c.LastT, first.Charts[i].LastT, c.Dest)
@@ -149,6 +149,7 @@ func TestBrowserRealNode(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("%016x", n0.BootID()), last.MemberRows[0][4])
 	require.Contains(t, last.GossipIn, "batches")
 	require.LessOrEqual(t, last.ScrollWidth, last.ViewWidth, "no horizontal page scroll")
+	dashboard.CheckCharts(t, last) // axis titles, ticks with units, legend without hover
 }
 
 // TestFakeAPIShapes compares the fake API the browser test uses with a real
