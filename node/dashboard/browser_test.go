@@ -49,12 +49,20 @@ type pageState struct {
 	HTTPAddr     string       `json:"httpAddr"`
 	RejectedText string       `json:"rejectedText"`
 	CardStats    []cardStats  `json:"cardStats"`
+	Failing      []string     `json:"failing"`      // the page's failing set (window.__dashboard.failing)
+	Warnings     []string     `json:"warnings"`     // banner items, "kind: message"
+	WarningsLink string       `json:"warningsLink"` // the header's link to the banner, "" when hidden
+	// WarningsAboveMembers: the banner is shown and comes before the members table.
+	WarningsAboveMembers bool `json:"warningsAboveMembers"`
 }
 
 // cardStats is what a destination's card shows above its chart.
 type cardStats struct {
-	Dest   string            `json:"dest"`
-	Values map[string]string `json:"values"` // stat key (local, fleet, timeout, peers, samples, localSamples) -> text
+	Dest         string            `json:"dest"`
+	FailingBadge bool              `json:"failingBadge"` // the "failing" badge is rendered
+	BadgeIsRed   bool              `json:"badgeIsRed"`   // ...on the --bad colour
+	TimeoutLabel string            `json:"timeoutLabel"`
+	Values       map[string]string `json:"values"` // stat key (local, fleet, timeout, peers, samples, localSamples) -> text
 }
 
 type chartState struct {
@@ -143,6 +151,9 @@ const readState = `(() => {
              axisTicks: yAxes.map((a) => (a._values || []).filter((v) => v != null && v !== '').map(String)) };
   });
   const rows = Array.from(document.querySelectorAll('#members tbody tr'));
+  const banner = document.getElementById('warnings');
+  const link = document.getElementById('warn-link');
+  const shown = (e) => !!e && !e.hidden && e.getClientRects().length > 0;
   return {
     updates: d.updates, errors: d.errors, lastError: d.lastError, charts,
     cards: Array.from(document.querySelectorAll('#dests .card')).map((c) => c.dataset.dest),
@@ -160,8 +171,17 @@ const readState = `(() => {
     cardStats: Array.from(document.querySelectorAll('#dests .card')).map((c) => {
       const values = {};
       c.querySelectorAll('.stats > div').forEach((s) => { values[s.className.replace(/^s-/, '')] = s.querySelector('dd').textContent; });
-      return { dest: c.dataset.dest, values };
+      const badge = c.querySelector('.badge-failing');
+      const bad = rgb('--bad');
+      return { dest: c.dataset.dest, failingBadge: shown(badge),
+               badgeIsRed: !!badge && getComputedStyle(badge).backgroundColor === 'rgb(' + bad.join(', ') + ')',
+               timeoutLabel: c.querySelector('.s-timeout dt').textContent, values };
     }),
+    failing: d.failing,
+    warnings: shown(banner) ? Array.from(banner.querySelectorAll('li')).map((li) => li.dataset.kind + ': ' + li.querySelector('.w-msg').textContent) : [],
+    warningsLink: shown(link) ? link.textContent : '',
+    warningsAboveMembers: shown(banner) &&
+      !!(banner.compareDocumentPosition(document.getElementById('members')) & Node.DOCUMENT_POSITION_FOLLOWING),
   };
 })()`
 
@@ -273,6 +293,7 @@ func TestBrowserDashboard(t *testing.T) {
 			require.Len(t, last.MemberRows, 1)
 			require.Equal(t, fakeSelf.Member, last.SelfMember)
 			require.Equal(t, "none", last.RejectedText)
+			require.Equal(t, "timeout: fallback", last.CardStats[1].TimeoutLabel, "no-data: source none, the fallback decides")
 		}},
 		{scenario: "broken", width: 1280, height: 900, failing: "v1/history?dest=broken: 500 history store unavailable",
 			check: func(t *testing.T, _, last pageState) {
@@ -288,6 +309,8 @@ func TestBrowserDashboard(t *testing.T) {
 			require.True(t, last.EmptyShown, "empty-state message shown")
 			require.Equal(t, [][]string{{"No members known yet."}}, last.MemberRows)
 		}},
+		{scenario: "troubled", width: 1280, height: 900, check: checkTroubled},
+		{scenario: "troubled", width: 390, height: 844, check: checkTroubled},
 	}
 	for _, tc := range tests {
 		name := fmt.Sprintf("%s/%dx%d", tc.scenario, tc.width, tc.height)
@@ -327,6 +350,15 @@ func TestBrowserDashboard(t *testing.T) {
 			checkCharts(t, last)
 			if tc.scenario == "busy" && !tc.dark {
 				checkHover(t, problems.ctx)
+			}
+			if tc.scenario != "troubled" { // only it serves failing destinations and warnings
+				for _, c := range last.CardStats {
+					require.False(t, c.FailingBadge, "%s: no failing badge", c.Dest)
+					require.NotContains(t, c.TimeoutLabel, "failing", c.Dest)
+				}
+				require.Empty(t, last.Failing)
+				require.Empty(t, last.Warnings, "no warnings banner")
+				require.Empty(t, last.WarningsLink, "no warnings link")
 			}
 			tc.check(t, first, last)
 
@@ -511,6 +543,26 @@ func checkHover(t *testing.T, ctx context.Context) {
 	until("cursor over a chart", allLatest(false))
 	require.NoError(t, chromedp.Do(ctx, chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, 1, 1)))
 	until("cursor off the charts", allLatest(true))
+}
+
+func checkTroubled(t *testing.T, _, last pageState) {
+	require.Equal(t, []string{"db-1", "ledger-eu"}, last.Cards)
+	require.Equal(t, []string{"ledger-eu"}, last.Failing)
+	require.Len(t, last.CardStats, 2)
+	db, ledger := last.CardStats[0], last.CardStats[1]
+	require.False(t, db.FailingBadge, "db-1 is healthy")
+	require.Equal(t, "timeout", db.TimeoutLabel)
+	require.True(t, ledger.FailingBadge, "ledger-eu shows its failing badge")
+	require.True(t, ledger.BadgeIsRed, "the failing badge is red")
+	require.Equal(t, "timeout: fallback (failing)", ledger.TimeoutLabel)
+	require.Equal(t, "250 ms", ledger.Values["timeout"], "the backoff floor")
+	require.Equal(t, []string{
+		"config_mismatch: " + fakeWarnings[0]["message"],
+		"clock_skew: " + fakeWarnings[1]["message"],
+	}, last.Warnings, "the banner lists /v1/status's warnings in order")
+	require.True(t, last.WarningsAboveMembers, "the banner sits above the members table")
+	require.Equal(t, "2 warnings", last.WarningsLink)
+	require.Len(t, last.MemberRows, 3)
 }
 
 func checkBusy(t *testing.T, first, last pageState) {

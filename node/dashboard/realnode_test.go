@@ -188,6 +188,21 @@ func TestFakeAPIShapes(t *testing.T) {
 			}
 		})
 	}
+	// /v1/timeout: the page reads only its failing field (absent today).
+	// Every field the fake serves, the real node serves with the same kind;
+	// the real node may have more (fields the page does not read).
+	t.Run("/v1/timeout", func(t *testing.T) {
+		const p = "/v1/timeout?dest=db-1&dest=cache+eu%2Fwest%231"
+		var r, f map[string]any
+		require.Equal(t, http.StatusOK, get(t, real, p, &r))
+		require.Equal(t, http.StatusOK, get(t, fake, p, &f))
+		shared := make(map[string]any, len(f))
+		for k := range f {
+			require.Contains(t, r, k, "the real node has the fake's field %s", k)
+			shared[k] = r[k]
+		}
+		sameShape(t, p, shared, f)
+	})
 	// Unknown destinations are 404 with the same error text in both.
 	for _, h := range []http.Handler{real, fake} {
 		rec := httptest.NewRecorder()

@@ -1,5 +1,6 @@
 // atnode dashboard: polls the node's JSON API (same origin, paths relative to
-// the page) and draws one uPlot chart per destination plus a members table.
+// the page) and draws one uPlot chart per destination plus a members table,
+// with the node's warnings above it.
 // No framework, no inline handlers, no network beyond the node itself.
 //
 // window.__dashboard exposes the live state for tests and for people poking
@@ -21,6 +22,8 @@
     status: null,       // last /v1/status body
     members: [],        // last /v1/members body
     destinations: [],   // destinations shown, sorted
+    failing: [],        // destinations /v1/timeout reports as failing, sorted
+    warnings: [],       // last /v1/status warnings shown, as {kind, message}
     charts: {},         // dest -> uPlot instance
   };
   window.__dashboard = state;
@@ -100,6 +103,44 @@
 
   function message(err) { return String((err && err.message) || err); }
 
+  // timeoutQueries asks GET /v1/timeout about every destination, at most 64
+  // (the API's limit) and about 4000 characters of query per request: its
+  // failing field lists the requested destinations this node treats as
+  // failing, so a few requests cover the whole page.
+  const MAX_TIMEOUT_DESTS = 64;
+  const MAX_QUERY_CHARS = 4000;
+  function timeoutQueries(dests) {
+    const out = [];
+    let params = [];
+    let chars = 0;
+    for (const d of dests) {
+      const p = 'dest=' + encodeURIComponent(d);
+      if (params.length > 0 && (params.length === MAX_TIMEOUT_DESTS || chars + p.length > MAX_QUERY_CHARS)) {
+        out.push('v1/timeout?' + params.join('&'));
+        params = [];
+        chars = 0;
+      }
+      params.push(p);
+      chars += p.length + 1;
+    }
+    if (params.length > 0) out.push('v1/timeout?' + params.join('&'));
+    return out;
+  }
+
+  // failingSet collects the failing destinations of the /v1/timeout
+  // answers. A node without failure-aware timeouts sends no failing field:
+  // then nothing is failing. A request that failed counts as an error of the
+  // refresh and marks none of its destinations.
+  function failingSet(dests, timeouts) {
+    const known = new Set(dests);
+    const out = new Set();
+    for (const r of timeouts) {
+      if (!r.ok || !r.body || typeof r.body !== 'object') continue;
+      for (const d of asArray(r.body.failing)) if (known.has(d)) out.add(d);
+    }
+    return out;
+  }
+
   // One refresh at a time: the next is scheduled when this one ends. A
   // hidden tab skips its turns and refreshes as soon as it is shown again.
   let timer = 0;
@@ -124,17 +165,23 @@
       // One failed history (a destination that just expired, say) marks its
       // card and leaves the others alone.
       const settle = (p) => p.then((body) => ({ ok: true, body: body }), (err) => ({ ok: false, err: message(err) }));
-      const histories = await Promise.all(dests.map((d) => settle(getJSON('v1/history?dest=' + encodeURIComponent(d)))));
+      const [histories, timeouts] = await Promise.all([
+        Promise.all(dests.map((d) => settle(getJSON('v1/history?dest=' + encodeURIComponent(d))))),
+        Promise.all(timeoutQueries(dests).map((q) => settle(getJSON(q)))),
+      ]);
       let failed = null;
-      for (const r of histories) if (!r.ok) { state.errors++; failed = r.err; }
+      for (const r of histories.concat(timeouts)) if (!r.ok) { state.errors++; failed = r.err; }
+      const failing = failingSet(dests, timeouts);
 
       renderStatus(status);
+      renderWarnings(status.warnings);
       renderMembers(asArray(members), status);
-      renderDests(dests, histories);
+      renderDests(dests, histories, failing);
 
       state.status = status;
       state.members = asArray(members);
       state.destinations = dests;
+      state.failing = Array.from(failing).sort();
       state.updates++;
       state.lastUpdate = new Date();
       state.lastError = failed;
@@ -213,6 +260,36 @@
     r.classList.toggle('warn', total > 0);
     prevStatus = s;
     prevStatusAt = now;
+  }
+
+  // ---- warnings ------------------------------------------------------------
+
+  // renderWarnings shows /v1/status's warnings ({kind, message}; kinds such
+  // as config_mismatch, name_conflict, clock_skew) in the banner above the
+  // members table, and their count in the header. No warnings field, or an
+  // empty list, hides both.
+  let warningsKey = '';
+  function renderWarnings(list) {
+    const ws = asArray(list).filter((w) => w && typeof w === 'object' &&
+      (typeof w.kind === 'string' || typeof w.message === 'string'))
+      .map((w) => ({ kind: typeof w.kind === 'string' ? w.kind : '', message: typeof w.message === 'string' ? w.message : '' }));
+    const key = JSON.stringify(ws);
+    if (key === warningsKey) return; // the banner is a live region: rewrite it only on change
+    warningsKey = key;
+    state.warnings = ws;
+    const box = $('warnings');
+    const items = ws.map((w) => {
+      const li = el('li');
+      li.dataset.kind = w.kind;
+      li.append(el('span', 'w-kind', w.kind ? w.kind.replace(/_/g, ' ') : 'warning'), ' ', el('span', 'w-msg', w.message));
+      return li;
+    });
+    $('warnings-list').replaceChildren(...items);
+    setText('warnings-title', ws.length === 1 ? '1 warning' : ws.length + ' warnings');
+    box.hidden = ws.length === 0;
+    const link = $('warn-link');
+    link.textContent = ws.length === 1 ? '1 warning' : ws.length + ' warnings';
+    link.hidden = ws.length === 0;
   }
 
   // ---- members -------------------------------------------------------------
@@ -387,7 +464,10 @@
     title.title = dest;
     const source = el('span', 'badge');
     source.title = 'source of the latest estimate';
-    head.append(title, source);
+    const failing = el('span', 'badge badge-failing', 'failing');
+    failing.title = 'this node treats the destination as failing: its timeouts are the backoff fallback until an attempt completes again';
+    failing.hidden = true;
+    head.append(title, failing, source);
     const stats = el('dl', 'stats');
     const statEls = {};
     for (const [key, label] of STATS) {
@@ -401,8 +481,8 @@
     const plot = el('div', 'plot');
     const note = el('p', 'note');
     root.append(head, stats, plot, note);
-    const card = { dest: dest, root: root, source: source, statEls: statEls, plot: plot, note: note,
-      chart: null, qLabel: null, data: null, observer: null };
+    const card = { dest: dest, root: root, source: source, failing: failing, statEls: statEls, plot: plot, note: note,
+      chart: null, qLabel: null, data: null, lastSource: '', observer: null };
     card.observer = new ResizeObserver(() => resizeCard(card));
     card.observer.observe(plot);
     return card;
@@ -430,7 +510,19 @@
     cards.delete(card.dest);
   }
 
-  function updateCard(card, result) {
+  // timeoutLabel names what set the timeout shown: the fallback when the
+  // destination is failing or has no estimate (source none), else the
+  // estimate (plain "timeout").
+  function timeoutLabel(failing, source) {
+    if (failing) return 'timeout: fallback (failing)';
+    if (source === 'none') return 'timeout: fallback';
+    return 'timeout';
+  }
+
+  function updateCard(card, result, failing) {
+    card.failing.hidden = !failing;
+    card.root.classList.toggle('failing', failing);
+    card.statEls.timeout.dt.textContent = timeoutLabel(failing, card.lastSource);
     if (!result.ok) {
       card.note.textContent = 'history unavailable: ' + result.err;
       card.note.classList.add('bad');
@@ -449,11 +541,13 @@
 
     const last = points.length ? points[points.length - 1] : {};
     const source = typeof last.source === 'string' ? last.source : '';
+    card.lastSource = source;
     const st = card.statEls;
     st.local.dt.textContent = 'local ' + qLabel;
     st.fleet.dt.textContent = 'fleet ' + qLabel;
     st.local.dd.textContent = fmtMs(num(last.local_ms));
     st.fleet.dd.textContent = fmtMs(num(last.fleet_ms));
+    st.timeout.dt.textContent = timeoutLabel(failing, source);
     st.timeout.dd.textContent = fmtMs(num(last.timeout_ms));
     st.peers.dd.textContent = fmtCount(num(last.peers));
     st.samples.dd.textContent = fmtCount(num(last.samples));
@@ -463,7 +557,7 @@
     card.note.textContent = points.length ? '' : 'No points yet: this destination has no recent history.';
   }
 
-  function renderDests(dests, histories) {
+  function renderDests(dests, histories, failing) {
     const wanted = new Set(dests);
     for (const card of Array.from(cards.values())) {
       if (!wanted.has(card.dest)) dropCard(card);
@@ -477,7 +571,7 @@
       }
       // Keep the DOM in sorted order without moving cards that are in place.
       if (box.children[i] !== card.root) box.insertBefore(card.root, box.children[i] || null);
-      updateCard(card, histories[i]);
+      updateCard(card, histories[i], failing.has(dest));
     });
     $('dests-empty').hidden = dests.length > 0;
   }
