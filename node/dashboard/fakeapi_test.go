@@ -308,7 +308,7 @@ func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]any{
 		"timeout_ms": timeoutMs, "attempt": 1, "need": len(dests),
-		"decided_by": decidedBy, "source": source, "fallback": source == "none",
+		"decided_by": decidedBy, "source": source, "guarded": false, "fallback": source == "none",
 	}
 	if f.scenario == "troubled" {
 		reason := "estimate"
@@ -337,8 +337,8 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "history store unavailable"})
 		return
 	}
-	if d == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("unknown destination %q", dest)})
+	if d == nil { // unknown: no points, as the node answers
+		writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "points": []fakePoint{}})
 		return
 	}
 	f.mu.Lock()
