@@ -87,6 +87,10 @@ type Config struct {
 	// Timeout is how timeouts are chosen (-backoff, -quantile,
 	// -safety-factor). Default timeout.DefaultConfig().
 	Timeout timeout.Config `yaml:",inline"`
+	// HTTPServer bounds the HTTP server on HTTP: deadlines and the
+	// connection cap (flags -http-read-timeout etc.). Default
+	// DefaultHTTPServerConfig.
+	HTTPServer HTTPServerConfig `yaml:",inline"`
 	// Cluster is gossip membership (-bind, -advertise, -join,
 	// -secret-key-file, -label). The node sets its Name, Logger, OnEvent,
 	// Store, Seal, Tracker and Clock, and its BootID when it is 0 (the boot
@@ -135,6 +139,7 @@ func DefaultConfig() Config {
 		Fleet:       fl,
 		Timeout:     timeout.DefaultConfig(),
 		Cluster:     cl,
+		HTTPServer:  DefaultHTTPServerConfig(),
 	}
 }
 
@@ -155,6 +160,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Fleet.RegisterFlags(fs)
 	c.Timeout.RegisterFlags(fs)
 	c.Cluster.RegisterFlags(fs)
+	c.HTTPServer.RegisterFlags(fs)
 }
 
 // LoadYAML reads the YAML file at path over c: keys in the file replace
@@ -221,6 +227,11 @@ func (c Config) Validate() error {
 	}
 	if !(c.HedgeBudget >= 0 && c.HedgeBudget <= 0.5) { // a NaN fails it too
 		bad("hedge-budget", "must be in [0, 0.5], got %v", c.HedgeBudget)
+	}
+	if c.HTTP != "" {
+		if err := c.HTTPServer.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	subWindowBad := false
 	if c.SubWindow != 0 {

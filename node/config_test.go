@@ -250,7 +250,8 @@ func TestConfigFlagsAndYAMLKeys(t *testing.T) {
 	fs.VisitAll(func(f *flag.Flag) { flags = append(flags, f.Name) })
 	require.Equal(t, keys, flags)
 	require.Equal(t, []string{
-		"advertise", "backoff", "bind", "hedge-budget", "http", "http-token-file", "insecure", "join", "label",
+		"advertise", "backoff", "bind", "hedge-budget", "http", "http-idle-timeout", "http-max-connections",
+		"http-read-header-timeout", "http-read-timeout", "http-token-file", "http-write-timeout", "insecure", "join", "label",
 		"log-level", "max-destinations", "max-origin-share", "min-peers", "min-samples", "name", "quantile",
 		"safety-factor", "secret-key-file", "sub-window", "window",
 	}, flags)
