@@ -47,7 +47,7 @@ func TestImportBoundaries(t *testing.T) {
 	allowed := map[string][]string{
 		"tracker":               {},
 		"timeout":               {},
-		"timeout/timeouthttp":   {"timeout"},
+		"timeout/timeouthttp":   {"internal/netfail", "timeout"},
 		"codec":                 {"tracker"},
 		"cluster":               {"codec", "tracker"},
 		"node/dashboard":        {},
@@ -56,6 +56,8 @@ func TestImportBoundaries(t *testing.T) {
 		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
 		"internal/memtransport": {},
 		"internal/testutil":     {},
+		"internal/netfail":      {},
+		"internal/policytest":   {"timeout"},
 	}
 	for pkg, imps := range imports {
 		for _, imp := range imps {
