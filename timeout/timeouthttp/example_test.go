@@ -32,7 +32,7 @@ func Example() {
 		_, _ = io.WriteString(w, "hello")
 	}))
 	defer srv.Close()
-	var p timeout.Policy = backoffPolicy{timeout.DefaultConfig()} // 250ms..1m
+	var p timeout.Policy = backoffPolicy{timeout.Config{Backoff: timeout.BackoffInterval{Min: time.Second, Max: time.Minute}}}
 
 	rt, err := timeouthttp.New(timeouthttp.Options{Policy: p, Base: srv.Client().Transport})
 	if err != nil {
@@ -56,10 +56,10 @@ func Example() {
 		fmt.Println(resp.StatusCode, string(body))
 	}
 	// Output:
-	// attempt 1 timeout 250ms
+	// attempt 1 timeout 1s
 	// observed attempt 1 completed
 	// 200 hello
-	// attempt 2 timeout 500ms
+	// attempt 2 timeout 2s
 	// observed attempt 2 completed
 	// 200 hello
 }

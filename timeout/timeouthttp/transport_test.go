@@ -556,4 +556,3 @@ func TestCloseIdleConnections(t *testing.T) {
 	// A base without the method is fine.
 	newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p}).CloseIdleConnections()
 }
-
