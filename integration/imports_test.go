@@ -46,23 +46,25 @@ func TestImportBoundaries(t *testing.T) {
 	// Only the adapter packages import the ecosystems they adapt to; the pure
 	// packages (tracker, timeout, codec) and node import neither.
 	require.Equal(t, []string{"timeout/timeoutgrpc"}, importers("google.golang.org/grpc"))
+	require.Equal(t, []string{"timeout/timeoutfailsafe"}, importers("github.com/failsafe-go/"))
 
 	// Project packages each may import (the one-way order of README's Layout).
 	allowed := map[string][]string{
-		"tracker":               {},
-		"timeout":               {},
-		"timeout/timeouthttp":   {"internal/netfail", "timeout"},
-		"timeout/timeoutgrpc":   {"timeout"},
-		"codec":                 {"tracker"},
-		"cluster":               {"codec", "tracker"},
-		"node/dashboard":        {},
-		"node":                  {"cluster", "node/dashboard", "timeout", "tracker"},
-		"cmd/atnode":            {"cluster", "node", "tracker"},
-		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
-		"internal/memtransport": {},
-		"internal/testutil":     {},
-		"internal/netfail":      {},
-		"internal/policytest":   {"timeout"},
+		"tracker":                 {},
+		"timeout":                 {},
+		"timeout/timeouthttp":     {"internal/netfail", "timeout"},
+		"timeout/timeoutgrpc":     {"timeout"},
+		"timeout/timeoutfailsafe": {"internal/netfail", "timeout"},
+		"codec":                   {"tracker"},
+		"cluster":                 {"codec", "tracker"},
+		"node/dashboard":          {},
+		"node":                    {"cluster", "node/dashboard", "timeout", "tracker"},
+		"cmd/atnode":              {"cluster", "node", "tracker"},
+		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
+		"internal/memtransport":   {},
+		"internal/testutil":       {},
+		"internal/netfail":        {},
+		"internal/policytest":     {"timeout"},
 	}
 	for pkg, imps := range imports {
 		for _, imp := range imps {
