@@ -107,6 +107,7 @@ type config[R any] struct {
 	dest              func(failsafe.ExecutionInfo) string
 	classify          func(error) timeout.Outcome
 	now               func() time.Time
+	real              bool // now is time.Now: elapsed times read only the monotonic clock
 	onTimeoutExceeded func(failsafe.ExecutionDoneEvent[R])
 }
 
@@ -122,7 +123,7 @@ func NewBuilder[R any](p timeout.Policy, dest string) Builder[R] {
 	if p == nil {
 		panic("timeoutfailsafe: nil Policy")
 	}
-	return &config[R]{p: p, dest: func(failsafe.ExecutionInfo) string { return dest }, classify: ClassifyError, now: time.Now}
+	return &config[R]{p: p, dest: func(failsafe.ExecutionInfo) string { return dest }, classify: ClassifyError, now: time.Now, real: true}
 }
 
 func (c *config[R]) WithDestinationFunc(dest func(failsafe.ExecutionInfo) string) Builder[R] {
@@ -136,7 +137,7 @@ func (c *config[R]) WithClassify(classify func(error) timeout.Outcome) Builder[R
 }
 
 func (c *config[R]) WithClock(now func() time.Time) Builder[R] {
-	c.now = now
+	c.now, c.real = now, false
 	return c
 }
 
@@ -224,7 +225,12 @@ type attempt[R any] struct {
 	result *common.PolicyResult[R]
 }
 
-func (r *attempt[R]) elapsed() time.Duration { return r.e.now().Sub(r.start) }
+func (r *attempt[R]) elapsed() time.Duration {
+	if r.e.real {
+		return time.Since(r.start)
+	}
+	return r.e.now().Sub(r.start)
+}
 
 func (r *attempt[R]) observe(o timeout.Outcome) {
 	elapsed := r.elapsed()
