@@ -556,3 +556,19 @@ func TestCloseIdleConnections(t *testing.T) {
 	// A base without the method is fine.
 	newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p}).CloseIdleConnections()
 }
+
+// TestConnectionRefusedFails: a destination nobody listens on is a fast
+// transport failure, observed as failed, not as a latency sample.
+func TestConnectionRefusedFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	p := policytest.New(10 * time.Second)
+	c := &http.Client{Transport: newTransport(t, Options{Base: base, Policy: p})}
+	_, err = get(t, context.Background(), c, "http://"+addr+"/")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Equal(t, []obs{{Dest: addr, Attempt: 1, Outcome: timeout.Failed, Elapsed: p.Observed()[0].Elapsed}}, p.Observed())
+}
