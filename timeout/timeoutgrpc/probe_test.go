@@ -100,8 +100,7 @@ func TestShadowProbeUnary(t *testing.T) {
 				_, target, dial := serve(t, transport)
 				p := policytest.New(50 * time.Millisecond)
 				p.OfferProbe(time.Minute)
-				cc, _ := client(t, target, dial, UnaryClientInterceptor(p), noStream)
-				time.AfterFunc(10*time.Millisecond, func() { p.OfferProbe(0) }) // withdrawn before the timeout
+				cc, _ := client(t, target, dial, UnaryClientInterceptor(declining{p}), noStream)
 				_, err := unary(context.Background(), cc, "hang")
 				require.ErrorIs(t, err, ErrTimeout)
 				require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes(), "observed before the call returned")
@@ -156,3 +155,9 @@ func TestProbeable(t *testing.T) {
 	c.a.ProbeTimeout = 0
 	require.False(t, c.probeable(bg, msg, msg, nil), "no probe offered")
 }
+
+// declining offers probes at Decide but declines them at Probe, as when
+// another attempt reserved the probe in between.
+type declining struct{ *policytest.Policy }
+
+func (declining) Probe(*timeout.Attempt, time.Time) bool { return false }

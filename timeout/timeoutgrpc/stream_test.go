@@ -54,7 +54,7 @@ func TestStream(t *testing.T) {
 		t.Run(transport, func(t *testing.T) {
 			e, target, dial := serve(t, transport)
 			t.Run("first message in time, the rest the caller's", func(t *testing.T) {
-				p := policytest.New(200 * time.Millisecond)
+				p := policytest.New(500 * time.Millisecond)
 				cc, spy := client(t, target, dial, noUnary, StreamClientInterceptor(p))
 				cs, err := openStream(t, context.Background(), cc, "two")
 				require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestStream(t *testing.T) {
 				require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes(), "observed at the first message")
 				// Wait past the timeout before the second message: the
 				// stream is the caller's now and must not be cut.
-				time.Sleep(300 * time.Millisecond)
+				time.Sleep(600 * time.Millisecond)
 				e.Release()
 				rest, err := recvAll(cs)
 				require.NoError(t, err)
