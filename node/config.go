@@ -80,6 +80,10 @@ type Config struct {
 	// fleet view; the least recently recorded is evicted. 0 = unlimited.
 	// Default 10000, about 32 KiB each locally.
 	MaxDestinations int `yaml:"max_destinations"`
+	// HTTPServer bounds the HTTP server on HTTP: deadlines and the
+	// connection cap (flags -http-read-timeout etc.). Default
+	// DefaultHTTPServerConfig.
+	HTTPServer HTTPServerConfig `yaml:",inline"`
 
 	// The fields below are for embedding and tests; they have no flag and
 	// no YAML key.
@@ -119,6 +123,7 @@ func DefaultConfig() Config {
 		SafetyFactor:    tc.SafetyFactor,
 		LogLevel:        "info",
 		MaxDestinations: 10_000,
+		HTTPServer:      DefaultHTTPServerConfig(),
 	}
 }
 
@@ -150,6 +155,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPTokenFile, "http-token-file", c.HTTPTokenFile, "`file` holding the bearer token POST endpoints and /debug/pprof/ require")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow non-loopback addresses without a key or token")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	c.HTTPServer.RegisterFlags(fs)
 }
 
 // LoadYAML reads the YAML file at path over c. Unknown keys are errors, so a
@@ -224,6 +230,11 @@ func (c Config) Validate() error {
 	}
 	if _, ok := logLevels[c.LogLevel]; !ok {
 		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.HTTP != "" {
+		if err := c.HTTPServer.Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if c.MaxDestinations < 0 {
 		errs = append(errs, fmt.Errorf("max_destinations: must be >= 0, got %d", c.MaxDestinations))

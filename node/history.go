@@ -170,12 +170,6 @@ func (n *Node) samplePoint(dest string, now time.Time) point {
 	return p
 }
 
-// knows reports whether dest has samples in the local or fleet view.
-func (n *Node) knows(dest string, now time.Time) bool {
-	e, err := n.fleet.Estimate(dest, n.cfg.Quantile, now)
-	return err == nil && (e.LocalSamples > 0 || e.Samples > 0 || e.Peers > 0)
-}
-
 // destinations returns local ∪ fleet destinations at now, sorted.
 func (n *Node) destinations(now time.Time) []string {
 	out := append(n.fleet.Destinations(now), tracker.Destinations(n.local, now)...)

@@ -214,12 +214,9 @@ func (n *Node) Start(ctx context.Context) error {
 			return fmt.Errorf("node: -http: %w", err)
 		}
 		n.httpAddr.Store(ln.Addr().String())
-		n.srv = &http.Server{
-			Handler:           n.handler,
-			ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelDebug),
-		}
+		hc := n.cfg.HTTPServer
+		n.srv = hc.server(n.handler, slog.NewLogLogger(n.log.Handler(), slog.LevelDebug))
+		ln = hc.listen(ln, n.met)
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()

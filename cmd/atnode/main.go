@@ -39,7 +39,7 @@ A 3-node cluster on one machine (three terminals):
   atnode agent -name b -bind 127.0.0.1:7947 -http 127.0.0.1:8081 -secret-key-file cluster.key -join 127.0.0.1:7946
   atnode agent -name c -bind 127.0.0.1:7948 -http 127.0.0.1:8082 -secret-key-file cluster.key -join 127.0.0.1:7946
 
-  curl -s -X POST 127.0.0.1:8080/v1/record -d '{"samples":[{"dest":"db-1","latency_ms":12.5}]}'
+  curl -s -X POST 127.0.0.1:8080/v1/record -H 'Content-Type: application/json' -d '{"samples":[{"dest":"db-1","latency_ms":12.5}]}'
   curl -s '127.0.0.1:8081/v1/estimate?dest=db-1'
   curl -s '127.0.0.1:8082/v1/timeout?dest=db-1&attempt=1'
   curl -s 127.0.0.1:8080/v1/members

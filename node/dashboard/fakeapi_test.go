@@ -235,8 +235,8 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "history store unavailable"})
 		return
 	}
-	if d == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("unknown destination %q", dest)})
+	if d == nil { // unknown: no points, as the node answers
+		writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "points": []fakePoint{}})
 		return
 	}
 	f.mu.Lock()

@@ -187,12 +187,12 @@ func TestFakeAPIShapes(t *testing.T) {
 			}
 		})
 	}
-	// Unknown destinations are 404 with the same error text in both.
+	// Unknown destinations have a history without points in both.
 	for _, h := range []http.Handler{real, fake} {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/history?dest=nope", nil))
-		require.Equal(t, http.StatusNotFound, rec.Code)
-		require.JSONEq(t, `{"error":"unknown destination \"nope\""}`, rec.Body.String())
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.JSONEq(t, `{"dest":"nope","quantile":0.9999,"points":[]}`, rec.Body.String())
 	}
 }
 
