@@ -3,8 +3,6 @@ package cluster
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -96,12 +94,11 @@ func New(cfg Config) (*Cluster, error) {
 		l = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	boot := cfg.BootID
-	for boot == 0 {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("cluster: boot id: %w", err)
+	if boot == 0 {
+		var err error
+		if boot, err = NewBootID(); err != nil {
+			return nil, err
 		}
-		boot = binary.LittleEndian.Uint64(b[:])
 	}
 	cfg.BootID = boot
 	c := &Cluster{
@@ -316,7 +313,7 @@ func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool)
 			level = slog.LevelWarn
 		}
 		c.log.Log(context.Background(), level, "cluster: seed join failed; will retry",
-			"seed", seed, "err", err, "retry_every", c.cfg.Timing.RejoinInterval)
+			"seed", seed, "err", errText(err), "retry_every", c.cfg.Timing.RejoinInterval)
 		return
 	}
 	c.log.Debug("cluster: joined seed", "seed", seed, "took", time.Since(start))
@@ -554,11 +551,11 @@ func (c *Cluster) ReloadKeys() error {
 	}
 	c.keyMu.Lock()
 	defer c.keyMu.Unlock()
-	added, removed, err := applyKeys(c.keys, keys)
+	ch, err := applyKeys(c.keys, keys)
 	if err != nil {
 		return fmt.Errorf("cluster: apply keys: %w", err)
 	}
-	c.log.Info("cluster: keys reloaded", "keys", len(keys), "added", added, "removed", removed)
+	c.log.Info(ch.message(), ch.logArgs(len(keys))...)
 	return nil
 }
 

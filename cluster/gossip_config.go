@@ -1,10 +1,10 @@
 package cluster
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -92,7 +92,7 @@ func DefaultGossip() Gossip {
 func (g Gossip) validate(maxMessage int) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("cluster: gossip: "+format, args...))
+		errs = append(errs, fielderr.Errorf("Gossip", "cluster: gossip: "+format, args...))
 	}
 	if g.AntiEntropyInterval <= 0 {
 		bad("anti-entropy interval must be > 0, got %v", g.AntiEntropyInterval)

@@ -50,20 +50,22 @@ func TestImportBoundaries(t *testing.T) {
 
 	// Project packages each may import (the one-way order of README's Layout).
 	allowed := map[string][]string{
-		"tracker":                 {},
-		"timeout":                 {},
+		"tracker":                 {"internal/fielderr"},
+		"timeout":                 {"internal/fielderr"},
 		"timeout/timeouthttp":     {"internal/netfail", "timeout"},
 		"timeout/timeoutgrpc":     {"timeout"},
 		"timeout/timeoutfailsafe": {"internal/netfail", "timeout"},
 		"codec":                   {"tracker"},
-		"cluster":                 {"codec", "tracker"},
+		"cluster":                 {"codec", "internal/fielderr", "internal/smallfile", "tracker"},
 		"node/dashboard":          {},
-		"node":                    {"cluster", "node/dashboard", "timeout", "tracker"},
+		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":              {"cluster", "node", "tracker"},
 		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
 		"internal/memtransport":   {},
 		"internal/testutil":       {},
 		"internal/netfail":        {},
+		"internal/fielderr":       {},
+		"internal/smallfile":      {},
 		"internal/policytest":     {"timeout"},
 	}
 	for pkg, imps := range imports {

@@ -67,7 +67,7 @@ func validDest(dest string) bool {
 // q == 0 means the configured quantile; otherwise q must be in (0, 1].
 func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
-		q = n.cfg.Quantile
+		q = n.cfg.Timeout.Quantile
 	}
 	if !(q > 0 && q <= 1) {
 		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("%w, got %v", ErrQuantile, q)
@@ -179,7 +179,7 @@ var indices = func() (a [64]int) {
 
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.sealOwn(now)
-	q := n.cfg.Quantile
+	q := n.cfg.Timeout.Quantile
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)
 	vals.v = vals.v[:0]

@@ -38,14 +38,14 @@ func startRealNodes(t *testing.T) (n0 *node.Node, url string) {
 	for i := range 2 {
 		cfg := node.DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%d", i)
-		cfg.Bind, cfg.HTTP = "127.0.0.1:0", ""
+		cfg.Cluster.Bind, cfg.HTTP = "127.0.0.1:0", ""
 		if i == 0 {
 			cfg.HTTP = "127.0.0.1:0"
 		} else {
-			cfg.Join = node.List{nodes[0].GossipAddr()}
+			cfg.Cluster.Seeds = cluster.AddrList{nodes[0].GossipAddr()}
 		}
-		cfg.Window, cfg.SubWindow = 10*time.Second, time.Second
-		cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
+		cfg.Tracker.Window, cfg.SubWindow = 10*time.Second, time.Second
+		cfg.Cluster.Timing = cluster.FastTiming()
 		n, err := node.New(cfg, testutil.Logger(t).With("node", cfg.Name), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, n.Close()) })
