@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -93,12 +91,11 @@ func New(cfg Config) (*Cluster, error) {
 		l = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	boot := cfg.BootID
-	for boot == 0 {
-		var b [8]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, fmt.Errorf("cluster: boot id: %w", err)
+	if boot == 0 {
+		var err error
+		if boot, err = NewBootID(); err != nil {
+			return nil, err
 		}
-		boot = binary.LittleEndian.Uint64(b[:])
 	}
 	cfg.BootID = boot
 	c := &Cluster{

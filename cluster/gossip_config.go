@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -99,7 +99,7 @@ func (g Gossip) Validate() error { return errors.Join(g.validate(codec.MaxMessag
 func (g Gossip) validate(maxMessage int) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("cluster: gossip: "+format, args...))
+		errs = append(errs, fielderr.Errorf("Gossip", "cluster: gossip: "+format, args...))
 	}
 	if g.AntiEntropyInterval <= 0 {
 		bad("anti-entropy interval must be > 0, got %v", g.AntiEntropyInterval)

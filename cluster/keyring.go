@@ -31,10 +31,10 @@ func (c *Cluster) ReloadKeys() error {
 	}
 	c.keyMu.Lock()
 	defer c.keyMu.Unlock()
-	added, removed, err := applyKeys(c.keys, keys)
+	ch, err := applyKeys(c.keys, keys)
 	if err != nil {
 		return fmt.Errorf("cluster: apply keys: %w", err)
 	}
-	c.log.Info("cluster: keys reloaded", "keys", len(keys), "added", added, "removed", removed)
+	c.log.Info(ch.message(), ch.logArgs(len(keys))...)
 	return nil
 }

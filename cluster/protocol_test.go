@@ -364,6 +364,7 @@ func TestGossipConfigValidate(t *testing.T) {
 		{"bulk bytes", func(c *Config) { c.Gossip.BulkSyncBytes = 0 }, "bulk sync bytes"},
 		{"part bytes", func(c *Config) { c.Gossip.MaxPartBytes = 2 << 20 }, "max part bytes"},
 		{"tracker", func(c *Config) { c.Tracker.SubWindows = 0 }, "tracker"},
+		{"tracker not the store's", func(c *Config) { c.Tracker.SubWindows = 20 }, "differs from the Store's"},
 		{"long name", func(c *Config) { c.Name = string(make([]byte, 250)) }, "at most 247"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool)
 			level = slog.LevelWarn
 		}
 		c.log.Log(context.Background(), level, "cluster: seed join failed; will retry",
-			"seed", seed, "err", err, "retry_every", c.cfg.Timing.RejoinInterval)
+			"seed", seed, "err", errText(err), "retry_every", c.cfg.Timing.RejoinInterval)
 		return
 	}
 	c.log.Debug("cluster: joined seed", "seed", seed, "took", time.Since(start))

@@ -67,7 +67,7 @@ func validDest(dest string) bool {
 // q == 0 means the configured quantile; otherwise q must be in (0, 1].
 func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
-		q = n.cfg.Quantile
+		q = n.cfg.Timeout.Quantile
 	}
 	if !(q > 0 && q <= 1) {
 		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("%w, got %v", ErrQuantile, q)
@@ -90,14 +90,16 @@ type Decision struct {
 	DecidedBy string
 	// Source is DecidedBy's estimate source (tracker.Estimate.Source, as
 	// GET /v1/estimate reports it for that destination): SourceFleet or
-	// SourceLocal; SourceNone on fallback. It is the same with and without
-	// the local guard; see Guarded.
+	// SourceLocal; SourceNone whenever the fallback decided (Fallback),
+	// whatever the requested destinations' own sources (a destination
+	// whose trusted value is below the floor does not decide). It is the
+	// same with and without the local guard; see Guarded.
+	// atnode_timeout_chosen_seconds{source} has the same meaning.
 	Source tracker.Source
-	// Guarded is true when the local guard applied to DecidedBy (DESIGN.md
-	// section 5): Source is SourceFleet, but this node's trusted local
+	// Guarded is true when the local guard applied to DecidedBy (the
+	// package doc): Source is SourceFleet, but this node's trusted local
 	// value exceeded the fleet's by more than 20 %, so the timeout was
-	// computed from the local value. Go only: GET /v1/timeout does not
-	// carry it.
+	// computed from the local value. False when the fallback decided.
 	Guarded bool
 	// Fallback is true when no destination's value exceeded the
 	// exponential fallback (timeout.Decision.Fallback).
@@ -105,8 +107,8 @@ type Decision struct {
 }
 
 // MarshalJSON writes {"timeout_ms","attempt","need","decided_by","source",
-// "fallback"} (GET /v1/timeout); timeout_ms is whole milliseconds. Guarded
-// is not written.
+// "guarded","fallback"} (GET /v1/timeout); timeout_ms is whole
+// milliseconds.
 func (d Decision) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		TimeoutMs int64          `json:"timeout_ms"`
@@ -114,8 +116,9 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 		Need      int            `json:"need"`
 		DecidedBy string         `json:"decided_by"`
 		Source    tracker.Source `json:"source"`
+		Guarded   bool           `json:"guarded"`
 		Fallback  bool           `json:"fallback"`
-	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Fallback})
+	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback})
 }
 
 // Timeout returns the timeout of a request that needs every one of dests
@@ -176,7 +179,7 @@ var indices = func() (a [64]int) {
 
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.poll(now)
-	q := n.cfg.Quantile
+	q := n.cfg.Timeout.Quantile
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)
 	vals.v = vals.v[:0]

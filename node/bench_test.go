@@ -80,7 +80,7 @@ func BenchmarkTimeout3(b *testing.B) {
 func BenchmarkTimeout3Naive(b *testing.B) {
 	n, dests := benchNode(b)
 	ds := dests[:3]
-	tc := n.cfg.TimeoutConfig()
+	tc := n.cfg.Timeout
 	b.ReportAllocs()
 	for b.Loop() {
 		now := n.clock()

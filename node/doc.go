@@ -54,7 +54,34 @@
 // boot ID as a string of 16 hex digits (JavaScript numbers would round
 // it); its last 8 digits are the member name's suffix. /v1/history keeps
 // one point a second for five minutes for up to 100 destinations, which
-// are also the only ones with per-destination metrics.
+// are also the only ones with per-destination metrics; a destination
+// without points (an unknown one too) answers 200 with none, as
+// /v1/estimate answers for any destination.
+//
+// In /v1/timeout, source is the deciding destination's estimate source
+// (what /v1/estimate says for decided_by): fleet or local, and none
+// exactly when the exponential fallback decided (fallback true,
+// decided_by ""), even if a requested destination has a trusted estimate
+// whose timeout is below the fallback's. guarded is true when the local
+// guard set the timeout: source stays fleet, but this node's own value,
+// more than 20 % above the fleet's, was used. The metric
+// atnode_timeout_chosen_seconds{source} uses the same source;
+// atnode_timeout_guarded_total counts guarded decisions.
+//
+// The API is hardened against clients that misbehave on purpose. POST
+// /v1/record decodes its body as a stream and refuses it
+// at the first rule broken, having kept only the samples before it: 1 MiB
+// of junk costs one 8 KiB buffer, not a copy of the body. Every POST needs
+// Content-Type application/json (415). A request received on a loopback
+// address must carry a Host that is a loopback IP or localhost and no
+// Origin but its own (403): a web page on the same machine cannot use the
+// API, even through a DNS name rebound to 127.0.0.1. A malformed query or
+// an unknown parameter is a 400 naming it. These refusals, and 401, are
+// answered before the body is read; the connection then closes. The server
+// Start runs adds the bounds of [HTTPServerConfig]: a 30 s deadline to read
+// a request (a stalled body is cut off), a 30 s deadline to write its
+// answer and at most 1024 connections; an embedder serving Handler on its
+// own server sets its own.
 //
 // # Concurrency
 //

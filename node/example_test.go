@@ -98,13 +98,17 @@ func ExampleNode_Handler() {
 		{"GET", "/v1/nope", ""},
 	} {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(r.method, r.target, strings.NewReader(r.body)))
+		req := httptest.NewRequest(r.method, r.target, strings.NewReader(r.body))
+		if r.method == "POST" {
+			req.Header.Set("Content-Type", "application/json") // 415 otherwise
+		}
+		h.ServeHTTP(w, req)
 		b, _ := io.ReadAll(w.Body)
 		fmt.Print(w.Code, " ", string(b))
 	}
 	// Output:
 	// 200 {"recorded":2}
-	// 200 {"timeout_ms":250,"attempt":1,"need":2,"decided_by":"","source":"none","fallback":true}
+	// 200 {"timeout_ms":250,"attempt":1,"need":2,"decided_by":"","source":"none","guarded":false,"fallback":true}
 	// 400 {"error":"samples[0]: \"latency_ms\" must be a finite number >= 0, got -1"}
 	// 404 {"error":"no such path: /v1/nope"}
 }

@@ -18,24 +18,19 @@ import (
 // (Node.poll) from its loop and before each query, so a node that is not
 // gossiping seals lazily and its view never lags an epoch boundary.
 
-// clusterConfig is the cluster configuration derived from the node's.
+// clusterConfig is the cluster configuration: Config.Cluster with the
+// node's name, boot ID and logger, and the fleet view it disseminates.
 func (n *Node) clusterConfig() cluster.Config {
-	cc := cluster.DefaultConfig()
+	cc := n.cfg.Cluster
 	cc.Name = n.cfg.Name
 	cc.BootID = n.boot
-	cc.Bind = n.cfg.Bind
-	cc.Advertise = n.cfg.Advertise
-	cc.Seeds = slices.Clone(n.cfg.Join)
-	cc.KeyFile = n.cfg.SecretKeyFile
-	cc.Label = n.cfg.Label
+	cc.Seeds = slices.Clone(cc.Seeds)
 	cc.Logger = n.log
 	cc.OnEvent = n.onEvent
 	// The cluster seals this node's sub-windows, inserts them into the
-	// fleet view, spreads them, and keeps the fleet's membership.
+	// fleet view, spreads them, and keeps the fleet's membership. Its
+	// Tracker is the fleet view's (cluster.Config.Validate checks it).
 	cc.Store, cc.Seal, cc.SealLimits, cc.Tracker, cc.Clock = n.fleet, n.sealed, n.sealLimits(), n.tcfg, n.clock
-	if n.cfg.TuneCluster != nil {
-		n.cfg.TuneCluster(&cc)
-	}
 	return cc
 }
 

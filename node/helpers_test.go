@@ -70,7 +70,8 @@ func newAlone(t *testing.T, clk *testClock, mutate func(*Config)) *Node {
 	return n
 }
 
-// do sends a request to h and returns the status and body.
+// do sends a request to h and returns the status and body. A POST is sent
+// as application/json unless hdr sets a Content-Type.
 func do(t *testing.T, h http.Handler, method, target string, body string, hdr ...string) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -78,6 +79,9 @@ func do(t *testing.T, h http.Handler, method, target string, body string, hdr ..
 		rd = strings.NewReader(body)
 	}
 	r := httptest.NewRequest(method, target, rd)
+	if method == http.MethodPost {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		r.Header.Set(hdr[i], hdr[i+1])
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,14 +39,16 @@ func (rt route) allow() string {
 	return strings.Join(ms, ", ")
 }
 
-// newHandler builds the HTTP API. Unknown paths answer 404 and wrong
-// methods 405, both as {"error": ...}. POST endpoints and /debug/pprof/
-// require the bearer token when one is configured; the method is checked
-// first, then the token.
+// newHandler builds the HTTP API. A request received on loopback with a
+// foreign Host or Origin answers 403 (checkLoopbackRequest); then unknown
+// paths answer 404 and wrong methods 405, all as {"error": ...}. POST
+// endpoints and /debug/pprof/ require the bearer token when one is
+// configured (401), then every POST a JSON Content-Type (415): each
+// refused before the body is read.
 func (n *Node) newHandler() http.Handler {
 	get := func(f http.HandlerFunc) route { return route{[]string{http.MethodGet}, f} }
 	exact := map[string]route{
-		"/v1/record":   {[]string{http.MethodPost}, requireToken(n.token, http.HandlerFunc(n.serveRecord))},
+		"/v1/record":   {[]string{http.MethodPost}, requireToken(n.token, requireJSON(http.HandlerFunc(n.serveRecord)))},
 		"/v1/estimate": get(n.serveEstimate),
 		"/v1/timeout":  get(n.serveTimeout),
 		"/v1/members":  get(n.serveMembers),
@@ -58,7 +61,7 @@ func (n *Node) newHandler() http.Handler {
 		"/debug/pprof/cmdline": get(pprof.Cmdline),
 		"/debug/pprof/profile": get(pprof.Profile),
 		"/debug/pprof/trace":   get(pprof.Trace),
-		"/debug/pprof/symbol":  {[]string{http.MethodGet, http.MethodPost}, http.HandlerFunc(pprof.Symbol)},
+		"/debug/pprof/symbol":  {[]string{http.MethodGet, http.MethodPost}, requireJSON(http.HandlerFunc(pprof.Symbol))},
 	}
 	for p, rt := range exact {
 		if strings.HasPrefix(p, "/debug/pprof/") {
@@ -69,6 +72,10 @@ func (n *Node) newHandler() http.Handler {
 	pprofIndex := get(requireToken(n.token, http.HandlerFunc(pprof.Index)).ServeHTTP)
 	dash := get(jsonNotFound(dashboard.Handler()).ServeHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkLoopbackRequest(r); err != nil {
+			refuse(w, r, http.StatusForbidden, "%v", err)
+			return
+		}
 		p := r.URL.Path
 		rt, ok := exact[p]
 		if !ok {
@@ -78,13 +85,13 @@ func (n *Node) newHandler() http.Handler {
 			case p == "/" || strings.HasPrefix(p, dashboard.AssetPrefix):
 				rt = dash
 			default:
-				writeError(w, http.StatusNotFound, "no such path: %s", p)
+				refuse(w, r, http.StatusNotFound, "no such path: %s", p)
 				return
 			}
 		}
 		if !rt.allows(r.Method) {
 			w.Header().Set("Allow", rt.allow())
-			writeError(w, http.StatusMethodNotAllowed, "method %s not allowed on %s; allowed: %s", r.Method, p, rt.allow())
+			refuse(w, r, http.StatusMethodNotAllowed, "method %s not allowed on %s; allowed: %s", r.Method, p, rt.allow())
 			return
 		}
 		rt.h.ServeHTTP(w, r)
@@ -121,16 +128,26 @@ func (w *notFoundWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// serveRecord is POST /v1/record.
+// serveRecord is POST /v1/record: a body declared over 1 MiB is refused
+// unread, any other is decoded as a stream (decodeRecord) and refused at
+// its first broken rule.
 func (n *Node) serveRecord(w http.ResponseWriter, r *http.Request) {
+	if _, err := strictQuery(r); err != nil {
+		refuse(w, r, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if r.ContentLength > maxRecordBody {
+		refuse(w, r, http.StatusRequestEntityTooLarge, "%v", errBodyTooLarge)
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxRecordBody)
 	samples, err := decodeRecord(r.Body)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
-		writeError(w, http.StatusRequestEntityTooLarge, "%v", err)
+		refuse(w, r, http.StatusRequestEntityTooLarge, "%v", err)
 		return
 	case err != nil:
-		writeError(w, http.StatusBadRequest, "%v", err)
+		refuse(w, r, http.StatusBadRequest, "%v", err)
 		return
 	}
 	now := n.clock()
@@ -156,8 +173,8 @@ func checkDest(d string) error {
 }
 
 // oneDest reads the single dest parameter of /v1/estimate and /v1/history.
-func oneDest(r *http.Request) (string, error) {
-	ds := r.URL.Query()["dest"]
+func oneDest(q url.Values) (string, error) {
+	ds := q["dest"]
 	switch len(ds) {
 	case 0:
 		return "", errors.New("missing query parameter dest")
@@ -168,14 +185,20 @@ func oneDest(r *http.Request) (string, error) {
 }
 
 // serveEstimate is GET /v1/estimate?dest=D[&q=Q].
+// effective_peers is rounded to 3 decimals.
 func (n *Node) serveEstimate(w http.ResponseWriter, r *http.Request) {
-	dest, err := oneDest(r)
+	query, err := strictQuery(r, "dest", "q")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	q := n.cfg.Quantile
-	if qs := r.URL.Query()["q"]; len(qs) > 0 {
+	dest, err := oneDest(query)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	q := n.cfg.Timeout.Quantile
+	if qs := query["q"]; len(qs) > 0 {
 		v, err := strconv.ParseFloat(qs[0], 64)
 		switch {
 		case len(qs) > 1:
@@ -195,12 +218,13 @@ func (n *Node) serveEstimate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	e.EffectivePeers = math.Round(e.EffectivePeers*1000) / 1000 // not 16 digits of a ratio
 	writeJSON(w, http.StatusOK, e)
 }
 
 // intParam reads an optional integer query parameter.
-func intParam(r *http.Request, name string, def int) (int, error) {
-	vs := r.URL.Query()[name]
+func intParam(q url.Values, name string, def int) (int, error) {
+	vs := q[name]
 	switch len(vs) {
 	case 0:
 		return def, nil
@@ -216,7 +240,12 @@ func intParam(r *http.Request, name string, def int) (int, error) {
 
 // serveTimeout is GET /v1/timeout?dest=A&dest=B[&attempt=1][&need=K].
 func (n *Node) serveTimeout(w http.ResponseWriter, r *http.Request) {
-	dests := r.URL.Query()["dest"]
+	query, err := strictQuery(r, "dest", "attempt", "need")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	dests := query["dest"]
 	if len(dests) == 0 || len(dests) > maxTimeoutDests {
 		writeError(w, http.StatusBadRequest, "want 1..%d dest parameters, got %d", maxTimeoutDests, len(dests))
 		return
@@ -227,7 +256,7 @@ func (n *Node) serveTimeout(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	attempt, err := intParam(r, "attempt", 1)
+	attempt, err := intParam(query, "attempt", 1)
 	if err == nil && attempt < 1 {
 		err = fmt.Errorf("attempt must be >= 1, got %d", attempt)
 	}
@@ -235,7 +264,7 @@ func (n *Node) serveTimeout(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	need, err := intParam(r, "need", len(dests))
+	need, err := intParam(query, "need", len(dests))
 	if err == nil && (need < 1 || need > len(dests)) {
 		err = fmt.Errorf("need must be in 1..%d, got %d", len(dests), need)
 	}
@@ -291,7 +320,11 @@ func (n *Node) members() []memberJSON {
 }
 
 // serveMembers is GET /v1/members.
-func (n *Node) serveMembers(w http.ResponseWriter, _ *http.Request) {
+func (n *Node) serveMembers(w http.ResponseWriter, r *http.Request) {
+	if _, err := strictQuery(r); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	writeJSON(w, http.StatusOK, n.members())
 }
 
@@ -312,7 +345,11 @@ type statusJSON struct {
 }
 
 // serveStatus is GET /v1/status.
-func (n *Node) serveStatus(w http.ResponseWriter, _ *http.Request) {
+func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if _, err := strictQuery(r); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	now := n.clock()
 	n.poll(now)
 	alive := 1
@@ -327,7 +364,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, _ *http.Request) {
 		HTTPAddr:     n.HTTPAddr(),
 		WindowMs:     n.tcfg.Window.Milliseconds(),
 		SubWindowMs:  n.tcfg.SubWindow().Milliseconds(),
-		Quantile:     n.cfg.Quantile,
+		Quantile:     n.cfg.Timeout.Quantile,
 		Destinations: n.destinations(now),
 		MembersAlive: alive,
 		MinPeers:     n.fleet.MinPeers(),
@@ -344,25 +381,31 @@ type historyJSON struct {
 
 // serveHistory is GET /v1/history?dest=D: the points sampled each second
 // (oldest first, at most 300) of a destination in the local or fleet view.
-// A known destination without a history (beyond the 100 tracked, or new
-// since the last sample) has no points; an unknown one is 404.
+// A destination without a history (beyond the 100 tracked, new since the
+// last sample, or unknown: as GET /v1/estimate, which answers for any
+// destination) has no points.
 func (n *Node) serveHistory(w http.ResponseWriter, r *http.Request) {
-	dest, err := oneDest(r)
+	query, err := strictQuery(r, "dest")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	pts, tracked := n.hist.get(dest)
-	if !tracked && !n.knows(dest, n.clock()) {
-		writeError(w, http.StatusNotFound, "unknown destination %q", dest)
+	dest, err := oneDest(query)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Quantile, Points: pts})
+	pts, _ := n.hist.get(dest)
+	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Timeout.Quantile, Points: pts})
 }
 
 // serveHealth is GET /healthz: 200 while the node is started and not
 // closed, else 503.
-func (n *Node) serveHealth(w http.ResponseWriter, _ *http.Request) {
+func (n *Node) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if _, err := strictQuery(r); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
 	if !n.serving.Load() {
 		writeError(w, http.StatusServiceUnavailable, "not serving")
 		return

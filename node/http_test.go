@@ -141,10 +141,12 @@ func TestTimeoutDecisions(t *testing.T) {
 		return map[string]any{
 			"timeout_ms": json.Number(fmt.Sprint(ms)), "attempt": json.Number(fmt.Sprint(attempt)),
 			"need": json.Number(fmt.Sprint(need)), "decided_by": by, "source": src, "fallback": fb,
+			"guarded": by == "db", // the only destination the guard applies to
 		}
 	}
 	// db: fleet 100, local 200 > 1.2×100, so the local guard uses 200: 2×200 = 400 ms;
-	// source stays db's estimate source, fleet (as GET /v1/estimate says).
+	// source stays db's estimate source, fleet (as GET /v1/estimate says), and
+	// guarded says the guard applied.
 	// api: fleet = local = 1003 (1000's bucket in 512..1023 is 4 ms wide; its
 	// highest equivalent value): 2006 ms from the fleet. cache: 2×5 → the 250 ms floor.
 	tests := []struct {
@@ -185,8 +187,7 @@ func TestTimeoutDecisions(t *testing.T) {
 		require.Equal(t, Decision{Timeout: 250 * time.Millisecond, Attempt: 1, Need: 1, Source: tracker.SourceNone, Fallback: true}, d)
 		b, err := json.Marshal(Decision{Timeout: time.Second, Attempt: 1, Need: 1, DecidedBy: "db", Source: tracker.SourceFleet, Guarded: true})
 		require.NoError(t, err)
-		require.JSONEq(t, `{"timeout_ms":1000,"attempt":1,"need":1,"decided_by":"db","source":"fleet","fallback":false}`, string(b),
-			"Guarded is not in the JSON")
+		require.JSONEq(t, `{"timeout_ms":1000,"attempt":1,"need":1,"decided_by":"db","source":"fleet","guarded":true,"fallback":false}`, string(b))
 		_, err = n.Timeout(nil, 1)
 		require.ErrorIs(t, err, ErrNoDestinations)
 		_, err = n.Timeout([]string{"db"}, 0)
@@ -233,7 +234,7 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 	seen := map[string]int{}
 	for round := range 20 {
 		clk := &testClock{now: epochStart(e0 + int64(round)).Add(100 * time.Millisecond)}
-		n := newAlone(t, clk, func(c *Config) { c.MinSamples = uint32(1 + rng.IntN(5)) })
+		n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = uint32(1 + rng.IntN(5)) })
 		dests := []string{"a", "b", "c", "d", "e"}
 		// Two epochs: the first sealed into the fleet view, the second
 		// local only, with each destination's latencies scaled at random
@@ -250,8 +251,8 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 		now := clk.Now()
 		n.poll(now)
 		for _, d := range dests {
-			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Quantile, now)
-			e, err := n.fleet.Estimate(d, n.cfg.Quantile, now)
+			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Timeout.Quantile, now)
+			e, err := n.fleet.Estimate(d, n.cfg.Timeout.Quantile, now)
 			require.NoError(t, err)
 			vms, guarded, vok := n.fleet.DecisionMillis(&e)
 			require.Equal(t, ok, vok, "%s", d)
@@ -298,7 +299,21 @@ func TestBadRequests(t *testing.T) {
 		{"GET", "/v1/timeout?dest=a&dest=b&need=0", "", 400, "need must be in 1..2, got 0"},
 		{"GET", "/v1/timeout?dest=a&need=x", "", 400, `need must be a whole number, got "x"`},
 		{"GET", "/v1/history", "", 400, "missing query parameter dest"},
-		{"GET", "/v1/history?dest=unknown", "", 404, `unknown destination "unknown"`},
+		// Malformed and unknown parameters are refused, never shortened
+		// or ignored (issues 20 and 25).
+		{"GET", "/v1/timeout?dest=a&dest=%zz", "", 400, `malformed query: invalid URL escape "%zz"`},
+		{"GET", "/v1/estimate?dest=a;b", "", 400, "malformed query: invalid semicolon separator in query"},
+		{"GET", "/v1/timeout?" + strings.Repeat("dest=a&", 10_000) + "dest=a", "", 400, "query has more than 10000 parameters"},
+		{"GET", "/v1/status?" + strings.Repeat("&", 10_000), "", 400, "query has more than 10000 parameters"},
+		{"GET", "/v1/estimate?dest=a&quantile=0.5", "", 400, `unknown query parameter "quantile": /v1/estimate takes dest, q`},
+		{"GET", "/v1/timeout?dest=a&attempts=2&Need=1", "", 400, `unknown query parameters "Need", "attempts": /v1/timeout takes dest, attempt, need`},
+		{"GET", "/v1/history?dest=a&q=0.5", "", 400, `unknown query parameter "q": /v1/history takes dest`},
+		{"GET", "/v1/status?verbose", "", 400, `unknown query parameter "verbose": /v1/status takes none`},
+		{"GET", "/v1/members?a=1&b=2&c=3&d=4&e=5&f=6&g=7", "", 400, `unknown query parameters "a", "b", "c", "d", "e" and 2 more`},
+		{"GET", "/healthz?x=1", "", 400, `unknown query parameter "x"`},
+		{"POST", "/v1/record?dest=a", `{"samples":[{"dest":"a","latency_ms":1}]}`, 400, `unknown query parameter "dest": /v1/record takes none`},
+		{"GET", "/v1/history?dest=a&dest=b", "", 400, "want one dest, got 2"},
+		{"GET", "/v1/timeout?dest=a&need=1&need=1", "", 400, "want one need, got 2"},
 		{"POST", "/v1/record", `{`, 400, "not a JSON object"},
 		{"POST", "/v1/record", `{"samples":[{"dest":"a","latency_ms":1},{"dest":"a","latency_ms":-1}]}`, 400, `samples[1]: "latency_ms" must be a finite number >= 0, got -1`},
 		{"POST", "/v1/record", `{"samples":[{"dest":"","latency_ms":1}]}`, 400, `samples[0]: "dest" must not be empty`},
@@ -307,6 +322,8 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/v1/record", `{"samples":[{"dest":"a","latency_ms":"1"}]}`, 400, `samples[0]: "latency_ms" must be a number`},
 		{"POST", "/v1/record", `{"samples":[{"dest":"` + long + `","latency_ms":1}]}`, 400, `samples[0]: "dest" is 257 bytes`},
 		{"POST", "/v1/record", `{"samples":[{"dest":"a","latency_ms":1}]}` + strings.Repeat(" ", 1<<20), 413, "body exceeds 1 MiB"},
+		{"POST", "/v1/record", `{"samples":[{"dest":"a","latency_ms":1}],"x":"` + strings.Repeat("y", 1<<20) + `"}`, 413, "body exceeds 1 MiB"},
+		{"POST", "/v1/record", `{"samples":[{}` + strings.Repeat(",{}", 400_000) + `]}`, 413, "body exceeds 1 MiB"}, // declared: refused unread
 		{"GET", "/v1/nope", "", 404, "no such path: /v1/nope"},
 		{"GET", "/static/nope.js", "", 404, "no such path: /static/nope.js"},
 		{"GET", "/debug/pprofx", "", 404, "no such path"},
@@ -514,8 +531,12 @@ func TestMembersStatusHistory(t *testing.T) {
 	clk.Set(now.Add(75 * time.Second))
 	n.step(clk.Now())
 	require.Equal(t, []any{}, getJSON(t, h, "/v1/status").(map[string]any)["destinations"])
-	code, body := do(t, h, "GET", "/v1/history?dest=db", "")
-	requireError(t, code, body, 404, "unknown destination")
+	// An unknown destination has a history without points, as it has an
+	// estimate without values: 200, not 404 (issue 25).
+	require.Equal(t, map[string]any{"dest": "db", "quantile": json.Number("0.9999"), "points": []any{}},
+		getJSON(t, h, "/v1/history?dest=db"))
+	require.Equal(t, map[string]any{"dest": "nosuch", "quantile": json.Number("0.9999"), "points": []any{}},
+		getJSON(t, h, "/v1/history?dest=nosuch"))
 }
 
 func TestHistoryRingAndCap(t *testing.T) {
@@ -623,9 +644,15 @@ func TestMetrics(t *testing.T) {
 		`atnode_destination_peers{dest="db"} 1`,
 		`atnode_destination_effective_peers{dest="db"} 1`,
 		`atnode_destinations 4`,
-		`atnode_timeout_chosen_seconds_count{source="local"} 1`,
+		// db is guarded: its source is still its estimate's, fleet, as in
+		// GET /v1/timeout (issue 25); the guard is counted apart.
+		`atnode_timeout_chosen_seconds_count{source="fleet"} 1`,
+		`atnode_timeout_chosen_seconds_count{source="local"} 0`,
 		`atnode_timeout_chosen_seconds_count{source="none"} 1`,
 		`atnode_timeout_fallbacks_total 1`,
+		`atnode_timeout_guarded_total 1`,
+		`atnode_http_connections 0`,
+		`atnode_http_connections_refused_total 0`,
 		`atnode_fleet_inserts_total{outcome="new"} 1`,
 		`atnode_fleet_batches 1`,
 		`atnode_fleet_exclusions 0`,
@@ -660,7 +687,7 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, []string{"atnode_do_calls_total", "extra_metric"}, before)
 		for _, gossip := range []bool{false, true} {
 			cfg := DefaultConfig()
-			cfg.DisableGossip, cfg.HTTP, cfg.Bind = !gossip, "", "127.0.0.1:0"
+			cfg.DisableGossip, cfg.HTTP, cfg.Cluster.Bind = !gossip, "", "127.0.0.1:0"
 			_, err := New(cfg, nil, reg)
 			require.ErrorContains(t, err, "registering metrics")
 			require.ErrorContains(t, err, "atnode_do_calls_total")

@@ -3,21 +3,16 @@ package node
 import (
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
-)
-
-// Limits of POST /v1/record (DESIGN.md section 7).
-const (
-	maxRecordBody    = 1 << 20 // bytes
-	maxRecordSamples = 10_000
-	maxDestLen       = 256 // bytes
+	"time"
 )
 
 // errorBody is every error response: {"error": "..."} with a 4xx or 5xx status.
@@ -38,154 +33,32 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 	writeJSON(w, status, errorBody{Error: fmt.Sprintf(format, args...)})
 }
 
-// Sample is one latency observation of POST /v1/record.
-type Sample struct {
-	Dest      string
-	LatencyMs float64
-}
+// refuseDrain and refuseDrainBytes bound what a refusal still reads of
+// the request's body after its answer: reading what the client sends on
+// lets it read the answer (a connection closed with bytes unread is reset,
+// and the reset can destroy the answer before the client reads it).
+const (
+	refuseDrain      = 250 * time.Millisecond
+	refuseDrainBytes = maxRecordBody
+)
 
-// rawSample keeps the fields' raw JSON so that a missing field, a wrong type
-// and invalid UTF-8 can each be told apart and named.
-type rawSample struct {
-	Dest      json.RawMessage `json:"dest"`
-	LatencyMs json.RawMessage `json:"latency_ms"`
-}
-
-type recordRequest struct {
-	Samples *[]rawSample `json:"samples"`
-}
-
-// errBodyTooLarge marks a body over maxRecordBody; the handler answers 413.
-var errBodyTooLarge = errors.New("body exceeds 1 MiB")
-
-// decodeRecord reads and validates a POST /v1/record body. It returns every
-// sample, or the first problem found naming the sample's index; nothing is
-// returned (so nothing is recorded) when any sample is invalid.
-func decodeRecord(r io.Reader) ([]Sample, error) {
-	body, err := io.ReadAll(io.LimitReader(r, maxRecordBody+1))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, errBodyTooLarge
-		}
-		return nil, fmt.Errorf("reading body: %w", err)
+// refuse answers an error without reading the request's body first: the
+// answer is written at once, the connection is closed after it, and in
+// between the rest of the body is read and dropped for at most refuseDrain
+// and refuseDrainBytes. A request without a body keeps its connection.
+func refuse(w http.ResponseWriter, r *http.Request, status int, format string, args ...any) {
+	hasBody := r.ContentLength != 0 // a declared body, or a chunked one (-1)
+	if hasBody {
+		w.Header().Set("Connection", "close")
 	}
-	if len(body) > maxRecordBody {
-		return nil, errBodyTooLarge
+	writeError(w, status, format, args...)
+	if !hasBody {
+		return
 	}
-	var req recordRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("body is not a JSON object of the form {\"samples\":[...]}: %v", err)
+	rc := http.NewResponseController(w)
+	if rc.Flush() == nil && rc.SetReadDeadline(time.Now().Add(refuseDrain)) == nil { // a recorder has no deadline: nothing to drain
+		_, _ = io.CopyN(io.Discard, r.Body, refuseDrainBytes)
 	}
-	if req.Samples == nil {
-		return nil, errors.New(`missing field "samples"`)
-	}
-	raw := *req.Samples
-	if len(raw) == 0 || len(raw) > maxRecordSamples {
-		return nil, fmt.Errorf("samples: want 1..%d samples, got %d", maxRecordSamples, len(raw))
-	}
-	out := make([]Sample, len(raw))
-	for i, rs := range raw {
-		s, err := rs.validate()
-		if err != nil {
-			return nil, fmt.Errorf("samples[%d]: %w", i, err)
-		}
-		out[i] = s
-	}
-	return out, nil
-}
-
-func (rs rawSample) validate() (Sample, error) {
-	if isMissing(rs.Dest) {
-		return Sample{}, errors.New(`missing field "dest"`)
-	}
-	if isMissing(rs.LatencyMs) {
-		return Sample{}, errors.New(`missing field "latency_ms"`)
-	}
-	// encoding/json replaces invalid UTF-8 and lone surrogate escapes with
-	// U+FFFD, so both are checked in the raw JSON; a U+FFFD written as such
-	// (or as \ufffd) is a valid character and is kept.
-	if !utf8.Valid(rs.Dest) || hasLoneSurrogate(rs.Dest) {
-		return Sample{}, errors.New(`"dest" is not valid UTF-8`)
-	}
-	var s Sample
-	if err := json.Unmarshal(rs.Dest, &s.Dest); err != nil {
-		return Sample{}, errors.New(`"dest" must be a string`)
-	}
-	switch {
-	case s.Dest == "":
-		return Sample{}, errors.New(`"dest" must not be empty`)
-	case len(s.Dest) > maxDestLen:
-		return Sample{}, fmt.Errorf(`"dest" is %d bytes, more than %d`, len(s.Dest), maxDestLen)
-	}
-	if err := json.Unmarshal(rs.LatencyMs, &s.LatencyMs); err != nil {
-		return Sample{}, errors.New(`"latency_ms" must be a number`)
-	}
-	if math.IsNaN(s.LatencyMs) || math.IsInf(s.LatencyMs, 0) || s.LatencyMs < 0 {
-		return Sample{}, fmt.Errorf(`"latency_ms" must be a finite number >= 0, got %v`, s.LatencyMs)
-	}
-	return s, nil
-}
-
-// hasLoneSurrogate reports whether the raw JSON string lit holds a \uXXXX
-// escape of a UTF-16 surrogate that is not part of a high-low pair: such an
-// escape stands for no character (it is not UTF-8 once decoded). lit is
-// valid UTF-8; a non-string lit has no escapes outside strings to find.
-func hasLoneSurrogate(lit []byte) bool {
-	for i := 0; i < len(lit); i++ {
-		if lit[i] != '\\' {
-			continue
-		}
-		i++ // the escaped byte
-		if i >= len(lit) || lit[i] != 'u' {
-			continue
-		}
-		r, ok := hex4(lit[i+1:])
-		if !ok {
-			continue // malformed: json.Unmarshal refuses it
-		}
-		i += 4
-		switch {
-		case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low escape must follow
-			if len(lit) > i+2 && lit[i+1] == '\\' && lit[i+2] == 'u' {
-				if lo, ok := hex4(lit[i+3:]); ok && lo >= 0xdc00 && lo <= 0xdfff {
-					i += 6
-					continue
-				}
-			}
-			return true
-		case utf16.IsSurrogate(r): // low without a high before it
-			return true
-		}
-	}
-	return false
-}
-
-// hex4 decodes the 4 hex digits at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
-// isMissing reports a field that was absent or JSON null.
-func isMissing(raw json.RawMessage) bool {
-	return len(raw) == 0 || string(raw) == "null"
 }
 
 // requireToken wraps h so that it answers 401 unless the request carries
@@ -201,9 +74,117 @@ func requireToken(token string, h http.Handler) http.Handler {
 		scheme, got, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="atnode"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			refuse(w, r, http.StatusUnauthorized, "missing or wrong bearer token") // before the body
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// requireJSON wraps h so that a POST answers 415 unless its Content-Type
+// is application/json (parameters such as charset allowed): a web page
+// can send text/plain to any address without asking, never JSON.
+func requireJSON(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			ct := r.Header.Get("Content-Type")
+			if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+				w.Header().Set("Accept-Post", "application/json")
+				refuse(w, r, http.StatusUnsupportedMediaType, "Content-Type must be application/json, got %q", ct)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// checkLoopbackRequest refuses, for a request received on a loopback
+// address, a Host that is not a loopback IP or localhost (any port) and an
+// Origin that is not the request's own: a web page on this machine, even
+// through a DNS name rebound to 127.0.0.1, cannot use the API. Requests
+// received elsewhere, or handed to the handler without a connection, are
+// not checked.
+func checkLoopbackRequest(r *http.Request) error {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || !isLoopbackAddr(la) {
+		return nil
+	}
+	if r.Host != "" && !isLoopbackHost(r.Host) {
+		return fmt.Errorf("request Host %q is not a loopback address or localhost, and this API is served on loopback: use 127.0.0.1, [::1] or localhost", r.Host)
+	}
+	if origins, ok := r.Header["Origin"]; ok {
+		scheme := "http://"
+		if r.TLS != nil {
+			scheme = "https://"
+		}
+		own := scheme + r.Host
+		if len(origins) != 1 || !strings.EqualFold(origins[0], own) {
+			return fmt.Errorf("request Origin %q is not this server's own (%s)", strings.Join(origins, ", "), own)
+		}
+	}
+	return nil
+}
+
+func isLoopbackAddr(a net.Addr) bool {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.IsLoopback()
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	return err == nil && ap.Addr().IsLoopback()
+}
+
+// isLoopbackHost reports whether a Host header names a loopback IP or
+// localhost, with or without a port.
+func isLoopbackHost(h string) bool {
+	host := h
+	if hh, _, err := net.SplitHostPort(h); err == nil {
+		host = hh
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// maxQueryParams is the most query parameters a request may carry.
+const maxQueryParams = 10_000
+
+// strictQuery parses r's query: a malformed one (a bad %-escape, a
+// semicolon separator, more than maxQueryParams parameters) and one with a
+// parameter not in known are errors, never silently shortened or ignored.
+func strictQuery(r *http.Request, known ...string) (url.Values, error) {
+	raw := r.URL.RawQuery
+	if raw != "" && strings.Count(raw, "&")+1 > maxQueryParams {
+		return nil, fmt.Errorf("query has more than %d parameters", maxQueryParams)
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("malformed query: %v", err)
+	}
+	var unknown []string
+	for k := range q {
+		if !slices.Contains(known, k) {
+			unknown = append(unknown, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(unknown) == 0 {
+		return q, nil
+	}
+	slices.Sort(unknown)
+	what := "unknown query parameter " + unknown[0]
+	if len(unknown) > 1 {
+		const shown = 5
+		what = "unknown query parameters " + strings.Join(unknown[:min(len(unknown), shown)], ", ")
+		if len(unknown) > shown {
+			what += fmt.Sprintf(" and %d more", len(unknown)-shown)
+		}
+	}
+	takes := "none"
+	if len(known) > 0 {
+		takes = strings.Join(known, ", ")
+	}
+	return nil, fmt.Errorf("%s: %s takes %s", what, r.URL.Path, takes)
 }

@@ -13,7 +13,11 @@ type metrics struct {
 	rejected  prometheus.Counter
 	chosen    *prometheus.HistogramVec
 	fallbacks prometheus.Counter
+	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
+	reloads   *prometheus.CounterVec
+	httpOpen  prometheus.Gauge
+	httpRefd  prometheus.Counter
 	state     *stateCollector
 }
 
@@ -29,18 +33,37 @@ func newMetrics(n *Node) *metrics {
 		}),
 		chosen: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "atnode_timeout_chosen_seconds",
-			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by the view the deciding value came from: local also when the local guard replaced a fleet value (none: the exponential fallback).",
+			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by source: the deciding destination's estimate source, as GET /v1/timeout's source (none: the exponential fallback decided).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
 		}, []string{"source"}),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_timeout_fallbacks_total",
 			Help: "Timeout decisions made by the exponential fallback because no destination had a trusted value above it.",
 		}),
+		guarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_timeout_guarded_total",
+			Help: "Timeout decisions whose deciding destination's fleet value was replaced by the local one (the local guard; GET /v1/timeout's guarded).",
+		}),
+		httpOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "atnode_http_connections",
+			Help: "HTTP connections open on the node's own listener.",
+		}),
+		httpRefd: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_http_connections_refused_total",
+			Help: "HTTP connections closed as soon as they were accepted because -http-max-connections were open.",
+		}),
 		do: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atnode_do_calls_total",
 			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
 		}, []string{"result"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atnode_key_reloads_total",
+			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
+		}, []string{"result"}),
 		state: &stateCollector{n: n},
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
 	}
 	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
 		m.chosen.WithLabelValues(s.String())
@@ -52,19 +75,22 @@ func newMetrics(n *Node) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.do, m.state}
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.reloads, m.httpOpen, m.httpRefd, m.state}
 }
 
 func (m *metrics) observe(d Decision) {
-	src := d.Source
-	if d.Guarded {
-		src = tracker.SourceLocal // the view the deciding value came from
-	}
-	m.chosen.WithLabelValues(src.String()).Observe(d.Timeout.Seconds())
+	m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
 	if d.Fallback {
 		m.fallbacks.Inc()
 	}
+	if d.Guarded {
+		m.guarded.Inc()
+	}
 }
+
+// opened and refused count the HTTP listener's connections (connCounters).
+func (m *metrics) opened(delta int) { m.httpOpen.Add(float64(delta)) }
+func (m *metrics) refused()         { m.httpRefd.Inc() }
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)

@@ -75,7 +75,7 @@ func TestNeverStartedSealsLazily(t *testing.T) {
 			clk := &testClock{now: epochStart(e0)}
 			cfg := DefaultConfig()
 			cfg.Name, cfg.HTTP, cfg.Clock, cfg.DisableGossip = "n0", "", clk.Now, !gossip
-			cfg.Bind = "127.0.0.1:0"
+			cfg.Cluster.Bind = "127.0.0.1:0"
 			n, err := New(cfg, testLogger(t), nil)
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, n.Close()) })

@@ -1,0 +1,202 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// HTTPServerConfig bounds what a client can hold of the HTTP server Start
+// runs on Config.HTTP: how long a request may take to arrive and its
+// response to leave, and how many connections may be open. An embedder
+// that serves Node.Handler on its own server sets its own bounds. Start
+// from DefaultHTTPServerConfig.
+type HTTPServerConfig struct {
+	// ReadHeaderTimeout is the most time a client has to send a request's
+	// headers, from the start of the request. Default 10s.
+	ReadHeaderTimeout time.Duration `yaml:"http_read_header_timeout"`
+	// ReadTimeout is the most time a client has to send a whole request,
+	// headers and body, from its start: a connection that stalls mid-body
+	// is closed once it passes. Default 30s.
+	ReadTimeout time.Duration `yaml:"http_read_timeout"`
+	// WriteTimeout is the most time a response may take, from the end of
+	// the request's headers until its last byte is written (a client that
+	// stops reading is cut off then). /debug/pprof/ requests that sample
+	// for a while (profile, trace, seconds=N) get that time on top.
+	// Default 30s.
+	WriteTimeout time.Duration `yaml:"http_write_timeout"`
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request. Default 2m.
+	IdleTimeout time.Duration `yaml:"http_idle_timeout"`
+	// MaxConnections is the most connections open at once; a connection
+	// beyond it is closed as soon as it is accepted, and counted in
+	// atnode_http_connections_refused_total. Each costs a file
+	// descriptor and a few KiB. Default 1024.
+	MaxConnections int `yaml:"http_max_connections"`
+}
+
+// DefaultHTTPServerConfig returns the defaults documented on the fields.
+func DefaultHTTPServerConfig() HTTPServerConfig {
+	return HTTPServerConfig{
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxConnections:    1024,
+	}
+}
+
+// RegisterFlags registers one flag per field on fs, with c's current values
+// as defaults.
+func (c *HTTPServerConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.ReadHeaderTimeout, "http-read-header-timeout", c.ReadHeaderTimeout, "most time a client has to send a request's headers")
+	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", c.ReadTimeout, "most time a client has to send a whole request; a stalled body is cut off then")
+	fs.DurationVar(&c.WriteTimeout, "http-write-timeout", c.WriteTimeout, "most time a response may take to be written")
+	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", c.IdleTimeout, "how long a kept-alive connection may wait for its next request")
+	fs.IntVar(&c.MaxConnections, "http-max-connections", c.MaxConnections, "most HTTP connections open at once; more are closed at once")
+}
+
+// Validate reports every problem of c, each naming its flag, joined with
+// errors.Join.
+func (c HTTPServerConfig) Validate() error {
+	var errs []error
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"http-read-header-timeout", c.ReadHeaderTimeout},
+		{"http-read-timeout", c.ReadTimeout},
+		{"http-write-timeout", c.WriteTimeout},
+		{"http-idle-timeout", c.IdleTimeout},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("-%s: must be > 0, got %v", d.flag, d.v))
+		}
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("-http-max-connections: must be >= 1, got %d", c.MaxConnections))
+	}
+	return errors.Join(errs...)
+}
+
+// connCounters are the listener's metrics: the connections open now and
+// those refused over the cap.
+type connCounters interface {
+	opened(delta int)
+	refused()
+}
+
+// server returns the HTTP server of h with c's bounds, serving through
+// listen's listener. errLog receives the server's own errors.
+func (c HTTPServerConfig) server(h http.Handler, errLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           c.deadlines(h),
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		// WriteTimeout is set per request by deadlines: the server's
+		// would also make /debug/pprof/profile refuse to sample longer.
+		IdleTimeout: c.IdleTimeout,
+		ErrorLog:    errLog,
+	}
+}
+
+// deadlines sets each request's write deadline, WriteTimeout from now, and
+// gives a sampling /debug/pprof/ request its sampling time on top of both
+// deadlines (the read deadline also ends the request's context).
+func (c HTTPServerConfig) deadlines(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		rc := http.NewResponseController(w)
+		extra := pprofSampling(r)
+		_ = rc.SetWriteDeadline(now.Add(c.WriteTimeout + extra)) // not supported: no deadline to set
+		if extra > 0 {
+			_ = rc.SetReadDeadline(now.Add(c.ReadTimeout + extra))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// pprofSampling is how long a /debug/pprof/ request samples before it
+// answers: seconds=N, 30 s for profile and 1 s for trace without it (the
+// pprof package's defaults).
+func pprofSampling(r *http.Request) time.Duration {
+	name, ok := strings.CutPrefix(r.URL.Path, "/debug/pprof/")
+	if !ok {
+		return 0
+	}
+	sec := int64(0)
+	switch name {
+	case "profile":
+		sec = 30
+	case "trace":
+		sec = 1
+	}
+	if v, err := strconv.ParseInt(r.URL.Query().Get("seconds"), 10, 64); err == nil && v > 0 {
+		sec = min(v, int64(24*time.Hour/time.Second))
+	}
+	return time.Duration(sec) * time.Second
+}
+
+// listen wraps ln so that at most c.MaxConnections accepted connections
+// are open at once: one beyond it is closed as soon as it is accepted, so
+// that a flood of connections costs no file descriptors and cannot starve
+// the rest of the process of them. m may be nil.
+func (c HTTPServerConfig) listen(ln net.Listener, m connCounters) net.Listener {
+	return &limitListener{Listener: ln, max: int64(c.MaxConnections), m: m}
+}
+
+type limitListener struct {
+	net.Listener
+	max  int64
+	open atomic.Int64
+	m    connCounters
+}
+
+// Accept returns the next connection under the cap; connections over it
+// are closed and counted, and Accept goes on.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			_ = c.Close()
+			if l.m != nil {
+				l.m.refused()
+			}
+			continue
+		}
+		if l.m != nil {
+			l.m.opened(1)
+		}
+		return &limitConn{Conn: c, l: l}, nil
+	}
+}
+
+// limitConn gives its place back when it is first closed.
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		if c.l.m != nil {
+			c.l.m.opened(-1)
+		}
+	})
+	return err
+}
