@@ -39,8 +39,8 @@ const MaxLabelLen = memberlist.LabelMaxSize
 // (RegisterFlags): `bind` (-bind), `advertise` (-advertise), `join` (-join),
 // `secret_key_file` (-secret-key-file) and `label` (-label). The rest are
 // set in code: a node sets Name, BootID, Logger, OnEvent, Store, Seal,
-// Tracker and Clock from its own settings; tests and embedders may set
-// Transport, Timing, Limits and Gossip.
+// SealLimits, Tracker and Clock from its own settings; tests and embedders
+// may set Transport, Timing, Limits and Gossip.
 type Config struct {
 	// Name is the peer name (atnode's -name): the same across restarts.
 	// 1..MaxNameLen bytes of printable UTF-8. No default.
@@ -112,10 +112,18 @@ type Config struct {
 
 	// Seal returns this node's sealed sub-window of epoch (for example
 	// tracker.SealedSubWindow(local, epoch, now)), destinations sorted by
-	// name. It is called once per epoch boundary (plus jitter) for the epoch
-	// that just ended, on a goroutine of the cluster, and must not block.
+	// name. The protocol calls it once per epoch, at the epoch boundary
+	// plus this node's jitter, for the epoch that just ended, on a goroutine
+	// of the cluster (or of a caller of SyncProtocol.Poll), and it must not
+	// block.
 	// nil means this node has no latencies of its own to share.
 	Seal func(epoch int64, now time.Time) []tracker.DestCounts `yaml:"-"`
+
+	// SealLimits caps this node's sealed batch per epoch: set it to the
+	// Store's per-member caps (tracker.FleetConfig.MaxDestinations and
+	// MaxEpochBuckets). The destinations with the fewest samples are left
+	// out and counted (ProtocolStats.DestinationsDropped). Zero means no cap.
+	SealLimits SealLimits `yaml:"-"`
 
 	// Tracker is the epoch grid and histogram layout shared by the fleet
 	// (Window, SubWindows, MaxTrackableLatency): it must equal the Store's

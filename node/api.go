@@ -73,7 +73,7 @@ func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("%w, got %v", ErrQuantile, q)
 	}
 	now := n.clock()
-	n.sealOwn(now)
+	n.poll(now)
 	return n.fleet.Estimate(dest, q, now)
 }
 
@@ -178,7 +178,7 @@ var indices = func() (a [64]int) {
 }()
 
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
-	n.sealOwn(now)
+	n.poll(now)
 	q := n.cfg.Timeout.Quantile
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)

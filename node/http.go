@@ -351,7 +351,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := n.clock()
-	n.sealOwn(now)
+	n.poll(now)
 	alive := 1
 	if n.cl != nil {
 		alive = max(n.cl.NumAlive(), 1)

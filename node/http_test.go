@@ -249,7 +249,7 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 			}
 		}
 		now := clk.Now()
-		n.sealOwn(now)
+		n.poll(now)
 		for _, d := range dests {
 			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Timeout.Quantile, now)
 			e, err := n.fleet.Estimate(d, n.cfg.Timeout.Quantile, now)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -47,10 +46,9 @@ type Node struct {
 	local *tracker.SyncTracker[string]
 	fleet *tracker.SyncFleet
 	cl    *cluster.Cluster // nil when DisableGossip
-
-	// With gossip off the node inserts its own sealed sub-windows (sealOwn).
-	sealMu sync.Mutex
-	sealed atomic.Int64 // newest epoch the node inserted itself
+	// proto seals this node's sub-windows: the cluster's with gossip on,
+	// the node's own (with no members) with gossip off.
+	proto *cluster.SyncProtocol
 
 	hist    *history
 	met     *metrics
@@ -94,7 +92,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if n.clock == nil {
 		n.clock = time.Now
 	}
-	n.sealed.Store(math.MinInt64)
 	if cfg.HTTPTokenFile != "" {
 		tok, err := ReadTokenFile(cfg.HTTPTokenFile)
 		if err != nil {
@@ -119,6 +116,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 		if n.cl, err = cluster.New(n.clusterConfig()); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
+		n.proto = n.cl.Protocol()
+	} else if n.proto, err = cluster.NewSyncProtocol(n.protocolConfig()); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.hist = newHistory(maxTrackedDests, historyPoints)
 	own := prometheus.NewRegistry()
@@ -216,13 +216,13 @@ func (n *Node) loop() {
 }
 
 // step is one round of the periodic work at now: refresh the live member
-// count, seal finished epochs into the fleet view (when the cluster does
-// not), slide the fleet view, and sample the history.
+// count, let the protocol seal finished epochs (when the cluster does not
+// drive it), slide the fleet view, and sample the history.
 func (n *Node) step(now time.Time) {
 	if n.cl != nil { // also covers membership events the cluster dropped
 		n.fleet.SetLiveMembers(n.cl.NumAlive())
 	}
-	n.sealOwn(now)
+	n.poll(now)
 	n.fleet.Advance(now)
 	n.sampleHistory(now)
 }
