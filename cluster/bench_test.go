@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // BenchmarkSendReliable20KB sends one 20 KiB payload to each of 4 peers over
@@ -61,3 +62,41 @@ func BenchmarkSendReliable20KB(b *testing.B) {
 }
 
 func writeFile(path, key string) error { return os.WriteFile(path, []byte(key+"\n"), 0o600) }
+
+// BenchmarkSyncProtocolPoll is the lazy path a node's every query takes
+// between epoch boundaries, when nothing is due: SyncProtocol.Poll (two
+// atomic loads), against the naive alternative of taking the protocol's
+// lock to ask it (Protocol.Tick under the mutex, which also finds nothing
+// due).
+func BenchmarkSyncProtocolPoll(b *testing.B) {
+	fc := tracker.DefaultFleetConfig()
+	fc.Self = "a"
+	fleet, err := tracker.NewFleet(fc, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := NewSyncProtocol(ProtocolConfig{
+		Name: "a", BootID: 1, Tracker: fc.Tracker, Gossip: DefaultGossip(), Store: fleet,
+		Seal: func(int64, time.Time) []tracker.DestCounts { return nil },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := fc.Tracker.EpochStart(fc.Tracker.Epoch(time.UnixMilli(1_700_000_000_000))).Add(10 * time.Millisecond)
+	s.Poll(now) // starts the schedule: nothing is due for the rest of the epoch
+	now = now.Add(time.Millisecond)
+	b.Run("poll", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Poll(now)
+		}
+	})
+	b.Run("locked tick", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.mu.Lock()
+			_ = s.p.Tick(now)
+			s.mu.Unlock()
+		}
+	})
+}

@@ -1,42 +1,53 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// MaxNameLen is the longest peer name, in bytes.
-const MaxNameLen = 256
+// MaxNameLen is the longest peer name, in bytes: the member name (the name,
+// "-" and 8 hex digits, MemberName) names the sender of digests and pulls
+// and must fit codec.MaxNameBytes. It is the one limit on -name, with or
+// without gossip.
+const MaxNameLen = codec.MaxNameBytes - 9
 
 // MaxLabelLen is the longest Label, in bytes (memberlist's limit).
 const MaxLabelLen = memberlist.LabelMaxSize
 
-// maxGossipNameLen is the longest peer name with a Store: the member name
-// (name, "-", 8 hex digits) is the sender of digests and pulls, at most
-// codec.MaxNameBytes.
-const maxGossipNameLen = 256 - 9
-
 // Config configures a [Cluster]. Start from [DefaultConfig]; a field's
 // comment gives its unit and default.
+//
+// The user-facing fields have atnode's YAML keys and flags
+// (RegisterFlags): `bind` (-bind), `advertise` (-advertise), `join` (-join),
+// `secret_key_file` (-secret-key-file) and `label` (-label). The rest are
+// set in code: a node sets Name, BootID, Logger, OnEvent, Store, Seal,
+// SealLimits, Tracker and Clock from its own settings; tests and embedders
+// may set Transport, Timing, Limits and Gossip.
 type Config struct {
 	// Name is the peer name (atnode's -name): the same across restarts.
 	// 1..MaxNameLen bytes of printable UTF-8. No default.
-	Name string `yaml:"name"`
+	Name string `yaml:"-"`
 
-	// BootID identifies this process start; 0 (the default) picks a random
-	// non-zero one in New. The member name is MemberName(Name, BootID).
+	// BootID identifies this process start; 0 (the default) picks one with
+	// NewBootID in New. The member name is MemberName(Name, BootID).
 	BootID uint64 `yaml:"-"`
 
 	// Bind is the gossip "ip:port" (UDP and TCP, same port); port 0 picks a
@@ -51,7 +62,7 @@ type Config struct {
 	// Seeds are "host:port" addresses joined at Start and re-joined every
 	// Timing.RejoinInterval, so a healed partition merges back. Addresses
 	// equal to this member's own are skipped. Default none.
-	Seeds []string `yaml:"join"`
+	Seeds AddrList `yaml:"join"`
 
 	// KeyFile is the path of the key file (see ParseKeys). Set, it turns on
 	// AES-256-GCM encryption of all gossip with both verify flags; empty
@@ -64,10 +75,10 @@ type Config struct {
 	Label string `yaml:"label"`
 
 	// Timing holds memberlist's intervals. Default DefaultTiming().
-	Timing Timing `yaml:"timing"`
+	Timing Timing `yaml:"-"`
 
 	// Limits bounds the queues between memberlist and the handlers.
-	Limits Limits `yaml:"limits"`
+	Limits Limits `yaml:"-"`
 
 	// Logger receives this package's logs and memberlist's, at their own
 	// levels. nil discards them.
@@ -101,14 +112,24 @@ type Config struct {
 
 	// Seal returns this node's sealed sub-window of epoch (for example
 	// tracker.SealedSubWindow(local, epoch, now)), destinations sorted by
-	// name. It is called once per epoch boundary (plus jitter) for the epoch
-	// that just ended, on a goroutine of the cluster, and must not block.
+	// name. The protocol calls it once per epoch, at the epoch boundary
+	// plus this node's jitter, for the epoch that just ended, on a goroutine
+	// of the cluster (or of a caller of SyncProtocol.Poll), and it must not
+	// block.
 	// nil means this node has no latencies of its own to share.
 	Seal func(epoch int64, now time.Time) []tracker.DestCounts `yaml:"-"`
 
+	// SealLimits caps this node's sealed batch per epoch: set it to the
+	// Store's per-member caps (tracker.FleetConfig.MaxDestinations and
+	// MaxEpochBuckets). The destinations with the fewest samples are left
+	// out and counted (ProtocolStats.DestinationsDropped). Zero means no cap.
+	SealLimits SealLimits `yaml:"-"`
+
 	// Tracker is the epoch grid and histogram layout shared by the fleet
-	// (Window, SubWindows, MaxTrackableLatency): it must equal the Store's.
-	// Default tracker.DefaultConfig(). Used only with a Store.
+	// (Window, SubWindows, MaxTrackableLatency): it must equal the Store's
+	// (checked by Validate when the Store reports its configuration, as
+	// *tracker.Fleet does). Default tracker.DefaultConfig(). Used only
+	// with a Store.
 	Tracker tracker.Config `yaml:"-"`
 
 	// Clock is the wall clock of dissemination (epochs, seal times); nil
@@ -116,7 +137,7 @@ type Config struct {
 	Clock func() time.Time `yaml:"-"`
 
 	// Gossip tunes dissemination. Default DefaultGossip().
-	Gossip Gossip `yaml:"gossip"`
+	Gossip Gossip `yaml:"-"`
 }
 
 // Timing holds the memberlist intervals this package exposes. The defaults
@@ -227,32 +248,44 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem with c, joined.
+// RegisterFlags registers -bind, -advertise, -join, -secret-key-file and
+// -label on fs, with c's current values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Bind, "bind", c.Bind, "gossip `ip:port`; port 0 picks a free port")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "gossip `ip:port` peers should use (default the bound one)")
+	fs.Var(&c.Seeds, "join", "comma-separated seed peers (`host:port,...`), joined at start and re-joined periodically")
+	fs.StringVar(&c.KeyFile, "secret-key-file", c.KeyFile,
+		"`file` of base64 32-byte gossip keys, one per line: the first encrypts, all decrypt (SIGHUP re-reads it); a regular file of at most 64 KiB")
+	fs.StringVar(&c.Label, "label", c.Label, "cluster label: members with another label are ignored")
+}
+
+// Validate reports every problem with c, joined; each is marked with the
+// field it is about (internal/fielderr).
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("cluster: "+format, args...))
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fielderr.Errorf(field, "cluster: "+format, args...))
 	}
-	if err := validName(c.Name); err != nil {
-		errs = append(errs, err)
+	if err := CheckName(c.Name); err != nil {
+		bad("Name", "name %v", err)
 	}
 	if c.Transport == nil {
-		if _, err := parseIPPort(c.Bind); err != nil {
-			bad("bind %q: %v", c.Bind, err)
+		if err := CheckIPPort(c.Bind); err != nil {
+			bad("Bind", "bind: %v", err)
 		}
 	}
 	if c.Advertise != "" {
-		if _, err := parseIPPort(c.Advertise); err != nil {
-			bad("advertise %q: %v", c.Advertise, err)
+		if err := CheckIPPort(c.Advertise); err != nil {
+			bad("Advertise", "advertise: %v", err)
 		}
 	}
 	for _, s := range c.Seeds {
-		if _, _, err := net.SplitHostPort(s); err != nil {
-			bad("seed %q: want host:port: %v", s, err)
+		if err := CheckHostPort(s); err != nil {
+			bad("Seeds", "seed: %v", err)
 		}
 	}
 	if len(c.Label) > MaxLabelLen {
-		bad("label is %d bytes, at most %d", len(c.Label), MaxLabelLen)
+		bad("Label", "label is %d bytes, at most %d", len(c.Label), MaxLabelLen)
 	}
 	t := c.Timing
 	for _, d := range []struct {
@@ -265,40 +298,40 @@ func (c Config) Validate() error {
 		{"rejoin interval", t.RejoinInterval},
 	} {
 		if d.v <= 0 {
-			bad("%s must be > 0, got %v", d.name, d.v)
+			bad("Timing", "%s must be > 0, got %v", d.name, d.v)
 		}
 	}
 	if t.ProbeTimeout > t.ProbeInterval && t.ProbeInterval > 0 {
-		bad("probe timeout %v exceeds probe interval %v", t.ProbeTimeout, t.ProbeInterval)
+		bad("Timing", "probe timeout %v exceeds probe interval %v", t.ProbeTimeout, t.ProbeInterval)
 	}
 	if t.SuspicionMult < 1 {
-		bad("suspicion mult must be >= 1, got %d", t.SuspicionMult)
+		bad("Timing", "suspicion mult must be >= 1, got %d", t.SuspicionMult)
 	}
 	if t.PushPullInterval < 0 {
-		bad("push/pull interval must be >= 0, got %v", t.PushPullInterval)
+		bad("Timing", "push/pull interval must be >= 0, got %v", t.PushPullInterval)
 	}
 	if !(t.RejoinJitter >= 0 && t.RejoinJitter < 1) {
-		bad("rejoin jitter must be in [0, 1), got %v", t.RejoinJitter)
+		bad("Timing", "rejoin jitter must be in [0, 1), got %v", t.RejoinJitter)
 	}
 	l := c.Limits
 	if l.EventQueue < 1 {
-		bad("event queue must be >= 1, got %d", l.EventQueue)
+		bad("Limits", "event queue must be >= 1, got %d", l.EventQueue)
 	}
 	if l.MessageQueue < 1 {
-		bad("message queue must be >= 1, got %d", l.MessageQueue)
+		bad("Limits", "message queue must be >= 1, got %d", l.MessageQueue)
 	}
 	if l.MaxMessageBytes < 1 {
-		bad("max message bytes must be >= 1, got %d", l.MaxMessageBytes)
+		bad("Limits", "max message bytes must be >= 1, got %d", l.MaxMessageBytes)
 	}
 	if c.Store != nil {
 		if c.OnMessage != nil {
-			bad("OnMessage must be nil with a Store: gossip consumes every user message")
+			bad("OnMessage", "OnMessage must be nil with a Store: gossip consumes every user message")
 		}
 		if err := c.Tracker.Validate(); err != nil {
-			bad("tracker: %v", err)
+			bad("Tracker", "tracker: %w", err)
 		}
-		if len(c.Name) > maxGossipNameLen {
-			bad("name is %d bytes, at most %d with a Store (the member name must fit a gossip message)", len(c.Name), maxGossipNameLen)
+		if s, ok := c.Store.(interface{ Config() tracker.FleetConfig }); ok && s.Config().Tracker != c.Tracker {
+			bad("Tracker", "Tracker %+v differs from the Store's %+v: the epoch grid and layout must be the fleet view's", c.Tracker, s.Config().Tracker)
 		}
 		errs = append(errs, c.Gossip.validate(l.MaxMessageBytes)...)
 	}
@@ -314,7 +347,7 @@ func validName(name string) error {
 
 // CheckName reports what is wrong with a peer name, if anything: it must be
 // 1..MaxNameLen bytes of printable UTF-8. The error reads as a predicate
-// ("is empty", "is 300 bytes, at most 256", …) for the caller to prefix.
+// ("is empty", "is 300 bytes, at most 247", …) for the caller to prefix.
 func CheckName(name string) error {
 	switch {
 	case name == "":
@@ -332,24 +365,88 @@ func CheckName(name string) error {
 	return nil
 }
 
-// parseIPPort parses "ip:port" with an IP literal host; port 0 is allowed.
-func parseIPPort(s string) (netip.AddrPort, error) {
+// CheckHostPort reports what is wrong with a "host:port" address, if
+// anything: the host must not be empty (a name or an IP) and the port must
+// be a number in 0..65535. The error quotes the address.
+func CheckHostPort(s string) error {
 	host, port, err := net.SplitHostPort(s)
 	if err != nil {
+		return fmt.Errorf("want host:port, got %q", s)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port of %q must be 0..65535", s)
+	}
+	if host == "" {
+		return fmt.Errorf("host of %q must not be empty", s)
+	}
+	return nil
+}
+
+// CheckIPPort is CheckHostPort for the gossip addresses (Bind, Advertise),
+// whose host must be an IP address without a zone: memberlist binds and
+// advertises IPs, not names.
+func CheckIPPort(s string) error {
+	_, err := parseIPPort(s)
+	return err
+}
+
+// parseIPPort parses "ip:port" with an IP literal host; port 0 is allowed.
+func parseIPPort(s string) (netip.AddrPort, error) {
+	if err := CheckHostPort(s); err != nil {
 		return netip.AddrPort{}, err
 	}
+	host, port, _ := net.SplitHostPort(s)
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("host must be an IP address: %v", err)
+		return netip.AddrPort{}, fmt.Errorf("host of %q must be an IP address, e.g. 127.0.0.1", s)
 	}
 	if ip.Zone() != "" {
-		return netip.AddrPort{}, errors.New("zoned addresses are not supported")
+		return netip.AddrPort{}, fmt.Errorf("host of %q: zoned addresses are not supported", s)
 	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("port: %v", err)
-	}
+	p, _ := strconv.ParseUint(port, 10, 16)
 	return netip.AddrPortFrom(ip.Unmap(), uint16(p)), nil
+}
+
+// NewBootID returns a random non-zero boot ID: the one generator of boot
+// IDs (New uses it when Config.BootID is 0; a node without gossip uses it
+// for its own batches).
+func NewBootID() (uint64, error) {
+	var b [8]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("cluster: boot id: %w", err)
+		}
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v, nil
+		}
+	}
+}
+
+// AddrList is a list of addresses that reads from a comma-separated flag
+// value, or from YAML as either a sequence or one comma-separated string.
+type AddrList []string
+
+// String joins the list with commas.
+func (l *AddrList) String() string { return strings.Join(*l, ",") }
+
+// Set replaces the list with the comma-separated items of s, trimmed, with
+// empty items dropped (flag.Value).
+func (l *AddrList) Set(s string) error {
+	*l = splitList(s)
+	return nil
+}
+
+// UnmarshalText is Set, for a YAML (or JSON) string.
+func (l *AddrList) UnmarshalText(p []byte) error { return l.Set(string(p)) }
+
+func splitList(s string) AddrList {
+	var out AddrList
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // rejoinWait draws one wait between re-joins from u in [0, 1).

@@ -31,15 +31,17 @@
 // # Dissemination
 //
 // With Config.Store set (a *tracker.Fleet), every node converges on the
-// same fleet view (DESIGN.md section 5):
+// same fleet view:
 //
 //   - Seal: at each epoch boundary of Config.Tracker's grid, plus a fixed
-//     per-node jitter below Gossip.SealJitter, the node calls Config.Seal
-//     for the epoch that ended, splits the batch into parts of at most
-//     Gossip.MaxPartBytes (codec.Encoder.BatchParts), inserts the parts
-//     into its own Store exactly as peers decode them, and sends them to
-//     every alive member with SendReliable. An empty sub-window sends
-//     nothing.
+//     per-node jitter below Gossip.SealJitter (none while the node has no
+//     peer: there is no burst to spread), the node calls Config.Seal for
+//     the epoch that ended, cuts it to Config.SealLimits (keeping the
+//     destinations with the most samples, counting the others), splits the
+//     batch into parts of at most Gossip.MaxPartBytes
+//     (codec.Encoder.BatchParts), inserts the parts into its own Store
+//     exactly as peers decode them, and sends them to every alive member
+//     with SendReliable. An empty sub-window sends nothing.
 //   - Anti-entropy: every Gossip.AntiEntropyInterval (±25 %) the node
 //     sends a digest of the keys it holds to one random alive member. The
 //     receiver pulls what it lacks (newest epochs first, about
@@ -49,9 +51,10 @@
 //     exchanges do not ping-pong). A pull is answered with the batches,
 //     newest first, within Gossip.BulkSyncBytes.
 //   - Bulk sync: after Start, and whenever the node was alone, it
-//     exchanges digests with Gossip.BulkSyncPeers random members at once,
-//     so a joiner catches up on the whole window within a round trip or
-//     two.
+//     exchanges digests with Gossip.BulkSyncPeers random members at once
+//     (4 × Timing.GossipInterval after members appear, so that several
+//     have), and a joiner catches up on the whole window within a round
+//     trip or two.
 //   - Receive: messages are decoded strictly (package codec, our layout
 //     only); a batch whose origin (name and boot ID) is not a current or
 //     recent member, or that claims to be this process's, is refused, as
@@ -60,26 +63,33 @@
 //   - Membership: dead and left members, and a restarted peer's old boot,
 //     are excluded from the Store's views at once (their batches stay
 //     until they age out, so a refuted death costs nothing); members alive
-//     again are included; the Store's live count follows. This is
-//     re-applied at every anti-entropy round, so a dropped event is
-//     corrected.
+//     again are included; the Store's live count follows. The protocol
+//     gets the member table whenever it changed (checked before each tick
+//     and each message handled, so a dropped event costs nothing) and
+//     re-applies it to the Store at every anti-entropy round.
 //   - Sending: each member has its own FIFO with at most one send in
 //     flight, served by Gossip.SendWorkers goroutines; at most
 //     Gossip.SendQueue messages wait in all, more are dropped and counted.
-//     A slow or dead member delays only its own messages; the seal loop
-//     and the request path never wait for a send.
+//     A slow or dead member delays only its own messages; the protocol's
+//     ticks and the request path never wait for a send.
 //
 // Histogram payloads never ride memberlist's broadcast queue or its
 // push/pull state: only SendReliable streams carry them.
 //
-// The decisions — what to send at an epoch, how to answer a digest or a
-// pull, what to pull, how membership maps to exclusions — live in
-// [Protocol], a core without goroutines, I/O or clock: every method takes
-// the time and returns [Message]s, and its only dependencies are the Store
-// and two membership callbacks. [Cluster] is its shell over memberlist; a
-// discrete-event simulator can drive the same Protocol instances by
-// delivering each Message's Payload to Protocol.Receive of the member
-// named in Message.To.
+// Every decision above — when to seal and what, the jitter, when to swap
+// digests and with whom, when to bulk-sync, how to answer a digest or a
+// pull, how membership maps to exclusions — lives in [Protocol], a core in
+// the style of etcd's raft RawNode: no goroutines, clock or I/O, advanced
+// by Tick, Receive and SetMembers, each taking the time and returning the
+// [Message]s to send, with Next saying when it needs the next Tick; its
+// random streams are seeded by the boot ID, so the same calls give the
+// same decisions. [SyncProtocol] wraps it for concurrent use. [Cluster] is
+// its shell over memberlist: one timer set to Next, the member table given
+// to SetMembers whenever it changed, received messages handed to Receive,
+// and the send queue. A discrete-event simulator drives the same Protocol
+// by delivering each Message's Payload to Protocol.Receive of the member
+// named in Message.To; a node without gossip is a SyncProtocol with no
+// members, polled from its query path ([SyncProtocol.Poll]).
 //
 // Security: with Config.KeyFile set, all gossip is encrypted with
 // AES-256-GCM (memberlist's keyring; see [ParseKeys] for the file format)
@@ -107,8 +117,8 @@
 // clock, configured by [Timing] ([DefaultTiming] for real networks,
 // [FastTiming] for tests and loopback demos). Member.Since is wall-clock.
 // Dissemination reads Config.Clock (default time.Now) for epochs and for
-// every Store call, and waits on real timers; [Protocol] takes time only
-// as an argument.
+// every Store call, and waits on one real timer set to the protocol's next
+// tick; [Protocol] takes time only as an argument.
 // Tests run whole clusters in one process on internal/memtransport, an
 // in-memory transport that drops, delays, duplicates, partitions, crashes
 // and stalls.

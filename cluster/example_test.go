@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
 	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -73,13 +74,21 @@ AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=
 	// cluster: bad key file: line 1: key is 3 bytes, want 32
 }
 
-// ExampleProtocol drives two nodes' dissemination logic without memberlist:
-// node a seals an epoch whose batch is lost, and one digest exchange
-// repairs it.
+// ExampleProtocol drives two nodes' dissemination logic without memberlist
+// or a clock: each Tick at the time Next asks for. Node a seals epoch e at
+// its boundary plus a's jitter; the batch is lost on its way to b, and a's
+// next anti-entropy digest repairs it.
 func ExampleProtocol() {
 	cfg := tracker.DefaultConfig() // 60 s window, 6 s sub-windows
-	members := map[string]bool{cluster.MemberName("a", 1): true, cluster.MemberName("b", 2): true}
-	newNode := func(name string, boot uint64) (*cluster.Protocol, *tracker.Fleet) {
+	g := cluster.DefaultGossip()
+	g.BulkSyncPeers = 0 // both start together: nothing to catch up on
+	members := []cluster.Member{
+		{Name: "a", Member: cluster.MemberName("a", 1), BootID: 1, State: cluster.StateAlive},
+		{Name: "b", Member: cluster.MemberName("b", 2), BootID: 2, State: cluster.StateAlive},
+	}
+	start := time.UnixMilli(1_700_000_004_000) // the start of an epoch
+	e := cfg.Epoch(start)
+	newNode := func(name string, boot uint64, sealed []tracker.DestCounts) (*cluster.Protocol, *tracker.Fleet) {
 		fc := tracker.DefaultFleetConfig()
 		fc.Self = name
 		fleet, err := tracker.NewFleet(fc, nil)
@@ -87,37 +96,50 @@ func ExampleProtocol() {
 			panic(err)
 		}
 		p, err := cluster.NewProtocol(cluster.ProtocolConfig{
-			Name: name, BootID: boot, Tracker: cfg, Gossip: cluster.DefaultGossip(), Store: fleet,
-			KnownOrigin: func(n string, b uint64) bool { return members[cluster.MemberName(n, b)] },
-			Up:          func(m string) bool { return members[m] },
+			Name: name, BootID: boot, Tracker: cfg, Gossip: g, Store: fleet,
+			Seal: func(epoch int64, _ time.Time) []tracker.DestCounts {
+				if epoch == e {
+					return sealed
+				}
+				return nil
+			},
 		})
 		if err != nil {
 			panic(err)
 		}
+		p.SetMembers(members, start)
 		return p, fleet
 	}
-	a, _ := newNode("a", 1)
-	b, bFleet := newNode("b", 2)
+	a, _ := newNode("a", 1, []tracker.DestCounts{{Dest: "db-1", Total: 3, Buckets: []tracker.Bucket{{Index: 10, Count: 3}}}})
+	b, bFleet := newNode("b", 2, nil)
 	nodes := map[string]*cluster.Protocol{a.MemberName(): a, b.MemberName(): b}
+	a.Tick(start) // starts a's schedule
+	b.Tick(start)
 
-	now := time.UnixMilli(1_700_000_000_000)
-	e := cfg.Epoch(now) - 1
-	sealed := []tracker.DestCounts{{Dest: "db-1", Total: 3, Buckets: []tracker.Bucket{{Index: 10, Count: 3}}}}
-	lost, _ := a.Seal(e, sealed, []string{b.MemberName()}, now)
-	fmt.Println("sealed:", len(lost), "message to", lost[0].To, "(lost)")
-
-	queue := a.Digests(b.MemberName(), now)
-	for len(queue) > 0 {
-		m := queue[0]
-		r, out := nodes[m.To].Receive(m.Payload, now)
-		fmt.Println(m.To, "got a", r.Type, "repair:", r.Repair)
-		queue = append(queue[1:], out...)
+	var now time.Time
+	for sealed, repaired := false, false; !repaired; {
+		now = a.Next() // b's own ticks are left out
+		queue := a.Tick(now)
+		if len(queue) > 0 && queue[0].Type == codec.TypeBatch {
+			fmt.Printf("+%v a seals epoch e: batch → b, lost\n", now.Sub(start).Round(time.Millisecond))
+			sealed = true
+			continue
+		}
+		for len(queue) > 0 {
+			m := queue[0]
+			r, out := nodes[m.To].Receive(m.Payload, now)
+			if sealed { // the anti-entropy rounds before the seal find nothing to repair
+				fmt.Printf("+%v %s → %s, repair: %v\n", now.Sub(start).Round(time.Millisecond), m.Type, m.To, r.Repair)
+			}
+			repaired = repaired || r.Repair
+			queue = append(queue[1:], out...)
+		}
 	}
-	fmt.Println("b's view of db-1:", bFleet.ViewCounts("db-1", now)[10], "samples at index 10")
+	fmt.Println("b's view of db-1:", bFleet.ViewCounts("db-1", cfg.EpochStart(e+1).Add(time.Minute/2))[10], "samples at index 10")
 	// Output:
-	// sealed: 1 message to b-00000002 (lost)
-	// b-00000002 got a digest repair: false
-	// a-00000001 got a pull repair: false
-	// b-00000002 got a batch repair: true
+	// +6.026s a seals epoch e: batch → b, lost
+	// +7.52s digest → b-00000002, repair: false
+	// +7.52s pull → a-00000001, repair: false
+	// +7.52s batch → b-00000002, repair: true
 	// b's view of db-1: 3 samples at index 10
 }

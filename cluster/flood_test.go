@@ -57,13 +57,13 @@ func TestGossipFloodOverflowsQueues(t *testing.T) {
 
 	u := newUnion(t, o.tracker)
 	// Hold the receiver's handler: the first message taken from its queue
-	// waits for the gossiper's lock, the next msgQueue wait in the queue.
-	recv.gossip.mu.Lock()
+	// waits for the protocol's lock, the next msgQueue wait in the queue.
+	recv.gossip.proto.mu.Lock()
 	locked := true
 	unlock := func() {
 		if locked {
 			locked = false
-			recv.gossip.mu.Unlock()
+			recv.gossip.proto.mu.Unlock()
 		}
 	}
 	defer unlock()
@@ -71,9 +71,9 @@ func TestGossipFloodOverflowsQueues(t *testing.T) {
 	u.epochs = append(u.epochs, e)
 
 	held.Store(true)
-	flooder.gossip.mu.Lock()
-	digest := flooder.gossip.proto.Digests(recv.MemberName(), time.Now())
-	flooder.gossip.mu.Unlock()
+	flooder.gossip.proto.mu.Lock()
+	digest := flooder.gossip.proto.p.digests(recv.MemberName(), time.Now())
+	flooder.gossip.proto.mu.Unlock()
 	require.Len(t, digest, 1)
 	msgs := make([]Message, flood)
 	for i := range msgs {

@@ -2,30 +2,23 @@ package cluster
 
 import (
 	"log/slog"
-	mrand "math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// gossiper is the shell around a Protocol: it seals at epoch boundaries,
-// runs anti-entropy and bulk sync, feeds received messages and membership
-// changes to the Protocol, and sends what it returns from a bounded pool.
+// gossiper is the shell around the cluster's SyncProtocol: one timer set
+// to the protocol's next tick, the member list fed to it whenever it
+// changed, received messages handed to it, and what it returns sent from a
+// bounded queue by a pool of workers. It decides nothing itself.
 type gossiper struct {
-	c      *Cluster
-	g      Gossip
-	trk    tracker.Config
-	seal   func(int64, time.Time) []tracker.DestCounts
-	clock  func() time.Time
-	jitter time.Duration // this node's delay after each epoch boundary
-	log    *slog.Logger
+	c     *Cluster
+	proto *SyncProtocol
+	clock func() time.Time
+	log   *slog.Logger
+	kick  chan struct{} // wakes the loop to re-arm its timer after SetMembers
 
-	mu         sync.Mutex // guards the fields below; never held while sending
-	proto      *Protocol
-	rng        *mrand.Rand
-	bulkDue    bool  // exchange digests with BulkSyncPeers members at the next check
-	lastSealed int64 // newest epoch sealed
+	memMu   sync.Mutex // serializes syncMembers
+	members uint64     // guarded by memMu: the member table's version last given to the protocol
 
 	q     *sendQueue
 	stats *gossipCounters
@@ -39,12 +32,9 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 	cfg := c.cfg
 	g := &gossiper{
 		c:     c,
-		g:     cfg.Gossip,
-		trk:   cfg.Tracker,
-		seal:  cfg.Seal,
 		clock: cfg.Clock,
 		log:   c.log,
-		rng:   mrand.New(mrand.NewPCG(c.boot, 0x6055)),
+		kick:  make(chan struct{}, 1),
 		q:     newSendQueue(cfg.Gossip.SendQueue),
 		stats: newGossipCounters(),
 	}
@@ -52,19 +42,16 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 		g.clock = time.Now
 	}
 	g.sendFn = c.SendReliable
-	// A fixed per-node delay in [0, SealJitter), capped at half a
-	// sub-window, drawn from the boot ID.
-	maxJitter := min(g.g.SealJitter, cfg.Tracker.SubWindow()/2)
-	u := float64(mrand.New(mrand.NewPCG(c.boot, 0x5ea1)).Uint64()>>11) / (1 << 53)
-	g.jitter = time.Duration(u * float64(maxJitter))
-	p, err := NewProtocol(ProtocolConfig{
-		Name:        cfg.Name,
-		BootID:      c.boot,
-		Tracker:     cfg.Tracker,
-		Gossip:      cfg.Gossip,
-		Store:       cfg.Store,
-		KnownOrigin: c.knownOrigin,
-		Up:          c.up,
+	p, err := NewSyncProtocol(ProtocolConfig{
+		Name:          cfg.Name,
+		BootID:        c.boot,
+		Tracker:       cfg.Tracker,
+		Gossip:        cfg.Gossip,
+		Store:         cfg.Store,
+		Seal:          cfg.Seal,
+		SealLimits:    cfg.SealLimits,
+		BulkSyncDelay: 4 * cfg.Timing.GossipInterval,
+		Logger:        c.log,
 	})
 	if err != nil {
 		return nil, err
@@ -75,27 +62,21 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 
 // start launches the loop and the send workers; they end when stop closes.
 func (g *gossiper) start(wg *sync.WaitGroup, stop <-chan struct{}) {
-	now := g.clock()
-	g.mu.Lock()
-	g.lastSealed = g.trk.Epoch(now) - int64(g.trk.SubWindows) // seal what the tracker already holds at the first boundary
-	g.bulkDue = g.g.BulkSyncPeers > 0
-	g.mu.Unlock()
-	wg.Add(1 + g.g.SendWorkers)
+	g.proto.drive(true)
+	wg.Add(1 + g.c.cfg.Gossip.SendWorkers)
 	go g.loop(wg, stop)
-	for range g.g.SendWorkers {
+	for range g.c.cfg.Gossip.SendWorkers {
 		go g.worker(wg)
 	}
 }
 
+// loop ticks the protocol whenever it is due, until stop closes.
 func (g *gossiper) loop(wg *sync.WaitGroup, stop <-chan struct{}) {
 	defer wg.Done()
-	sealT := time.NewTimer(g.untilSeal(g.clock()))
-	defer sealT.Stop()
-	aeT := time.NewTimer(g.antiEntropyWait())
-	defer aeT.Stop()
-	bulkCheck := 4 * g.c.cfg.Timing.GossipInterval
-	bulkT := time.NewTimer(bulkCheck)
-	defer bulkT.Stop()
+	defer g.proto.drive(false)
+	g.tick()
+	t := time.NewTimer(g.untilNext())
+	defer t.Stop()
 	for {
 		select {
 		case <-stop:
@@ -103,164 +84,67 @@ func (g *gossiper) loop(wg *sync.WaitGroup, stop <-chan struct{}) {
 				g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(n) })
 			}
 			return
-		case <-sealT.C:
-			g.sealDue()
-			sealT.Reset(g.untilSeal(g.clock()))
-		case <-aeT.C:
-			g.antiEntropy()
-			aeT.Reset(g.antiEntropyWait())
-		case <-bulkT.C:
-			g.bulkSync()
-			bulkT.Reset(bulkCheck)
+		case <-t.C:
+			g.tick()
+		case <-g.kick:
 		}
+		t.Reset(g.untilNext())
 	}
 }
 
-// untilSeal returns how long to wait before the next seal is due.
-func (g *gossiper) untilSeal(now time.Time) time.Duration {
-	g.mu.Lock()
-	last := g.lastSealed
-	g.mu.Unlock()
-	e := g.trk.Epoch(now)
-	at := g.trk.EpochStart(e).Add(g.jitter)
-	if last >= e-1 || now.Before(at) {
-		if last >= e-1 {
-			at = g.trk.EpochStart(e + 1).Add(g.jitter)
-		}
-		return max(at.Sub(now), time.Millisecond)
-	}
-	return 0
+// untilNext is how long to wait for the protocol's next tick (at least a
+// millisecond, so a clock that stands still cannot spin the loop).
+func (g *gossiper) untilNext() time.Duration {
+	return max(g.proto.Next().Sub(g.clock()), time.Millisecond)
 }
 
-// sealDue seals every epoch that ended (and is past this node's jitter)
-// since the last seal and is still in the tracker's ring.
-func (g *gossiper) sealDue() {
-	now := g.clock()
-	e := g.trk.Epoch(now)
-	if now.Before(g.trk.EpochStart(e).Add(g.jitter)) {
-		e-- // within the jitter of a new epoch: the one before it is not due
-	}
-	g.mu.Lock()
-	from := max(g.lastSealed+1, e-int64(g.trk.SubWindows)+1)
-	g.lastSealed = max(g.lastSealed, e-1)
-	g.mu.Unlock()
-	if g.seal == nil {
+func (g *gossiper) tick() {
+	g.syncMembers()
+	g.send(g.proto.Tick(g.clock()))
+}
+
+// syncMembers gives the protocol the member table if it changed since the
+// last time. The table (Cluster.Members) is exact even when events are
+// dropped; it is synced before every tick and every message received, so
+// the protocol never judges a message on a stale table.
+func (g *gossiper) syncMembers() {
+	v := g.c.memberVersion.Load()
+	g.memMu.Lock()
+	defer g.memMu.Unlock()
+	if v == g.members {
 		return
 	}
-	peers := g.upPeers()
-	for ep := from; ep <= e-1; ep++ {
-		dests := g.seal(ep, now)
-		if len(dests) == 0 {
-			continue
-		}
-		g.mu.Lock()
-		msgs, err := g.proto.Seal(ep, dests, peers, now)
-		g.mu.Unlock()
-		g.stats.add(func(s *GossipStats) {
-			s.Seals++
-			if err != nil {
-				s.SealErrors++
-			}
-		})
-		if err != nil {
-			g.log.Warn("cluster: seal", "epoch", ep, "err", err)
-		}
-		g.send(msgs)
-	}
-}
-
-// upPeers returns the member names of the other members alive or suspect.
-func (g *gossiper) upPeers() []string {
-	var out []string
-	for _, m := range g.c.Members() {
-		if m.State.Up() && m.Member != g.c.self {
-			out = append(out, m.Member)
-		}
-	}
-	return out
-}
-
-func (g *gossiper) antiEntropyWait() time.Duration {
-	g.mu.Lock()
-	u := g.rng.Float64()
-	g.mu.Unlock()
-	return time.Duration(float64(g.g.AntiEntropyInterval) * (0.75 + 0.5*u))
-}
-
-// antiEntropy re-applies membership to the Store (in case an event was
-// dropped) and sends a digest to one random alive member.
-func (g *gossiper) antiEntropy() {
-	now := g.clock()
 	members := g.c.Members()
-	peers := g.upPeers()
-	g.mu.Lock()
-	g.proto.Membership(members, now)
-	var msgs []Message
-	if len(peers) > 0 {
-		msgs = g.proto.Digests(peers[g.rng.IntN(len(peers))], now)
-	} else {
-		g.bulkDue = g.g.BulkSyncPeers > 0 // alone: catch up when members appear
+	g.proto.SetMembers(members, g.clock())
+	g.members = v
+	select { // the schedule may have moved (a bulk sync armed): re-arm the timer
+	case g.kick <- struct{}{}:
+	default:
 	}
-	g.mu.Unlock()
-	g.send(msgs)
-}
-
-// bulkSync exchanges digests with BulkSyncPeers random members when due
-// (after Start, or after this node was alone) and members are there.
-func (g *gossiper) bulkSync() {
-	peers := g.upPeers()
-	g.mu.Lock()
-	if !g.bulkDue || len(peers) == 0 {
-		g.mu.Unlock()
-		return
-	}
-	g.bulkDue = false
-	now := g.clock()
-	g.rng.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
-	var msgs []Message
-	for _, p := range peers[:min(len(peers), g.g.BulkSyncPeers)] {
-		msgs = append(msgs, g.proto.Digests(p, now)...)
-	}
-	g.mu.Unlock()
-	g.send(msgs)
 }
 
 // receive handles one message taken from the message queue.
 func (g *gossiper) receive(msg []byte) {
+	g.syncMembers()
 	now := g.clock()
-	g.mu.Lock()
 	r, msgs := g.proto.Receive(msg, now)
-	g.mu.Unlock()
 	var end time.Time
 	if r.Inserted {
-		end = g.trk.EpochStart(r.Key.Epoch + 1)
+		end = g.c.cfg.Tracker.EpochStart(r.Key.Epoch + 1)
 	}
 	g.stats.received(len(msg), r, end, now)
 	g.send(msgs)
 }
 
-// onEvent applies a membership change: the Store's exclusions and live
-// count follow the member table; a member gone drops its queued sends.
+// onEvent applies a membership change: the protocol gets the member table,
+// and a member gone drops its queued sends.
 func (g *gossiper) onEvent(ev Event) {
-	now := g.clock()
-	members := g.c.Members()
-	alone := g.c.NumAlive() <= 1
-	dropped := 0
 	if ev.Type == EventDead || ev.Type == EventLeft {
-		dropped = g.q.drop(ev.Member.Member)
+		if dropped := g.q.drop(ev.Member.Member); dropped > 0 {
+			g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(dropped) })
+		}
 	}
-	g.mu.Lock()
-	g.proto.Membership(members, now)
-	if ev.Type == EventDead || ev.Type == EventLeft {
-		g.proto.Forget(ev.Member.Member)
-	}
-	if alone {
-		g.bulkDue = g.g.BulkSyncPeers > 0
-	}
-	g.mu.Unlock()
-	if dropped > 0 {
-		g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(dropped) })
-	}
+	g.syncMembers()
 }
 
 // send queues msgs; what does not fit is dropped and counted.

@@ -1,10 +1,11 @@
 package cluster
 
 import (
-	"fmt"
+	"errors"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -38,7 +39,8 @@ type Gossip struct {
 	// SealJitter is the largest per-node delay after an epoch boundary
 	// before this node seals and sends the epoch that ended, so the fleet
 	// does not burst at once. Each node's delay is fixed, drawn from its
-	// boot ID in [0, SealJitter). It adds to the seal-to-convergence time.
+	// boot ID in [0, SealJitter); a node with no peer seals at the
+	// boundary. It adds to the seal-to-convergence time.
 	// In [0, 1s); it is capped at half a sub-window. Default 500ms.
 	SealJitter time.Duration `yaml:"seal_jitter"`
 
@@ -88,11 +90,16 @@ func DefaultGossip() Gossip {
 	}
 }
 
+// Validate reports every problem with g, joined, with parts bounded by
+// codec.MaxMessageBytes (Config.Validate bounds them by
+// Limits.MaxMessageBytes too).
+func (g Gossip) Validate() error { return errors.Join(g.validate(codec.MaxMessageBytes)...) }
+
 // validate reports every problem with g; maxMessage is Limits.MaxMessageBytes.
 func (g Gossip) validate(maxMessage int) []error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("cluster: gossip: "+format, args...))
+		errs = append(errs, fielderr.Errorf("Gossip", "cluster: gossip: "+format, args...))
 	}
 	if g.AntiEntropyInterval <= 0 {
 		bad("anti-entropy interval must be > 0, got %v", g.AntiEntropyInterval)

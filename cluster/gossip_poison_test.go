@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,7 +21,9 @@ func TestGossipPoisonedPeerRefused(t *testing.T) {
 	nw, nodes := gossipCluster(t, 16, 2, o)
 	victim := nodes[0]
 	evil := startNode(t, memConfig(t, "evil", 0xe411, nw.NewTransport(), nodes[0].tr.Addr()))
-	eventually(t, "the victim knows the evil member", func() bool { return victim.knownOrigin("evil", 0xe411) })
+	eventually(t, "the victim knows the evil member", func() bool {
+		return slices.ContainsFunc(victim.Members(), func(m Member) bool { return m.Name == "evil" && m.BootID == 0xe411 })
+	})
 
 	cfg := o.tracker
 	layout := cfg.Layout()
@@ -58,7 +61,7 @@ func TestGossipPoisonedPeerRefused(t *testing.T) {
 		{"forged unknown origin", batch("ghost", 1, e-1, layout, "poison-ghost", 3), RejectUnknownOrigin},
 		{"forged own origin", batch(victim.Name(), victim.BootID(), e-1, layout, "poison-own", 3), RejectOwnOrigin},
 		{"stale epoch", batch("evil", 0xe411, e-int64(cfg.SubWindows)-5, layout, "poison-old", 3), RejectStaleEpoch},
-		{"future epoch", batch("evil", 0xe411, e+50, layout, "poison-new", 3), RejectStaleEpoch},
+		{"future epoch", batch("evil", 0xe411, e+50, layout, "poison-new", 3), RejectFutureEpoch},
 		{"digest from unknown sender", digest, RejectUnknownSender},
 		{"pull from unknown sender", pull, RejectUnknownSender},
 		{"over the message limit", bytes.Repeat([]byte{0xc0}, DefaultLimits().MaxMessageBytes+1), RejectDecodeTooLarge},

@@ -3,21 +3,37 @@ package cluster
 import (
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/smallfile"
 )
 
 // KeySize is the size of a gossip key in bytes (AES-256).
 const KeySize = 32
 
-// ErrKeyFile is matched (errors.Is) by every error about a key file's
-// contents.
+// ErrKeyFile is matched (errors.Is) by every error about a key file that
+// was read but refused: its contents, its type (not a regular file) or its
+// size (over MaxKeyFileBytes). An error that does not match it means the
+// file could not be read at all (missing, no permission, a read that did not
+// finish within KeyFileTimeout).
 var ErrKeyFile = errors.New("cluster: bad key file")
+
+// Limits of a key file: it must be a regular file of at most
+// MaxKeyFileBytes, read within KeyFileTimeout. A FIFO is refused without
+// waiting for a writer; a read stuck on a hung mount is abandoned at the
+// deadline.
+const (
+	MaxKeyFileBytes = 64 << 10
+	KeyFileTimeout  = 5 * time.Second
+)
 
 // GenerateKey returns a new random key, base64 (standard) encoded: one line
 // of a key file.
@@ -67,11 +83,14 @@ func ParseKeys(data []byte) ([][]byte, error) {
 	return keys, nil
 }
 
-// LoadKeyFile reads and parses the key file at path (see ParseKeys).
-// Errors name the path.
+// LoadKeyFile reads and parses the key file at path (see ParseKeys and the
+// limits above). Errors name the path, never a key.
 func LoadKeyFile(path string) ([][]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, err := smallfile.Read(path, MaxKeyFileBytes, KeyFileTimeout)
+	switch {
+	case smallfile.Refused(err):
+		return nil, fmt.Errorf("%w: %w", ErrKeyFile, err)
+	case err != nil:
 		return nil, fmt.Errorf("cluster: key file: %w", err)
 	}
 	keys, err := ParseKeys(data)
@@ -79,6 +98,13 @@ func LoadKeyFile(path string) ([][]byte, error) {
 		return nil, fmt.Errorf("cluster: key file %s: %w", path, err)
 	}
 	return keys, nil
+}
+
+// KeyFingerprint is a short, non-secret name for a key in logs: the first 8
+// hex digits of its SHA-256. It tells keys apart without revealing them.
+func KeyFingerprint(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:4])
 }
 
 // newKeyring builds a keyring whose primary is keys[0].
@@ -94,7 +120,10 @@ func newKeyring(keys [][]byte) (*memberlist.Keyring, error) {
 // bring the wanted keys to the front in order with UseKey (each call builds
 // a new slice), then remove the stale keys, which are now at the end, from
 // the last one backwards.
-func applyKeys(kr *memberlist.Keyring, want [][]byte) (added, removed int, err error) {
+//
+// It reports how many keys were added and removed and the primary key
+// before and after.
+func applyKeys(kr *memberlist.Keyring, want [][]byte) (keyChange, error) {
 	has := func(set [][]byte, k []byte) bool {
 		for _, o := range set {
 			if bytes.Equal(o, k) {
@@ -103,26 +132,60 @@ func applyKeys(kr *memberlist.Keyring, want [][]byte) (added, removed int, err e
 		}
 		return false
 	}
+	var ch keyChange
 	before := append([][]byte(nil), kr.GetKeys()...)
+	if len(before) > 0 {
+		ch.oldPrimary = before[0]
+	}
+	ch.newPrimary = want[0]
 	for _, k := range want {
 		if !has(before, k) {
-			added++
+			ch.added++
 		}
 		if err := kr.AddKey(k); err != nil {
-			return 0, 0, err
+			return keyChange{}, err
 		}
 	}
 	for i := len(want) - 1; i >= 0; i-- {
 		if err := kr.UseKey(want[i]); err != nil {
-			return 0, 0, err
+			return keyChange{}, err
 		}
 	}
 	now := append([][]byte(nil), kr.GetKeys()...)
 	for i := len(now) - 1; i >= len(want); i-- {
 		if err := kr.RemoveKey(now[i]); err != nil {
-			return 0, 0, err
+			return keyChange{}, err
 		}
-		removed++
+		ch.removed++
 	}
-	return added, removed, nil
+	return ch, nil
+}
+
+// keyChange is what applyKeys did to a keyring.
+type keyChange struct {
+	added, removed         int
+	oldPrimary, newPrimary []byte
+}
+
+// logArgs are the slog attributes of a reload: counts and the primary
+// key's fingerprint (never a key).
+func (ch keyChange) logArgs(keys int) []any {
+	args := []any{"keys", keys, "added", ch.added, "removed", ch.removed,
+		"primary", KeyFingerprint(ch.newPrimary)}
+	if ch.primaryChanged() && ch.oldPrimary != nil {
+		args = append(args, "previous_primary", KeyFingerprint(ch.oldPrimary))
+	}
+	return args
+}
+
+// primaryChanged reports whether the key that encrypts changed.
+func (ch keyChange) primaryChanged() bool { return !bytes.Equal(ch.oldPrimary, ch.newPrimary) }
+
+// message is the log message of a reload: it says whether the key that
+// encrypts changed.
+func (ch keyChange) message() string {
+	if ch.primaryChanged() {
+		return "cluster: keys reloaded: the primary key changed"
+	}
+	return "cluster: keys reloaded: the primary key is unchanged"
 }

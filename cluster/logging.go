@@ -63,3 +63,25 @@ func (w *logWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// errText is err's text for one log record: the errors a hashicorp
+// multierror (what memberlist's Join returns) or errors.Join holds, joined
+// by "; ", on one line. memberlist's own text ("1 error occurred:\n\t* ...")
+// spreads one failure (say, a peer with another key) over several lines.
+func errText(err error) string {
+	var parts []error
+	switch e := err.(type) {
+	case interface{ WrappedErrors() []error }:
+		parts = e.WrappedErrors()
+	case interface{ Unwrap() []error }:
+		parts = e.Unwrap()
+	}
+	if len(parts) == 0 {
+		return strings.Join(strings.Fields(err.Error()), " ")
+	}
+	texts := make([]string, 0, len(parts))
+	for _, p := range parts {
+		texts = append(texts, errText(p))
+	}
+	return strings.Join(texts, "; ")
+}

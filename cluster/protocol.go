@@ -1,10 +1,11 @@
 package cluster
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
@@ -20,6 +21,14 @@ const keysPerMessage = 2048
 // maxRequested bounds the keys a Protocol remembers having pulled.
 const maxRequested = 1 << 16
 
+// Seeds of the protocol's two random streams, each a PCG seeded with the
+// boot ID and one of these: the seal jitter, and the anti-entropy stream
+// (waits, peer choice, bulk-sync shuffle).
+const (
+	seedJitter      = 0x5ea1
+	seedAntiEntropy = 0x6055
+)
+
 // Rejection reasons, the keys of GossipStats.Rejected.
 const (
 	RejectDecodeVersion   = "decode_version"   // another protocol version
@@ -30,30 +39,52 @@ const (
 	RejectUnknownOrigin   = "unknown_origin"   // a batch whose origin is not a current or recent member
 	RejectOwnOrigin       = "own_origin"       // a batch claiming to be this process's: only it makes those
 	RejectUnknownSender   = "unknown_sender"   // a digest or pull from a member that is not alive here
-	RejectStaleEpoch      = "stale_epoch"      // a batch outside the accepted epochs [E−N−1, E+1]
+	RejectStaleEpoch      = "stale_epoch"      // a batch below the accepted epochs [E−N−1, E+1]
+	RejectFutureEpoch     = "future_epoch"     // a batch above the accepted epochs: the sender's clock is ahead, or ours behind
 	RejectConflict        = "conflict"         // a batch whose key is held with other contents
 	RejectQueueFull       = "queue_full"       // dropped before decoding: the message queue was full
 )
 
+// SealLimits caps the batch this node seals for one epoch, where it is
+// sealed: a larger batch would be refused whole, by this node's Store and by
+// every peer's. Set them to the fleet's per-member caps.
+type SealLimits struct {
+	// MaxDestinations is the most destinations one batch holds
+	// (tracker.FleetConfig.MaxDestinations); < 1 means no cap.
+	MaxDestinations int
+	// MaxBuckets is the most sparse buckets one batch holds over all its
+	// destinations (tracker.FleetConfig.MaxEpochBuckets); < 1 means no cap.
+	MaxBuckets int
+}
+
 // ProtocolConfig configures a [Protocol].
 type ProtocolConfig struct {
 	// Name and BootID identify this process: its batches carry them, and
-	// its digests and pulls MemberName(Name, BootID) as the sender.
+	// its digests and pulls MemberName(Name, BootID) as the sender. BootID
+	// also seeds the protocol's random streams.
 	Name   string
 	BootID uint64
 	// Tracker is the epoch grid and layout (Config.Tracker).
 	Tracker tracker.Config
-	// Gossip gives the pull budget (BulkSyncBytes), the part size
-	// (MaxPartBytes) and the anti-entropy interval.
+	// Gossip gives the schedule (seal jitter, anti-entropy interval, bulk
+	// sync peers), the pull budget and the part size.
 	Gossip Gossip
 	// Store holds the fleet view.
 	Store Store
-	// KnownOrigin reports whether (name, boot) is a current or recent
-	// member; batches of any other origin are refused.
-	KnownOrigin func(name string, boot uint64) bool
-	// Up reports whether the member named member is alive or suspect;
-	// digests and pulls from any other sender are refused.
-	Up func(member string) bool
+	// Seal returns this node's sealed sub-window of epoch, destinations
+	// sorted by name (tracker.SealedSubWindow of the local tracker). The
+	// protocol calls it once per epoch, when the epoch is due, and cuts the
+	// result to SealLimits. nil means this node has no latencies of its own.
+	Seal func(epoch int64, now time.Time) []tracker.DestCounts
+	// SealLimits caps each sealed batch. Zero means no cap.
+	SealLimits SealLimits
+	// BulkSyncDelay is how long the protocol waits, once it has members
+	// after starting or after being alone, before its bulk sync: time for
+	// the rest of the cluster to appear in the member list. The Cluster
+	// sets 4 × Timing.GossipInterval; 0 syncs at once.
+	BulkSyncDelay time.Duration
+	// Logger receives seal warnings; nil discards them.
+	Logger *slog.Logger
 }
 
 // Message is one message the protocol wants sent.
@@ -74,7 +105,7 @@ type Receipt struct {
 	Type codec.MessageType
 	// Reject is the reason the message was refused (a Reject* constant),
 	// "" when it was accepted. A batch refused by the Store carries its
-	// Outcome and, for a stale epoch or a conflict, a reason too.
+	// Outcome and, for an epoch out of range or a conflict, a reason too.
 	Reject string
 	// Inserted is true when a batch reached Store.Insert; Outcome is then
 	// the Store's answer and Key the batch's key.
@@ -85,25 +116,60 @@ type Receipt struct {
 	Repair bool
 }
 
-// Protocol is one node's dissemination logic without I/O: it decides what
-// to send at an epoch boundary, how to answer a digest or a pull, and what
-// to pull, taking time and the Store as arguments and returning
-// [Message]s. [Cluster] drives it over memberlist; a simulator can drive
-// it over anything. Not safe for concurrent use.
+// ProtocolStats counts what the protocol sealed; all counts are cumulative.
+type ProtocolStats struct {
+	// Seals counts epochs this node sealed with data; SealErrors those it
+	// could not encode or its own Store refused.
+	Seals, SealErrors uint64
+	// DestinationsDropped counts the destinations left out of sealed
+	// batches by SealLimits (those with the fewest samples).
+	DestinationsDropped uint64
+}
+
+// Protocol is one node's dissemination logic, with no goroutines, clock or
+// I/O: it owns the schedule — when to seal each epoch (the boundary plus a
+// fixed per-node jitter), when to swap a digest with a random member
+// (anti-entropy) and when to bulk-sync — and the answers to peers'
+// messages. It is advanced by [Protocol.Tick], [Protocol.Receive] and
+// [Protocol.SetMembers], each taking the time and returning the
+// [Message]s to send; [Protocol.Next] says when it next needs a tick. Given
+// its BootID and the same calls, it makes the same decisions. [Cluster]
+// drives it over memberlist, a simulator over anything; a node without
+// gossip is a Protocol with no members. Not safe for concurrent use (see
+// [SyncProtocol]).
 type Protocol struct {
 	cfg    ProtocolConfig
 	self   string // member name
 	layout tracker.Layout
 	enc    codec.Encoder
 	dec    *codec.Decoder
+	log    *slog.Logger
+	jitter time.Duration // seal delay after each epoch boundary, when there are peers
+	rng    *mrand.Rand   // anti-entropy waits, peer choice, bulk-sync shuffle
+
+	// Membership, as last given to SetMembers.
+	members  []Member
+	byMember map[string]int // member name → index in members
+	peers    []string       // member names of the other members up, in members' order
+	given    bool           // SetMembers was called
+
+	// Schedule.
+	started    bool
+	lastSealed int64     // newest epoch sealed
+	aeNext     time.Time // next anti-entropy round
+	bulkDue    bool      // bulk sync once members are there (after start, or after being alone)
+	bulkAt     time.Time // when the due bulk sync runs; zero while not armed
 
 	requested map[tracker.BatchKey]time.Time // keys pulled and when, to pull each from one member at a time
 	digestTo  map[string]time.Time           // when a digest was last sent to each member
 	avgBatch  float64                        // running mean of batch message sizes, to size pulls
+
+	stats ProtocolStats
 }
 
-// NewProtocol returns a Protocol, or an error if cfg's tracker config or
-// name is invalid or a callback is missing.
+// NewProtocol returns a Protocol, or an error if cfg's name, tracker
+// config or gossip settings are invalid or the Store is missing. It has
+// not started: its first Tick starts its schedule.
 func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 	var errs []error
 	if err := validName(cfg.Name); err != nil {
@@ -116,9 +182,13 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 		errs = append(errs, fmt.Errorf("cluster: member name is %d bytes, at most %d with gossip (name at most %d)",
 			n, codec.MaxNameBytes, codec.MaxNameBytes-9))
 	}
-	if cfg.Store == nil || cfg.KnownOrigin == nil || cfg.Up == nil {
-		errs = append(errs, errors.New("cluster: protocol needs a Store, KnownOrigin and Up"))
+	if cfg.Store == nil {
+		errs = append(errs, errors.New("cluster: protocol needs a Store"))
 	}
+	if cfg.BulkSyncDelay < 0 {
+		errs = append(errs, fmt.Errorf("cluster: bulk sync delay must be >= 0, got %v", cfg.BulkSyncDelay))
+	}
+	errs = append(errs, cfg.Gossip.Validate())
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -127,11 +197,24 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
+	l := cfg.Logger
+	if l == nil {
+		l = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	// A fixed per-node delay in [0, SealJitter), capped at half a
+	// sub-window, drawn from the boot ID.
+	maxJitter := min(cfg.Gossip.SealJitter, cfg.Tracker.SubWindow()/2)
+	u := float64(mrand.New(mrand.NewPCG(cfg.BootID, seedJitter)).Uint64()>>11) / (1 << 53)
 	return &Protocol{
 		cfg:       cfg,
 		self:      MemberName(cfg.Name, cfg.BootID),
 		layout:    layout,
 		dec:       dec,
+		log:       l,
+		jitter:    time.Duration(u * float64(maxJitter)),
+		rng:       mrand.New(mrand.NewPCG(cfg.BootID, seedAntiEntropy)),
+		byMember:  map[string]int{},
+		bulkDue:   cfg.Gossip.BulkSyncPeers > 0,
 		requested: make(map[tracker.BatchKey]time.Time),
 		digestTo:  make(map[string]time.Time),
 		avgBatch:  4096,
@@ -141,312 +224,120 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 // MemberName returns the member name this protocol sends as.
 func (p *Protocol) MemberName() string { return p.self }
 
-// Seal turns this node's sealed sub-window of epoch into its batch: split
-// into parts of at most Gossip.MaxPartBytes, inserted into the Store
-// exactly as peers will decode it, and addressed to every member in peers
-// (member names; this node's own is skipped). An empty sub-window gives
-// nothing. The error reports a sub-window that cannot be encoded (nothing
-// is sent) or a part the Store refused (the messages are still returned).
-func (p *Protocol) Seal(epoch int64, dests []tracker.DestCounts, peers []string, now time.Time) ([]Message, error) {
-	if len(dests) == 0 {
-		return nil, nil
+// Jitter returns this node's seal delay after each epoch boundary while it
+// has peers: fixed, drawn from the boot ID in [0, min(Gossip.SealJitter,
+// sub-window/2)). A node with no peers seals at the boundary: there is no
+// burst to spread.
+func (p *Protocol) Jitter() time.Duration { return p.jitter }
+
+// Stats returns the seal counters so far.
+func (p *Protocol) Stats() ProtocolStats { return p.stats }
+
+// Tick does what is due at now and returns the messages to send: it seals
+// every epoch that ended (and is past this node's jitter) since the last
+// seal and that the tracker still holds, addressed to every peer; runs the
+// bulk sync when it is due (digests to Gossip.BulkSyncPeers random
+// members); and runs an anti-entropy round when it is due (the Store's
+// membership re-applied, a digest to one random member). The first Tick
+// starts the schedule: it seals what the tracker already holds, and the
+// first anti-entropy round and bulk sync come later. A Tick before Next
+// does nothing.
+func (p *Protocol) Tick(now time.Time) []Message {
+	if !p.started {
+		p.started = true
+		p.lastSealed = p.cfg.Tracker.Epoch(now) - int64(p.cfg.Tracker.SubWindows)
+		p.aeNext = now.Add(p.antiEntropyWait())
+		p.armBulk(now)
 	}
-	b := tracker.Batch{
-		Key:    tracker.BatchKey{Origin: p.cfg.Name, Boot: p.cfg.BootID, Epoch: epoch},
-		Layout: p.layout,
-		Dests:  dests,
-	}
-	parts, err := p.enc.BatchParts(b, p.cfg.Gossip.MaxPartBytes)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: seal epoch %d: %w", epoch, err)
-	}
-	var msgs []Message
-	var errs []error
-	for _, part := range parts {
-		payload := slices.Clone(part)
-		p.observeBatchSize(len(payload))
-		own, err := p.dec.DecodeBatch(payload)
-		if err != nil { // cannot happen: the encoder writes what the decoder reads
-			return nil, fmt.Errorf("cluster: seal epoch %d: own part: %w", epoch, err)
-		}
-		if o := p.cfg.Store.Insert(own, now); o != tracker.InsertNew && o != tracker.InsertDuplicate {
-			errs = append(errs, fmt.Errorf("cluster: seal epoch %d part %d: store refused own batch: %s", epoch, own.Key.Part, o))
-		}
-		for _, to := range peers {
-			if to != p.self {
-				msgs = append(msgs, Message{To: to, Type: codec.TypeBatch, Payload: payload, Expires: p.batchExpiry(epoch)})
-			}
-		}
-	}
-	return msgs, errors.Join(errs...)
+	msgs := p.sealDue(now, nil)
+	msgs = p.bulkSyncDue(now, msgs)
+	return p.antiEntropyDue(now, msgs)
 }
 
-// Digests returns the digest messages advertising every key the Store
-// holds, for member to: one message per keysPerMessage keys, newest epochs
-// in the first. It remembers sending them, so that to's digest in reply is
-// not answered with another digest.
-func (p *Protocol) Digests(to string, now time.Time) []Message {
-	p.digestTo[to] = now
-	return p.keyMessages(to, codec.TypeDigest, p.cfg.Store.Keys(now))
+// Next returns when the protocol next needs a Tick: the earliest of the
+// next seal (the end of the epoch after the last sealed, plus the jitter
+// while there are peers), the next anti-entropy round and the armed bulk
+// sync. The zero time (before the first Tick) means at once.
+func (p *Protocol) Next() time.Time {
+	if !p.started {
+		return time.Time{}
+	}
+	next := p.aeNext
+	if p.cfg.Seal != nil {
+		if s := p.nextSeal(); s.Before(next) {
+			next = s
+		}
+	}
+	if p.bulkArmed() && p.bulkAt.Before(next) {
+		next = p.bulkAt
+	}
+	return next
 }
 
-// keyMessages encodes keys (any order; newest first if they are to be
-// split that way) as digest or pull messages to member to.
-func (p *Protocol) keyMessages(to string, t codec.MessageType, keys []tracker.BatchKey) []Message {
-	var msgs []Message
-	for first := true; len(keys) > 0 || (first && t == codec.TypeDigest); first = false {
-		n := min(len(keys), keysPerMessage)
-		chunk := codec.SortKeys(slices.Clone(keys[:n]))
-		keys = keys[n:]
-		var payload []byte
-		var err error
-		if t == codec.TypeDigest {
-			payload, err = codec.AppendDigest(nil, codec.Digest{Sender: p.self, Keys: chunk})
-		} else {
-			payload, err = codec.AppendPull(nil, codec.Pull{Sender: p.self, Keys: chunk})
-		}
-		if err != nil {
-			continue // cannot happen: names were validated by the Store, sizes bounded by keysPerMessage
-		}
-		msgs = append(msgs, Message{To: to, Type: t, Payload: payload})
+// sealDelay is the delay after an epoch boundary before the epoch that
+// ended is due.
+func (p *Protocol) sealDelay() time.Duration {
+	if len(p.peers) == 0 {
+		return 0
 	}
+	return p.jitter
+}
+
+// nextSeal is when the epoch after the last sealed one is due.
+func (p *Protocol) nextSeal() time.Time {
+	return p.cfg.Tracker.EpochStart(p.lastSealed + 2).Add(p.sealDelay())
+}
+
+func (p *Protocol) antiEntropyWait() time.Duration {
+	return time.Duration(float64(p.cfg.Gossip.AntiEntropyInterval) * (0.75 + 0.5*p.rng.Float64()))
+}
+
+// antiEntropyDue runs one anti-entropy round if it is due: membership
+// re-applied to the Store (in case a change was missed), then a digest to
+// one random peer; with no peer, a bulk sync becomes due for when members
+// appear.
+func (p *Protocol) antiEntropyDue(now time.Time, msgs []Message) []Message {
+	if now.Before(p.aeNext) {
+		return msgs
+	}
+	if p.given {
+		p.applyMembership(now)
+	}
+	if len(p.peers) > 0 {
+		msgs = append(msgs, p.digests(p.peers[p.rng.IntN(len(p.peers))], now)...)
+	} else {
+		p.alone()
+	}
+	p.aeNext = now.Add(p.antiEntropyWait())
 	return msgs
 }
 
-// Receive handles one message from a peer: a batch is checked and inserted
-// into the Store; a digest is answered with a pull of what this node lacks
-// (and with this node's own digest when the sender lacks something and was
-// not just sent one); a pull is answered with the batches asked for,
-// newest epochs first, within Gossip.BulkSyncBytes. msg is not retained.
-func (p *Protocol) Receive(msg []byte, now time.Time) (Receipt, []Message) {
-	var r Receipt
-	t, err := p.dec.Type(msg)
-	r.Type = t
-	if err != nil {
-		r.Reject = decodeReason(err)
-		return r, nil
-	}
-	switch t {
-	case codec.TypeBatch:
-		p.receiveBatch(msg, now, &r)
-		return r, nil
-	case codec.TypeDigest:
-		d, err := p.dec.DecodeDigest(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return r, nil
-		}
-		if r.Reject = p.checkSender(d.Sender); r.Reject != "" {
-			return r, nil
-		}
-		return r, p.answerDigest(d, now)
-	default: // codec.TypePull; Type refuses every other type
-		pl, err := p.dec.DecodePull(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return r, nil
-		}
-		if r.Reject = p.checkSender(pl.Sender); r.Reject != "" {
-			return r, nil
-		}
-		return r, p.answerPull(pl)
+// bulkArmed reports whether a bulk sync is due at bulkAt.
+func (p *Protocol) bulkArmed() bool { return p.bulkDue && !p.bulkAt.IsZero() && len(p.peers) > 0 }
+
+// armBulk sets the time of a due bulk sync once there are peers.
+func (p *Protocol) armBulk(now time.Time) {
+	if p.bulkDue && p.bulkAt.IsZero() && len(p.peers) > 0 {
+		p.bulkAt = now.Add(p.cfg.BulkSyncDelay)
 	}
 }
 
-func (p *Protocol) checkSender(sender string) string {
-	if sender == p.self || !p.cfg.Up(sender) {
-		return RejectUnknownSender
-	}
-	return ""
+// alone makes a bulk sync due for when members appear.
+func (p *Protocol) alone() {
+	p.bulkDue, p.bulkAt = p.cfg.Gossip.BulkSyncPeers > 0, time.Time{}
 }
 
-func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
-	b, err := p.dec.DecodeBatch(msg)
-	if err != nil {
-		r.Reject = decodeReason(err)
-		return
+// bulkSyncDue exchanges digests with Gossip.BulkSyncPeers random peers if
+// the bulk sync is due, so a joiner catches up on the whole window at once.
+func (p *Protocol) bulkSyncDue(now time.Time, msgs []Message) []Message {
+	if !p.bulkArmed() || now.Before(p.bulkAt) {
+		return msgs
 	}
-	r.Key = b.Key
-	switch {
-	case b.Key.Origin == p.cfg.Name && b.Key.Boot == p.cfg.BootID:
-		r.Reject = RejectOwnOrigin
-		return
-	case !p.cfg.KnownOrigin(b.Key.Origin, b.Key.Boot):
-		r.Reject = RejectUnknownOrigin
-		return
-	}
-	p.observeBatchSize(len(msg))
-	r.Inserted, r.Outcome = true, p.cfg.Store.Insert(b, now)
-	if _, ok := p.requested[b.Key]; ok {
-		delete(p.requested, b.Key)
-		r.Repair = r.Outcome == tracker.InsertNew
-	}
-	switch r.Outcome {
-	case tracker.InsertNew, tracker.InsertDuplicate:
-	case tracker.InsertTooOld, tracker.InsertTooNew:
-		r.Reject = RejectStaleEpoch
-	case tracker.InsertConflict:
-		r.Reject = RejectConflict
-	case tracker.InsertLayoutMismatch:
-		r.Reject = RejectDecodeLayout
-	default:
-		r.Reject = "store_" + r.Outcome.String()
-	}
-}
-
-// answerDigest returns the pull of what d's sender holds and this node
-// lacks, and this node's digest when the sender lacks something.
-func (p *Protocol) answerDigest(d codec.Digest, now time.Time) []Message {
-	p.expireRequested(now)
-	theirs := make([]tracker.BatchKey, 0, len(d.Keys))
-	for _, k := range d.Keys {
-		if (k.Origin != p.cfg.Name || k.Boot != p.cfg.BootID) && p.cfg.KnownOrigin(k.Origin, k.Boot) {
-			theirs = append(theirs, k)
-		}
-	}
-	// Ask for about BulkSyncBytes' worth, newest first; keys asked of
-	// another member within the last interval are left to that member.
-	budget := max(1, int(float64(p.cfg.Gossip.BulkSyncBytes)/p.avgBatch))
-	var want []tracker.BatchKey
-	for _, k := range p.cfg.Store.Missing(theirs, now) {
-		if len(want) == budget {
-			break
-		}
-		if _, asked := p.requested[k]; asked {
-			continue
-		}
-		want = append(want, k)
-		if len(p.requested) < maxRequested {
-			p.requested[k] = now
-		}
-	}
-	msgs := p.keyMessages(d.Sender, codec.TypePull, want)
-	mine := p.cfg.Store.Keys(now)
-	if last, ok := p.digestTo[d.Sender]; (!ok || now.Sub(last) >= p.cfg.Gossip.AntiEntropyInterval/2) && lacks(d.Keys, mine) {
-		msgs = append(msgs, p.Digests(d.Sender, now)...)
+	p.bulkDue, p.bulkAt = false, time.Time{}
+	peers := append([]string(nil), p.peers...)
+	p.rng.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	for _, to := range peers[:min(len(peers), p.cfg.Gossip.BulkSyncPeers)] {
+		msgs = append(msgs, p.digests(to, now)...)
 	}
 	return msgs
-}
-
-// lacks reports whether mine holds a key that theirs (canonical order)
-// does not.
-func lacks(theirs, mine []tracker.BatchKey) bool {
-	if len(mine) > len(theirs) {
-		return true
-	}
-	for _, k := range mine {
-		if _, found := slices.BinarySearchFunc(theirs, k, codec.CompareKeys); !found {
-			return true
-		}
-	}
-	return false
-}
-
-// answerPull returns the batches pl asks for that the Store holds, newest
-// epochs first, within Gossip.BulkSyncBytes (at least one).
-func (p *Protocol) answerPull(pl codec.Pull) []Message {
-	keys := slices.Clone(pl.Keys)
-	slices.SortFunc(keys, compareNewestFirst)
-	var msgs []Message
-	budget := p.cfg.Gossip.BulkSyncBytes
-	for _, k := range keys {
-		b, ok := p.cfg.Store.Lookup(k)
-		if !ok {
-			continue
-		}
-		payload, err := codec.AppendBatch(nil, b)
-		if err != nil {
-			continue // a held batch was validated on insert; cannot happen
-		}
-		if len(msgs) > 0 && len(payload) > budget {
-			break
-		}
-		budget -= len(payload)
-		msgs = append(msgs, Message{To: pl.Sender, Type: codec.TypeBatch, Payload: payload, Expires: p.batchExpiry(k.Epoch)})
-	}
-	return msgs
-}
-
-// batchExpiry is when a batch of epoch stops being accepted anywhere: at
-// the start of epoch+N+2, when every receiver's accepted range begins above
-// it.
-func (p *Protocol) batchExpiry(epoch int64) time.Time {
-	return p.cfg.Tracker.EpochStart(epoch + int64(p.cfg.Tracker.SubWindows) + 2)
-}
-
-// Forget drops what the protocol remembers about member (a member name):
-// call it when the member is gone for good.
-func (p *Protocol) Forget(member string) { delete(p.digestTo, member) }
-
-func (p *Protocol) expireRequested(now time.Time) {
-	for k, at := range p.requested {
-		if now.Sub(at) >= p.cfg.Gossip.AntiEntropyInterval || now.Before(at) {
-			delete(p.requested, k)
-		}
-	}
-	for m, at := range p.digestTo {
-		if now.Sub(at) >= 4*p.cfg.Gossip.AntiEntropyInterval || now.Before(at) {
-			delete(p.digestTo, m)
-		}
-	}
-}
-
-func (p *Protocol) observeBatchSize(n int) {
-	p.avgBatch += (float64(n) - p.avgBatch) / 16
-	p.avgBatch = max(p.avgBatch, 64)
-}
-
-// Membership brings the Store's exclusions and live-member count in line
-// with members (Cluster.Members): every member alive or suspect is
-// included, unless another boot of the same peer name is its current one
-// (this process for its own name, else the up member seen up most
-// recently); every other member — dead, left, or a restarted peer's old
-// boot — is excluded. SetLiveMembers gets the number alive or suspect.
-func (p *Protocol) Membership(members []Member, now time.Time) {
-	current := map[string]Member{}
-	live := 0
-	for _, m := range members {
-		if !m.State.Up() {
-			continue
-		}
-		live++
-		if c, ok := current[m.Name]; !ok || m.Since.After(c.Since) {
-			current[m.Name] = m
-		}
-	}
-	for _, m := range members {
-		if m.BootID == 0 {
-			continue // metadata unusable: no batch can name it
-		}
-		cur := m.State.Up() && current[m.Name].BootID == m.BootID
-		if m.Name == p.cfg.Name {
-			cur = m.BootID == p.cfg.BootID
-		}
-		if cur {
-			p.cfg.Store.Include(m.Name, m.BootID, now)
-		} else {
-			p.cfg.Store.Exclude(m.Name, m.BootID, now)
-		}
-	}
-	p.cfg.Store.SetLiveMembers(live)
-}
-
-func compareNewestFirst(a, b tracker.BatchKey) int {
-	return cmp.Or(cmp.Compare(b.Epoch, a.Epoch), codec.CompareKeys(a, b))
-}
-
-// decodeReason maps a codec error to its rejection reason.
-func decodeReason(err error) string {
-	switch {
-	case errors.Is(err, codec.ErrVersion):
-		return RejectDecodeVersion
-	case errors.Is(err, codec.ErrType):
-		return RejectDecodeType
-	case errors.Is(err, codec.ErrLayout):
-		return RejectDecodeLayout
-	case errors.Is(err, codec.ErrTooLarge):
-		return RejectDecodeTooLarge
-	default:
-		return RejectDecodeMalformed
-	}
 }

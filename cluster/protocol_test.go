@@ -3,6 +3,10 @@ package cluster
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,10 +19,26 @@ import (
 )
 
 // protoNode is a Protocol with its own fleet, for driving the pure core
-// without memberlist.
+// without memberlist. Its Seal returns sealed[epoch].
 type protoNode struct {
 	*Protocol
-	fleet *tracker.Fleet
+	fleet  *tracker.Fleet
+	sealed map[int64][]tracker.DestCounts
+}
+
+// aliveMembers returns members alive since the zero time, one per member
+// name.
+func aliveMembers(names ...string) []Member {
+	var out []Member
+	for _, m := range names {
+		i := strings.LastIndexByte(m, '-')
+		boot, err := strconv.ParseUint(m[i+1:], 16, 64)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Member{Name: m[:i], Member: m, BootID: boot, State: StateAlive})
+	}
+	return out
 }
 
 func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[string]bool) protoNode {
@@ -28,13 +48,14 @@ func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[st
 	fc.Tracker, fc.Self, fc.MaxOriginShare = cfg, name, 0
 	fleet, err := tracker.NewFleet(fc, nil)
 	require.NoError(t, err)
-	p, err := NewProtocol(ProtocolConfig{
+	n := protoNode{fleet: fleet, sealed: map[int64][]tracker.DestCounts{}}
+	n.Protocol, err = NewProtocol(ProtocolConfig{
 		Name: name, BootID: boot, Tracker: cfg, Gossip: g, Store: fleet,
-		KnownOrigin: func(n string, b uint64) bool { return known[MemberName(n, b)] },
-		Up:          func(m string) bool { return known[m] },
+		Seal: func(e int64, _ time.Time) []tracker.DestCounts { return n.sealed[e] },
 	})
 	require.NoError(t, err)
-	return protoNode{p, fleet}
+	n.SetMembers(aliveMembers(slices.Sorted(maps.Keys(known))...), time.UnixMilli(1_700_000_000_000))
+	return n
 }
 
 func destCounts(n int, count uint32) []tracker.DestCounts {
@@ -63,18 +84,20 @@ func deliver(nodes map[string]protoNode, msgs []Message, now time.Time) []Receip
 func TestProtocolSealSplitsInsertsAndAddresses(t *testing.T) {
 	g := DefaultGossip()
 	g.MaxPartBytes = 1024
+	g.BulkSyncPeers = 0 // only the seal's messages
 	known := map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true}
 	a := newProtoNode(t, "a", 1, g, known)
 	now := time.UnixMilli(1_700_000_000_250)
 	e := gossipTracker().Epoch(now) - 1
 
-	msgs, err := a.Seal(e, nil, []string{MemberName("b", 2)}, now)
-	require.NoError(t, err)
-	require.Empty(t, msgs, "an empty sub-window sends nothing")
+	require.Empty(t, a.Tick(now), "an empty sub-window sends nothing")
 
-	msgs, err = a.Seal(e, destCounts(200, 2), []string{MemberName("a", 1), MemberName("b", 2)}, now)
-	require.NoError(t, err)
+	a.sealed[e+1] = destCounts(200, 2)
+	now = gossipTracker().EpochStart(e + 2).Add(a.Jitter())
+	msgs := a.Tick(now)
 	require.Greater(t, len(msgs), 1, "split into parts")
+	require.Equal(t, uint64(1), a.Stats().Seals)
+	e++
 	keys := a.fleet.Keys(now)
 	require.Len(t, keys, len(msgs), "every part stored, and sent to b only")
 	for i, m := range msgs {
@@ -109,7 +132,7 @@ func TestProtocolAntiEntropyConverges(t *testing.T) {
 	e := gossipTracker().Epoch(now) - 1
 	// Each node seals, but every batch is lost: only digests repair.
 	for i, n := range names {
-		_, err := nodes[MemberName(n, uint64(i+1))].Seal(e, destCounts(3, uint32(i+1)), nil, now)
+		_, err := nodes[MemberName(n, uint64(i+1))].seal(e, destCounts(3, uint32(i+1)), now)
 		require.NoError(t, err)
 	}
 	// A ring of digest exchanges: n0→n1, n1→n2, n2→n3, n3→n0, twice.
@@ -118,7 +141,7 @@ func TestProtocolAntiEntropyConverges(t *testing.T) {
 		for i := range names {
 			from, to := MemberName(names[i], uint64(i+1)), MemberName(names[(i+1)%4], uint64((i+1)%4+1))
 			now = now.Add(g.AntiEntropyInterval) // requested keys expire between rounds
-			rs = append(rs, deliver(nodes, nodes[from].Digests(to, now), now)...)
+			rs = append(rs, deliver(nodes, nodes[from].digests(to, now), now)...)
 		}
 	}
 	repairs := 0
@@ -145,7 +168,7 @@ func TestProtocolPullAnswerBudgetNewestFirst(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_250)
 	e := gossipTracker().Epoch(now)
 	for ep := e - 3; ep < e; ep++ {
-		_, err := a.Seal(ep, destCounts(2, 1), nil, now)
+		_, err := a.seal(ep, destCounts(2, 1), now)
 		require.NoError(t, err)
 	}
 	keys := codec.SortKeys(a.fleet.Keys(now))
@@ -169,11 +192,11 @@ func TestProtocolDigestRepliesOnlyWhenSenderLacks(t *testing.T) {
 	b := newProtoNode(t, "b", 2, g, known)
 	now := time.UnixMilli(1_700_000_000_250)
 	e := gossipTracker().Epoch(now) - 1
-	_, err := b.Seal(e, destCounts(2, 1), nil, now)
+	_, err := b.seal(e, destCounts(2, 1), now)
 	require.NoError(t, err)
 
 	// a (empty) → b: b has nothing to pull, but a lacks b's batch.
-	_, out := b.Receive(a.Digests(MemberName("b", 2), now)[0].Payload, now)
+	_, out := b.Receive(a.digests(MemberName("b", 2), now)[0].Payload, now)
 	require.Len(t, out, 1)
 	require.Equal(t, codec.TypeDigest, out[0].Type)
 	// b's reply digest → a: a pulls, and does not reply with a digest (it just sent one).
@@ -182,7 +205,7 @@ func TestProtocolDigestRepliesOnlyWhenSenderLacks(t *testing.T) {
 	require.Equal(t, codec.TypePull, out[0].Type)
 	// Once a holds everything, b's digest gets no digest back.
 	deliver(map[string]protoNode{MemberName("a", 1): a, MemberName("b", 2): b}, out, now)
-	_, out = a.Receive(b.Digests(MemberName("a", 1), now.Add(time.Hour))[0].Payload, now)
+	_, out = a.Receive(b.digests(MemberName("a", 1), now.Add(time.Hour))[0].Payload, now)
 	require.Empty(t, out)
 }
 
@@ -209,14 +232,14 @@ func TestProtocolMembership(t *testing.T) {
 		{Name: "b", Member: MemberName("b", 3), BootID: 3, State: StateAlive, Since: now},
 		{Name: "c", Member: MemberName("c", 4), BootID: 4, State: StateDead, Since: now},
 	}
-	a.Membership(members, now)
+	a.SetMembers(members, now)
 	later := now.Add(time.Second)
 	// Only b's boot 3 counts: 2 samples of d0000.
 	require.Equal(t, uint64(2), sum(a.fleet.ViewCounts("d0000", later)))
 	require.Equal(t, 3, a.fleet.MinPeers(), "4 up members: auto MinPeers = 3")
 
 	members[4].State = StateAlive // c refuted its death
-	a.Membership(members, later)
+	a.SetMembers(members, later)
 	require.Equal(t, uint64(4), sum(a.fleet.ViewCounts("d0000", later)))
 }
 
@@ -341,6 +364,7 @@ func TestGossipConfigValidate(t *testing.T) {
 		{"bulk bytes", func(c *Config) { c.Gossip.BulkSyncBytes = 0 }, "bulk sync bytes"},
 		{"part bytes", func(c *Config) { c.Gossip.MaxPartBytes = 2 << 20 }, "max part bytes"},
 		{"tracker", func(c *Config) { c.Tracker.SubWindows = 0 }, "tracker"},
+		{"tracker not the store's", func(c *Config) { c.Tracker.SubWindows = 20 }, "differs from the Store's"},
 		{"long name", func(c *Config) { c.Name = string(make([]byte, 250)) }, "at most 247"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -360,7 +384,7 @@ func TestProtocolBatchExpiry(t *testing.T) {
 	cfg := gossipTracker()
 	now := time.UnixMilli(1_700_000_000_250)
 	e := cfg.Epoch(now) - 1
-	msgs, err := a.Seal(e, destCounts(3, 2), []string{MemberName("b", 2)}, now)
+	msgs, err := a.seal(e, destCounts(3, 2), now)
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
 	exp := msgs[0].Expires
@@ -376,7 +400,103 @@ func TestProtocolBatchExpiry(t *testing.T) {
 	require.Equal(t, RejectStaleEpoch, r.Reject, "refused from the moment it expires")
 
 	// Answers to pulls expire the same way; digests never do.
-	for _, m := range a.Digests(MemberName("b", 2), now) {
+	for _, m := range a.digests(MemberName("b", 2), now) {
 		require.True(t, m.Expires.IsZero())
 	}
+}
+
+// TestProtocolSchedule walks one protocol's schedule: the first Tick seals
+// what the tracker holds; a node without peers seals at the boundary, one
+// with peers after its jitter; the bulk sync is armed BulkSyncDelay after
+// peers appear, runs once, and is due again after the node was alone;
+// anti-entropy rounds come every interval ±25 %.
+func TestProtocolSchedule(t *testing.T) {
+	cfg := gossipTracker()
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker, fc.Self = cfg, "a"
+	fleet, err := tracker.NewFleet(fc, nil)
+	require.NoError(t, err)
+	const delay = 800 * time.Millisecond
+	p, err := NewProtocol(ProtocolConfig{
+		Name: "a", BootID: 1, Tracker: cfg, Gossip: DefaultGossip(), Store: fleet, BulkSyncDelay: delay,
+		Seal: func(int64, time.Time) []tracker.DestCounts { return destCounts(1, 1) },
+	})
+	require.NoError(t, err)
+	require.Less(t, p.Jitter(), cfg.SubWindow()/2, "capped at half a sub-window")
+	require.Positive(t, p.Jitter())
+	e := cfg.Epoch(time.UnixMilli(1_700_000_000_000))
+	start := cfg.EpochStart(e)
+	require.True(t, p.Next().IsZero(), "before the first tick: at once")
+
+	require.Empty(t, p.Tick(start), "alone: nothing to send")
+	require.Equal(t, uint64(cfg.SubWindows-1), p.Stats().Seals, "the first tick seals every sub-window the tracker holds")
+	require.Equal(t, cfg.EpochStart(e+1), p.Next(), "alone, the next seal is at the boundary")
+	ae := p.aeNext
+	require.GreaterOrEqual(t, ae.Sub(start), 1500*time.Millisecond)
+	require.Less(t, ae.Sub(start), 2500*time.Millisecond)
+
+	members := aliveMembers(MemberName("a", 1), MemberName("b", 2))
+	joined := start.Add(100 * time.Millisecond)
+	p.SetMembers(members, joined)
+	require.Equal(t, cfg.EpochStart(e+1).Add(p.Jitter()), p.Next(), "with a peer, the seal waits for the jitter")
+	require.Empty(t, p.Tick(cfg.EpochStart(e+1)), "not due yet")
+	msgs := p.Tick(p.Next())
+	require.Len(t, msgs, 1)
+	require.Equal(t, codec.TypeBatch, msgs[0].Type)
+	require.Equal(t, MemberName("b", 2), msgs[0].To)
+
+	require.Equal(t, joined.Add(delay), p.Next(), "the bulk sync, armed when the peer appeared")
+	msgs = p.Tick(p.Next())
+	require.Len(t, msgs, 1)
+	require.Equal(t, codec.TypeDigest, msgs[0].Type)
+	require.Equal(t, cfg.EpochStart(e+2).Add(p.Jitter()), p.Next(), "the bulk sync ran once")
+
+	// Alone, then a peer again: another bulk sync, BulkSyncDelay later.
+	later := cfg.EpochStart(e + 1).Add(400 * time.Millisecond)
+	p.SetMembers(members[:1], later)
+	p.SetMembers(members, later)
+	require.True(t, p.bulkDue)
+	require.Equal(t, later.Add(delay), p.bulkAt)
+
+	// Anti-entropy: a digest to the one peer, then the next round.
+	p.bulkDue = false
+	for now := p.Next(); now.Before(ae); now = p.Next() {
+		p.Tick(now)
+	}
+	require.Equal(t, ae, p.Next())
+	msgs = p.Tick(ae)
+	require.Len(t, msgs, 1)
+	require.Equal(t, codec.TypeDigest, msgs[0].Type)
+	require.Greater(t, p.aeNext.Sub(ae), 1500*time.Millisecond-time.Nanosecond)
+}
+
+// TestSyncProtocolPoll checks the lazy path: Poll seals when no shell
+// drives the protocol and does nothing while one does; Tick before Next
+// does nothing.
+func TestSyncProtocolPoll(t *testing.T) {
+	cfg := gossipTracker()
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker, fc.Self = cfg, "a"
+	fleet, err := tracker.NewFleet(fc, nil)
+	require.NoError(t, err)
+	sealed := map[int64]int{}
+	s, err := NewSyncProtocol(ProtocolConfig{
+		Name: "a", BootID: 1, Tracker: cfg, Gossip: DefaultGossip(), Store: fleet,
+		Seal: func(e int64, _ time.Time) []tracker.DestCounts { sealed[e]++; return destCounts(1, 1) },
+	})
+	require.NoError(t, err)
+	e := cfg.Epoch(time.UnixMilli(1_700_000_000_000))
+	now := cfg.EpochStart(e).Add(time.Millisecond)
+	s.Poll(now)
+	require.Equal(t, 1, sealed[e-1])
+	require.Nil(t, s.Tick(now.Add(time.Millisecond)), "not due")
+	s.drive(true)
+	s.Poll(cfg.EpochStart(e + 1))
+	require.Zero(t, sealed[e], "a shell drives it: Poll does nothing")
+	s.drive(false)
+	s.Poll(cfg.EpochStart(e + 1))
+	require.Equal(t, 1, sealed[e], "sealed at the boundary, once")
+	s.Poll(cfg.EpochStart(e + 1).Add(time.Millisecond))
+	require.Equal(t, 1, sealed[e])
+	require.Equal(t, uint64(cfg.SubWindows), s.Stats().Seals)
 }

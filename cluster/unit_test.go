@@ -28,11 +28,14 @@ func TestConfigValidate(t *testing.T) {
 		{"ipv6", func(c *Config) { c.Bind = "[::1]:7946" }, nil},
 		{"no name", func(c *Config) { c.Name = "" }, []string{"name is empty"}},
 		{"long name", func(c *Config) { c.Name = strings.Repeat("x", 257) }, []string{"257 bytes"}},
+		{"247-byte name", func(c *Config) { c.Name = strings.Repeat("x", 247) }, nil},
+		{"248-byte name, even without a Store", func(c *Config) { c.Name = strings.Repeat("x", 248) }, []string{"is 248 bytes, at most 247"}},
 		{"control char", func(c *Config) { c.Name = "a\nb" }, []string{"unprintable"}},
 		{"hostname bind", func(c *Config) { c.Bind = "localhost:7946" }, []string{"bind", "IP address"}},
 		{"bad port", func(c *Config) { c.Bind = "127.0.0.1:70000" }, []string{"port"}},
 		{"custom transport ignores bind", func(c *Config) { c.Bind = "nonsense"; c.Transport = &memberlist.NetTransport{} }, nil},
-		{"bad seed", func(c *Config) { c.Seeds = []string{"10.0.0.1"} }, []string{`seed "10.0.0.1"`}},
+		{"bad seed", func(c *Config) { c.Seeds = []string{"10.0.0.1"} }, []string{`seed: want host:port, got "10.0.0.1"`}},
+		{"seed without host", func(c *Config) { c.Seeds = []string{":7946"} }, []string{`host of ":7946" must not be empty`}},
 		{"long label", func(c *Config) { c.Label = strings.Repeat("l", 256) }, []string{"label is 256 bytes"}},
 		{"all problems joined", func(c *Config) {
 			c.Timing.ProbeInterval = 0
@@ -115,27 +118,29 @@ func TestApplyKeys(t *testing.T) {
 	t.Parallel()
 	k := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
 	tests := []struct {
-		name          string
-		have, want    [][]byte
-		added, remove int
+		name           string
+		have, want     [][]byte
+		added, remove  int
+		primaryChanged bool
 	}{
-		{"same", [][]byte{k(1)}, [][]byte{k(1)}, 0, 0},
-		{"add second", [][]byte{k(1)}, [][]byte{k(1), k(2)}, 1, 0},
-		{"switch primary", [][]byte{k(1), k(2)}, [][]byte{k(2), k(1)}, 0, 0},
-		{"remove old", [][]byte{k(2), k(1)}, [][]byte{k(2)}, 0, 1},
-		{"replace all", [][]byte{k(1), k(2), k(3)}, [][]byte{k(4), k(5)}, 2, 3},
-		{"reorder and drop middle", [][]byte{k(1), k(2), k(3)}, [][]byte{k(3), k(1)}, 0, 1},
+		{"same", [][]byte{k(1)}, [][]byte{k(1)}, 0, 0, false},
+		{"add second", [][]byte{k(1)}, [][]byte{k(1), k(2)}, 1, 0, false},
+		{"switch primary", [][]byte{k(1), k(2)}, [][]byte{k(2), k(1)}, 0, 0, true},
+		{"remove old", [][]byte{k(2), k(1)}, [][]byte{k(2)}, 0, 1, false},
+		{"replace all", [][]byte{k(1), k(2), k(3)}, [][]byte{k(4), k(5)}, 2, 3, true},
+		{"reorder and drop middle", [][]byte{k(1), k(2), k(3)}, [][]byte{k(3), k(1)}, 0, 1, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			kr, err := newKeyring(tt.have)
 			require.NoError(t, err)
-			added, removed, err := applyKeys(kr, tt.want)
+			ch, err := applyKeys(kr, tt.want)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, kr.GetKeys(), "exactly the wanted keys, first primary")
 			require.Equal(t, tt.want[0], kr.GetPrimaryKey())
-			require.Equal(t, tt.added, added)
-			require.Equal(t, tt.remove, removed)
+			require.Equal(t, tt.added, ch.added)
+			require.Equal(t, tt.remove, ch.removed)
+			require.Equal(t, tt.primaryChanged, ch.primaryChanged())
 		})
 	}
 }

@@ -146,7 +146,7 @@ func hostileMessages(t *testing.T, cfg tracker.Config, target memberJSON, confli
 		{"forged own origin", batch(own, layout, "poison-own", 3), cluster.RejectOwnOrigin},
 		{"conflicting copy", batch(conflictKey, layout, testDests[0], 1000), cluster.RejectConflict},
 		{"stale epoch", batch(evil(e-int64(cfg.SubWindows)-10), layout, "poison-old", 3), cluster.RejectStaleEpoch},
-		{"future epoch", batch(evil(e+50), layout, "poison-new", 3), cluster.RejectStaleEpoch},
+		{"future epoch", batch(evil(e+50), layout, "poison-new", 3), cluster.RejectFutureEpoch},
 		{"digest from no member", digest, cluster.RejectUnknownSender},
 		{"pull from no member", pull, cluster.RejectUnknownSender},
 	}

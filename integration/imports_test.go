@@ -11,8 +11,9 @@ import (
 
 // TestImportBoundaries pins the dependency rules README's Layout states:
 // packages depend one way; only cluster and internal/memtransport import
-// memberlist and only node and cmd/atnode import Prometheus (non-test
-// code); tracker, timeout and codec do no I/O.
+// memberlist, only node and cmd/atnode import Prometheus, only the adapter
+// packages import grpc-go or failsafe-go, and node imports no adapter
+// (non-test code); tracker, timeout and codec do no I/O.
 func TestImportBoundaries(t *testing.T) {
 	const mod = "github.com/adaptivetimeout/adaptivetimeout"
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, mod+"/...").CombinedOutput()
@@ -42,20 +43,30 @@ func TestImportBoundaries(t *testing.T) {
 	}
 	require.Equal(t, []string{"cluster", "internal/memtransport"}, importers("github.com/hashicorp/memberlist"))
 	require.Equal(t, []string{"cmd/atnode", "node"}, importers("github.com/prometheus/"))
+	// Only the adapter packages import the ecosystems they adapt to; the pure
+	// packages (tracker, timeout, codec) and node import neither.
+	require.Equal(t, []string{"timeout/timeoutgrpc"}, importers("google.golang.org/grpc"))
+	require.Equal(t, []string{"timeout/timeoutfailsafe"}, importers("github.com/failsafe-go/"))
 
 	// Project packages each may import (the one-way order of README's Layout).
 	allowed := map[string][]string{
-		"tracker":               {},
-		"timeout":               {"tracker"},
-		"timeout/timeouthttp":   {"timeout"},
-		"codec":                 {"tracker"},
-		"cluster":               {"codec", "tracker"},
-		"node/dashboard":        {},
-		"node":                  {"cluster", "node/dashboard", "timeout", "tracker"},
-		"cmd/atnode":            {"cluster", "node", "tracker"},
-		"integration/sim":       {"cluster", "codec", "timeout", "tracker"},
-		"internal/memtransport": {},
-		"internal/testutil":     {},
+		"tracker":                 {"internal/fielderr"},
+		"timeout":                 {"internal/fielderr", "tracker"},
+		"timeout/timeouthttp":     {"internal/netfail", "timeout"},
+		"timeout/timeoutgrpc":     {"timeout"},
+		"timeout/timeoutfailsafe": {"internal/netfail", "timeout"},
+		"codec":                   {"tracker"},
+		"cluster":                 {"codec", "internal/fielderr", "internal/smallfile", "tracker"},
+		"node/dashboard":          {},
+		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
+		"cmd/atnode":              {"cluster", "node", "tracker"},
+		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
+		"internal/memtransport":   {},
+		"internal/testutil":       {},
+		"internal/netfail":        {},
+		"internal/fielderr":       {},
+		"internal/smallfile":      {},
+		"internal/policytest":     {"timeout"},
 	}
 	for pkg, imps := range imports {
 		for _, imp := range imps {
@@ -65,6 +76,16 @@ func TestImportBoundaries(t *testing.T) {
 			want, ok := allowed[pkg]
 			require.True(t, ok, "package %s is new: add it to the dependency rules", pkg)
 			require.Contains(t, want, imp, "%s must not import %s", pkg, imp)
+		}
+	}
+
+	// node takes a timeout.Policy from the adapters' users; it never imports
+	// an adapter.
+	for pkg, imps := range imports {
+		if pkg == "node" || strings.HasPrefix(pkg, "node/") {
+			for _, imp := range imps {
+				require.False(t, strings.HasPrefix(imp, "timeout/"), "%s imports the adapter %s", pkg, imp)
+			}
 		}
 	}
 

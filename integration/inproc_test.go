@@ -84,21 +84,18 @@ func (c *memCluster) add(name string, skew time.Duration) *memNode {
 	cfg := node.DefaultConfig()
 	cfg.Name = name
 	cfg.HTTP = ""
-	cfg.Window, cfg.SubWindow = memWindow, memSubWindow
+	cfg.Tracker.Window, cfg.SubWindow = memWindow, memSubWindow
 	if len(c.nodes) > 0 {
-		cfg.Join = node.List{c.nodes[0].tr.Addr()}
+		cfg.Cluster.Seeds = cluster.AddrList{c.nodes[0].tr.Addr()}
 	}
 	if skew != 0 {
 		cfg.Clock = func() time.Time { return time.Now().Add(skew) }
 	}
-	boot := c.seed<<16 | uint64(len(c.nodes)+1)
-	cfg.TuneCluster = func(cc *cluster.Config) {
-		cc.Transport = tr
-		cc.Timing = cluster.FastTiming()
-		cc.BootID = boot
-		cc.Gossip.AntiEntropyInterval = 500 * time.Millisecond
-		cc.Gossip.SealJitter = 100 * time.Millisecond
-	}
+	cfg.Cluster.Transport = tr
+	cfg.Cluster.Timing = cluster.FastTiming()
+	cfg.Cluster.BootID = c.seed<<16 | uint64(len(c.nodes)+1)
+	cfg.Cluster.Gossip.AntiEntropyInterval = 500 * time.Millisecond
+	cfg.Cluster.Gossip.SealJitter = 100 * time.Millisecond
 	n, err := node.New(cfg, testLogger(t).With("node", name), nil)
 	require.NoError(t, err)
 	m := &memNode{Node: n, tr: tr, skew: skew}

@@ -132,13 +132,13 @@ func TestLongLoopback50(t *testing.T) {
 		cfg := node.DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%02d", i)
 		cfg.HTTP = ""
-		cfg.Bind = "127.0.0.1:0"
-		cfg.Window, cfg.SubWindow = 10*time.Second, time.Second
-		cfg.SecretKeyFile, cfg.Label = keyFile, "long"
+		cfg.Cluster.Bind = "127.0.0.1:0"
+		cfg.Tracker.Window, cfg.SubWindow = 10*time.Second, time.Second
+		cfg.Cluster.KeyFile, cfg.Cluster.Label = keyFile, "long"
 		if i > 0 {
-			cfg.Join = node.List{ns[0].GossipAddr()}
+			cfg.Cluster.Seeds = cluster.AddrList{ns[0].GossipAddr()}
 		}
-		cfg.TuneCluster = func(cc *cluster.Config) { cc.Transport = tr }
+		cfg.Cluster.Transport = tr
 		n, err := node.New(cfg, longLog, nil)
 		require.NoError(t, err)
 		ns = append(ns, n)

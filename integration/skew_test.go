@@ -72,7 +72,8 @@ func TestFaultClockSkewWithin(t *testing.T) {
 // to the exact union of their own samples (4 peers); the skewed node sees
 // only itself (1 peer, so its estimate falls back to its local view); and
 // the counters explain every refusal: each batch message the skewed node
-// sent was refused as stale by a receiver, and vice versa.
+// sent was refused by a receiver, as from the future when the skewed clock
+// is ahead and as stale when it is behind, and vice versa.
 func TestFaultClockSkewBeyond(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -80,9 +81,11 @@ func TestFaultClockSkewBeyond(t *testing.T) {
 		skew     time.Duration
 		theirs   string // how the others classify the skewed node's batches
 		skewedAs string // how the skewed node classifies theirs
+		// The rejection reasons those outcomes are counted under.
+		theirsWhy, skewedWhy string
 	}{
-		{"ahead", time.Hour, "too_new", "too_old"},
-		{"behind", -time.Hour, "too_old", "too_new"},
+		{"ahead", time.Hour, "too_new", "too_old", cluster.RejectFutureEpoch, cluster.RejectStaleEpoch},
+		{"behind", -time.Hour, "too_old", "too_new", cluster.RejectStaleEpoch, cluster.RejectFutureEpoch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -127,8 +130,8 @@ func TestFaultClockSkewBeyond(t *testing.T) {
 				var refusedByNormal, normalOut, stored uint64
 				for _, m := range normal {
 					s := m.gossip()
-					if s.Rejected[cluster.RejectStaleEpoch] != s.Outcomes[tc.theirs] {
-						return false, fmt.Sprintf("%s: %d stale, %d %s", m.Name(), s.Rejected[cluster.RejectStaleEpoch], s.Outcomes[tc.theirs], tc.theirs)
+					if s.Rejected[tc.theirsWhy] != s.Outcomes[tc.theirs] {
+						return false, fmt.Sprintf("%s: %d %s, %d %s", m.Name(), s.Rejected[tc.theirsWhy], tc.theirsWhy, s.Outcomes[tc.theirs], tc.theirs)
 					}
 					refusedByNormal += s.Outcomes[tc.theirs]
 					normalOut += s.BatchesOut
@@ -137,7 +140,7 @@ func TestFaultClockSkewBeyond(t *testing.T) {
 				switch {
 				case sk.BatchesOut < 4 || refusedByNormal != sk.BatchesOut:
 					return false, fmt.Sprintf("skewed node sent %d batches, the others refused %d as %s", sk.BatchesOut, refusedByNormal, tc.theirs)
-				case sk.Outcomes[tc.skewedAs] == 0 || sk.Rejected[cluster.RejectStaleEpoch] != sk.Outcomes[tc.skewedAs] || sumMap(sk.Outcomes) != sk.Outcomes[tc.skewedAs]:
+				case sk.Outcomes[tc.skewedAs] == 0 || sk.Rejected[tc.skewedWhy] != sk.Outcomes[tc.skewedAs] || sumMap(sk.Outcomes) != sk.Outcomes[tc.skewedAs]:
 					return false, fmt.Sprintf("skewed node: outcomes %v, rejected %v", sk.Outcomes, sk.Rejected)
 				case normalOut != stored+sk.Outcomes[tc.skewedAs]:
 					return false, fmt.Sprintf("the others sent %d batches: %d stored by them, %d refused by the skewed node", normalOut, stored, sk.Outcomes[tc.skewedAs])

@@ -69,13 +69,13 @@ func validDest(dest string) bool {
 // q == 0 means the configured quantile; otherwise q must be in (0, 1].
 func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
-		q = n.cfg.Quantile
+		q = n.cfg.Timeout.Quantile
 	}
 	if !(q > 0 && q <= 1) {
 		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("node: %w, got %v", ErrQuantile, q)
 	}
 	now := n.clock()
-	n.sealOwn(now)
+	n.poll(now)
 	return n.fleet.Estimate(dest, q, now)
 }
 
@@ -180,8 +180,8 @@ var indices = func() (a [64]int) {
 }()
 
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
-	n.sealOwn(now)
-	q := n.cfg.Quantile
+	n.poll(now)
+	q := n.cfg.Timeout.Quantile
 	vals := snapshots.Get().(*snapshot)
 	defer snapshots.Put(vals)
 	vals.v = vals.v[:0]

@@ -28,7 +28,7 @@ func benchNode(b *testing.B) (*Node, []string) {
 	}
 	now := epochStart(e0 + 1).Add(time.Second)
 	clk.Set(now)
-	n.sealOwn(now)
+	n.poll(now)
 	// From here on a fixed clock: the test clock's mutex would otherwise be
 	// what the parallel benchmarks measure. The node is not started, so no
 	// goroutine reads n.clock concurrently.
@@ -81,7 +81,7 @@ func BenchmarkTimeout3(b *testing.B) {
 func BenchmarkTimeout3Naive(b *testing.B) {
 	n, dests := benchNode(b)
 	ds := dests[:3]
-	tc := n.cfg.TimeoutConfig()
+	tc := n.cfg.Timeout
 	b.ReportAllocs()
 	for b.Loop() {
 		now := n.clock()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,17 +33,15 @@ func memNodes(t *testing.T, k int) []*Node {
 		}
 		cfg := DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%d", i)
-		cfg.Join = List{seed}
+		cfg.Cluster.Seeds = cluster.AddrList{seed}
 		cfg.HTTP = ""
 		if i == 0 {
 			cfg.HTTP = "127.0.0.1:0"
 		}
-		cfg.Window, cfg.SubWindow = 10*time.Second, time.Second
-		cfg.TuneCluster = func(c *cluster.Config) {
-			c.Transport = tr
-			c.Timing = cluster.FastTiming()
-			c.BootID = uint64(0xb0070000 + i)
-		}
+		cfg.Tracker.Window, cfg.SubWindow = 10*time.Second, time.Second
+		cfg.Cluster.Transport = tr
+		cfg.Cluster.Timing = cluster.FastTiming()
+		cfg.Cluster.BootID = uint64(0xb0070000 + i)
 		n, err := New(cfg, testLogger(t).With("node", cfg.Name), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = n.Close() })
@@ -194,8 +193,8 @@ func requireFleetViews(t *testing.T, nodes []*Node) {
 func TestLoopbackGossipAndHTTP(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Name = "solo"
-	cfg.Bind, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
+	cfg.Cluster.Bind, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Cluster.Timing = cluster.FastTiming()
 	n, err := New(cfg, testLogger(t), nil)
 	require.NoError(t, err)
 	require.Empty(t, n.GossipAddr())
@@ -219,13 +218,13 @@ func TestNewErrors(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Name = ""
 	_, err := New(cfg, nil, nil)
-	require.ErrorContains(t, err, "-name: must not be empty")
+	require.ErrorContains(t, err, "-name: cluster: name is empty")
 	cfg = DefaultConfig()
-	cfg.Bind = "localhost:0" // the cluster wants an IP literal: Validate says so
+	cfg.Cluster.Bind = "localhost:0" // the cluster wants an IP literal: Validate says so
 	_, err = New(cfg, nil, nil)
-	require.ErrorContains(t, err, `-bind: host of "localhost:0" must be an IP address`)
+	require.ErrorContains(t, err, `-bind: cluster: bind: host of "localhost:0" must be an IP address`)
 	cfg = DefaultConfig()
-	cfg.SecretKeyFile = "/nonexistent/key"
+	cfg.Cluster.KeyFile = filepath.Join(t.TempDir(), "none.key")
 	_, err = New(cfg, nil, nil)
 	require.Error(t, err)
 }

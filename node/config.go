@@ -6,160 +6,166 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
+	"reflect"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/smallfile"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// Config is everything a node is configured with: the settings of the
-// `atnode agent` flags (DESIGN.md section 7), with YAML keys equal to the flag
-// names with '_' for '-'. Start from DefaultConfig.
+// Config is everything a node is configured with. It is composed of the
+// configurations of the packages the node is built from (Tracker, Fleet,
+// Timeout, Cluster), each with its own defaults, Validate and flags, plus
+// the node's own settings. Start from DefaultConfig.
+//
+// The user-facing settings are the `atnode agent` flags (RegisterFlags).
+// In YAML (LoadYAML) the keys are flat and equal to the flag names with '_'
+// for '-', whichever sub-configuration holds the field: `window: 30s`,
+// `quantile: 0.999`, `join: [10.0.0.1:7946]`. Fields without a flag have no
+// YAML key either: they are set in code.
 type Config struct {
-	// Name is this peer's name, stable across restarts: 1..128 bytes of
-	// printable UTF-8. Default: the hostname.
+	// Name is this peer's name (-name), stable across restarts: 1..247
+	// bytes of printable UTF-8 (cluster.MaxNameLen). The cluster member and
+	// the fleet view take it from here. Default: the hostname.
 	Name string `yaml:"name"`
-	// Bind is the gossip host:port; port 0 picks a free port.
-	// Default 127.0.0.1:7946.
-	Bind string `yaml:"bind"`
-	// Advertise is the host:port peers should use. Default: the bound one.
-	Advertise string `yaml:"advertise"`
-	// Join lists seed peers (host:port), joined at start and re-joined
-	// periodically so that a healed partition merges back.
-	Join List `yaml:"join"`
-	// HTTP is the HTTP API's host:port; port 0 picks a free port; empty
-	// binds nothing (Node.Handler can still be served by the embedder).
-	// Default 127.0.0.1:8080.
+
+	// HTTP is the HTTP API's host:port (-http); port 0 picks a free port;
+	// empty binds nothing (Node.Handler can still be served by the
+	// embedder). Default 127.0.0.1:8080: Start opens a listener there, so an
+	// embedder that serves Handler on its own server sets HTTP to "". A
+	// non-loopback address needs HTTPTokenFile, or Insecure.
 	HTTP string `yaml:"http"`
-	// Window is the sliding window. Default 60s.
-	Window time.Duration `yaml:"window"`
-	// SubWindow is the unit the window slides by, and the unit of gossip:
-	// each node sends its sealed sub-window once per SubWindow.
-	// Window/SubWindow must be a whole number in 1..255. Default 6s.
-	SubWindow time.Duration `yaml:"sub_window"`
-	// MinSamples is how many samples a view needs before it is trusted.
-	// Default 3.
-	MinSamples uint32 `yaml:"min_samples"`
-	// MinPeers is how many distinct peers the fleet view needs before it is
-	// trusted; 0 means min(3, members alive or suspect, self included).
-	// Default 0.
-	MinPeers int `yaml:"min_peers"`
-	// MaxOriginShare caps one peer's share of a destination's fleet samples
-	// once 4 or more peers contribute; 0 disables the cap. Default 0.25.
-	MaxOriginShare float64 `yaml:"max_origin_share"`
-	// Backoff is the floor and ceiling of every timeout. Default 250ms..1m.
-	Backoff timeout.BackoffInterval `yaml:"backoff"`
-	// Quantile is the latency quantile timeouts are based on. Default 0.9999.
-	Quantile float64 `yaml:"quantile"`
-	// SafetyFactor multiplies the quantile. Default 2.0.
-	SafetyFactor float64 `yaml:"safety_factor"`
-	// SecretKeyFile holds base64 32-byte gossip keys, one per line: the first
-	// encrypts, all decrypt. Empty: gossip is plaintext.
-	SecretKeyFile string `yaml:"secret_key_file"`
-	// Label is the cluster label, at most 255 bytes; nodes with other
-	// labels cannot join. Default "".
-	Label string `yaml:"label"`
-	// HTTPTokenFile holds a bearer token that POST endpoints and
-	// /debug/pprof/ then require.
+	// HTTPTokenFile holds a bearer token (-http-token-file) that POST
+	// endpoints and /debug/pprof/ then require: a regular file of at most
+	// 64 KiB, read once by New. Default "".
 	HTTPTokenFile string `yaml:"http_token_file"`
-	// Insecure allows a non-loopback gossip address without a key and a
-	// non-loopback HTTP address without a token.
+	// Insecure (-insecure) lets New accept a non-loopback gossip address
+	// without Cluster.KeyFile and a non-loopback HTTP address without
+	// HTTPTokenFile. Default false: such a configuration is refused, with a
+	// message that says which flag to add.
 	Insecure bool `yaml:"insecure"`
-	// LogLevel is debug, info, warn or error. Default info.
+	// LogLevel (-log-level) is debug, info, warn or error. The node logs to
+	// the logger it is given; atnode sets that logger's level from this.
+	// Default info.
 	LogLevel string `yaml:"log_level"`
-	// MaxDestinations bounds the destinations tracked, locally and in the
-	// fleet view; the least recently recorded is evicted. 0 = unlimited.
-	// Default 10000, about 32 KiB each locally.
-	MaxDestinations int `yaml:"max_destinations"`
+	// HedgeBudget (-hedge-budget) is the share of DoHedged calls that may
+	// start a hedged attempt, in [0, 0.5]: the hedge delay is the fleet's
+	// estimate at quantile 1 − HedgeBudget, and a token bucket keeps hedges
+	// within it (plus a burst of 10) over any minute. 0 disables hedging
+	// but keeps DoHedged's replica ordering and failover. Used by DoHedged.
+	// Default 0.05.
+	HedgeBudget float64 `yaml:"hedge_budget"`
+
+	// SubWindow (-sub-window) is the length of one sub-window: the window
+	// slides, and each node gossips its sealed counts, once per SubWindow.
+	// The tracker's ring then holds Tracker.Window/SubWindow sub-windows,
+	// which must be a whole number in 1..255, and SubWindow a whole number
+	// of milliseconds. Set it to 0 to give Tracker.SubWindows as a count
+	// instead (setting both is an error). Default 6s.
+	SubWindow time.Duration `yaml:"sub_window"`
+
+	// Tracker is the local tracker's window (-window), trust threshold
+	// (-min-samples) and destination bound (-max-destinations, which also
+	// bounds the fleet view's destinations). Its SubWindows comes from
+	// SubWindow unless that is 0. Default tracker.DefaultConfig() with
+	// MaxDestinations 10000 (about 32 KiB each) and SubWindows 0.
+	Tracker tracker.Config `yaml:",inline"`
+	// Fleet is the fleet view's trust and share settings (-min-peers,
+	// -max-origin-share) and its memory bounds. Its Tracker and Self are
+	// set by the node from Tracker, SubWindow and Name. Default
+	// tracker.DefaultFleetConfig().
+	Fleet tracker.FleetConfig `yaml:",inline"`
+	// Timeout is how timeouts are chosen (-backoff, -quantile,
+	// -safety-factor). Default timeout.DefaultConfig().
+	Timeout timeout.Config `yaml:",inline"`
 	// HTTPServer bounds the HTTP server on HTTP: deadlines and the
 	// connection cap (flags -http-read-timeout etc.). Default
 	// DefaultHTTPServerConfig.
 	HTTPServer HTTPServerConfig `yaml:",inline"`
+	// Cluster is gossip membership (-bind, -advertise, -join,
+	// -secret-key-file, -label). The node sets its Name, Logger, OnEvent,
+	// Store, Seal, Tracker and Clock, and its BootID when it is 0 (the boot
+	// ID of the node's own batches, with or without gossip, is this one
+	// BootID); tests and embedders may set
+	// Transport (internal/memtransport) and Timing, Limits and Gossip
+	// directly. A non-loopback Bind or Advertise needs KeyFile, or
+	// Insecure. Default cluster.DefaultConfig().
+	Cluster cluster.Config `yaml:",inline"`
 
 	// The fields below are for embedding and tests; they have no flag and
 	// no YAML key.
 
-	// DisableGossip runs the node alone: no cluster is created, Bind,
-	// Advertise, Join, SecretKeyFile and Label are ignored, and the fleet
-	// view holds only this node's own sealed sub-windows. Default false.
+	// DisableGossip runs the node alone: no cluster is created, Cluster is
+	// not used (it is still validated), and the fleet view holds only this
+	// node's own sealed sub-windows. Default false.
 	DisableGossip bool `yaml:"-"`
 	// Clock is the wall clock every time the node records or queries comes
 	// from (the epoch grid is read from it). nil means time.Now. Default nil.
 	Clock func() time.Time `yaml:"-"`
-	// TuneCluster, if set, is called with the cluster configuration the
-	// node built from the fields above, just before the cluster is created:
-	// tests set Transport (internal/memtransport) and Timing through it.
-	// Default nil.
-	TuneCluster func(*cluster.Config) `yaml:"-"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md section 7. Name is the
-// hostname, or "atnode" when it cannot be read.
+// DefaultConfig returns the defaults of the `atnode agent` flags. Name is
+// the hostname, or "atnode" when it cannot be read. Note for embedders: HTTP
+// defaults to 127.0.0.1:8080, so Start opens that listener unless HTTP is
+// set to "" (Handler can then be mounted on the embedder's own server).
 func DefaultConfig() Config {
 	name, err := os.Hostname()
 	if err != nil || name == "" {
 		name = "atnode"
 	}
-	tc := timeout.DefaultConfig()
+	tr := tracker.DefaultConfig()
+	tr.SubWindows = 0 // from SubWindow
+	tr.MaxDestinations = 10_000
+	fl := tracker.DefaultFleetConfig()
+	fl.Tracker = tracker.Config{} // set by the node
+	cl := cluster.DefaultConfig()
+	cl.Tracker = tracker.Config{} // set by the node
 	return Config{
-		Name:            name,
-		Bind:            "127.0.0.1:7946",
-		HTTP:            "127.0.0.1:8080",
-		Window:          60 * time.Second,
-		SubWindow:       6 * time.Second,
-		MinSamples:      3,
-		MaxOriginShare:  0.25,
-		Backoff:         tc.Backoff,
-		Quantile:        tc.Quantile,
-		SafetyFactor:    tc.SafetyFactor,
-		LogLevel:        "info",
-		MaxDestinations: 10_000,
-		HTTPServer:      DefaultHTTPServerConfig(),
+		Name:        name,
+		HTTP:        "127.0.0.1:8080",
+		LogLevel:    "info",
+		HedgeBudget: 0.05,
+		SubWindow:   6 * time.Second,
+		Tracker:     tr,
+		Fleet:       fl,
+		Timeout:     timeout.DefaultConfig(),
+		Cluster:     cl,
+		HTTPServer:  DefaultHTTPServerConfig(),
 	}
 }
 
-// RegisterFlags registers one flag per field on fs, with c's current values
-// as defaults. Flag names are the YAML keys with '-' for '_'.
+// RegisterFlags registers the `atnode agent` flags on fs, with c's current
+// values as defaults: the node's own, then those of each sub-configuration
+// (tracker.Config, tracker.FleetConfig, timeout.Config, cluster.Config).
+// Each flag's name is its YAML key with '-' for '_'.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Name, "name", c.Name, "peer name, stable across restarts")
-	fs.StringVar(&c.Bind, "bind", c.Bind, "gossip `host:port`; port 0 picks a free port")
-	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "gossip `host:port` peers should use (default the bound one)")
-	fs.Var(&c.Join, "join", "comma-separated seed peers (`host:port,...`), joined at start and periodically")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP API `host:port`; port 0 picks a free port")
-	fs.DurationVar(&c.Window, "window", c.Window, "sliding window")
-	fs.DurationVar(&c.SubWindow, "sub-window", c.SubWindow, "sub-window: the window slides and gossips by this much")
-	fs.Func("min-samples", fmt.Sprintf("samples a view needs to be trusted (default %d)", c.MinSamples), func(s string) error {
-		v, err := strconv.ParseUint(s, 10, 32)
-		if err != nil {
-			return errors.New("want a whole number")
-		}
-		c.MinSamples = uint32(v)
-		return nil
-	})
-	fs.IntVar(&c.MinPeers, "min-peers", c.MinPeers, "peers the fleet view needs to be trusted; 0 = min(3, live members)")
-	fs.Float64Var(&c.MaxOriginShare, "max-origin-share", c.MaxOriginShare, "largest share of a destination's fleet samples one peer may hold; 0 disables")
-	fs.TextVar(&c.Backoff, "backoff", c.Backoff, "timeout floor..ceiling, e.g. 250ms..1m")
-	fs.Float64Var(&c.Quantile, "quantile", c.Quantile, "latency quantile timeouts are based on, in (0, 1]")
-	fs.Float64Var(&c.SafetyFactor, "safety-factor", c.SafetyFactor, "multiplier applied to the quantile")
-	fs.StringVar(&c.SecretKeyFile, "secret-key-file", c.SecretKeyFile, "`file` of base64 32-byte gossip keys, one per line; first encrypts (SIGHUP re-reads)")
-	fs.StringVar(&c.Label, "label", c.Label, "cluster label")
-	fs.StringVar(&c.HTTPTokenFile, "http-token-file", c.HTTPTokenFile, "`file` holding the bearer token POST endpoints and /debug/pprof/ require")
+	fs.StringVar(&c.HTTPTokenFile, "http-token-file", c.HTTPTokenFile,
+		"`file` holding the bearer token POST endpoints and /debug/pprof/ require; a regular file of at most 64 KiB")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow non-loopback addresses without a key or token")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.Float64Var(&c.HedgeBudget, "hedge-budget", c.HedgeBudget, "share of DoHedged calls that may start a hedge, in [0, 0.5]; 0 disables hedging")
+	fs.DurationVar(&c.SubWindow, "sub-window", c.SubWindow, "sub-window: the window slides and gossips by this much; -window must be a whole number (1..255) of it")
+	c.Tracker.RegisterFlags(fs)
+	c.Fleet.RegisterFlags(fs)
+	c.Timeout.RegisterFlags(fs)
+	c.Cluster.RegisterFlags(fs)
 	c.HTTPServer.RegisterFlags(fs)
 }
 
-// LoadYAML reads the YAML file at path over c. Unknown keys are errors, so a
-// misspelt setting does not pass unnoticed.
+// LoadYAML reads the YAML file at path over c: keys in the file replace
+// c's values, the others are kept. Unknown keys are errors, so a misspelt
+// setting does not pass unnoticed; an empty file sets nothing.
 func (c *Config) LoadYAML(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -168,170 +174,159 @@ func (c *Config) LoadYAML(path string) error {
 	defer f.Close()
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) { // an empty file sets nothing
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("node: config %s: %w", path, err)
 	}
 	return nil
 }
 
-// Validate reports every problem of c, each naming its flag, joined with
-// errors.Join.
+// TrackerConfig is the local tracker's configuration: Tracker, with
+// SubWindows = Tracker.Window/SubWindow unless SubWindow is 0. The fleet
+// view and the cluster get the same (FleetConfig, and the node's cluster
+// configuration). It is meaningful only for a valid Config.
+func (c Config) TrackerConfig() tracker.Config {
+	tc := c.Tracker
+	if c.SubWindow > 0 && tc.SubWindows == 0 {
+		tc.SubWindows = int(tc.Window / c.SubWindow)
+	}
+	return tc
+}
+
+// FleetConfig is the fleet view's configuration: Fleet with the tracker's
+// configuration (TrackerConfig), Self = Name, and MaxDestinations no more
+// than Tracker.MaxDestinations when that is set.
+func (c Config) FleetConfig() tracker.FleetConfig {
+	fc := c.Fleet
+	fc.Tracker = c.TrackerConfig()
+	fc.Self = c.Name
+	if c.Tracker.MaxDestinations > 0 {
+		fc.MaxDestinations = min(c.Tracker.MaxDestinations, fc.MaxDestinations)
+	}
+	return fc
+}
+
+// Validate reports every problem of c, joined with errors.Join. Each rule
+// is stated once, by the configuration that owns the field (the node's own
+// settings here, the rest in tracker, timeout and cluster); a problem with
+// a field that has a flag is prefixed with the flag ("-quantile: ...").
+// Validate also applies the exposure rule: a non-loopback gossip address
+// without a key file, or a non-loopback HTTP address without a token file,
+// is refused unless Insecure.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("-%s: %s", flag, fmt.Sprintf(format, args...)))
 	}
-	if err := checkName(c.Name); err != nil {
-		bad("name", "%v", err)
-	}
-	if len(c.Label) > cluster.MaxLabelLen {
-		bad("label", "is %d bytes, at most %d", len(c.Label), cluster.MaxLabelLen)
-	}
-	if err := checkIPPort(c.Bind); err != nil {
-		bad("bind", "%v", err)
-	}
 	if c.HTTP != "" { // empty: no HTTP listener (embedders serve Node.Handler themselves)
-		if err := checkHostPort(c.HTTP); err != nil {
+		if err := cluster.CheckHostPort(c.HTTP); err != nil {
 			bad("http", "%v", err)
 		}
 	}
-	if c.Advertise != "" {
-		if err := checkIPPort(c.Advertise); err != nil {
-			bad("advertise", "%v", err)
-		}
-	}
-	for _, j := range c.Join {
-		if err := checkHostPort(j); err != nil {
-			bad("join", "%v", err)
-		}
-	}
-	switch {
-	case c.Window <= 0:
-		bad("window", "must be > 0, got %v", c.Window)
-	case c.SubWindow < time.Millisecond || c.SubWindow%time.Millisecond != 0:
-		bad("sub-window", "must be a whole number of milliseconds >= 1ms, got %v", c.SubWindow)
-	case c.Window%c.SubWindow != 0 || c.Window/c.SubWindow > 255:
-		bad("window", "window/sub-window must be a whole number in 1..255, got %v/%v", c.Window, c.SubWindow)
-	}
-	if c.MinPeers < 0 {
-		bad("min-peers", "must be >= 0, got %d", c.MinPeers)
-	}
-	if math.IsNaN(c.MaxOriginShare) || c.MaxOriginShare < 0 || c.MaxOriginShare > 1 {
-		bad("max-origin-share", "must be in [0, 1], got %v", c.MaxOriginShare)
-	}
-	if err := c.Backoff.Validate(); err != nil {
-		bad("backoff", "%v", err)
-	}
-	if !(c.Quantile > 0 && c.Quantile <= 1) {
-		bad("quantile", "must be in (0, 1], got %v", c.Quantile)
-	}
-	if !(c.SafetyFactor > 0) || math.IsInf(c.SafetyFactor, 1) {
-		bad("safety-factor", "must be finite and > 0, got %v", c.SafetyFactor)
-	}
 	if _, ok := logLevels[c.LogLevel]; !ok {
 		bad("log-level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if !(c.HedgeBudget >= 0 && c.HedgeBudget <= 0.5) { // a NaN fails it too
+		bad("hedge-budget", "must be in [0, 0.5], got %v", c.HedgeBudget)
 	}
 	if c.HTTP != "" {
 		if err := c.HTTPServer.Validate(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if c.MaxDestinations < 0 {
-		errs = append(errs, fmt.Errorf("max_destinations: must be >= 0, got %d", c.MaxDestinations))
+	subWindowBad := false
+	if c.SubWindow != 0 {
+		subWindowBad = true
+		switch w := c.Tracker.Window; {
+		case c.Tracker.SubWindows != 0:
+			bad("sub-window", "give SubWindow (%v) or Tracker.SubWindows (%d), not both", c.SubWindow, c.Tracker.SubWindows)
+		case c.SubWindow < 0 || c.SubWindow%time.Millisecond != 0:
+			bad("sub-window", "must be a positive whole number of milliseconds, got %v", c.SubWindow)
+		case w <= 0: // the tracker says so, as -window's
+		case w%c.SubWindow != 0:
+			bad("sub-window", "-window %v is not a whole number of sub-windows of %v", w, c.SubWindow)
+		default:
+			subWindowBad = false
+		}
 	}
+
+	// The tracker's rules, on the configuration the node will build.
+	for _, e := range fielderr.Leaves(c.TrackerConfig().Validate()) {
+		if fielderr.Field(e) == "SubWindows" && c.SubWindow != 0 {
+			if !subWindowBad { // else already said, as -sub-window's
+				bad("sub-window", "%v (-window %v / -sub-window %v)", e, c.Tracker.Window, c.SubWindow)
+			}
+			continue
+		}
+		errs = append(errs, flagged(reflect.TypeFor[tracker.Config](), e))
+	}
+	// The fleet's own fields (its Tracker is the one just checked).
+	fc := c.Fleet
+	fc.Tracker, fc.Self = tracker.DefaultConfig(), c.Name
+	for _, e := range fielderr.Leaves(fc.Validate()) {
+		errs = append(errs, flagged(reflect.TypeFor[tracker.FleetConfig](), e))
+	}
+	for _, e := range fielderr.Leaves(c.Timeout.Validate()) {
+		errs = append(errs, flagged(reflect.TypeFor[timeout.Config](), e))
+	}
+	// The cluster's rules, also with gossip disabled: the name is the
+	// fleet's too, and a configuration should not turn invalid by enabling
+	// gossip.
+	cc := c.Cluster
+	cc.Name = c.Name
+	for _, e := range fielderr.Leaves(cc.Validate()) {
+		if fielderr.Field(e) == "Name" {
+			errs = append(errs, fmt.Errorf("-name: %w", e))
+			continue
+		}
+		errs = append(errs, flagged(reflect.TypeFor[cluster.Config](), e))
+	}
+	errs = append(errs, c.exposure()...)
 	return errors.Join(errs...)
 }
 
-// CheckExposure refuses what an agent must not do without -insecure: a
-// non-loopback gossip address without a key file, or a non-loopback HTTP
-// address without a token file. The error says which flag to add.
-func (c Config) CheckExposure() error {
+// flagged prefixes e with the flag of the field of t it is about (its YAML
+// key with '-' for '_'), when that field has one.
+func flagged(t reflect.Type, e error) error {
+	f, ok := t.FieldByName(fielderr.Field(e))
+	if !ok {
+		return e
+	}
+	key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if key == "" || key == "-" {
+		return e
+	}
+	return fmt.Errorf("-%s: %w", strings.ReplaceAll(key, "_", "-"), e)
+}
+
+// exposure refuses what must not run without Insecure: a non-loopback
+// gossip address without a key file, or a non-loopback HTTP address
+// without a token file. Each error says which flag to add.
+func (c Config) exposure() []error {
 	if c.Insecure {
 		return nil
 	}
 	var errs []error
-	gossip := c.Bind
-	if c.Advertise != "" && isLoopback(c.Bind) {
-		gossip = c.Advertise
+	bind, adv := c.Cluster.Bind, c.Cluster.Advertise
+	// A malformed address is reported as such, not also as exposed.
+	gossipOK := cluster.CheckIPPort(bind) == nil && (adv == "" || cluster.CheckIPPort(adv) == nil)
+	httpOK := c.HTTP != "" && cluster.CheckHostPort(c.HTTP) == nil
+	gossip := bind
+	if adv != "" && IsLoopback(bind) {
+		gossip = adv
 	}
-	if !c.DisableGossip && c.SecretKeyFile == "" && (!isLoopback(c.Bind) || !isLoopback(gossip)) {
-		errs = append(errs, fmt.Errorf("gossip address %s is not loopback and gossip would be unencrypted: add -secret-key-file (make a key with 'atnode keygen'), or -insecure", gossip))
+	if gossipOK && !c.DisableGossip && c.Cluster.KeyFile == "" && (!IsLoopback(bind) || !IsLoopback(gossip)) {
+		errs = append(errs, fmt.Errorf("gossip address %s is not loopback and gossip would be unencrypted: add -secret-key-file (make a key with 'atnode keygen -o FILE'), or -insecure", gossip))
 	}
-	if c.HTTPTokenFile == "" && c.HTTP != "" && !isLoopback(c.HTTP) {
+	if httpOK && c.HTTPTokenFile == "" && !IsLoopback(c.HTTP) {
 		errs = append(errs, fmt.Errorf("HTTP address %s is not loopback and has no token: add -http-token-file, or -insecure", c.HTTP))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
-// TrackerConfig is the local tracker's configuration derived from c.
-func (c Config) TrackerConfig() tracker.Config {
-	tc := tracker.DefaultConfig()
-	tc.Window = c.Window
-	if c.SubWindow > 0 {
-		tc.SubWindows = int(c.Window / c.SubWindow)
-	}
-	tc.MinSamples = c.MinSamples
-	tc.MaxDestinations = c.MaxDestinations
-	return tc
-}
-
-// TimeoutConfig is the timeout selection configuration derived from c.
-func (c Config) TimeoutConfig() timeout.Config {
-	return timeout.Config{Backoff: c.Backoff, Quantile: c.Quantile, SafetyFactor: c.SafetyFactor}
-}
-
-// maxNameLen is the longest -name, in bytes: well inside what the cluster
-// accepts (cluster.MaxNameLen, less the member-name suffix with gossip).
-const maxNameLen = 128
-
-// checkName applies the cluster's rules for peer names (cluster.CheckName)
-// with this package's length limit, so that a name the cluster would refuse
-// is a configuration error naming -name rather than a failure of New.
-func checkName(name string) error {
-	if name == "" {
-		return errors.New("must not be empty")
-	}
-	if len(name) > maxNameLen {
-		return fmt.Errorf("is %d bytes, more than %d", len(name), maxNameLen)
-	}
-	return cluster.CheckName(name)
-}
-
-// checkIPPort is checkHostPort for the gossip addresses, whose host must be
-// an IP address without a zone: memberlist binds and advertises IPs, not
-// names, and the cluster refuses zoned addresses.
-func checkIPPort(s string) error {
-	if err := checkHostPort(s); err != nil {
-		return err
-	}
-	host, _, _ := net.SplitHostPort(s)
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return fmt.Errorf("host of %q must be an IP address, e.g. 127.0.0.1", s)
-	}
-	if ip.Zone() != "" {
-		return fmt.Errorf("host of %q: zoned addresses are not supported", s)
-	}
-	return nil
-}
-
-func checkHostPort(s string) error {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("want host:port, got %q", s)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return fmt.Errorf("port of %q must be 0..65535", s)
-	}
-	if host == "" {
-		return fmt.Errorf("host of %q must not be empty", s)
-	}
-	return nil
-}
-
-// isLoopback reports whether host:port names a loopback address: an IP in
+// IsLoopback reports whether host:port names a loopback address: an IP in
 // 127.0.0.0/8 or ::1, or "localhost". Any other name counts as exposed.
-func isLoopback(hostport string) bool {
+// It is the exposure rule's test (Validate).
+func IsLoopback(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		return false
@@ -343,46 +338,36 @@ func isLoopback(hostport string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// List is a list of strings that reads from a comma-separated flag value or
-// from YAML as either a sequence or a comma-separated string.
-type List []string
+// ErrTokenFile is matched (errors.Is) by every error about a token file that
+// was read but refused: empty, not a regular file, or over 64 KiB. An error
+// that does not match it means the file could not be read at all.
+var ErrTokenFile = errors.New("node: bad token file")
 
-// String joins the list with commas.
-func (l *List) String() string { return strings.Join(*l, ",") }
+// Limits of the token file (as of the gossip key file): a regular file of at
+// most maxTokenFileBytes, read within tokenFileTimeout.
+const (
+	maxTokenFileBytes = 64 << 10
+	tokenFileTimeout  = 5 * time.Second
+)
 
-// Set replaces the list with the comma-separated items of s, trimmed, with
-// empty items dropped.
-func (l *List) Set(s string) error {
-	*l = splitList(s)
-	return nil
-}
-
-// UnmarshalYAML accepts a sequence of strings or one comma-separated string.
-func (l *List) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		*l = splitList(n.Value)
-		return nil
-	case yaml.SequenceNode:
-		var items []string
-		if err := n.Decode(&items); err != nil {
-			return err
-		}
-		*l = splitList(strings.Join(items, ","))
-		return nil
-	default:
-		return fmt.Errorf("line %d: want a list or a comma-separated string", n.Line)
+// ReadTokenFile reads the bearer token in the file at path: its contents
+// with surrounding white space removed. The file must be a regular file of
+// at most 64 KiB (a FIFO is refused at once, a read stuck on a hung mount is
+// abandoned after 5 s) and must not be empty. Errors name the path, never
+// the token.
+func ReadTokenFile(path string) (string, error) {
+	b, err := smallfile.Read(path, maxTokenFileBytes, tokenFileTimeout)
+	switch {
+	case smallfile.Refused(err):
+		return "", fmt.Errorf("%w: %w", ErrTokenFile, err)
+	case err != nil:
+		return "", fmt.Errorf("node: token file: %w", err)
 	}
-}
-
-func splitList(s string) List {
-	var out List
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("%w: %s is empty", ErrTokenFile, path)
 	}
-	return out
+	return tok, nil
 }
 
 // logLevels maps -log-level values to slog levels.

@@ -35,10 +35,13 @@
 // sub-windows on a wall-clock epoch grid shared by all nodes). When an
 // epoch ends, its sealed sub-window becomes a batch in the fleet view,
 // which sums the batches of every live member over the last N−1 sealed
-// epochs. Dissemination of batches between members belongs to package
-// cluster; until the cluster carries it, a node's fleet view holds its own
-// batches only (see gossip.go), and membership still runs through the
-// cluster.
+// epochs. The sealing and the dissemination of batches belong to package
+// cluster's protocol core (cluster.SyncProtocol): with gossip on, the
+// cluster drives it and spreads every member's batches; with gossip off,
+// the node owns one with no members, so its fleet view holds its own
+// batches only. A node that is not gossiping (never started, gossip off, or
+// closed) polls the core from its loop and before every query, so it
+// seals on time and answers lazily (see gossip.go).
 //
 // # HTTP
 //
@@ -85,8 +88,9 @@
 // Every method is safe for concurrent use. Record costs the tracker's
 // sharded record plus a lock-free map load; Estimate and Timeout take the
 // fleet view's mutex once per destination. Start starts one loop (once a
-// second: seal, slide the fleet view, sample the history), the HTTP server
-// and the cluster's goroutines; Close stops them all and waits.
+// second: poll the protocol, slide the fleet view, sample the history),
+// the HTTP server and the cluster's goroutines; Close stops them all and
+// waits.
 //
 // # How time enters
 //

@@ -9,30 +9,28 @@ import (
 )
 
 // This file is the only place that knows how the cluster disseminates
-// batches. With gossip on, the cluster seals this node's sub-window at each
-// epoch boundary, inserts it into the fleet view, spreads it, and keeps the
-// fleet's membership. With gossip off (Config.DisableGossip) the node inserts
-// its own sealed sub-windows itself (sealOwn), so a node alone still has a
-// fleet view of one peer.
+// batches. The protocol core (cluster.SyncProtocol) seals this node's
+// sub-windows into the fleet view at each epoch boundary, cut to the
+// fleet's per-member caps. With gossip on, the cluster owns it, spreads what
+// it seals and keeps the fleet's membership; with gossip off
+// (Config.DisableGossip) the node owns one with no members, so a node
+// alone still has a fleet view of one peer. Either way the node polls it
+// (Node.poll) from its loop and before each query, so a node that is not
+// gossiping seals lazily and its view never lags an epoch boundary.
 
-// clusterConfig is the cluster configuration derived from the node's.
+// clusterConfig is the cluster configuration: Config.Cluster with the
+// node's name, boot ID and logger, and the fleet view it disseminates.
 func (n *Node) clusterConfig() cluster.Config {
-	cc := cluster.DefaultConfig()
+	cc := n.cfg.Cluster
 	cc.Name = n.cfg.Name
 	cc.BootID = n.boot
-	cc.Bind = n.cfg.Bind
-	cc.Advertise = n.cfg.Advertise
-	cc.Seeds = slices.Clone(n.cfg.Join)
-	cc.KeyFile = n.cfg.SecretKeyFile
-	cc.Label = n.cfg.Label
+	cc.Seeds = slices.Clone(cc.Seeds)
 	cc.Logger = n.log
 	cc.OnEvent = n.onEvent
 	// The cluster seals this node's sub-windows, inserts them into the
-	// fleet view, spreads them, and keeps the fleet's membership.
-	cc.Store, cc.Seal, cc.Tracker, cc.Clock = n.fleet, n.seal, n.tcfg, n.clock
-	if n.cfg.TuneCluster != nil {
-		n.cfg.TuneCluster(&cc)
-	}
+	// fleet view, spreads them, and keeps the fleet's membership. Its
+	// Tracker is the fleet view's (cluster.Config.Validate checks it).
+	cc.Store, cc.Seal, cc.SealLimits, cc.Tracker, cc.Clock = n.fleet, n.sealed, n.sealLimits(), n.tcfg, n.clock
 	return cc
 }
 
@@ -46,62 +44,42 @@ func (n *Node) gossipStats() cluster.GossipStats {
 	return cluster.NewGossipStats()
 }
 
-// seal returns this node's sealed sub-window of epoch, destinations sorted
-// by name, cut to what the fleet accepts from one member per epoch (its
-// MaxDestinations and MaxEpochBuckets; the first destinations by name): a
-// larger batch would be refused whole, by this node and by its peers.
-func (n *Node) seal(epoch int64, now time.Time) []tracker.DestCounts {
-	dests := tracker.SealedSubWindow(n.local, epoch, now)
-	fc := n.fleet.Config()
-	keep, buckets := min(len(dests), fc.MaxDestinations), 0
-	for i := range keep {
-		if buckets += len(dests[i].Buckets); buckets > fc.MaxEpochBuckets {
-			keep = i
-			break
-		}
+// protocolConfig is the configuration of the protocol core of a node
+// without gossip: no members, so it seals at each boundary and sends
+// nothing.
+func (n *Node) protocolConfig() cluster.ProtocolConfig {
+	return cluster.ProtocolConfig{
+		Name:       n.cfg.Name,
+		BootID:     n.boot,
+		Tracker:    n.tcfg,
+		Gossip:     cluster.DefaultGossip(),
+		Store:      n.fleet,
+		Seal:       n.sealed,
+		SealLimits: n.sealLimits(),
+		Logger:     n.log,
 	}
-	if keep < len(dests) {
-		n.log.Warn("node: sealed sub-window truncated to the fleet's per-member caps",
-			"epoch", epoch, "destinations", len(dests), "kept", keep,
-			"max_destinations", fc.MaxDestinations, "max_epoch_buckets", fc.MaxEpochBuckets)
-		dests = dests[:keep]
-	}
-	return dests
 }
 
-// sealOwn inserts this node's sealed sub-windows of the epochs finished
-// since the last call (at most the window's) into the fleet view when gossip
-// is off; with gossip on the cluster does it. It is called by the loop every second and before each
-// query, so the view never lags an epoch boundary; between boundaries it
-// costs one atomic load.
-func (n *Node) sealOwn(now time.Time) {
-	if !n.cfg.DisableGossip {
-		return
-	}
-	last := n.tcfg.Epoch(now) - 1
-	if n.sealed.Load() >= last {
-		return
-	}
-	n.sealMu.Lock()
-	defer n.sealMu.Unlock()
-	from := max(n.sealed.Load()+1, last-int64(n.tcfg.SubWindows)+1)
-	layout := n.tcfg.Layout()
-	for ep := from; ep <= last; ep++ {
-		dests := n.seal(ep, now)
-		if len(dests) == 0 {
-			continue
-		}
-		b := tracker.Batch{
-			Key:    tracker.BatchKey{Origin: n.cfg.Name, Boot: n.boot, Epoch: ep},
-			Layout: layout,
-			Dests:  dests,
-		}
-		if o := n.fleet.Insert(b, now); o != tracker.InsertNew && o != tracker.InsertDuplicate {
-			n.log.Warn("node: own sealed batch refused", "epoch", ep, "outcome", o.String())
-		}
-	}
-	n.sealed.Store(max(last, n.sealed.Load()))
+// sealed returns this node's sealed sub-window of epoch, destinations
+// sorted by name: what the protocol seals.
+func (n *Node) sealed(epoch int64, now time.Time) []tracker.DestCounts {
+	return tracker.SealedSubWindow(n.local, epoch, now)
 }
+
+// sealLimits are the fleet's per-member caps: a larger batch would be
+// refused whole, by this node's fleet and by its peers'.
+func (n *Node) sealLimits() cluster.SealLimits {
+	if n.fleet == nil {
+		return cluster.SealLimits{} // a config built before the fleet, in tests
+	}
+	fc := n.fleet.Config()
+	return cluster.SealLimits{MaxDestinations: fc.MaxDestinations, MaxBuckets: fc.MaxEpochBuckets}
+}
+
+// poll lets the protocol seal what is due at now when nothing else drives
+// it (cluster.SyncProtocol.Poll): between epoch boundaries, two atomic
+// loads.
+func (n *Node) poll(now time.Time) { n.proto.Poll(now) }
 
 // onEvent sets the live member count that auto MinPeers reads. The cluster
 // keeps the fleet's membership itself (and sets the count too; both are

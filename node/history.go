@@ -160,7 +160,7 @@ func (n *Node) sampleHistory(now time.Time) {
 // samplePoint computes dest's point at now.
 func (n *Node) samplePoint(dest string, now time.Time) point {
 	p := point{TMs: now.UnixMilli()}
-	if e, err := n.fleet.Estimate(dest, n.cfg.Quantile, now); err == nil {
+	if e, err := n.fleet.Estimate(dest, n.cfg.Timeout.Quantile, now); err == nil {
 		p.LocalMs, p.HasLocal = e.LocalValueMillis, e.HasLocalValue
 		p.FleetMs, p.HasFleet = e.FleetValueMillis, e.HasFleetValue
 		p.Peers, p.Samples, p.LocalSamples = e.Peers, e.Samples, e.LocalSamples

@@ -197,7 +197,7 @@ func (n *Node) serveEstimate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	q := n.cfg.Quantile
+	q := n.cfg.Timeout.Quantile
 	if qs := query["q"]; len(qs) > 0 {
 		v, err := strconv.ParseFloat(qs[0], 64)
 		switch {
@@ -351,7 +351,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := n.clock()
-	n.sealOwn(now)
+	n.poll(now)
 	alive := 1
 	if n.cl != nil {
 		alive = max(n.cl.NumAlive(), 1)
@@ -364,7 +364,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 		HTTPAddr:     n.HTTPAddr(),
 		WindowMs:     n.tcfg.Window.Milliseconds(),
 		SubWindowMs:  n.tcfg.SubWindow().Milliseconds(),
-		Quantile:     n.cfg.Quantile,
+		Quantile:     n.cfg.Timeout.Quantile,
 		Destinations: n.destinations(now),
 		MembersAlive: alive,
 		MinPeers:     n.fleet.MinPeers(),
@@ -396,7 +396,7 @@ func (n *Node) serveHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pts, _ := n.hist.get(dest)
-	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Quantile, Points: pts})
+	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Timeout.Quantile, Points: pts})
 }
 
 // serveHealth is GET /healthz: 200 while the node is started and not

@@ -240,7 +240,7 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 	seen := map[string]int{}
 	for round := range 20 {
 		clk := &testClock{now: epochStart(e0 + int64(round)).Add(100 * time.Millisecond)}
-		n := newAlone(t, clk, func(c *Config) { c.MinSamples = uint32(1 + rng.IntN(5)) })
+		n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = uint32(1 + rng.IntN(5)) })
 		dests := []string{"a", "b", "c", "d", "e"}
 		// Two epochs: the first sealed into the fleet view, the second
 		// local only, with each destination's latencies scaled at random
@@ -255,10 +255,10 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 			}
 		}
 		now := clk.Now()
-		n.sealOwn(now)
+		n.poll(now)
 		for _, d := range dests {
-			ms, ok := n.fleet.QuantileMillis(d, n.cfg.Quantile, now)
-			e, err := n.fleet.Estimate(d, n.cfg.Quantile, now)
+			ms, ok := n.fleet.QuantileMillis(d, n.cfg.Timeout.Quantile, now)
+			e, err := n.fleet.Estimate(d, n.cfg.Timeout.Quantile, now)
 			require.NoError(t, err)
 			vms, vok := e.DecisionValue()
 			guarded := e.Decision.Guarded
@@ -694,7 +694,7 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, []string{"atnode_do_calls_total", "extra_metric"}, before)
 		for _, gossip := range []bool{false, true} {
 			cfg := DefaultConfig()
-			cfg.DisableGossip, cfg.HTTP, cfg.Bind = !gossip, "", "127.0.0.1:0"
+			cfg.DisableGossip, cfg.HTTP, cfg.Cluster.Bind = !gossip, "", "127.0.0.1:0"
 			_, err := New(cfg, nil, reg)
 			require.ErrorContains(t, err, "registering metrics")
 			require.ErrorContains(t, err, "atnode_do_calls_total")

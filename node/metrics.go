@@ -15,6 +15,7 @@ type metrics struct {
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
+	reloads   *prometheus.CounterVec
 	httpOpen  prometheus.Gauge
 	httpRefd  prometheus.Counter
 	state     *stateCollector
@@ -55,7 +56,14 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_do_calls_total",
 			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
 		}, []string{"result"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atnode_key_reloads_total",
+			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
+		}, []string{"result"}),
 		state: &stateCollector{n: n},
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reloads.WithLabelValues(r)
 	}
 	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
 		m.chosen.WithLabelValues(s.String())
@@ -67,7 +75,7 @@ func newMetrics(n *Node) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.httpOpen, m.httpRefd, m.state}
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.reloads, m.httpOpen, m.httpRefd, m.state}
 }
 
 func (m *metrics) observe(d Decision) {

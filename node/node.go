@@ -2,17 +2,13 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"os"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,10 +46,9 @@ type Node struct {
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
 	cl    *cluster.Cluster // nil when DisableGossip
-
-	// With gossip off the node inserts its own sealed sub-windows (sealOwn).
-	sealMu sync.Mutex
-	sealed atomic.Int64 // newest epoch the node inserted itself
+	// proto seals this node's sub-windows: the cluster's with gossip on,
+	// the node's own (with no members) with gossip off.
+	proto *cluster.SyncProtocol
 
 	hist    *history
 	met     *metrics
@@ -70,7 +65,9 @@ type Node struct {
 	serving  atomic.Bool
 }
 
-// New validates cfg, reads the token file, builds the tracker, the fleet
+// New validates cfg (Config.Validate, the exposure rule included: a
+// non-loopback gossip or HTTP address without a key or token is refused
+// unless cfg.Insecure), reads the token file, builds the tracker, the fleet
 // view and (unless cfg.DisableGossip) the cluster member, and registers the
 // node's metrics on reg. A nil logger discards logs; a nil reg means a
 // private registry (never the default one). The node does nothing in the
@@ -83,23 +80,22 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if logger == nil {
 		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	cfg.Join = append(List(nil), cfg.Join...)
+	cfg.Cluster.Seeds = slices.Clone(cfg.Cluster.Seeds)
 	n := &Node{
 		cfg:   cfg,
 		log:   logger,
 		clock: cfg.Clock,
 		tcfg:  cfg.TrackerConfig(),
-		tocfg: cfg.TimeoutConfig(),
+		tocfg: cfg.Timeout,
 		stop:  make(chan struct{}),
 	}
 	if n.clock == nil {
 		n.clock = time.Now
 	}
-	n.sealed.Store(math.MinInt64)
 	if cfg.HTTPTokenFile != "" {
-		tok, err := readToken(cfg.HTTPTokenFile)
+		tok, err := ReadTokenFile(cfg.HTTPTokenFile)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("-http-token-file: %w", err)
 		}
 		n.token = tok
 	}
@@ -107,27 +103,22 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if n.local, err = tracker.NewSync[string](n.tcfg); err != nil {
 		return nil, fmt.Errorf("node: tracker: %w", err)
 	}
-	fc := tracker.DefaultFleetConfig()
-	fc.Tracker = n.tcfg
-	fc.Self = cfg.Name
-	fc.MinPeers = cfg.MinPeers
-	fc.MaxOriginShare = cfg.MaxOriginShare
-	if cfg.MaxDestinations > 0 {
-		fc.MaxDestinations = min(cfg.MaxDestinations, fc.MaxDestinations)
-	}
-	if n.fleet, err = tracker.NewFleet(fc, n.local); err != nil {
+	if n.fleet, err = tracker.NewFleet(cfg.FleetConfig(), n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
 	}
-	if n.boot, err = randomBoot(); err != nil {
-		return nil, err
+	if n.boot = cfg.Cluster.BootID; n.boot == 0 {
+		if n.boot, err = cluster.NewBootID(); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n.self = cluster.MemberName(cfg.Name, n.boot)
 	if !cfg.DisableGossip {
-		cc := n.clusterConfig()
-		if n.cl, err = cluster.New(cc); err != nil {
+		if n.cl, err = cluster.New(n.clusterConfig()); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
-		n.boot, n.self = n.cl.BootID(), n.cl.MemberName()
+		n.proto = n.cl.Protocol()
+	} else if n.proto, err = cluster.NewSyncProtocol(n.protocolConfig()); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	n.hist = newHistory(maxTrackedDests, historyPoints)
 	own := prometheus.NewRegistry()
@@ -158,30 +149,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	}
 	n.handler = n.newHandler()
 	return n, nil
-}
-
-func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("node: -http-token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("node: -http-token-file %s is empty", path)
-	}
-	return tok, nil
-}
-
-func randomBoot() (uint64, error) {
-	var b [8]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			return 0, fmt.Errorf("node: boot id: %w", err)
-		}
-		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
-			return v, nil
-		}
-	}
 }
 
 // Start joins the cluster (unless gossip is disabled), binds the HTTP API
@@ -249,13 +216,13 @@ func (n *Node) loop() {
 }
 
 // step is one round of the periodic work at now: refresh the live member
-// count, seal finished epochs into the fleet view (when the cluster does
-// not), slide the fleet view, and sample the history.
+// count, let the protocol seal finished epochs (when the cluster does not
+// drive it), slide the fleet view, and sample the history.
 func (n *Node) step(now time.Time) {
 	if n.cl != nil { // also covers membership events the cluster dropped
 		n.fleet.SetLiveMembers(n.cl.NumAlive())
 	}
-	n.sealOwn(now)
+	n.poll(now)
 	n.fleet.Advance(now)
 	n.sampleHistory(now)
 }
@@ -326,14 +293,18 @@ func (n *Node) HTTPAddr() string {
 }
 
 // ReloadKeys re-reads the gossip key file (atnode does it on SIGHUP); see
-// cluster.Cluster.ReloadKeys.
+// cluster.Cluster.ReloadKeys. Each reload is counted in
+// atnode_key_reloads_total by result. The read gives up after
+// cluster.KeyFileTimeout (a hung mount), and a FIFO is refused at once.
 func (n *Node) ReloadKeys() error {
 	if n.cl == nil {
 		return ErrGossipDisabled
 	}
 	if err := n.cl.ReloadKeys(); err != nil {
+		n.met.reloads.WithLabelValues("error").Inc()
 		return fmt.Errorf("node: %w", err)
 	}
+	n.met.reloads.WithLabelValues("ok").Inc()
 	return nil
 }
 

@@ -2,10 +2,11 @@ package timeout
 
 import (
 	"errors"
-	"fmt"
+	"flag"
 	"math"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -19,7 +20,8 @@ var (
 )
 
 // Config sets how timeouts are selected. Build it with DefaultConfig and
-// change what you need; Validate it once, then pass it by value.
+// change what you need; Validate it once, then pass it by value. The YAML
+// keys are the flag names (RegisterFlags) with '_' for '-'.
 type Config struct {
 	// Backoff is the floor and ceiling of every timeout, and the base of the
 	// exponential fallback used for destinations without data.
@@ -43,19 +45,28 @@ func DefaultConfig() Config {
 	}
 }
 
+// RegisterFlags registers -backoff, -quantile and -safety-factor on fs, with
+// c's current values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.TextVar(&c.Backoff, "backoff", c.Backoff, "timeout `floor..ceiling`, also the base of the exponential fallback, e.g. 250ms..1m")
+	fs.Float64Var(&c.Quantile, "quantile", c.Quantile, "latency quantile timeouts are based on, in (0, 1]")
+	fs.Float64Var(&c.SafetyFactor, "safety-factor", c.SafetyFactor, "multiplier applied to the quantile, finite and > 0")
+}
+
 // Validate returns every problem of c joined with errors.Join, or nil: the
 // backoff interval must be valid (wrapping its *ParseError), 0 < Quantile <= 1,
-// and SafetyFactor finite and > 0.
+// and SafetyFactor finite and > 0. Each problem is marked with its field
+// (internal/fielderr), so that a node can name the flag that set it.
 func (c Config) Validate() error {
 	var errs []error
 	if err := c.Backoff.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("timeout: backoff %q: %w", c.Backoff.String(), err))
+		errs = append(errs, fielderr.Errorf("Backoff", "timeout: backoff %q: %w", c.Backoff.String(), err))
 	}
 	if !(c.Quantile > 0 && c.Quantile <= 1) {
-		errs = append(errs, fmt.Errorf("timeout: %w, got %v", ErrQuantile, c.Quantile))
+		errs = append(errs, fielderr.Errorf("Quantile", "timeout: %w, got %v", ErrQuantile, c.Quantile))
 	}
 	if !(c.SafetyFactor > 0) || math.IsInf(c.SafetyFactor, 1) {
-		errs = append(errs, fmt.Errorf("%w, got %v", ErrSafetyFactor, c.SafetyFactor))
+		errs = append(errs, fielderr.Errorf("SafetyFactor", "%w, got %v", ErrSafetyFactor, c.SafetyFactor))
 	}
 	return errors.Join(errs...)
 }

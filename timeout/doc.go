@@ -38,7 +38,9 @@
 // Estimator is. Select, SelectMillis and Explain do not allocate;
 // SelectQuorum and ExplainQuorum allocate only for more than 64 destinations.
 //
-// Recording latencies is the caller's job (or timeouthttp's): Recorder is the
-// interface for it. Record a timed-out attempt at its timeout value, or the
-// tail vanishes exactly when timeouts are too tight and they ratchet down.
+// Recording latencies is the caller's job: Recorder is the interface for it.
+// Record a timed-out attempt at its timeout value, or the tail vanishes
+// exactly when timeouts are too tight and they ratchet down. The transport
+// adapters (timeouthttp, timeoutgrpc, timeoutfailsafe) take a Policy, which
+// decides and learns in one place.
 package timeout

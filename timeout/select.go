@@ -17,8 +17,8 @@ type Estimator[D comparable] interface {
 }
 
 // Recorder takes an observed latency per destination, in whole milliseconds.
-// tracker.Tracker and tracker.SyncTracker satisfy it; timeouthttp uses it to
-// record every completed or timed-out attempt.
+// tracker.Tracker and tracker.SyncTracker satisfy it. (The transport
+// adapters learn through a Policy instead.)
 type Recorder[D comparable] interface {
 	RecordMillis(dest D, ms uint64, now time.Time)
 }

@@ -2,24 +2,32 @@ package tracker
 
 import (
 	"errors"
-	"fmt"
+	"flag"
+	"strconv"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 )
 
 // Config configures a Tracker or SyncTracker. The zero value is not valid;
 // start from DefaultConfig.
+//
+// The YAML keys and flags (RegisterFlags) are those of atnode: `window`
+// (-window), `min_samples` (-min-samples) and `max_destinations`
+// (-max-destinations). SubWindows and MaxTrackableLatency have neither: the
+// node sets the ring from its -sub-window duration, and the layout is fixed.
 type Config struct {
 	// Window is the whole sliding window. Default 60s.
-	Window time.Duration
+	Window time.Duration `yaml:"window"`
 	// SubWindows is the number of sub-windows in the ring, 1..255. The window
 	// slides one sub-window at a time. Default 10.
-	SubWindows int
+	SubWindows int `yaml:"-"`
 	// MinSamples is how many samples the window must hold before a quantile
 	// is given. Default 3.
-	MinSamples uint32
+	MinSamples uint32 `yaml:"min_samples"`
 	// MaxTrackableLatency is the largest latency kept; larger samples are
 	// clamped to it. At least 2ms. Default 60s.
-	MaxTrackableLatency time.Duration
+	MaxTrackableLatency time.Duration `yaml:"-"`
 	// MaxDestinations bounds the destinations tracked: 0 means unlimited.
 	// Otherwise recording a new destination when MaxDestinations are held
 	// first evicts one, keeping those with the most samples in the window,
@@ -32,7 +40,30 @@ type Config struct {
 	// per eviction (SyncTracker: plus one lock of each shard), nothing per
 	// record of a known destination. Evictions are counted
 	// (TrackerStats.DestinationsEvicted). Default 0.
-	MaxDestinations int
+	MaxDestinations int `yaml:"max_destinations"`
+}
+
+// RegisterFlags registers -window, -min-samples and -max-destinations on
+// fs, with c's current values as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.Window, "window", c.Window, "sliding window the latency quantiles are taken over")
+	fs.Var((*uint32Value)(&c.MinSamples), "min-samples", "`samples` a view needs before it gives a quantile (and is trusted)")
+	fs.IntVar(&c.MaxDestinations, "max-destinations", c.MaxDestinations,
+		"destinations tracked; recording a new one beyond it evicts one of the least recently recorded with the fewest samples; 0 = unlimited")
+}
+
+// uint32Value is a flag.Value for a uint32 (the flag package has none).
+type uint32Value uint32
+
+func (v *uint32Value) String() string { return strconv.FormatUint(uint64(*v), 10) }
+
+func (v *uint32Value) Set(s string) error {
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return errors.New("want a whole number in 0..4294967295")
+	}
+	*v = uint32Value(n)
+	return nil
 }
 
 // evictionCandidates is how many of the least recently recorded
@@ -50,22 +81,24 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem with c, joined with errors.Join.
+// Validate reports every problem with c, joined with errors.Join. Each
+// problem is marked with the field it is about (internal/fielderr), so that
+// a node can name the flag that set it.
 func (c Config) Validate() error {
 	var errs []error
 	if c.SubWindows < 1 || c.SubWindows > 255 {
-		errs = append(errs, fmt.Errorf("tracker: SubWindows must be in 1..255, got %d", c.SubWindows))
+		errs = append(errs, fielderr.Errorf("SubWindows", "tracker: SubWindows must be in 1..255, got %d", c.SubWindows))
 	}
 	if c.Window <= 0 {
-		errs = append(errs, fmt.Errorf("tracker: Window must be > 0, got %v", c.Window))
+		errs = append(errs, fielderr.Errorf("Window", "tracker: Window must be > 0, got %v", c.Window))
 	} else if c.SubWindows >= 1 && c.Window/time.Duration(c.SubWindows) < time.Millisecond {
-		errs = append(errs, fmt.Errorf("tracker: Window/SubWindows must be >= 1ms, got %v/%d", c.Window, c.SubWindows))
+		errs = append(errs, fielderr.Errorf("SubWindows", "tracker: Window/SubWindows must be >= 1ms, got %v/%d", c.Window, c.SubWindows))
 	}
 	if c.MaxTrackableLatency < 2*time.Millisecond {
-		errs = append(errs, fmt.Errorf("tracker: MaxTrackableLatency must be >= 2ms, got %v", c.MaxTrackableLatency))
+		errs = append(errs, fielderr.Errorf("MaxTrackableLatency", "tracker: MaxTrackableLatency must be >= 2ms, got %v", c.MaxTrackableLatency))
 	}
 	if c.MaxDestinations < 0 {
-		errs = append(errs, fmt.Errorf("tracker: MaxDestinations must be >= 0, got %d", c.MaxDestinations))
+		errs = append(errs, fielderr.Errorf("MaxDestinations", "tracker: MaxDestinations must be >= 0, got %d", c.MaxDestinations))
 	}
 	return errors.Join(errs...)
 }

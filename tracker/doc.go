@@ -65,9 +65,10 @@
 // copying for typical ones, which are kept sparse; a sub-window wider than 1/8
 // of the layout is kept packed (about a byte per bucket, so memory per
 // destination stays bounded) and decoded on hand-out. Each carries its
-// censored counts (DestCounts.TimedOut). CapSealed cuts one to what a batch
-// may carry, keeping the destinations with the most samples. ExportHistogram
-// returns a destination's window as a standard hdrhistogram-go Histogram.
+// censored counts (DestCounts.TimedOut). CutMostSamples cuts one to what a
+// batch may carry, keeping the destinations with the most samples.
+// ExportHistogram returns a destination's window as a standard
+// hdrhistogram-go Histogram.
 //
 // # Fleet
 //

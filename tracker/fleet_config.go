@@ -2,8 +2,10 @@ package tracker
 
 import (
 	"errors"
-	"fmt"
+	"flag"
 	"math"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
 )
 
 // FleetConfig configures a Fleet. The zero value is not valid; start from
@@ -28,24 +30,28 @@ import (
 // (26 MiB) and the fleet at most 2^25 buckets (256 MiB); a busy fleet of
 // 100 nodes × 100 destinations × ~100 buckets holds 13 M buckets (~115 MiB
 // with bookkeeping).
+//
+// The YAML keys and flags (RegisterFlags) are atnode's `min_peers`
+// (-min-peers) and `max_origin_share` (-max-origin-share); the other fields
+// are set in code (a node sets Tracker and Self from its own settings).
 type FleetConfig struct {
 	// Tracker is the local tracker's configuration: the window and its
 	// sub-windows define the epoch grid and the view, MinSamples the trust
 	// threshold, and MaxTrackableLatency the histogram layout every accepted
 	// batch must carry. Default DefaultConfig(). Its MaxDestinations is not
 	// used by the Fleet (see MaxDestinations below).
-	Tracker Config
+	Tracker Config `yaml:"-"`
 
 	// Self is this node's peer name (its -name). Its batches are never
 	// evicted by the MaxOrigins cap. Default "" (no protection).
-	Self string
+	Self string `yaml:"-"`
 
 	// MinPeers is how many distinct peers (self included) must contribute
 	// samples to a destination before its fleet view is trusted. 0 means
 	// auto: min(3, members alive or suspect, self included), as last given
 	// to SetLiveMembers. Default 0. Cost: none; a larger value makes small
 	// clusters fall back to the local view.
-	MinPeers int
+	MinPeers int `yaml:"min_peers"`
 
 	// MaxOriginShare is the largest share of a destination's fleet view
 	// samples one peer may hold once at least 4 peers contribute. The cap
@@ -61,7 +67,7 @@ type FleetConfig struct {
 	// change of that destination rebuilds a capped copy of its histogram
 	// (about 1–3 µs at the default layout, plus a merge of the capped peer's
 	// N−1 sub-windows); otherwise nothing.
-	MaxOriginShare float64
+	MaxOriginShare float64 `yaml:"max_origin_share"`
 
 	// MaxOrigins bounds the members (peer name + boot ID) whose batches are
 	// held, 1..4096. A new member beyond it evicts the member with the oldest
@@ -69,20 +75,20 @@ type FleetConfig struct {
 	// every held member is at least as recent. Default 256. Scaling: set it to
 	// at least 2 × the cluster size so restarts (a new boot ID per restart)
 	// never evict live data.
-	MaxOrigins int
+	MaxOrigins int `yaml:"-"`
 
 	// MaxEpochBuckets bounds the sparse (non-empty) buckets one member may
 	// send for one epoch, over all its parts, >= 1, censored counts
 	// (DestCounts.TimedOut entries) included; a batch beyond it is refused
-	// as InsertTooLarge (CapSealed cuts a sealed sub-window to it). Default 262144 (2^18): 26 × a busy node's
-	// epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
+	// as InsertTooLarge (CutMostSamples cuts a sealed sub-window to it).
+	// Default 262144 (2^18): 26 × a busy node's epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
 	// × 64 buckets, or 204 destinations with every bucket of the default
 	// layout. Cost: 8 bytes per bucket held, for N+3 epochs: a hostile
 	// member holds at most (N+3)·MaxEpochBuckets·8 B (26 MiB at the
 	// defaults), where it could hold 4096 full destinations (5 M buckets,
 	// 40 MiB) per epoch. A node must not seal more than this per epoch (its own
 	// fleet and its peers would refuse it).
-	MaxEpochBuckets int
+	MaxEpochBuckets int `yaml:"-"`
 
 	// MaxBuckets bounds the sparse buckets held over all batches (censored
 	// counts included), >= 1; a
@@ -91,7 +97,7 @@ type FleetConfig struct {
 	// enough for the default MaxOrigins (256) nodes × 100 destinations ×
 	// 100 buckets × 13 epochs. Scaling: origins × destinations × non-empty
 	// buckets per destination × (N+3), with headroom.
-	MaxBuckets int
+	MaxBuckets int `yaml:"-"`
 
 	// MaxDestinations bounds the destinations with a fleet view, >= 1, and
 	// the destinations one origin may send per epoch. A new destination
@@ -104,7 +110,7 @@ type FleetConfig struct {
 	// until they expire (its view restarts from new batches). Default 4096,
 	// which is also the largest batch the codec accepts. Cost: ~11 KiB per
 	// destination.
-	MaxDestinations int
+	MaxDestinations int `yaml:"-"`
 }
 
 // Fleet limits that keep every sum exact in a uint64: at most
@@ -129,29 +135,38 @@ func DefaultFleetConfig() FleetConfig {
 	}
 }
 
-// Validate reports every problem with c, joined with errors.Join.
+// RegisterFlags registers -min-peers and -max-origin-share on fs, with c's
+// current values as defaults.
+func (c *FleetConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.MinPeers, "min-peers", c.MinPeers, "distinct peers the fleet view needs to be trusted; 0 = min(3, live members)")
+	fs.Float64Var(&c.MaxOriginShare, "max-origin-share", c.MaxOriginShare,
+		"largest share of a destination's fleet samples one peer may hold once 4 or more contribute; 0 disables")
+}
+
+// Validate reports every problem with c (its Tracker's included), joined
+// with errors.Join, each marked with its field (internal/fielderr).
 func (c FleetConfig) Validate() error {
 	var errs []error
 	if err := c.Tracker.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MinPeers < 0 {
-		errs = append(errs, fmt.Errorf("tracker: MinPeers must be >= 0, got %d", c.MinPeers))
+		errs = append(errs, fielderr.Errorf("MinPeers", "tracker: MinPeers must be >= 0, got %d", c.MinPeers))
 	}
 	if math.IsNaN(c.MaxOriginShare) || c.MaxOriginShare < 0 || c.MaxOriginShare > 1 {
-		errs = append(errs, fmt.Errorf("tracker: MaxOriginShare must be in [0, 1], got %v", c.MaxOriginShare))
+		errs = append(errs, fielderr.Errorf("MaxOriginShare", "tracker: MaxOriginShare must be in [0, 1], got %v", c.MaxOriginShare))
 	}
 	if c.MaxOrigins < 1 || c.MaxOrigins > maxFleetOrigins {
-		errs = append(errs, fmt.Errorf("tracker: MaxOrigins must be in 1..%d, got %d", maxFleetOrigins, c.MaxOrigins))
+		errs = append(errs, fielderr.Errorf("MaxOrigins", "tracker: MaxOrigins must be in 1..%d, got %d", maxFleetOrigins, c.MaxOrigins))
 	}
 	if c.MaxEpochBuckets < 1 {
-		errs = append(errs, fmt.Errorf("tracker: MaxEpochBuckets must be >= 1, got %d", c.MaxEpochBuckets))
+		errs = append(errs, fielderr.Errorf("MaxEpochBuckets", "tracker: MaxEpochBuckets must be >= 1, got %d", c.MaxEpochBuckets))
 	}
 	if c.MaxBuckets < 1 {
-		errs = append(errs, fmt.Errorf("tracker: MaxBuckets must be >= 1, got %d", c.MaxBuckets))
+		errs = append(errs, fielderr.Errorf("MaxBuckets", "tracker: MaxBuckets must be >= 1, got %d", c.MaxBuckets))
 	}
 	if c.MaxDestinations < 1 {
-		errs = append(errs, fmt.Errorf("tracker: MaxDestinations must be >= 1, got %d", c.MaxDestinations))
+		errs = append(errs, fielderr.Errorf("MaxDestinations", "tracker: MaxDestinations must be >= 1, got %d", c.MaxDestinations))
 	}
 	return errors.Join(errs...)
 }

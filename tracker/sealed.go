@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -158,53 +157,4 @@ type TrackerStats struct {
 // exactly the methods their contract lists).
 func Stats(t interface{ trackerStats() TrackerStats }) TrackerStats {
 	return t.trackerStats()
-}
-
-// CapSealed cuts a sealed sub-window (destinations sorted by Dest, as
-// SealedSubWindow returns them) to what one batch may carry: at most
-// maxDests destinations holding at most maxBuckets buckets in all, counting
-// Buckets and TimedOut entries as the fleet does (FleetConfig's
-// MaxDestinations and MaxEpochBuckets). It keeps the destinations with the
-// most samples (Total; ties by name), never the first by name: in that
-// order each is kept if it still fits both budgets, else dropped, so one
-// destination too wide for the bucket budget left does not push out smaller
-// ones behind it. kept and dropped are both sorted by Dest. When everything
-// fits, kept is dests itself and dropped nil, without allocating;
-// otherwise the slices are new (the DestCounts are shared, not copied).
-// Non-positive budgets keep nothing.
-func CapSealed(dests []DestCounts, maxDests, maxBuckets int) (kept, dropped []DestCounts) {
-	buckets := 0
-	for i := range dests {
-		buckets += len(dests[i].Buckets) + len(dests[i].TimedOut)
-	}
-	if len(dests) <= maxDests && buckets <= maxBuckets {
-		return dests, nil
-	}
-	order := make([]int, len(dests))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		return cmp.Or(cmp.Compare(dests[b].Total, dests[a].Total), compareDests(dests[a], dests[b]))
-	})
-	keep := make([]bool, len(dests))
-	n, left := 0, maxBuckets
-	for _, i := range order {
-		w := len(dests[i].Buckets) + len(dests[i].TimedOut)
-		if n < maxDests && w <= left {
-			keep[i] = true
-			n++
-			left -= w
-		}
-	}
-	kept = make([]DestCounts, 0, n)
-	dropped = make([]DestCounts, 0, len(dests)-n)
-	for i := range dests {
-		if keep[i] {
-			kept = append(kept, dests[i])
-		} else {
-			dropped = append(dropped, dests[i])
-		}
-	}
-	return kept, dropped
 }

@@ -26,33 +26,54 @@ listener with the address bound ("gossip 127.0.0.1:PORT", "http
 127.0.0.1:PORT"). SIGINT/SIGTERM leave the cluster and exit 0; SIGHUP
 re-reads -secret-key-file. See "atnode help" for a 3-node example.
 
+Exit codes: 0 a clean stop; 1 a failure while running (an address in use,
+a key or token file that cannot be read); 2 bad usage or a refused
+configuration.
+
 Flags:
 `
 
-// errHelp is returned by parseAgentConfig when -h was asked for: the usage
-// is printed and the exit code is 0.
+// errHelp is returned by the parsers when -h was asked for: the usage is
+// printed and the exit code is 0.
 var errHelp = flag.ErrHelp
 
-// usageError is a bad command line or configuration: exit code 2.
-// printed is true when the flag package has already reported it.
-type usageError struct {
-	err     error
-	printed bool
+// exitError is an error with its exit code: 2 for bad usage or a refused
+// configuration, 1 for a failure to read what the configuration names.
+type exitError struct {
+	code int
+	err  error
 }
 
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func (e exitError) Error() string { return e.err.Error() }
+func (e exitError) Unwrap() error { return e.err }
+
+// usageError is a bad command line or configuration: exit code 2.
+func usageError(err error) error { return exitError{code: 2, err: err} }
+
+// parseFlags parses args into fs, which must not print anything itself: a
+// parse error is returned as a usageError (the caller prints one short
+// message), -h as errHelp after writing usage and fs's flags to out.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(out, usage)
+		fs.SetOutput(out)
+		fs.PrintDefaults()
+		return errHelp
+	case err != nil:
+		return usageError(err)
+	}
+	return nil
+}
 
 // newAgentFlags returns the agent's flag set over cfg, with -config.
-func newAgentFlags(cfg *node.Config, out io.Writer) (*flag.FlagSet, *string) {
+func newAgentFlags(cfg *node.Config) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet("atnode agent", flag.ContinueOnError)
-	fs.SetOutput(out)
 	cfg.RegisterFlags(fs)
 	path := fs.String("config", "", "YAML `file` of settings: keys are the flag names with '_' for '-'; flags given here win")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), agentUsage)
-		fs.PrintDefaults()
-	}
 	return fs, path
 }
 
@@ -60,60 +81,63 @@ func newAgentFlags(cfg *node.Config, out io.Writer) (*flag.FlagSet, *string) {
 // -config file, then the flags given on the command line. Parsing twice
 // does that: the first pass finds -config, the second applies the explicit
 // flags over the file's values (flags not given keep the file's value).
-// Every error is a usageError, except errHelp.
+// Then it validates the result and reads the key and token files. Every
+// error is an exitError, except errHelp.
 func parseAgentConfig(args []string, stderr io.Writer) (node.Config, error) {
 	cfg := node.DefaultConfig()
-	fs, path := newAgentFlags(&cfg, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return cfg, errHelp
-		}
-		return cfg, usageError{err: err, printed: true}
+	fs, path := newAgentFlags(&cfg)
+	if err := parseFlags(fs, args, agentUsage, stderr); err != nil {
+		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, usageError{err: fmt.Errorf("unexpected arguments %q (flags come before any argument; the agent takes none)", fs.Args())}
+		return cfg, usageError(fmt.Errorf("unexpected arguments %q (flags come before any argument; the agent takes none)", fs.Args()))
 	}
 	if *path != "" {
 		cfg = node.DefaultConfig()
 		if err := cfg.LoadYAML(*path); err != nil {
-			return cfg, usageError{err: fmt.Errorf("-config: %w", err)}
+			return cfg, usageError(fmt.Errorf("-config: %w", err))
 		}
-		fs, _ = newAgentFlags(&cfg, io.Discard)
-		if err := fs.Parse(args); err != nil { // cannot fail: the same arguments parsed once already
-			return cfg, usageError{err: err}
+		fs, _ = newAgentFlags(&cfg)
+		if err := parseFlags(fs, args, agentUsage, io.Discard); err != nil { // cannot fail: the same arguments parsed once already
+			return cfg, err
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return cfg, usageError{err: err}
-	}
-	if err := cfg.CheckExposure(); err != nil {
-		return cfg, usageError{err: err}
+		return cfg, usageError(err)
 	}
 	if err := checkFiles(cfg); err != nil {
-		return cfg, usageError{err: err}
+		return cfg, err
 	}
 	return cfg, nil
 }
 
 // checkFiles reads the key and token files before anything starts, so that
-// a bad one is a configuration error naming its flag.
+// a bad one is said naming its flag: a file refused (bad contents, not a
+// regular file, over 64 KiB) exits 2, a file that cannot be read exits 1.
 func checkFiles(cfg node.Config) error {
 	var errs []error
-	if cfg.SecretKeyFile != "" {
-		if _, err := cluster.LoadKeyFile(cfg.SecretKeyFile); err != nil {
-			errs = append(errs, fmt.Errorf("-secret-key-file: %w", err))
+	code := 2
+	file := func(flag string, err error, refused error) {
+		if err == nil {
+			return
 		}
+		if !errors.Is(err, refused) {
+			code = 1
+		}
+		errs = append(errs, fmt.Errorf("-%s: %w", flag, err))
+	}
+	if cfg.Cluster.KeyFile != "" {
+		_, err := cluster.LoadKeyFile(cfg.Cluster.KeyFile)
+		file("secret-key-file", err, cluster.ErrKeyFile)
 	}
 	if cfg.HTTPTokenFile != "" {
-		b, err := os.ReadFile(cfg.HTTPTokenFile)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("-http-token-file: %w", err))
-		case strings.TrimSpace(string(b)) == "":
-			errs = append(errs, fmt.Errorf("-http-token-file: %s is empty", cfg.HTTPTokenFile))
-		}
+		_, err := node.ReadTokenFile(cfg.HTTPTokenFile)
+		file("http-token-file", err, node.ErrTokenFile)
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return exitError{code: code, err: errors.Join(errs...)}
 }
 
 // printErr writes err to w, one "atnode CMD: " line per joined error.
@@ -123,18 +147,28 @@ func printErr(w io.Writer, cmd string, err error) {
 	}
 }
 
+// oneLine is err's text on one line, for a log record: joined errors are
+// separated by "; ".
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+}
+
 // parseExit returns the exit code for a failed parse of cmd's arguments:
-// 0 when -h asked for the flags, else 2 after saying what is wrong (once).
+// 0 when -h asked for the flags, else the error's code (2 unless it says
+// otherwise) after saying what is wrong and where the usage is.
 func (a app) parseExit(cmd string, err error) int {
 	if errors.Is(err, errHelp) {
 		return 0
 	}
-	if ue, ok := errors.AsType[usageError](err); ok && ue.printed {
-		return 2
-	}
 	printErr(a.stderr, cmd, err)
-	fmt.Fprintf(a.stderr, "atnode %s: run \"atnode %s -h\" for the flags\n", cmd, cmd)
-	return 2
+	code := 2
+	if ee, ok := errors.AsType[exitError](err); ok {
+		code = ee.code
+	}
+	if code == 2 {
+		fmt.Fprintf(a.stderr, "atnode %s: run 'atnode %s -h' for usage\n", cmd, cmd)
+	}
+	return code
 }
 
 // agent runs "atnode agent" until ctx is cancelled.
@@ -161,7 +195,7 @@ func (a app) agent(ctx context.Context, args []string) int {
 	if err := n.Start(ctx); err != nil {
 		printErr(a.stderr, "agent", err)
 		if cerr := n.Close(); cerr != nil {
-			logger.Error("close after a failed start", "err", cerr)
+			logger.Error("close after a failed start", "err", oneLine(cerr))
 		}
 		return 1
 	}
@@ -172,8 +206,17 @@ func (a app) agent(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stdout, "http %s\n", addr)
 	}
 	logger.Info("agent started", "name", cfg.Name, "gossip", n.GossipAddr(), "http", n.HTTPAddr(),
-		"join", cfg.Join.String(), "encrypted", cfg.SecretKeyFile != "")
+		"join", cfg.Cluster.Seeds.String(), "encrypted", cfg.Cluster.KeyFile != "")
 
+	// A reload runs on its own goroutine, so that a key file stuck on a
+	// hung mount delays neither the next signal nor the shutdown (which
+	// does not wait for it). Hangups during a reload coalesce into one more.
+	reloaded := make(chan error, 1)
+	reloading, again := false, false
+	reload := func() {
+		reloading = true
+		go func() { reloaded <- n.ReloadKeys() }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -182,20 +225,30 @@ func (a app) agent(ctx context.Context, args []string) int {
 			// stopping at once) is still a clean stop: the node has left
 			// and stopped serving, so the exit code stays 0.
 			if err := n.Close(); err != nil {
-				logger.Warn("shutdown incomplete", "err", err)
+				logger.Warn("shutdown incomplete", "err", oneLine(err))
 			}
 			logger.Info("stopped")
 			return 0
 		case <-hangup:
-			if cfg.SecretKeyFile == "" {
+			switch {
+			case cfg.Cluster.KeyFile == "":
 				logger.Warn("SIGHUP: no -secret-key-file to reload")
-				continue
+			case reloading:
+				again = true
+			default:
+				reload()
 			}
-			if err := n.ReloadKeys(); err != nil {
-				logger.Error("SIGHUP: key file not reloaded; the keyring is unchanged", "file", cfg.SecretKeyFile, "err", err)
-				continue
+		case err := <-reloaded:
+			reloading = false
+			if err != nil {
+				logger.Error("SIGHUP: key file not reloaded; the keyring is unchanged", "file", cfg.Cluster.KeyFile, "err", oneLine(err))
+			} else {
+				logger.Info("SIGHUP: keys reloaded", "file", cfg.Cluster.KeyFile)
 			}
-			logger.Info("SIGHUP: keys reloaded", "file", cfg.SecretKeyFile)
+			if again {
+				again = false
+				reload()
+			}
 		}
 	}
 }

@@ -38,29 +38,32 @@ func TestParseAgentConfigPrecedence(t *testing.T) {
 		want func(c *node.Config)
 	}{
 		{name: "defaults", want: func(*node.Config) {}},
-		{name: "flags only", args: []string{"-name", "a", "-window", "30s", "-sub-window", "3s", "-min-samples", "7", "-join", "127.0.0.1:1, 127.0.0.1:2"},
+		{name: "flags only", args: []string{"-name", "a", "-window", "30s", "-sub-window", "3s", "-min-samples", "7", "-join", "127.0.0.1:1, 127.0.0.1:2",
+			"-max-destinations", "99", "-hedge-budget", "0.1"},
 			want: func(c *node.Config) {
-				c.Name, c.Window, c.SubWindow, c.MinSamples = "a", 30*time.Second, 3*time.Second, 7
-				c.Join = node.List{"127.0.0.1:1", "127.0.0.1:2"}
+				c.Name, c.Tracker.Window, c.SubWindow, c.Tracker.MinSamples = "a", 30*time.Second, 3*time.Second, 7
+				c.Cluster.Seeds = cluster.AddrList{"127.0.0.1:1", "127.0.0.1:2"}
+				c.Tracker.MaxDestinations, c.HedgeBudget = 99, 0.1
 			}},
-		{name: "file only", yaml: "name: from-file\nwindow: 20s\nsub_window: 2s\nmin_peers: 2\nmax_origin_share: 0.5\nbackoff: 100ms..10s\nquantile: 0.999\nsafety_factor: 3\nlabel: blue\nlog_level: debug\njoin: [127.0.0.1:5, 127.0.0.1:6]\nmax_destinations: 10\n",
+		{name: "file only", yaml: "name: from-file\nwindow: 20s\nsub_window: 2s\nmin_peers: 2\nmax_origin_share: 0.5\nbackoff: 100ms..10s\nquantile: 0.999\nsafety_factor: 3\nlabel: blue\nlog_level: debug\njoin: [127.0.0.1:5, 127.0.0.1:6]\nmax_destinations: 10\nhedge_budget: 0.25\n",
 			want: func(c *node.Config) {
-				c.Name, c.Window, c.SubWindow, c.MinPeers, c.MaxOriginShare = "from-file", 20*time.Second, 2*time.Second, 2, 0.5
-				c.Backoff = timeout.BackoffInterval{Min: 100 * time.Millisecond, Max: 10 * time.Second}
-				c.Quantile, c.SafetyFactor, c.Label, c.LogLevel, c.MaxDestinations = 0.999, 3, "blue", "debug", 10
-				c.Join = node.List{"127.0.0.1:5", "127.0.0.1:6"}
+				c.Name, c.Tracker.Window, c.SubWindow, c.Fleet.MinPeers, c.Fleet.MaxOriginShare = "from-file", 20*time.Second, 2*time.Second, 2, 0.5
+				c.Timeout.Backoff = timeout.BackoffInterval{Min: 100 * time.Millisecond, Max: 10 * time.Second}
+				c.Timeout.Quantile, c.Timeout.SafetyFactor, c.Cluster.Label, c.LogLevel, c.Tracker.MaxDestinations = 0.999, 3, "blue", "debug", 10
+				c.Cluster.Seeds = cluster.AddrList{"127.0.0.1:5", "127.0.0.1:6"}
+				c.HedgeBudget = 0.25
 			}},
 		{name: "flag wins over file", yaml: "name: from-file\nwindow: 20s\nsub_window: 2s\nmin_samples: 9\njoin: 127.0.0.1:5\n",
 			args: []string{"-name", "from-flag", "-min-samples", "4", "-join", "127.0.0.1:7"},
 			want: func(c *node.Config) {
-				c.Name, c.Window, c.SubWindow, c.MinSamples = "from-flag", 20*time.Second, 2*time.Second, 4
-				c.Join = node.List{"127.0.0.1:7"}
+				c.Name, c.Tracker.Window, c.SubWindow, c.Tracker.MinSamples = "from-flag", 20*time.Second, 2*time.Second, 4
+				c.Cluster.Seeds = cluster.AddrList{"127.0.0.1:7"}
 			}},
 		{name: "flag set to its default still wins", yaml: "http: 127.0.0.1:9999\nlog_level: error\ninsecure: true\n",
 			args: []string{"-http", "127.0.0.1:8080", "-insecure=false"},
 			want: func(c *node.Config) { c.LogLevel = "error" }},
 		{name: "config flag after others", yaml: "label: file\n", args: []string{"-label", "flag"},
-			want: func(c *node.Config) { c.Label = "flag" }},
+			want: func(c *node.Config) { c.Cluster.Label = "flag" }},
 		{name: "empty file", yaml: "\n", want: func(*node.Config) {}},
 	}
 	for _, tc := range cases {
@@ -92,47 +95,55 @@ func TestAgentRefusals(t *testing.T) {
 	require.NoError(t, err)
 	keyFile := writeFile(t, "cluster.key", key+"\n")
 	tokenFile := writeFile(t, "token", "s3cret\n")
+	bigKey := writeFile(t, "big.key", key+"\n"+strings.Repeat("#", 64<<10)+"\n")
 	cases := []struct {
 		name string
 		args []string
 		code int
 		msgs []string // each must appear in stderr
 	}{
-		{"gossip exposed without key", []string{"-bind", "0.0.0.0:7946"}, 2, []string{"add -secret-key-file", "'atnode keygen'", "-insecure"}},
+		{"gossip exposed without key", []string{"-bind", "0.0.0.0:7946"}, 2, []string{"add -secret-key-file", "'atnode keygen -o FILE'", "-insecure"}},
 		{"advertise exposed without key", []string{"-advertise", "10.1.2.3:7946"}, 2, []string{"10.1.2.3:7946", "add -secret-key-file"}},
 		{"http exposed without token", []string{"-http", "0.0.0.0:8080"}, 2, []string{"add -http-token-file"}},
 		{"both exposed", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0"}, 2, []string{"add -secret-key-file", "add -http-token-file"}},
 		{"exposed from the file", []string{"-config", writeFile(t, "c.yaml", "bind: 0.0.0.0:7946\n")}, 2, []string{"add -secret-key-file"}},
 		{"exposed with -insecure starts", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0", "-insecure"}, 1, []string{errStop.Error()}},
 		{"exposed with key and token starts", []string{"-bind", "0.0.0.0:0", "-http", "0.0.0.0:0", "-secret-key-file", keyFile, "-http-token-file", tokenFile}, 1, []string{errStop.Error()}},
-		{"window not a multiple", []string{"-window", "7s", "-sub-window", "2s"}, 2, []string{"-window: window/sub-window must be a whole number in 1..255"}},
-		{"too many sub-windows", []string{"-window", "60s", "-sub-window", "100ms"}, 2, []string{"-window:"}},
-		{"quantile", []string{"-quantile", "1.5"}, 2, []string{"-quantile: must be in (0, 1]"}},
+		{"window not a multiple", []string{"-window", "7s", "-sub-window", "2s"}, 2, []string{"-sub-window: -window 7s is not a whole number of sub-windows of 2s"}},
+		{"too many sub-windows", []string{"-window", "60s", "-sub-window", "100ms"}, 2, []string{"-sub-window: tracker: SubWindows must be in 1..255, got 600"}},
+		{"quantile", []string{"-quantile", "1.5"}, 2, []string{"-quantile: timeout: quantile must be in (0, 1]"}},
 		{"safety factor", []string{"-safety-factor", "0"}, 2, []string{"-safety-factor:"}},
 		{"min peers", []string{"-min-peers", "-1"}, 2, []string{"-min-peers:"}},
 		{"max origin share", []string{"-max-origin-share", "2"}, 2, []string{"-max-origin-share:"}},
+		{"max destinations", []string{"-max-destinations", "-5"}, 2, []string{"-max-destinations: tracker: MaxDestinations must be >= 0, got -5"}},
+		{"hedge budget", []string{"-hedge-budget", "0.9"}, 2, []string{"-hedge-budget: must be in [0, 0.5], got 0.9"}},
 		{"log level", []string{"-log-level", "loud"}, 2, []string{"-log-level:"}},
 		{"bind", []string{"-bind", "nowhere"}, 2, []string{"-bind:"}},
 		{"join", []string{"-join", "127.0.0.1"}, 2, []string{"-join:"}},
-		{"empty name", []string{"-name", ""}, 2, []string{"-name: must not be empty"}},
-		{"name with a tab", []string{"-name", "a\tb"}, 2, []string{`-name: "a\tb" holds the unprintable U+0009`}},
-		{"long name", []string{"-name", strings.Repeat("n", 300)}, 2, []string{"-name: is 300 bytes, more than 128"}},
-		{"long label", []string{"-label", strings.Repeat("l", 300)}, 2, []string{"-label: is 300 bytes, at most 255"}},
-		{"long label from the file", []string{"-config", writeFile(t, "c.yaml", "label: "+strings.Repeat("l", 256)+"\n")}, 2, []string{"-label: is 256 bytes"}},
+		{"empty name", []string{"-name", ""}, 2, []string{"-name: cluster: name is empty"}},
+		{"name with a tab", []string{"-name", "a\tb"}, 2, []string{`-name: cluster: name "a\tb" holds the unprintable U+0009`}},
+		{"long name", []string{"-name", strings.Repeat("n", 300)}, 2, []string{"-name: cluster: name is 300 bytes, at most 247"}},
+		{"long label", []string{"-label", strings.Repeat("l", 300)}, 2, []string{"-label: cluster: label is 300 bytes, at most 255"}},
+		{"long label from the file", []string{"-config", writeFile(t, "c.yaml", "label: "+strings.Repeat("l", 256)+"\n")}, 2, []string{"-label: cluster: label is 256 bytes"}},
 		{"zoned bind", []string{"-bind", "[fe80::1%lo]:0"}, 2, []string{"-bind:", "zoned addresses are not supported"}},
 		{"several problems at once", []string{"-quantile", "2", "-log-level", "x"}, 2, []string{"-quantile:", "-log-level:"}},
 		{"backoff syntax", []string{"-backoff", "5s"}, 2, []string{"invalid value \"5s\" for flag -backoff", "missing '..' range separator"}},
 		{"min samples syntax", []string{"-min-samples", "-3"}, 2, []string{"-min-samples"}},
-		{"unknown flag", []string{"-nope"}, 2, []string{"flag provided but not defined: -nope", "Usage: atnode agent"}},
+		{"unknown flag", []string{"-nope"}, 2, []string{"atnode agent: flag provided but not defined: -nope\natnode agent: run 'atnode agent -h' for usage\n"}},
 		{"positional argument", []string{"extra"}, 2, []string{"unexpected arguments"}},
 		{"config file missing", []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, 2, []string{"-config:", "no such file"}},
 		{"config unknown key", []string{"-config", writeFile(t, "c.yaml", "windw: 10s\n")}, 2, []string{"-config:", "field windw not found"}},
+		{"config key without a flag", []string{"-config", writeFile(t, "c.yaml", "timing: {probe_interval: 1s}\n")}, 2, []string{"-config:", "field timing not found"}},
 		{"config bad value", []string{"-config", writeFile(t, "c.yaml", "window: soon\n")}, 2, []string{"-config:"}},
 		{"config invalid setting", []string{"-config", writeFile(t, "c.yaml", "quantile: 0\n")}, 2, []string{"-quantile:"}},
-		{"key file missing", []string{"-secret-key-file", filepath.Join(t.TempDir(), "none")}, 2, []string{"-secret-key-file:"}},
+		{"key file missing: unreadable, a runtime failure", []string{"-secret-key-file", filepath.Join(t.TempDir(), "none")}, 1, []string{"-secret-key-file:", "no such file"}},
 		{"key file bad", []string{"-secret-key-file", writeFile(t, "bad.key", "not a key\n")}, 2, []string{"-secret-key-file:", "line 1"}},
 		{"key file short key", []string{"-secret-key-file", writeFile(t, "short.key", "AAAA\n")}, 2, []string{"-secret-key-file:", "want 32"}},
+		{"key file a directory", []string{"-secret-key-file", t.TempDir()}, 2, []string{"-secret-key-file:", "not a regular file (a directory)"}},
+		{"key file over 64 KiB", []string{"-secret-key-file", bigKey}, 2, []string{"-secret-key-file:", "at most 65536"}},
 		{"token file empty", []string{"-http-token-file", writeFile(t, "empty", " \n")}, 2, []string{"-http-token-file:", "is empty"}},
+		{"token file a directory", []string{"-http-token-file", t.TempDir()}, 2, []string{"-http-token-file:", "not a regular file"}},
+		{"token file missing", []string{"-http-token-file", filepath.Join(t.TempDir(), "none")}, 1, []string{"-http-token-file:", "no such file"}},
 		{"keygen key accepted", []string{"-secret-key-file", keyFile}, 1, []string{errStop.Error()}},
 	}
 	for _, tc := range cases {
@@ -145,6 +156,10 @@ func TestAgentRefusals(t *testing.T) {
 				require.Contains(t, stderr.String(), m)
 			}
 			require.Empty(t, stdout.String(), "nothing is printed to stdout before the listeners are bound")
+			require.NotContains(t, stderr.String(), "Usage:", "errors are short: the usage is one -h away")
+			if tc.code == 2 {
+				require.True(t, strings.HasSuffix(stderr.String(), "atnode agent: run 'atnode agent -h' for usage\n"), stderr.String())
+			}
 		})
 	}
 }
@@ -159,13 +174,15 @@ func TestCommands(t *testing.T) {
 		fullUsage  bool
 		checkStdio func(t *testing.T, stdout string)
 	}{
-		{name: "no arguments", code: 0, stdout: "atnode agent", fullUsage: true},
+		{name: "no arguments: a missing command", code: 2, stderr: "atnode agent", fullUsage: true},
 		{name: "help", args: []string{"help"}, code: 0, stdout: "Secure defaults", fullUsage: true},
 		{name: "-h", args: []string{"-h"}, code: 0, stdout: "3-node cluster", fullUsage: true},
-		{name: "unknown", args: []string{"serve"}, code: 2, stderr: `unknown command "serve"`},
+		{name: "unknown", args: []string{"serve"}, code: 2, stderr: "atnode: unknown command \"serve\"\natnode: run 'atnode help' for usage\n"},
 		{name: "agent -h", args: []string{"agent", "-h"}, code: 0, stderr: "-secret-key-file"},
 		{name: "demo -h", args: []string{"demo", "-h"}, code: 0, stderr: "-nodes"},
+		{name: "keygen -h", args: []string{"keygen", "-h"}, code: 0, stderr: "mode 0600"},
 		{name: "keygen extra", args: []string{"keygen", "x"}, code: 2, stderr: "takes no arguments"},
+		{name: "keygen unknown flag", args: []string{"keygen", "-x"}, code: 2, stderr: "run 'atnode keygen -h' for usage"},
 		{name: "version extra", args: []string{"version", "x"}, code: 2, stderr: "takes no arguments"},
 		{name: "keygen", args: []string{"keygen"}, code: 0, checkStdio: func(t *testing.T, out string) {
 			require.True(t, strings.HasSuffix(out, "\n"))
@@ -199,7 +216,7 @@ func TestCommands(t *testing.T) {
 				require.Contains(t, stderr.String(), tc.stderr)
 			}
 			if tc.fullUsage {
-				require.Equal(t, usage, stdout.String())
+				require.Equal(t, usage, stdout.String()+stderr.String(), "the usage, on one of the two")
 			}
 		})
 	}
@@ -263,4 +280,40 @@ func TestAgentLifecycle(t *testing.T) {
 	require.Equal(t, int32(1), made[0].reloads.Load())
 	require.Equal(t, int32(1), made[0].closed.Load())
 	require.Contains(t, stderr.String(), "leaving the cluster")
+}
+
+// TestKeygenFile: keygen -o writes a key file only its owner can read,
+// which an agent then loads without a warning, and never replaces a file.
+func TestKeygenFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cluster.key")
+	var stdout, stderr bytes.Buffer
+	a := app{stdout: &stdout, stderr: &stderr}
+	require.Equal(t, 0, a.run(t.Context(), []string{"keygen", "-o", path}), stderr.String())
+	require.Empty(t, stdout.String(), "the key goes to the file only")
+	require.Equal(t, "atnode keygen: wrote a new key to "+path+" (mode 0600)\n", stderr.String())
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	keys, err := cluster.LoadKeyFile(path)
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	// No warning about the file's mode when a cluster loads it.
+	var logs bytes.Buffer
+	cfg := cluster.DefaultConfig()
+	cfg.Name, cfg.Bind, cfg.KeyFile = "k", "127.0.0.1:0", path
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	c, err := cluster.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NotContains(t, logs.String(), "readable by group or others")
+
+	stderr.Reset()
+	require.Equal(t, 1, a.run(t.Context(), []string{"keygen", "-o", path}))
+	require.Contains(t, stderr.String(), "file exists")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after, "an existing file is never replaced")
 }

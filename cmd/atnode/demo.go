@@ -21,6 +21,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 )
 
@@ -29,7 +30,7 @@ const demoUsage = `Usage: atnode demo [flags]
 Starts a cluster of -nodes nodes in this process, gossiping on loopback,
 and feeds them simulated traffic to five destinations:
 
-  cache      fast; its timeout sits at the -backoff floor
+  cache      fast; its timeout sits at the backoff floor (250ms)
   db         steady, with rare stalls
   search     slow: hundreds of milliseconds, stalls of seconds
   payments   healthy, then degrades halfway through the run (after 60s
@@ -38,8 +39,9 @@ and feeds them simulated traffic to five destinations:
              for it from the fleet view (with -nodes 4 or more: the fleet
              view is trusted once 3 peers back it)
 
-Node 0 serves the whole HTTP API and the dashboard at -http; a table of
-node 0's view is printed every -refresh. Ctrl-C stops.
+Node 0 serves the whole HTTP API and the dashboard at -http (on loopback
+only: the demo has no token); a table of node 0's view is printed every
+-refresh. Ctrl-C stops.
 
 Flags:
 `
@@ -60,25 +62,17 @@ type demoConfig struct {
 func parseDemoConfig(args []string, stderr io.Writer) (demoConfig, error) {
 	c := demoConfig{}
 	fs := flag.NewFlagSet("atnode demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	fs.IntVar(&c.nodes, "nodes", 5, "nodes in the cluster, 1..50")
 	fs.DurationVar(&c.duration, "duration", 0, "how long to run; 0 runs until interrupted")
-	fs.StringVar(&c.http, "http", "127.0.0.1:8080", "`host:port` of node 0's HTTP API and dashboard; port 0 picks a free port")
+	fs.StringVar(&c.http, "http", "127.0.0.1:8080", "loopback `host:port` of node 0's HTTP API and dashboard; port 0 picks a free port")
 	fs.DurationVar(&c.window, "window", 30*time.Second, "sliding window (short, so that the demo shows something within seconds)")
 	fs.DurationVar(&c.subWindow, "sub-window", 2*time.Second, "sub-window: the window slides and gossips by this much")
 	fs.DurationVar(&c.refresh, "refresh", 3*time.Second, "how often the table is printed")
 	fs.Float64Var(&c.rate, "rate", 500, "simulated requests per second from each node to each destination it calls")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the simulated latencies")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "debug, info, warn or error (logs go to stderr)")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), demoUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, errHelp
-		}
-		return c, usageError{err: err, printed: true}
+	if err := parseFlags(fs, args, demoUsage, stderr); err != nil {
+		return c, err
 	}
 	var errs []error
 	if fs.NArg() > 0 {
@@ -96,36 +90,42 @@ func parseDemoConfig(args []string, stderr io.Writer) (demoConfig, error) {
 	if !(c.rate > 0 && c.rate <= 100_000) {
 		errs = append(errs, fmt.Errorf("-rate: must be in (0, 100000], got %v", c.rate))
 	}
-	// The node settings are checked by node.Config.Validate, naming the flag.
+	// The node settings are checked by node.Config.Validate, naming the
+	// flag; the demo's own rule for -http comes first: it serves without a
+	// token, so only on loopback (node's -insecure and -http-token-file
+	// are not the demo's flags).
 	cfg := c.nodeConfig(0, nil)
+	if cluster.CheckHostPort(c.http) == nil && !node.IsLoopback(c.http) {
+		errs = append(errs, fmt.Errorf("-http: the demo serves its API without a token, so on loopback only: %s is not a loopback address (try -http 127.0.0.1:8080)", c.http))
+		cfg.HTTP = ""
+	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := cfg.CheckExposure(); err != nil {
-		errs = append(errs, err)
-	}
 	if len(errs) > 0 {
-		return c, usageError{err: errors.Join(errs...)}
+		return c, usageError(errors.Join(errs...))
 	}
 	return c, nil
 }
 
 // nodeConfig is demo node i's configuration: loopback gossip on a free
-// port; node 0 serves the HTTP API and the dashboard on -http (so its
-// /v1/status reports the address bound), the others serve no HTTP.
+// port with memberlist timing for a cluster on loopback (failures seen in
+// about a second, leaves within a second, not for real networks); node 0
+// serves the HTTP API and the dashboard on -http (so its /v1/status
+// reports the address bound), the others serve no HTTP.
 func (c demoConfig) nodeConfig(i int, join []string) node.Config {
 	cfg := node.DefaultConfig()
 	cfg.Name = fmt.Sprintf("node-%d", i)
-	cfg.Bind = "127.0.0.1:0"
+	cfg.Cluster.Bind = "127.0.0.1:0"
+	cfg.Cluster.Seeds = join
+	cfg.Cluster.Timing = cluster.FastTiming()
 	cfg.HTTP = ""
 	if i == 0 {
 		cfg.HTTP = c.http
 	}
-	cfg.Join = join
-	cfg.Window = c.window
+	cfg.Tracker.Window = c.window
 	cfg.SubWindow = c.subWindow
 	cfg.LogLevel = c.logLevel
-	tuneDemoNode(&cfg)
 	return cfg
 }
 
@@ -162,8 +162,13 @@ func allNodes(int, int) bool { return true }
 // called.
 func allButNodeZero(i, n int) bool { return i != 0 || n == 1 }
 
-func demoDestinations() []destination {
+// demoDestinations are the simulated destinations of a demo of n nodes.
+func demoDestinations(n int) []destination {
 	ms := time.Millisecond
+	ledgerNote := "not called by node 0: its timeout comes from the peers"
+	if n == 1 {
+		ledgerNote = "called by node 0 (alone, it is the only caller)"
+	}
 	return []destination{
 		{name: "cache", normal: profile{2 * ms, 0.35, 1e-4, 30 * ms, 80 * ms}, calledBy: allNodes,
 			note: "fast: timeout at the backoff floor"},
@@ -174,7 +179,7 @@ func demoDestinations() []destination {
 		{name: "payments", normal: profile{15 * ms, 0.4, 1e-4, 150 * ms, 250 * ms},
 			degraded: &profile{60 * ms, 0.8, 3e-3, 800 * ms, 2500 * ms}, calledBy: allNodes},
 		{name: "ledger-eu", normal: profile{35 * ms, 0.5, 3e-4, 400 * ms, 900 * ms}, calledBy: allButNodeZero,
-			note: "not called by node 0: its timeout comes from the peers"},
+			note: ledgerNote},
 	}
 }
 
@@ -198,10 +203,10 @@ func (a app) demo(ctx context.Context, args []string) int {
 	// likeliest failure of a first run and is said plainly.
 	nodes, err := a.startDemoNodes(ctx, c, logger)
 	switch {
-	case errors.Is(err, syscall.EADDRINUSE):
+	case errors.Is(err, syscall.EADDRINUSE): // a runtime failure, not bad usage: exit 1
 		fmt.Fprintf(a.stderr, "atnode demo: %s is already in use (another atnode demo?).\n"+
 			"atnode demo: choose another address, e.g. -http 127.0.0.1:0 to pick a free port.\n", c.http)
-		return 2
+		return 1
 	case err != nil:
 		printErr(a.stderr, "demo", err)
 		return 1
@@ -212,8 +217,8 @@ func (a app) demo(ctx context.Context, args []string) int {
 		degradeAt = c.duration / 2
 	}
 	start := time.Now()
-	fmt.Fprintf(a.stdout, "atnode demo: %d nodes gossiping on loopback, window %v in %v sub-windows; payments degrades at %v.\n",
-		c.nodes, c.window, c.subWindow, degradeAt)
+	fmt.Fprintf(a.stdout, "atnode demo: %s on loopback, window %v in %v sub-windows; payments degrades at %v.\n",
+		nodesText(c.nodes), c.window, c.subWindow, degradeAt)
 	fmt.Fprintf(a.stdout, "dashboard: http://%s/\n", nodes[0].HTTPAddr())
 	if c.duration > 0 {
 		fmt.Fprintf(a.stdout, "running for %v; Ctrl-C stops.\n", c.duration)
@@ -221,7 +226,7 @@ func (a app) demo(ctx context.Context, args []string) int {
 		fmt.Fprintln(a.stdout, "Ctrl-C stops.")
 	}
 
-	dests := demoDestinations()
+	dests := demoDestinations(c.nodes)
 	var wg sync.WaitGroup
 	wg.Go(func() { simulate(ctx, nodes, dests, c, start, degradeAt) })
 
@@ -281,6 +286,15 @@ func closeAll(nodes []runtime, logger *slog.Logger) {
 			logger.Warn("closing a node", "err", err)
 		}
 	}
+}
+
+// nodesText says how many nodes run and how: "1 node alone", "5 nodes
+// gossiping".
+func nodesText(n int) string {
+	if n == 1 {
+		return "1 node alone"
+	}
+	return fmt.Sprintf("%d nodes gossiping", n)
 }
 
 // newDemoRand is node i's generator of simulated latencies.

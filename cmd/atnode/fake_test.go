@@ -20,7 +20,7 @@ import (
 // fakeNode stands in for *node.Node where a test counts the agent's calls
 // (ReloadKeys on SIGHUP, Close on shutdown): a local SyncTracker, an HTTP listener
 // on cfg.HTTP serving a handler with /, /v1/status and /v1/members, and no
-// gossip (GossipAddr reports cfg.Bind).
+// gossip (GossipAddr reports cfg.Cluster.Bind).
 type fakeNode struct {
 	cfg      node.Config
 	tr       *tracker.SyncTracker[string]
@@ -65,7 +65,7 @@ func (f *fakeNode) Close() error {
 	return nil
 }
 
-func (f *fakeNode) GossipAddr() string { return f.cfg.Bind }
+func (f *fakeNode) GossipAddr() string { return f.cfg.Cluster.Bind }
 
 func (f *fakeNode) HTTPAddr() string {
 	if f.ln == nil {
@@ -92,7 +92,7 @@ func (f *fakeNode) Record(dest string, latency time.Duration) { f.tr.Record(dest
 
 func (f *fakeNode) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
-		q = f.cfg.Quantile
+		q = f.cfg.Timeout.Quantile
 	}
 	now := time.Now()
 	e := tracker.Estimate{Dest: dest, Quantile: q, Peers: 1}
@@ -105,7 +105,7 @@ func (f *fakeNode) Estimate(dest string, q float64) (tracker.Estimate, error) {
 }
 
 func (f *fakeNode) Timeout(dests []string, attempt int) (decision, error) {
-	d := timeout.Explain(f.cfg.TimeoutConfig(), f.tr, dests, attempt, time.Now())
+	d := timeout.Explain(f.cfg.Timeout, f.tr, dests, attempt, time.Now())
 	out := decision{Timeout: d.Timeout, Fallback: d.Fallback}
 	if d.DecidedBy >= 0 {
 		out.DecidedBy, out.Source = dests[d.DecidedBy], "local"

@@ -24,7 +24,8 @@ Usage:
   atnode demo [flags]      run a 5-node cluster in one process, with simulated
                            traffic and a live dashboard at http://127.0.0.1:8080/
   atnode agent [flags]     run one node: join a cluster, serve the HTTP API
-  atnode keygen            print a new gossip encryption key (base64, 32 bytes)
+  atnode keygen [-o FILE]  write a new gossip encryption key (base64, 32 bytes)
+                           to FILE (created with mode 0600), or print it
   atnode version           print the version
   atnode help              print this text
 
@@ -34,7 +35,7 @@ Try it:
   atnode demo              then open http://127.0.0.1:8080/ (Ctrl-C stops)
 
 A 3-node cluster on one machine (three terminals):
-  atnode keygen > cluster.key
+  atnode keygen -o cluster.key
   atnode agent -name a -bind 127.0.0.1:7946 -http 127.0.0.1:8080 -secret-key-file cluster.key
   atnode agent -name b -bind 127.0.0.1:7947 -http 127.0.0.1:8081 -secret-key-file cluster.key -join 127.0.0.1:7946
   atnode agent -name c -bind 127.0.0.1:7948 -http 127.0.0.1:8082 -secret-key-file cluster.key -join 127.0.0.1:7946
@@ -63,7 +64,10 @@ old one, SIGHUP.
 Signals: SIGINT or SIGTERM leaves the cluster and exits 0; SIGHUP re-reads
 -secret-key-file.
 
-Exit codes: 0 success, 1 failure while running, 2 bad usage or configuration.
+Exit codes: 0 a clean stop; 1 a failure while running (an address in use, a
+key or token file that cannot be read); 2 bad usage or a refused
+configuration (flags, the -config file, an exposed address without
+-insecure, a key or token file refused, a missing command).
 `
 
 func main() {
@@ -92,8 +96,8 @@ type app struct {
 
 func (a app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stdout, usage)
-		return 0
+		fmt.Fprint(a.stderr, usage)
+		return 2 // a missing command is bad usage
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
@@ -108,7 +112,7 @@ func (a app) run(ctx context.Context, args []string) int {
 	case "version", "-version", "--version":
 		return a.version(args[1:])
 	default:
-		fmt.Fprintf(a.stderr, "atnode: unknown command %q\n\n%s", args[0], usage)
+		fmt.Fprintf(a.stderr, "atnode: unknown command %q\natnode: run 'atnode help' for usage\n", args[0])
 		return 2
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"flag"
 	"fmt"
+	"os"
 	goruntime "runtime"
 	"runtime/debug"
 	"strings"
@@ -9,19 +11,62 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 )
 
-// keygen prints a new gossip key: one line of a -secret-key-file.
+const keygenUsage = `Usage: atnode keygen [-o FILE]
+
+Makes a new gossip key: 32 random bytes, base64 (standard), one line of a
+-secret-key-file. With -o, writes it to FILE, created with mode 0600 (only
+the owner may read it; an existing FILE is never overwritten); without, prints
+it on stdout.
+
+Flags:
+`
+
+// keygen writes a new gossip key: one line of a -secret-key-file.
 func (a app) keygen(args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintf(a.stderr, "atnode keygen: takes no arguments, got %q\nUsage: atnode keygen > cluster.key\n", args)
-		return 2
+	fs := flag.NewFlagSet("atnode keygen", flag.ContinueOnError)
+	out := fs.String("o", "", "`file` to create (mode 0600) with the new key, instead of printing it")
+	if err := parseFlags(fs, args, keygenUsage, a.stderr); err != nil {
+		return a.parseExit("keygen", err)
+	}
+	if fs.NArg() > 0 {
+		return a.parseExit("keygen", usageError(fmt.Errorf("takes no arguments, got %q", fs.Args())))
 	}
 	key, err := cluster.GenerateKey()
 	if err != nil {
 		fmt.Fprintf(a.stderr, "atnode keygen: %v\n", err)
 		return 1
 	}
-	fmt.Fprintln(a.stdout, key)
+	if *out == "" {
+		fmt.Fprintln(a.stdout, key)
+		return 0
+	}
+	if err := writeNewFile(*out, []byte(key+"\n")); err != nil {
+		fmt.Fprintf(a.stderr, "atnode keygen: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(a.stderr, "atnode keygen: wrote a new key to %s (mode 0600)\n", *out)
 	return 0
+}
+
+// writeNewFile creates path with mode 0600 (whatever the umask allows
+// beyond it is not added) and writes data; it refuses to replace an
+// existing file, and removes what it created when the write fails.
+func writeNewFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return err
+	}
+	return nil
 }
 
 // version prints the build's version line.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -245,24 +246,51 @@ func TestThreeAgents(t *testing.T) {
 }
 
 // TestAgentKeyRotation rotates an agent's key file with SIGHUP: a good file
-// is loaded, a broken one is refused and the agent keeps running.
+// is loaded (the log says the primary key changed, by fingerprint), a
+// broken one is refused and the agent keeps running; a FIFO put in place of
+// the file is refused at once and blocks neither the reload nor SIGTERM.
+// Every reload is counted in /metrics.
 func TestAgentKeyRotation(t *testing.T) {
 	keyFile, oldKey := keygen(t)
 	a := startAgent(t, "-name", "r", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-secret-key-file", keyFile)
 	newKey, err := cluster.GenerateKey()
 	require.NoError(t, err)
+	fingerprint := func(k string) string {
+		b, err := base64.StdEncoding.DecodeString(k)
+		require.NoError(t, err)
+		return cluster.KeyFingerprint(b)
+	}
 
 	require.NoError(t, os.WriteFile(keyFile, []byte(newKey+"\n"+oldKey+"\n"), 0o600))
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGHUP))
-	waitFor(t, 10*time.Second, "keys reloaded", func() bool { return strings.Contains(a.stderr.String(), "keys reloaded") })
+	waitFor(t, 10*time.Second, "keys reloaded", func() bool { return strings.Contains(a.stderr.String(), "SIGHUP: keys reloaded") })
+	require.Regexp(t, fmt.Sprintf(`msg="cluster: keys reloaded: the primary key changed" member=\S+ keys=2 added=1 removed=0 primary=%s previous_primary=%s\n`,
+		fingerprint(newKey), fingerprint(oldKey)), a.stderr.String())
+	require.NotContains(t, a.stderr.String(), newKey, "never a key in the logs")
 
 	require.NoError(t, os.WriteFile(keyFile, []byte("garbage\n"), 0o600))
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGHUP))
-	waitFor(t, 10*time.Second, "reload refused", func() bool { return strings.Contains(a.stderr.String(), "not reloaded") })
+	waitFor(t, 10*time.Second, "reload refused", func() bool { return strings.Count(a.stderr.String(), "not reloaded") == 1 })
 
 	var ok any
 	require.Equal(t, http.StatusOK, getJSON(t, "http://"+a.http+"/v1/members", &ok), "still serving")
-	require.Equal(t, 0, a.stop(t, syscall.SIGTERM))
+
+	require.NoError(t, os.Remove(keyFile))
+	require.NoError(t, syscall.Mkfifo(keyFile, 0o600)) // nobody ever writes to it
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGHUP))
+	waitFor(t, 10*time.Second, "FIFO refused", func() bool { return strings.Count(a.stderr.String(), "not reloaded") == 2 })
+	require.Contains(t, a.stderr.String(), "not a regular file (a FIFO)")
+
+	resp, err := httpClient.Get("http://" + a.http + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), `atnode_key_reloads_total{result="ok"} 1`)
+	require.Contains(t, string(metrics), `atnode_key_reloads_total{result="error"} 2`)
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGHUP)) // one more read of the FIFO, then at once:
+	require.Equal(t, 0, a.stop(t, syscall.SIGTERM), "SIGTERM is not held up by the key file")
 }
 
 // TestAgentConfigFileProcess checks precedence in the real binary: the
@@ -287,10 +315,13 @@ func TestBinaryRefusalsAndCommands(t *testing.T) {
 		{"gossip exposed", []string{"agent", "-bind", "0.0.0.0:0", "-http", "127.0.0.1:0"}, 2, "", "add -secret-key-file"},
 		{"http exposed", []string{"agent", "-bind", "127.0.0.1:0", "-http", "0.0.0.0:0"}, 2, "", "add -http-token-file"},
 		{"bad flag value", []string{"agent", "-quantile", "7"}, 2, "", "-quantile:"},
-		{"long label", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-label", strings.Repeat("l", 300)}, 2, "", "-label: is 300 bytes, at most 255"},
-		{"name with a tab", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-name", "a\tb"}, 2, "", `-name: "a\tb" holds the unprintable U+0009`},
+		{"long label", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-label", strings.Repeat("l", 300)}, 2, "", "-label: cluster: label is 300 bytes, at most 255"},
+		{"name with a tab", []string{"agent", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0", "-name", "a\tb"}, 2, "", `-name: cluster: name "a\tb" holds the unprintable U+0009`},
 		{"unknown command", []string{"frobnicate"}, 2, "", "unknown command"},
-		{"help", []string{"help"}, 0, "atnode keygen > cluster.key", ""},
+		{"no command", nil, 2, "", "Usage:"},
+		{"key file missing", []string{"agent", "-secret-key-file", "/nonexistent/cluster.key"}, 1, "", "-secret-key-file: cluster: key file: open /nonexistent/cluster.key"},
+		{"key file a directory", []string{"agent", "-secret-key-file", os.TempDir()}, 2, "", "not a regular file (a directory)"},
+		{"help", []string{"help"}, 0, "atnode keygen -o cluster.key", ""},
 		{"version", []string{"version"}, 0, goruntime.Version(), ""},
 	}
 	for _, tc := range cases {

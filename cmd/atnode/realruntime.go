@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 )
 
@@ -25,11 +24,4 @@ func newRuntime(cfg node.Config, logger *slog.Logger, reg prometheus.Registerer)
 		return nil, err
 	}
 	return nodeRuntime{n}, nil
-}
-
-// tuneDemoNode sets what the demo changes beyond its flags: memberlist
-// timing for a cluster on loopback (failures seen in about a second, leaves
-// within a second), which is not for real networks.
-func tuneDemoNode(cfg *node.Config) {
-	cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
 }

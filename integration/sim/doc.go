@@ -14,14 +14,14 @@
 // lognormal latency per link, 0.2–2 ms, TCP handshake trips, loss, and each
 // node's sending link as a FIFO at a set rate; bytes are counted at the
 // sender). Every node runs the real dissemination protocol,
-// cluster.Protocol, configured by cluster.Gossip: its seals, digests, pulls
-// and answers are the code that ships, and every message is its real
-// encoding. shell.go replays what package cluster's memberlist shell does
-// around the Protocol (seal at the epoch boundary plus the node's fixed
-// jitter, anti-entropy with one random member every interval ±25 %, bulk
-// sync at the start, per-member send queues served by a few workers),
-// with each SendReliable a connect and a payload on the simulated network.
-// Members never die, restart or partition here.
+// cluster.Protocol, configured by cluster.Gossip: its schedule (seal at
+// the epoch boundary plus the node's jitter, anti-entropy rounds, bulk
+// sync), its random streams, its seals, digests, pulls and answers are the
+// code that ships, and every message is its real encoding. shell.go is
+// only what a shell owns: each node's protocol ticked at the time its Next
+// asks for, and per-member send queues served by a few workers, with each
+// SendReliable a connect and a payload on the simulated network. Members
+// never die, restart or partition here.
 //
 // To fit 1000 nodes in memory, only observers (Config.Observers) run a real
 // Tracker and have a real tracker.Fleet as their cluster.Store. Every other

@@ -12,12 +12,9 @@ const (
 	evDeliver
 	// evSent frees the worker of node from that sent to node to.
 	evSent
-	// evSeal makes node to seal epoch.
-	evSeal
-	// evAntiEntropy makes node to send a digest to a random member.
-	evAntiEntropy
-	// evBulkSync makes node to send digests to a few random members.
-	evBulkSync
+	// evTick ticks node to's protocol, if it is still the node's pending
+	// tick.
+	evTick
 	// evEpoch marks the start of epoch on the shared grid.
 	evEpoch
 )

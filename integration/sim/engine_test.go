@@ -204,7 +204,7 @@ func TestConfigValidate(t *testing.T) {
 	err := cfg.Validate()
 	require.ErrorContains(t, err, "Observers")
 	require.ErrorContains(t, err, "Loss")
-	require.ErrorContains(t, err, "SealJitter")
+	require.ErrorContains(t, err, "seal jitter")
 	_, err = New(cfg)
 	require.Error(t, err)
 	require.NoError(t, DefaultConfig(3).Validate())

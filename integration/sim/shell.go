@@ -1,17 +1,14 @@
 package sim
 
-// This file replays what package cluster's shell (gossip.go, sendqueue.go)
-// does around each node's cluster.Protocol, on simulated time:
+// This file is the shell around each node's cluster.Protocol on simulated
+// time, as package cluster's memberlist shell (gossip.go, sendqueue.go) is
+// on real time. It decides nothing the protocol decides — when to seal, the
+// seal jitter, anti-entropy, bulk sync and their random streams are the
+// protocol's own — and keeps only what a shell owns:
 //
-//   - seal: at each epoch boundary plus the node's fixed jitter (drawn from
-//     its boot ID below min(Gossip.SealJitter, sub-window/2), as the shell
-//     draws it), the node seals the epoch that ended with Protocol.Seal,
-//     destinations sorted by name, addressed to every other member;
-//   - anti-entropy: every Gossip.AntiEntropyInterval ±25 % (the shell's
-//     per-node random stream), Protocol.Membership with the member list,
-//     then Protocol.Digests to one random member;
-//   - bulk sync: 4 gossip intervals after the start, digests to
-//     Gossip.BulkSyncPeers random members;
+//   - tick: one pending tick event per node, at the protocol's Next; its
+//     messages (the seal's batches addressed to every other member,
+//     digests) are sent;
 //   - receive: each message's payload goes to the receiver's
 //     Protocol.Receive, and the messages it returns are sent;
 //   - send: each node queues messages per member (FIFO, at most one send in
@@ -22,15 +19,14 @@ package sim
 //     node's egress link and arrives one trip later. Bytes count at the
 //     sender when the payload leaves, lost or not.
 //
-// Every member is alive from the start to the end of a run: the simulator
-// does not model deaths, restarts or partitions (package cluster's own
-// tests do, on an in-memory transport).
+// Every member is alive from the start to the end of a run, and each
+// protocol is given the member list once, at the start: the simulator does
+// not model deaths, restarts or partitions (package cluster's own tests
+// do, on an in-memory transport).
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -71,7 +67,7 @@ func (k MsgKind) String() string {
 }
 
 // kindOf is the byte counter of a message the protocol returned; pushed is
-// true for the messages of Protocol.Seal.
+// true for the messages of Protocol.Tick (whose batches are seals' pushes).
 func kindOf(t codec.MessageType, pushed bool) MsgKind {
 	switch {
 	case t == codec.TypeDigest:
@@ -101,8 +97,7 @@ type peerQueue struct {
 // shellNode is the shell's state for one node.
 type shellNode struct {
 	proto  *cluster.Protocol
-	rng    *rand.Rand    // the shell's stream: anti-entropy waits, peer choice
-	jitter time.Duration // delay after each epoch boundary before sealing
+	tickAt time.Duration // the pending tick event's time; -1 for none
 
 	queued     int // messages waiting in all
 	peers      map[int32]*peerQueue
@@ -111,123 +106,112 @@ type shellNode struct {
 	egressFree time.Duration
 }
 
-// sealJitter is the shell's fixed per-node seal delay for boot ID boot.
-func sealJitter(g cluster.Gossip, trk tracker.Config, boot uint64) time.Duration {
-	maxJitter := min(g.SealJitter, trk.SubWindow()/2)
-	u := float64(rand.New(rand.NewPCG(boot, 0x5ea1)).Uint64()>>11) / (1 << 53)
-	return time.Duration(u * float64(maxJitter))
-}
+// bulkSyncDelay is the cluster shell's: 4 memberlist gossip intervals
+// (cluster.ProtocolConfig.BulkSyncDelay).
+var bulkSyncDelay = 4 * cluster.DefaultTiming().GossipInterval
 
-// bulkSyncAt is when the shell's first bulk-sync check fires: every node
-// starts at time zero with nothing held.
-var bulkSyncAt = 4 * cluster.DefaultTiming().GossipInterval
-
-// newShell makes node i's Protocol over store and its shell state.
+// newShell makes node i's Protocol over store, gives it the member list,
+// and sets up its shell state.
 func (s *Sim) newShell(i int, store cluster.Store) error {
 	n := s.nodes[i]
 	p, err := cluster.NewProtocol(cluster.ProtocolConfig{
 		Name: n.name, BootID: n.boot, Tracker: s.cfg.Tracker, Gossip: s.cfg.Gossip, Store: store,
-		KnownOrigin: func(name string, boot uint64) bool {
-			o, ok := s.table.index[name]
-			return ok && s.nodes[o].boot == boot
-		},
-		Up: func(member string) bool { _, ok := s.byMember[member]; return ok },
+		Seal:          s.sealFunc(int32(i)),
+		SealLimits:    cluster.SealLimits{MaxDestinations: s.cfg.Fleet.MaxDestinations, MaxBuckets: s.cfg.Fleet.MaxEpochBuckets},
+		BulkSyncDelay: bulkSyncDelay,
 	})
 	if err != nil {
 		return err
 	}
+	p.SetMembers(s.memberList, s.start)
 	n.sh = shellNode{
 		proto:  p,
-		rng:    rand.New(rand.NewPCG(n.boot, 0x6055)),
-		jitter: sealJitter(s.cfg.Gossip, s.cfg.Tracker, n.boot),
+		tickAt: -1,
 		peers:  map[int32]*peerQueue{},
 		idle:   s.cfg.Gossip.SendWorkers,
 	}
 	return nil
 }
 
-// startShells schedules every node's first anti-entropy round and bulk sync.
+// startShells schedules every node's first tick, at the start.
 func (s *Sim) startShells() {
-	if len(s.nodes) < 2 {
-		return
-	}
-	for i, n := range s.nodes {
-		s.q.push(event{at: s.antiEntropyWait(n), kind: evAntiEntropy, to: int32(i)})
-		if s.cfg.Gossip.BulkSyncPeers > 0 {
-			s.q.push(event{at: bulkSyncAt, kind: evBulkSync, to: int32(i)})
-		}
+	for i := range s.nodes {
+		s.schedule(int32(i))
 	}
 }
 
-func (s *Sim) antiEntropyWait(n *simNode) time.Duration {
-	return time.Duration(float64(s.cfg.Gossip.AntiEntropyInterval) * (0.75 + 0.5*n.sh.rng.Float64()))
-}
-
-// seal makes node i seal epoch e and send its batch to every other member.
-func (s *Sim) seal(i int32, e int64) {
+// schedule makes node i's pending tick the one its protocol asks for
+// (Protocol.Next); a tick event that is no longer pending is ignored when
+// it fires.
+func (s *Sim) schedule(i int32) {
 	n := s.nodes[i]
-	var dests []tracker.DestCounts
-	if n.tr != nil {
-		dests = tracker.SealedSubWindow(n.tr, e, s.Now())
-	} else if s.cfg.Workload != nil {
-		dests = s.syntheticSeal(i, e)
+	at := s.now
+	if next := n.sh.proto.Next(); !next.IsZero() {
+		at = max(next.Sub(s.start), s.now)
 	}
-	if len(dests) == 0 {
-		return
+	if at != n.sh.tickAt {
+		n.sh.tickAt = at
+		s.q.push(event{at: at, kind: evTick, to: i})
 	}
-	slices.SortFunc(dests, func(a, b tracker.DestCounts) int { return strings.Compare(a.Dest, b.Dest) })
-	msgs, err := n.sh.proto.Seal(e, dests, s.members, s.Now())
-	if err != nil {
-		s.fail(fmt.Errorf("sim: node %s: %w", n.name, err))
+}
+
+// sealFunc is node i's cluster.ProtocolConfig.Seal: an observer's sealed
+// sub-window from its tracker, another node's from the workload. Nodes
+// hold nothing from before the first epoch. It notes the epochs it returns
+// data for, so tick can register the batches sealed.
+func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
+	return func(e int64, now time.Time) []tracker.DestCounts {
+		if e < s.first {
+			return nil
+		}
+		n := s.nodes[i]
+		var dests []tracker.DestCounts
+		if n.tr != nil {
+			dests = tracker.SealedSubWindow(n.tr, e, now)
+		} else if s.cfg.Workload != nil {
+			dests = s.syntheticSeal(i, e)
+		}
+		if len(dests) > 0 {
+			s.sealing = append(s.sealing, e)
+		}
+		return dests
+	}
+}
+
+// tick runs node i's protocol at the pending tick: it registers the batches
+// it sealed for convergence and sends what it returned.
+func (s *Sim) tick(i int32, at time.Duration) {
+	n := s.nodes[i]
+	if at != n.sh.tickAt {
+		return // superseded by an earlier tick
+	}
+	n.sh.tickAt = -1
+	s.sealing = s.sealing[:0]
+	errs := n.sh.proto.Stats().SealErrors
+	msgs := n.sh.proto.Tick(s.Now())
+	if n.sh.proto.Stats().SealErrors != errs {
+		s.fail(fmt.Errorf("sim: node %s: a seal failed (encoding, or its own store refused it)", n.name))
 		return
 	}
 	// The origin holds its parts now: register them for convergence.
-	for part := uint16(0); ; part++ {
-		key := tracker.BatchKey{Origin: n.name, Boot: n.boot, Epoch: e, Part: part}
-		b, ok := n.store.Lookup(key)
-		if !ok {
-			break
+	for _, e := range s.sealing {
+		for part := uint16(0); ; part++ {
+			key := tracker.BatchKey{Origin: n.name, Boot: n.boot, Epoch: e, Part: part}
+			b, ok := n.store.Lookup(key)
+			if !ok {
+				break
+			}
+			sb, err := s.table.register(b)
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			sb.sealAt = s.now
+			s.hold(sb)
 		}
-		sb, err := s.table.register(b)
-		if err != nil {
-			s.fail(err)
-			return
-		}
-		sb.sealAt = s.now
-		s.hold(sb)
 	}
 	s.enqueue(i, msgs, true)
-}
-
-// antiEntropy is one round of node i: membership, then a digest to a random
-// member.
-func (s *Sim) antiEntropy(i int32) {
-	n := s.nodes[i]
-	now := s.Now()
-	n.sh.proto.Membership(s.memberList, now)
-	j := int32(n.sh.rng.IntN(len(s.nodes) - 1))
-	if j >= i {
-		j++
-	}
-	s.enqueue(i, n.sh.proto.Digests(s.members[j], now), false)
-	s.q.push(event{at: s.now + s.antiEntropyWait(n), kind: evAntiEntropy, to: i})
-}
-
-// bulkSync sends node i's digests to BulkSyncPeers random members.
-func (s *Sim) bulkSync(i int32) {
-	n := s.nodes[i]
-	peers := make([]int32, 0, len(s.nodes)-1)
-	for j := range int32(len(s.nodes)) {
-		if j != i {
-			peers = append(peers, j)
-		}
-	}
-	n.sh.rng.Shuffle(len(peers), func(a, b int) { peers[a], peers[b] = peers[b], peers[a] })
-	var msgs []cluster.Message
-	for _, j := range peers[:min(len(peers), s.cfg.Gossip.BulkSyncPeers)] {
-		msgs = append(msgs, n.sh.proto.Digests(s.members[j], s.Now())...)
-	}
-	s.enqueue(i, msgs, false)
+	s.schedule(i)
 }
 
 // received is what a node's Protocol.Receive returned for one message.
@@ -331,13 +315,14 @@ func (s *Sim) apply(to int32, rc received) {
 		s.hold(sb)
 	case r.Inserted && r.Outcome == tracker.InsertDuplicate:
 		n.stats.Duplicates++
-	case r.Reject == cluster.RejectStaleEpoch:
+	case r.Reject == cluster.RejectStaleEpoch || r.Reject == cluster.RejectFutureEpoch:
 		n.stats.Late++
 	case r.Reject != "":
 		s.fail(fmt.Errorf("sim: node %s refused a %v: %s", n.name, r.Type, r.Reject))
 		return
 	}
 	s.enqueue(to, rc.msgs, false)
+	s.schedule(to)
 }
 
 // hold counts one more holder of sb and records its convergence.

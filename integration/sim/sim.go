@@ -44,8 +44,9 @@ type Config struct {
 	Fleet tracker.FleetConfig
 	// Network models the links. Default DefaultNetworkConfig().
 	Network NetworkConfig
-	// Gossip tunes every node's cluster.Protocol and the shell replayed
-	// around it (shell.go). Default cluster.DefaultGossip().
+	// Gossip tunes every node's cluster.Protocol (its schedule, pulls and
+	// parts) and the send queue around it (shell.go). Default
+	// cluster.DefaultGossip().
 	Gossip cluster.Gossip
 	// Workload gives the latencies nodes record each epoch; nil means none
 	// (then the caller records into observers' trackers itself, and other
@@ -77,26 +78,7 @@ func (c Config) Validate() error {
 	if c.Observers < 0 || c.Observers > c.Nodes {
 		errs = append(errs, errors.New("sim: Observers must be in 0..Nodes"))
 	}
-	errs = append(errs, c.Tracker.Validate(), c.Network.Validate(), validateGossip(c.Gossip))
-	return errors.Join(errs...)
-}
-
-// validateGossip checks the Gossip fields the simulation uses, with the
-// bounds cluster.Config.Validate applies.
-func validateGossip(g cluster.Gossip) error {
-	var errs []error
-	if g.AntiEntropyInterval <= 0 {
-		errs = append(errs, errors.New("sim: Gossip.AntiEntropyInterval must be > 0"))
-	}
-	if g.SealJitter < 0 || g.SealJitter >= time.Second {
-		errs = append(errs, errors.New("sim: Gossip.SealJitter must be in [0, 1s)"))
-	}
-	if g.SendWorkers < 1 || g.SendQueue < 1 || g.BulkSyncPeers < 0 || g.BulkSyncBytes < 1 {
-		errs = append(errs, errors.New("sim: Gossip needs SendWorkers, SendQueue, BulkSyncBytes >= 1 and BulkSyncPeers >= 0"))
-	}
-	if g.MaxPartBytes < 1024 || g.MaxPartBytes > codec.MaxMessageBytes {
-		errs = append(errs, fmt.Errorf("sim: Gossip.MaxPartBytes must be in [1024, %d]", codec.MaxMessageBytes))
-	}
+	errs = append(errs, c.Tracker.Validate(), c.Network.Validate(), c.Gossip.Validate())
 	return errors.Join(errs...)
 }
 
@@ -182,7 +164,8 @@ type Sim struct {
 	perWorker, parallelBursts int
 
 	members    []string         // member names, by node
-	memberList []cluster.Member // every member alive, for Protocol.Membership
+	memberList []cluster.Member // every member alive, for Protocol.SetMembers
+	sealing    []int64          // epochs the ticking node sealed with data (sealFunc)
 	byMember   map[string]int32 // member name → node
 
 	converged          []Convergence
@@ -322,12 +305,8 @@ func (s *Sim) Run(until time.Duration) error {
 			}
 		case evSent:
 			s.sent(ev.from, ev.to)
-		case evSeal:
-			s.seal(ev.to, ev.epoch)
-		case evAntiEntropy:
-			s.antiEntropy(ev.to)
-		case evBulkSync:
-			s.bulkSync(ev.to)
+		case evTick:
+			s.tick(ev.to, ev.at)
 		case evEpoch:
 			s.startEpoch(ev.epoch)
 		}
@@ -408,7 +387,8 @@ func (s *Sim) fail(err error) {
 }
 
 // startEpoch handles the boundary into epoch e: expire the oldest slot,
-// schedule every node's seal of e−1, record the observers' samples for e.
+// slide the observers' fleet views, record their samples for e. (Each
+// node's protocol seals e−1 on its own schedule.)
 func (s *Sim) startEpoch(e int64) {
 	s.epoch = e
 	old := e - int64(s.n) - 2 // no longer accepted anywhere
@@ -426,9 +406,6 @@ func (s *Sim) startEpoch(e int64) {
 	for i, n := range s.nodes {
 		if n.fleet != nil {
 			n.fleet.Advance(now)
-		}
-		if e > s.first {
-			s.q.push(event{at: s.now + n.sh.jitter, kind: evSeal, to: int32(i), epoch: e - 1})
 		}
 		if n.tr != nil && s.cfg.Workload != nil {
 			s.cfg.Workload.Samples(i, e, func(dest string, ms uint64) { n.tr.RecordMillis(dest, ms, now) })

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -243,7 +242,7 @@ func (s *sharedStore) Missing(theirs []tracker.BatchKey, now time.Time) []tracke
 			out = append(out, k)
 		}
 	}
-	slices.SortFunc(out, compareKeysNewestFirst)
+	slices.SortFunc(out, cluster.CompareKeysNewestFirst)
 	return slices.Compact(out)
 }
 
@@ -282,15 +281,6 @@ func (s *sharedStore) drop(e int64) {
 		}
 		i++
 	}
-}
-
-func compareKeysNewestFirst(a, b tracker.BatchKey) int {
-	return cmp.Or(
-		cmp.Compare(b.Epoch, a.Epoch),
-		cmp.Compare(a.Origin, b.Origin),
-		cmp.Compare(a.Boot, b.Boot),
-		cmp.Compare(a.Part, b.Part),
-	)
 }
 
 // bitset is a fixed-size set of small integers.

@@ -74,7 +74,8 @@ type handler struct {
 // routes.
 //
 // The page reads the node's JSON API from the same origin with paths
-// relative to the page (v1/status, v1/members, v1/history?dest=D), so it
+// relative to the page (v1/status, v1/members, v1/history?dest=D,
+// v1/timeout?dest=A&dest=B), so it
 // also works behind a reverse proxy that serves the whole node under a
 // prefix. It refreshes every 2 s (a query parameter interval=MS, 250 to
 // 60000, changes that) and pauses while its tab is hidden.

@@ -27,6 +27,11 @@ func OpenPage(t *testing.T, browserCtx context.Context, url string, width, heigh
 // Drawn reports whether every chart of st has ink on its canvas.
 func Drawn(st PageState) bool { return drawn(st) }
 
+// CheckCharts checks the charts of st as every browser test does: series
+// in draw order, axis titles, ticks with units, the legend's latest values
+// without hover, and the timeout visible where it meets the peers line.
+func CheckCharts(t *testing.T, st PageState) { checkCharts(t, st) }
+
 // FakeAPI serves the fake API of scenario (fakeapi_test.go) and the
 // dashboard, as the browser test does.
 func FakeAPI(scenario string) http.Handler {

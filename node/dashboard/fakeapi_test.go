@@ -11,12 +11,15 @@ import (
 	"sync"
 )
 
-// fakeAPI stands in for the node's JSON API (DESIGN.md section 7), with
-// the real node's shapes: boot IDs of 16 hex digits whose last 8 end the
+// fakeAPI stands in for the node's JSON API (package node documents it),
+// with the real node's shapes: boot IDs of 16 hex digits whose last 8 end the
 // member name, whole milliseconds, the estimate sources "fleet", "local"
 // and "none" (tracker.Source), the real gossip counters and reject reasons
 // (cluster.GossipStats). TestFakeAPIShapes (realnode_test.go) compares its
-// answers with a real node's field by field. Its clock is a tick counter that
+// answers with a real node's field by field. The "troubled" scenario also
+// serves what the failure-aware phase adds and today's node does not send
+// yet: warnings in /v1/status and reason, failing and probe_ms in
+// /v1/timeout, with a failing destination. Its clock is a tick counter that
 // every /v1/status call advances by two seconds, so each refresh of the page
 // sees a new point per destination and the data moves deterministically.
 type fakeAPI struct {
@@ -41,6 +44,7 @@ type fakeDest struct {
 	localMs func(tMs int64) float64 // NaN: this node does not call it
 	fleetMs func(tMs int64) float64 // NaN: not enough peers yet
 	peers   func(tMs int64) int
+	failing bool // every attempt times out: the timeout is the fallback
 }
 
 func steady(ms float64) func(int64) float64 { return func(int64) float64 { return ms } }
@@ -74,6 +78,11 @@ var fakeScenarios = map[string][]fakeDest{
 		{name: "no-data", localMs: absent, fleetMs: absent, peers: constPeers(0)},
 	},
 	"empty": nil,
+	// "troubled" has a failing destination and warnings in its status.
+	"troubled": {
+		{name: "db-1", localMs: steady(12), fleetMs: steady(15), peers: constPeers(3)},
+		{name: "ledger-eu", localMs: steady(1000), fleetMs: steady(1000), peers: constPeers(3), failing: true},
+	},
 	// "broken" answers 500 for the history of the destination "broken".
 	"broken": {
 		{name: "db-1", localMs: steady(12), fleetMs: steady(15), peers: constPeers(5)},
@@ -105,6 +114,12 @@ func (f *fakeAPI) members(tick int64) []fakeMember {
 		return []fakeMember{}
 	case "quiet", "broken":
 		return []fakeMember{fakeSelf}
+	case "troubled":
+		return []fakeMember{
+			fakeSelf,
+			member("n1", "127.0.0.1:7947", "alive", 0x00000000_5e6f7a8b),
+			member("n2", "127.0.0.1:7948", "alive", 0xc0ffee00_9c0d1e2f),
+		}
 	}
 	n3 := "alive"
 	if tick%2 == 1 {
@@ -126,6 +141,13 @@ func (f *fakeAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/status", f.status)
 	mux.HandleFunc("GET /v1/members", f.membersHandler)
 	mux.HandleFunc("GET /v1/history", f.history)
+	mux.HandleFunc("GET /v1/timeout", f.timeout)
+}
+
+// fakeWarnings are the troubled scenario's /v1/status warnings.
+var fakeWarnings = []map[string]string{
+	{"kind": "config_mismatch", "message": "n7 (127.0.0.1:7953) advertises a 30 s window of 3 s sub-windows; this node uses 60 s of 6 s: refused"},
+	{"kind": "clock_skew", "message": "n2's clock is 2.1 s ahead of its peers' median, more than a quarter sub-window"},
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -159,7 +181,7 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 		rejected["unknown_origin"] = tick / 5
 	}
 	slices.Sort(dests)
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"node": fakeSelf.Name, "member": fakeSelf.Member, "boot_id": fakeSelf.BootID,
 		"gossip_addr": "127.0.0.1:7946", "http_addr": "127.0.0.1:8080",
 		"window_ms": 60000, "sub_window_ms": 6000, "quantile": fakeQuantile,
@@ -182,7 +204,11 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 				"sum": float64(busy*tick) * 2.4, "count": busy * tick * 8,
 			},
 		},
-	})
+	}
+	if f.scenario == "troubled" {
+		body["warnings"] = fakeWarnings
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (f *fakeAPI) membersHandler(w http.ResponseWriter, _ *http.Request) {
@@ -219,18 +245,94 @@ func jitter(dest string, tMs int64, v float64) *uint64 {
 	return &x
 }
 
+// point is d's history point at tMs.
+func (d *fakeDest) point(tMs int64) fakePoint {
+	p := fakePoint{TMs: tMs, LocalMs: jitter(d.name+"/local", tMs, d.localMs(tMs)), FleetMs: jitter(d.name+"/fleet", tMs, d.fleetMs(tMs)), Peers: d.peers(tMs)}
+	p.TimeoutMs, p.Source = fakeFloorMs, "none" // the backoff fallback
+	if p.LocalMs != nil {
+		p.LocalSamples = 24_000
+		p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.LocalMs)), "local"
+	}
+	if p.FleetMs != nil {
+		p.Samples = uint64(p.Peers) * 24_000
+		p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.FleetMs)), "fleet"
+	}
+	if d.failing {
+		p.TimeoutMs, p.Source = fakeFloorMs, "none"
+	}
+	return p
+}
+
+// dest returns the scenario's destination named name, or nil.
+func (f *fakeAPI) dest(name string) *fakeDest {
+	for i := range fakeScenarios[f.scenario] {
+		if fakeScenarios[f.scenario][i].name == name {
+			return &fakeScenarios[f.scenario][i]
+		}
+	}
+	return nil
+}
+
+// timeout is GET /v1/timeout?dest=A&dest=B for a first attempt that needs
+// every destination: the largest of their timeouts decides. A destination
+// without points (unknown, or without a history here) gets the fallback.
+// The troubled scenario adds the failure-aware fields.
+func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
+	dests := r.URL.Query()["dest"]
+	if len(dests) == 0 || len(dests) > 64 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("want 1..64 dest parameters, got %d", len(dests))})
+		return
+	}
+	f.mu.Lock()
+	now := f.now(f.tick)
+	f.mu.Unlock()
+	timeoutMs, decidedBy, source := int64(0), "", "none"
+	failing := []string{}
+	decidedFailing := false
+	for _, name := range dests {
+		p := fakePoint{TimeoutMs: fakeFloorMs, Source: "none"}
+		d := f.dest(name)
+		if d != nil && d.localMs != nil {
+			p = d.point(now)
+		}
+		if d != nil && d.failing {
+			failing = append(failing, name)
+		}
+		if p.TimeoutMs > timeoutMs {
+			timeoutMs, source, decidedFailing = p.TimeoutMs, p.Source, d != nil && d.failing
+			decidedBy = name
+			if p.Source == "none" {
+				decidedBy = ""
+			}
+		}
+	}
+	body := map[string]any{
+		"timeout_ms": timeoutMs, "attempt": 1, "need": len(dests),
+		"decided_by": decidedBy, "source": source, "guarded": false, "fallback": source == "none",
+	}
+	if f.scenario == "troubled" {
+		reason := "estimate"
+		switch {
+		case source == "none" && len(failing) > 0:
+			reason = "failing"
+		case source == "none":
+			reason = "fallback"
+		}
+		body["reason"], body["failing"], body["probe_ms"] = reason, failing, nil
+		if decidedFailing {
+			body["probe_ms"] = 2000 // today's rule on the failing view's quantile
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
 func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 	dest := r.URL.Query().Get("dest")
 	if dest == "" {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "missing dest"})
 		return
 	}
-	var d *fakeDest
-	for i := range fakeScenarios[f.scenario] {
-		if fakeScenarios[f.scenario][i].name == dest {
-			d = &fakeScenarios[f.scenario][i]
-		}
-	}
+	d := f.dest(dest)
 	if dest == "broken" {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "history store unavailable"})
 		return
@@ -245,17 +347,7 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 	points := []fakePoint{}
 	if d.localMs != nil {
 		for t := now - fakeSpanMs + fakeStepMs; t <= now; t += fakeStepMs {
-			p := fakePoint{TMs: t, LocalMs: jitter(dest+"/local", t, d.localMs(t)), FleetMs: jitter(dest+"/fleet", t, d.fleetMs(t)), Peers: d.peers(t)}
-			p.TimeoutMs, p.Source = fakeFloorMs, "none" // the backoff fallback
-			if p.LocalMs != nil {
-				p.LocalSamples = 24_000
-				p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.LocalMs)), "local"
-			}
-			if p.FleetMs != nil {
-				p.Samples = uint64(p.Peers) * 24_000
-				p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.FleetMs)), "fleet"
-			}
-			points = append(points, p)
+			points = append(points, d.point(t))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "points": points})

@@ -38,14 +38,14 @@ func startRealNodes(t *testing.T) (n0 *node.Node, url string) {
 	for i := range 2 {
 		cfg := node.DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%d", i)
-		cfg.Bind, cfg.HTTP = "127.0.0.1:0", ""
+		cfg.Cluster.Bind, cfg.HTTP = "127.0.0.1:0", ""
 		if i == 0 {
 			cfg.HTTP = "127.0.0.1:0"
 		} else {
-			cfg.Join = node.List{nodes[0].GossipAddr()}
+			cfg.Cluster.Seeds = cluster.AddrList{nodes[0].GossipAddr()}
 		}
-		cfg.Window, cfg.SubWindow = 10*time.Second, time.Second
-		cfg.TuneCluster = func(c *cluster.Config) { c.Timing = cluster.FastTiming() }
+		cfg.Tracker.Window, cfg.SubWindow = 10*time.Second, time.Second
+		cfg.Cluster.Timing = cluster.FastTiming()
 		n, err := node.New(cfg, testutil.Logger(t).With("node", cfg.Name), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, n.Close()) })
@@ -133,7 +133,7 @@ func TestBrowserRealNode(t *testing.T) {
 	require.Equal(t, realDests, last.Cards, "one card per destination, sorted")
 	for i, c := range last.Charts {
 		require.Equal(t, realDests[i], c.Dest)
-		require.Equal(t, 5, c.Series, "%s: time, local, fleet, timeout, peers", c.Dest)
+		require.Equal(t, 5, c.Series, "%s: time, local, fleet, peers, timeout", c.Dest)
 		require.Positive(t, c.Width, c.Dest)
 		require.Greater(t, c.Inked, 1000, "%s: canvas has lines on it", c.Dest)
 		require.GreaterOrEqual(t, c.LastT, first.Charts[i].LastT, c.Dest)
@@ -149,6 +149,7 @@ func TestBrowserRealNode(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("%016x", n0.BootID()), last.MemberRows[0][4])
 	require.Contains(t, last.GossipIn, "batches")
 	require.LessOrEqual(t, last.ScrollWidth, last.ViewWidth, "no horizontal page scroll")
+	dashboard.CheckCharts(t, last) // axis titles, ticks with units, legend without hover
 }
 
 // TestFakeAPIShapes compares the fake API the browser test uses with a real
@@ -187,6 +188,22 @@ func TestFakeAPIShapes(t *testing.T) {
 			}
 		})
 	}
+	// /v1/timeout: the page reads only its failing field (absent today).
+	// Every field the fake serves, the real node serves with the same kind;
+	// the real node may have more (fields the page does not read).
+	t.Run("/v1/timeout", func(t *testing.T) {
+		const p = "/v1/timeout?dest=db-1&dest=cache+eu%2Fwest%231"
+		var r, f map[string]any
+		require.Equal(t, http.StatusOK, get(t, real, p, &r))
+		require.Equal(t, http.StatusOK, get(t, fake, p, &f))
+		shared := make(map[string]any, len(f))
+		for k := range f {
+			require.Contains(t, r, k, "the real node has the fake's field %s", k)
+			shared[k] = r[k]
+		}
+		sameShape(t, p, shared, f)
+		require.Len(t, f, 7, "today's fields: timeout_ms, attempt, need, decided_by, source, guarded, fallback")
+	})
 	// Unknown destinations have a history without points in both.
 	for _, h := range []http.Handler{real, fake} {
 		rec := httptest.NewRecorder()

@@ -1,37 +1,54 @@
 // Package timeouthttp is an http.RoundTripper that gives every request the
-// adaptive timeout of package timeout and records its latency, so a Go
-// service gets adaptive timeouts by wrapping its http.Client's transport:
+// adaptive timeout a timeout.Policy decides and tells the Policy how the
+// attempt ended, so any http.Client gets adaptive timeouts, and the fleet's
+// view when the Policy is a *node.Node:
 //
-//	tr, _ := timeouthttp.New(timeouthttp.Options{Estimator: tracker, Recorder: tracker})
-//	client := &http.Client{Transport: tr}
+//	rt, err := timeouthttp.New(timeouthttp.Options{Policy: p})
+//	client := &http.Client{Transport: rt}
 //
 // For each request the Transport takes a destination key (by default the
 // URL's host:port; Options.Destination changes it) and an attempt number
-// (WithAttempt; 1 when unset), selects the timeout with timeout.Select over
-// Options.Estimator, and runs the request under
+// (timeout.WithAttempt on the request's context; 1 when unset), asks
+// Policy.Decide for the timeout, and runs the request under
 // context.WithTimeoutCause(req.Context(), timeout, ErrTimeout): never later
 // than a deadline the caller already set. The context lives until the
 // response body is read to EOF or closed, so bodies are not truncated. A
 // request the adaptive timeout ends fails with a *TimeoutError that matches
 // ErrTimeout (and context.DeadlineExceeded) with errors.Is.
 //
-// Through Options.Recorder it records once per attempt: completed attempts at
-// their latency (start of RoundTrip until the whole body arrived: EOF or the
-// last Content-Length byte; on an early Close, until its data last arrived,
-// so the caller's own work on the response is not latency); timed-out
-// attempts at their timeout value (censoring, so that the tail is not lost
-// when timeouts are too tight); attempts ended by the caller (cancellation,
-// or its own earlier deadline) and other failures not at all.
+// # Outcomes
+//
+// Every attempt is observed exactly once (Policy.Observe): a response, of any
+// status, is timeout.Completed at its latency (start of RoundTrip until the
+// whole body arrived: EOF or the last Content-Length byte; on an early Close,
+// until its data last arrived, so the caller's own work on the response is
+// not latency); our timeout is timeout.TimedOut (a censored sample: the
+// destination took at least that long); the caller's cancellation or earlier
+// deadline is timeout.Canceled (nothing learned); a fast transport failure
+// (refused, reset, DNS, TLS handshake: ClassifyError) is timeout.Failed, not
+// a latency sample. Options.Classify overrides how errors are classified.
+//
+// # Shadow probes
+//
+// A destination whose every attempt times out would never show that it got
+// faster, nor a tail above the current timeout. When the Policy offers a
+// probe (Attempt.ProbeTimeout) and an attempt reaches its timeout before the
+// response headers arrive, Policy.Probe may reserve it: the caller gets
+// ErrTimeout at the normal timeout, and the request goes on unseen, on a copy
+// of the request and detached from the caller's cancellation, until the
+// probe timeout; it is then observed once. The caller never waits for it and
+// never sees its reply. RoundTrip documents the details.
 //
 // # Time and concurrency
 //
-// Options.Now (default time.Now) is the clock used to select timeouts and to
-// measure latency; the deadline itself is a context timer. The Transport
-// starts no goroutines of its own and is safe for concurrent use if the
-// Estimator and Recorder are (tracker.SyncTracker is).
+// Options.Now (default time.Now) is the clock of the Policy's decisions and
+// of latency; deadlines themselves are context and runtime timers. The
+// Transport is safe for concurrent use (every Policy is). It starts a
+// goroutine only for an attempt that may become a shadow probe, and that
+// goroutine ends by the probe timeout.
 //
-// The Transport does not retry: a retry loop sets WithAttempt(ctx, n) on each
-// try so that the retry's timeout doubles (timeout.Config's exponential
-// rule). It is meant for request/response traffic; protocol upgrades (101
-// Switching Protocols) should bypass it.
+// The Transport does not retry: a retry loop sets timeout.WithAttempt(ctx, n)
+// on each try so that the retry's timeout grows. It is meant for
+// request/response traffic; protocol upgrades (101 Switching Protocols)
+// should bypass it.
 package timeouthttp

@@ -6,35 +6,25 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout/timeouthttp"
 )
 
-// latencies stands in for a tracker.SyncTracker[string]: it is both the
-// Estimator and the Recorder (here: the largest sample as the "quantile").
-type latencies struct {
-	mu      sync.Mutex
-	samples map[string][]uint64
+// backoffPolicy stands in for a real timeout.Policy (*node.Node, or
+// timeout.NewPolicy over a tracker): every attempt gets timeout.Config's
+// exponential fallback, nothing is probed, and it prints what it learns.
+type backoffPolicy struct{ cfg timeout.Config }
+
+func (p backoffPolicy) Decide(dest string, attempt int, _ time.Time) timeout.Attempt {
+	return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: p.cfg.ExponentialBackoff(attempt), Reason: timeout.ReasonFallback}
 }
 
-func (l *latencies) RecordMillis(dest string, ms uint64, _ time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.samples[dest] = append(l.samples[dest], ms)
-}
+func (backoffPolicy) Probe(*timeout.Attempt, time.Time) bool { return false }
 
-func (l *latencies) QuantileMillis(dest string, _ float64, _ time.Time) (uint64, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.samples[dest]
-	if len(s) == 0 {
-		return 0, false
-	}
-	return slices.Max(s), true
+func (backoffPolicy) Observe(a timeout.Attempt, o timeout.Outcome, _ time.Duration, _ time.Time) {
+	fmt.Println("observed attempt", a.Attempt, o)
 }
 
 func Example() {
@@ -42,40 +32,34 @@ func Example() {
 		_, _ = io.WriteString(w, "hello")
 	}))
 	defer srv.Close()
+	var p timeout.Policy = backoffPolicy{timeout.Config{Backoff: timeout.BackoffInterval{Min: time.Second, Max: time.Minute}}}
 
-	lat := &latencies{samples: map[string][]uint64{}}
-	tr, err := timeouthttp.New(timeouthttp.Options{
-		Base:      srv.Client().Transport,
-		Config:    timeout.DefaultConfig(), // 250ms..1m, P99.99, safety factor 2
-		Estimator: lat,
-		Recorder:  lat,
-	})
+	rt, err := timeouthttp.New(timeouthttp.Options{Policy: p, Base: srv.Client().Transport})
 	if err != nil {
 		panic(err)
 	}
-	client := &http.Client{Transport: tr}
+	client := &http.Client{Transport: rt}
 
 	for attempt := 1; attempt <= 2; attempt++ {
-		ctx := timeouthttp.WithAttempt(context.Background(), attempt)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
-		fmt.Println("attempt", attempt, "timeout", tr.Timeout(req))
-		resp, err := client.Do(req)
+		ctx := timeout.WithAttempt(context.Background(), attempt) // every retry's timeout grows
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
 		if err != nil {
 			panic(err)
+		}
+		fmt.Println("attempt", attempt, "timeout", rt.Timeout(req))
+		resp, err := client.Do(req)
+		if err != nil {
+			panic(err) // errors.Is(err, timeouthttp.ErrTimeout): our timeout; retry with attempt+1
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		fmt.Println(resp.StatusCode, string(body))
 	}
-	n := 0
-	for _, s := range lat.samples {
-		n += len(s)
-	}
-	fmt.Println("samples recorded:", n)
 	// Output:
-	// attempt 1 timeout 250ms
+	// attempt 1 timeout 1s
+	// observed attempt 1 completed
 	// 200 hello
-	// attempt 2 timeout 500ms
+	// attempt 2 timeout 2s
+	// observed attempt 2 completed
 	// 200 hello
-	// samples recorded: 2
 }

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/netfail"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -19,14 +21,18 @@ import (
 // context never does.
 var ErrTimeout = errors.New("timeouthttp: adaptive timeout exceeded")
 
+// ErrNoPolicy is New's error when Options.Policy is nil.
+var ErrNoPolicy = errors.New("timeouthttp: Options.Policy is nil")
+
 // TimeoutError is the error of an attempt the adaptive timeout ended. It
 // matches ErrTimeout and context.DeadlineExceeded with errors.Is, and unwraps
 // to the error the wrapped transport or body returned (net/http returns the
 // context's cause, ErrTimeout itself; other transports may return
-// context.DeadlineExceeded or their own error).
+// context.DeadlineExceeded or their own error; nil when the request went on
+// as a shadow probe).
 type TimeoutError struct {
 	Dest    string        // the destination key
-	Attempt int           // the attempt number, from AttemptFrom
+	Attempt int           // the attempt number, from timeout.AttemptFrom
 	Limit   time.Duration // the timeout that was applied
 	Err     error         // the error the wrapped transport or body returned
 }
@@ -53,96 +59,84 @@ func (e *TimeoutError) Unwrap() error { return e.Err }
 // timeout.
 func (e *TimeoutError) Timeout() bool { return true }
 
-type attemptKey struct{}
-
-// WithAttempt returns a context that tells the Transport that requests made
-// with it are attempt n (1 is the first; n <= 1 counts as 1). Retry loops set
-// it per try so that each retry's timeout doubles.
-func WithAttempt(ctx context.Context, n int) context.Context {
-	return context.WithValue(ctx, attemptKey{}, n)
-}
-
-// AttemptFrom returns the attempt number set by WithAttempt, or 1.
-func AttemptFrom(ctx context.Context) int {
-	if n, ok := ctx.Value(attemptKey{}).(int); ok {
-		return n
-	}
-	return 1
-}
-
 // Host is the default destination key: the request URL's host[:port].
 func Host(req *http.Request) string { return req.URL.Host }
 
-// Options configures a Transport. Only Estimator is usually needed; the
-// zero values of the others are sensible.
+// ClassifyError is the default Options.Classify. It returns timeout.Failed
+// for a fast transport failure: the connection refused, reset or aborted, the
+// host or network unreachable, any other error of dialling, a name that does
+// not resolve, a failed TLS handshake (a peer that does not speak TLS, a
+// certificate that does not verify, an alert), the connection closed before
+// the whole response arrived. Any other error (a malformed request, an
+// unsupported scheme, a timeout of the base transport's own) gives
+// timeout.Canceled: nothing is learned from it.
+func ClassifyError(err error) timeout.Outcome {
+	if netfail.Is(err) {
+		return timeout.Failed
+	}
+	return timeout.Canceled
+}
+
+// Options configures a Transport. Only Policy is required.
 type Options struct {
 	// Base is the RoundTripper that does the work. Default http.DefaultTransport.
 	Base http.RoundTripper
-	// Config picks timeouts; it must validate. Default (zero value):
-	// timeout.DefaultConfig().
-	Config timeout.Config
-	// Estimator gives the latency quantile per destination key, e.g. a
-	// tracker.SyncTracker[string] or the fleet view. Nil means no data: every
-	// attempt gets the exponential fallback.
-	Estimator timeout.Estimator[string]
-	// Recorder takes the latency of every completed attempt and the timeout
-	// of every timed-out one, in ms. Usually the same tracker as Estimator.
-	// Nil records nothing.
-	Recorder timeout.Recorder[string]
+	// Policy decides each attempt's timeout and learns from its outcome:
+	// *node.Node (the fleet's view), or timeout.NewPolicy over one
+	// process's tracker. Required.
+	Policy timeout.Policy
 	// Destination maps a request to its destination key. Default Host.
 	Destination func(*http.Request) string
-	// Now is the clock for selecting timeouts and measuring latency.
-	// Default time.Now. (The deadline itself is applied with
-	// context.WithTimeoutCause, which uses the runtime's clock.)
+	// Classify gives the outcome of an attempt that ended with an error
+	// that is neither the adaptive timeout nor the caller's own
+	// cancellation or deadline (those are timeout.TimedOut and
+	// timeout.Canceled). Its result is observed as is. Default
+	// ClassifyError.
+	Classify func(err error) timeout.Outcome
+	// Now is the clock for the Policy's decisions and for measuring
+	// latency. Default time.Now. (Deadlines themselves are context and
+	// runtime timers.)
 	Now func() time.Time
 }
 
 // Transport is an http.RoundTripper that gives each request the adaptive
-// timeout of its destination and attempt, and records its latency. It is safe
-// for concurrent use if its Estimator and Recorder are.
+// timeout of its destination and attempt, and tells its Policy how the
+// attempt ended. It is safe for concurrent use if its Policy is (every
+// Policy must be).
 type Transport struct {
-	base   http.RoundTripper
-	cfg    timeout.Config
-	est    timeout.Estimator[string]
-	rec    timeout.Recorder[string]
-	dest   func(*http.Request) string
-	now    func() time.Time
-	noData bool
+	base     http.RoundTripper
+	p        timeout.Policy
+	dest     func(*http.Request) string
+	classify func(error) timeout.Outcome
+	now      func() time.Time
+	real     bool // now is time.Now: elapsed times read only the monotonic clock
 }
 
-// New returns a Transport, or the error of o.Config.Validate.
+// New returns a Transport, or ErrNoPolicy.
 func New(o Options) (*Transport, error) {
-	if o.Config == (timeout.Config{}) {
-		o.Config = timeout.DefaultConfig()
+	if o.Policy == nil {
+		return nil, ErrNoPolicy
 	}
-	if err := o.Config.Validate(); err != nil {
-		return nil, fmt.Errorf("timeouthttp: %w", err)
-	}
-	t := &Transport{base: o.Base, cfg: o.Config, est: o.Estimator, rec: o.Recorder, dest: o.Destination, now: o.Now}
+	t := &Transport{base: o.Base, p: o.Policy, dest: o.Destination, classify: o.Classify, now: o.Now}
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
 	if t.dest == nil {
 		t.dest = Host
 	}
-	if t.now == nil {
-		t.now = time.Now
+	if t.classify == nil {
+		t.classify = ClassifyError
 	}
-	t.noData = t.est == nil
+	if t.now == nil {
+		t.now, t.real = time.Now, true
+	}
 	return t, nil
 }
 
 // Timeout returns the timeout RoundTrip would apply to req now (before the
 // caller's own deadline is taken into account).
 func (t *Transport) Timeout(req *http.Request) time.Duration {
-	return t.timeout(t.dest(req), AttemptFrom(req.Context()), t.now())
-}
-
-func (t *Transport) timeout(dest string, attempt int, now time.Time) time.Duration {
-	if t.noData {
-		return t.cfg.ExponentialBackoff(attempt)
-	}
-	return timeout.Select(t.cfg, t.est, []string{dest}, attempt, now)
+	return t.p.Decide(t.dest(req), timeout.AttemptFrom(req.Context()), t.now()).Timeout
 }
 
 // RoundTrip sends req through the base transport under a context that ends
@@ -152,31 +146,96 @@ func (t *Transport) timeout(dest string, attempt int, now time.Time) time.Durati
 // closed, so a body read within the timeout is never truncated. Close every
 // response body, as with any http.Client.
 //
-// Recording, through Options.Recorder, once per attempt. An attempt that
-// completes is recorded at its latency from the start of RoundTrip to the
-// moment the whole body had arrived: EOF, or the last of ContentLength bytes
-// read. An attempt whose body is closed before that is recorded at the last
-// moment body data (or, if none was read, the response headers) arrived:
-// time the caller spends on the response afterwards is not latency. An
-// attempt the adaptive timeout ends while it waits on the destination is
-// recorded at the timeout (censoring: otherwise the tail vanishes exactly
-// when timeouts are too tight and they ratchet down). An attempt the
-// caller's context ended (cancellation or the caller's earlier deadline) and
-// one that failed for another reason (connection refused, reset) are not
-// recorded.
+// It observes every attempt exactly once through the Policy. An attempt
+// that completes is observed as timeout.Completed at its latency from the
+// start of RoundTrip to the moment the whole body had arrived: EOF, or the
+// last of ContentLength bytes read. An attempt whose body is closed before
+// that counts from the last moment body data (or, if none was read, the
+// response headers) arrived: time the caller spends on the response
+// afterwards is not latency. An attempt the adaptive timeout ends is
+// timeout.TimedOut; one the caller's context ended (cancellation or its
+// earlier deadline) is timeout.Canceled; one that failed otherwise, before
+// or while the body arrived, is what Options.Classify says.
+//
+// Shadow probes: when the Policy offered a probe (Attempt.ProbeTimeout
+// beyond Timeout) and the attempt reaches its timeout before the response
+// headers arrived, RoundTrip asks Policy.Probe. If it reserves the probe,
+// the caller gets its *TimeoutError at the normal timeout while the request
+// goes on unseen, detached from the caller's cancellation, until
+// ProbeTimeout after its start; it then reads and discards the body and is
+// observed once, as Completed at its real latency, TimedOut, or what
+// Classify says. The probe runs on a copy of req, so it never touches the
+// caller's request or reply; its goroutine ends by the probe timeout (as
+// long as the base transport honours its context). A probe never outlives
+// the caller's deadline: when that comes first, or when the request has a
+// body that cannot be read again (no GetBody), the attempt ends at its
+// timeout as any other. A probe sends nothing twice, but a non-idempotent
+// request that the caller retries after ErrTimeout may then run twice at
+// once, as it may after any timeout.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
-	a := &attempt{t: t, parent: parent, dest: t.dest(req), attempt: AttemptFrom(parent), start: t.now()}
-	a.timeout = t.timeout(a.dest, a.attempt, a.start)
-	a.ctx, a.cancel = context.WithTimeoutCause(parent, a.timeout, ErrTimeout)
+	a := &attempt{t: t, parent: parent, start: t.now()}
+	a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
+	if a.probeable(req) {
+		return a.roundTripAsync(req)
+	}
+	if t.real { // the deadline from the clock reading we already have
+		a.ctx, a.stop = context.WithDeadlineCause(parent, a.start.Add(a.a.Timeout), ErrTimeout)
+	} else {
+		a.ctx, a.stop = context.WithTimeoutCause(parent, a.a.Timeout, ErrTimeout)
+	}
 	resp, err := t.base.RoundTrip(req.WithContext(a.ctx))
+	return a.response(resp, err)
+}
+
+// attempt is one RoundTrip's state and, after it returns, the response body.
+type attempt struct {
+	t      *Transport
+	parent context.Context
+	a      timeout.Attempt
+	start  time.Time
+	ctx    context.Context
+	stop   context.CancelFunc // ends ctx (the sync path's timeout context; the async path's probe deadline)
+	// The async path only: ctx is detached from parent; cancel ends it with
+	// a cause, and release stops what cuts the body at the timeout.
+	cancel  context.CancelCauseFunc
+	release func()
+	body    io.ReadCloser
+	length  int64        // the response's ContentLength; <= 0 means unknown (EOF decides)
+	got     int64        // body bytes read (Read is never concurrent with itself)
+	last    atomic.Int64 // when body data (at first, the headers) last arrived, as time since start
+	done    atomic.Bool  // observed
+}
+
+func (a *attempt) elapsed() time.Duration {
+	if a.t.real {
+		return time.Since(a.start)
+	}
+	return a.t.now().Sub(a.start)
+}
+
+// probeable reports whether the attempt may become a shadow probe: the
+// Policy offered one, the caller's deadline leaves room for it, and the
+// request's body (if any) can be read again by the probe's own copy.
+func (a *attempt) probeable(req *http.Request) bool {
+	if a.a.ProbeTimeout <= a.a.Timeout {
+		return false
+	}
+	if d, ok := a.parent.Deadline(); ok && time.Until(d) < a.a.ProbeTimeout {
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// response hands the base transport's answer to the caller.
+func (a *attempt) response(resp *http.Response, err error) (*http.Response, error) {
 	if err != nil {
 		return nil, a.fail(err)
 	}
 	headers := a.elapsed()
 	if resp.Body == nil { // not allowed by the RoundTripper contract; be safe
 		a.complete(headers)
-		a.cancel()
+		a.end()
 		return resp, nil
 	}
 	a.last.Store(int64(headers))
@@ -186,24 +245,120 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// attempt is one RoundTrip's state and, after it returns, the response body.
-type attempt struct {
-	t       *Transport
-	parent  context.Context
-	ctx     context.Context
-	cancel  context.CancelFunc
-	dest    string
-	attempt int
-	start   time.Time
-	timeout time.Duration
-	body    io.ReadCloser
-	length  int64        // the response's ContentLength; <= 0 means unknown (EOF decides)
-	got     int64        // body bytes read (Read is never concurrent with itself)
-	last    atomic.Int64 // when body data (at first, the headers) last arrived, as time since start
-	done    atomic.Bool  // recorded, or judged not to be
+// call is the base transport's round trip of an async attempt, run in a
+// goroutine of its own.
+type call struct {
+	done     chan struct{} // closed when the round trip returned
+	mu       sync.Mutex
+	finished bool // the round trip returned
+	probing  bool // the caller left: the attempt goes on as a probe
+	resp     *http.Response
+	err      error
 }
 
-func (a *attempt) elapsed() time.Duration { return a.t.now().Sub(a.start) }
+// roundTripAsync runs an attempt that may become a shadow probe: the base
+// round trip runs in a goroutine under a context detached from the caller's
+// and ending at the probe timeout, while the caller waits for the answer,
+// its own context, or the timeout.
+func (a *attempt) roundTripAsync(req *http.Request) (*http.Response, error) {
+	probeCtx, stop := context.WithTimeoutCause(context.WithoutCancel(a.parent), a.a.ProbeTimeout, ErrTimeout)
+	a.ctx, a.cancel = context.WithCancelCause(probeCtx)
+	a.stop = stop
+	deadline := time.Now().Add(a.a.Timeout)
+	r := req.Clone(a.ctx)
+	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+		body, err := req.GetBody()
+		_ = req.Body.Close() // ours to close: the base gets the copy
+		if err != nil {
+			return a.response(nil, err)
+		}
+		r.Body = body
+	}
+	c := &call{done: make(chan struct{})}
+	go a.run(c, r)
+
+	timer := time.NewTimer(a.a.Timeout)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+	case <-a.parent.Done():
+		a.cancel(context.Cause(a.parent))
+		<-c.done
+	case <-timer.C:
+		c.mu.Lock()
+		if !c.finished && a.parent.Err() == nil && a.t.p.Probe(&a.a, a.t.now()) {
+			c.probing = true
+			c.mu.Unlock()
+			return nil, &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout}
+		}
+		c.mu.Unlock()
+		if a.parent.Err() != nil {
+			a.cancel(context.Cause(a.parent))
+		} else {
+			a.cancel(ErrTimeout)
+		}
+		<-c.done
+	}
+	if c.err == nil && c.resp.Body != nil {
+		// The caller reads the body: cut it at the timeout, or when the
+		// caller's context ends.
+		cut := time.AfterFunc(time.Until(deadline), func() { a.cancel(ErrTimeout) })
+		stopParent := context.AfterFunc(a.parent, func() { a.cancel(context.Cause(a.parent)) })
+		a.release = func() { cut.Stop(); stopParent() }
+	}
+	return a.response(c.resp, c.err)
+}
+
+// run is the goroutine of an async attempt: the round trip, then, if the
+// caller left, the rest of the probe.
+func (a *attempt) run(c *call, r *http.Request) {
+	resp, err := a.t.base.RoundTrip(r)
+	c.mu.Lock()
+	c.finished, c.resp, c.err = true, resp, err
+	probing := c.probing
+	c.mu.Unlock()
+	close(c.done)
+	if probing {
+		a.finishProbe(resp, err)
+	}
+}
+
+// finishProbe ends a shadow probe: it reads the body to its end (the
+// latency runs until the whole body arrived) and observes the attempt.
+func (a *attempt) finishProbe(resp *http.Response, err error) {
+	defer a.end()
+	if err == nil && resp.Body != nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+	}
+	elapsed := a.elapsed()
+	o := timeout.Completed
+	if err != nil {
+		if context.Cause(a.ctx) == ErrTimeout {
+			o = timeout.TimedOut
+		} else {
+			o = a.t.classify(err)
+		}
+	}
+	a.observe(o, elapsed)
+}
+
+// end releases the attempt's context and timers.
+func (a *attempt) end() {
+	if a.release != nil {
+		a.release()
+	}
+	if a.cancel != nil {
+		a.cancel(nil)
+	}
+	a.stop()
+}
+
+// observe tells the Policy how the attempt ended, elapsed after its start
+// (which is also when: the end of the attempt, not of the caller's work).
+func (a *attempt) observe(o timeout.Outcome, elapsed time.Duration) {
+	a.t.p.Observe(a.a, o, elapsed, a.start.Add(elapsed))
+}
 
 // Read reads the body. The attempt completes when the whole body has arrived
 // (the last of ContentLength bytes, or EOF); an error other than EOF ends it.
@@ -221,11 +376,11 @@ func (a *attempt) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == io.EOF:
-		if at < 0 {
+		if at < 0 && !a.done.Load() {
 			at = a.elapsed()
 		}
 		a.complete(at)
-		a.cancel()
+		a.end()
 	case err != nil:
 		err = a.fail(err)
 	}
@@ -238,41 +393,42 @@ func (a *attempt) Read(p []byte) (int, error) {
 func (a *attempt) Close() error {
 	err := a.body.Close()
 	a.complete(time.Duration(a.last.Load()))
-	a.cancel()
+	a.end()
 	return err
 }
 
-// complete ends a successful attempt at latency d: record it unless the
-// caller gave up on it.
+// complete ends a successful attempt at latency d: Completed, or Canceled
+// if the caller gave up on it.
 func (a *attempt) complete(d time.Duration) {
 	if !a.done.CompareAndSwap(false, true) {
 		return
 	}
 	if a.parent.Err() != nil {
+		a.observe(timeout.Canceled, d)
 		return
 	}
-	a.record(d)
+	a.observe(timeout.Completed, d)
 }
 
 // fail ends a failed attempt and returns the error to hand the caller: a
-// *TimeoutError, recorded at the timeout, when the adaptive timeout caused it.
+// *TimeoutError when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
 	timedOut := context.Cause(a.ctx) == ErrTimeout
-	if a.done.CompareAndSwap(false, true) && timedOut {
-		a.record(a.timeout)
+	if a.done.CompareAndSwap(false, true) {
+		switch {
+		case timedOut:
+			a.observe(timeout.TimedOut, a.elapsed())
+		case a.parent.Err() != nil:
+			a.observe(timeout.Canceled, a.elapsed())
+		default:
+			a.observe(a.t.classify(err), a.elapsed())
+		}
 	}
-	a.cancel()
+	a.end()
 	if timedOut {
-		return &TimeoutError{Dest: a.dest, Attempt: a.attempt, Limit: a.timeout, Err: err}
+		return &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout, Err: err}
 	}
 	return err
-}
-
-func (a *attempt) record(d time.Duration) {
-	if a.t.rec == nil {
-		return
-	}
-	a.t.rec.RecordMillis(a.dest, uint64(max(d, 0)/time.Millisecond), a.t.now())
 }
 
 // CloseIdleConnections closes the base transport's idle connections if it

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,41 +18,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// estimates is a fake timeout.Estimator: P-quantile per destination in ms.
-type estimates map[string]uint64
-
-func (e estimates) QuantileMillis(dest string, _ float64, _ time.Time) (uint64, bool) {
-	v, ok := e[dest]
-	return v, ok
-}
-
-type sample struct {
-	Dest string
-	MS   uint64
-}
-
-// recorder is a fake timeout.Recorder.
-type recorder struct {
-	mu  sync.Mutex
-	got []sample
-}
-
-func (r *recorder) RecordMillis(dest string, ms uint64, _ time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.got = append(r.got, sample{dest, ms})
-}
-
-func (r *recorder) samples() []sample {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]sample(nil), r.got...)
-}
+type obs = policytest.Observation
 
 // stepClock returns a time step later on every call, so the latency of an
 // attempt (two calls: start and end) is exactly step.
@@ -68,11 +42,12 @@ func (c *stepClock) Now() time.Time {
 	return t
 }
 
-// cfg is 10ms..10s, P99.99, safety 2: an estimate of v ms gives 2·v ms.
-func cfg() timeout.Config {
-	c := timeout.DefaultConfig()
-	c.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: 10 * time.Second}
-	return c
+// policy returns a test Policy whose first attempts get d to dest and
+// 10 ms to any other destination.
+func policy(dest string, d time.Duration) *policytest.Policy {
+	p := policytest.New(10 * time.Millisecond)
+	p.SetTimeout(dest, d)
+	return p
 }
 
 // server starts an httptest server whose connections are all closed when the
@@ -116,12 +91,11 @@ func get(t *testing.T, ctx context.Context, c *http.Client, u string) (*http.Res
 	return c.Do(req)
 }
 
-func TestFastRecordedAtItsLatency(t *testing.T) {
+func TestFastObservedAtItsLatency(t *testing.T) {
 	srv, host := server(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
-	rec := &recorder{}
+	p := policy(host, 80*time.Millisecond)
 	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 7 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Config: cfg(), Estimator: estimates{host: 40},
-		Recorder: rec, Now: clock.Now})
+	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
 	c := &http.Client{Transport: tr}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
@@ -129,23 +103,23 @@ func TestFastRecordedAtItsLatency(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, "hello", string(body))
-	// Three clock reads, 7 ms apart: start, headers, and the read that
-	// brought the last of the Content-Length bytes.
-	require.Equal(t, []sample{{host, 14}}, rec.samples(), "recorded when the body arrived")
+	// Clock reads 7 ms apart: start, headers, and the read that brought
+	// the last of the Content-Length bytes (then one more for Observe).
+	want := []obs{{Dest: host, Attempt: 1, Outcome: timeout.Completed, Elapsed: 14 * time.Millisecond}}
+	require.Equal(t, want, p.Observed(), "observed when the body arrived")
 	require.NoError(t, resp.Body.Close())
-	require.Equal(t, []sample{{host, 14}}, rec.samples(), "recorded once")
+	require.Equal(t, want, p.Observed(), "observed once")
 }
 
-func TestSlowTimedOutAndRecordedAtTheTimeout(t *testing.T) {
+func TestSlowTimedOut(t *testing.T) {
 	srv, host := server(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	rec := &recorder{}
+	p := policy(host, 50*time.Millisecond)
 	sp := &spy{base: srv.Client().Transport}
-	tr := newTransport(t, Options{Base: sp, Config: cfg(), Estimator: estimates{host: 25}, Recorder: rec})
+	tr := newTransport(t, Options{Base: sp, Policy: p})
 	c := &http.Client{Transport: tr}
 
-	ctx := WithAttempt(context.Background(), 1)
 	before := time.Now()
-	resp, err := get(t, ctx, c, srv.URL)
+	resp, err := get(t, timeout.WithAttempt(context.Background(), 1), c, srv.URL)
 	require.Nil(t, resp)
 	require.ErrorIs(t, err, ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -155,7 +129,7 @@ func TestSlowTimedOutAndRecordedAtTheTimeout(t *testing.T) {
 	var ue *url.Error
 	require.ErrorAs(t, err, &ue)
 	require.True(t, ue.Timeout())
-	require.Equal(t, []sample{{host, 50}}, rec.samples(), "censored at the timeout")
+	require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
 	require.Equal(t, "Get \""+srv.URL+"\": timeouthttp: adaptive timeout exceeded (dest "+host+
 		", attempt 1, timeout 50ms)", err.Error())
 	require.True(t, sp.has)
@@ -175,10 +149,9 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "the end")
 	})
-	rec := &recorder{}
+	p := policy(host, 10*time.Second)
 	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 3 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Config: cfg(), Estimator: estimates{host: 5000},
-		Recorder: rec, Now: clock.Now})
+	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
 	c := &http.Client{Transport: tr}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
@@ -188,14 +161,12 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 	buf := make([]byte, len(first))
 	_, err = io.ReadFull(resp.Body, buf)
 	require.NoError(t, err)
-	require.Empty(t, rec.samples())
+	require.Empty(t, p.Observed())
 	close(next)
 	rest, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, "the end", string(rest))
-	got := rec.samples()
-	require.Len(t, got, 1, "recorded once, at EOF")
-	require.Equal(t, host, got[0].Dest)
+	require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes(), "observed once, at EOF")
 }
 
 func TestStreamingBodyCutAtTheTimeout(t *testing.T) {
@@ -204,8 +175,8 @@ func TestStreamingBodyCutAtTheTimeout(t *testing.T) {
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	})
-	rec := &recorder{}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Config: cfg(), Estimator: estimates{host: 30}, Recorder: rec})
+	p := policy(host, 60*time.Millisecond)
+	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p})
 	c := &http.Client{Transport: tr}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
@@ -213,17 +184,17 @@ func TestStreamingBodyCutAtTheTimeout(t *testing.T) {
 	got, err := io.ReadAll(resp.Body)
 	require.Equal(t, "part", string(got))
 	require.ErrorIs(t, err, ErrTimeout)
-	require.Equal(t, []sample{{host, 60}}, rec.samples())
+	require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
 	require.NoError(t, resp.Body.Close())
-	require.Equal(t, []sample{{host, 60}}, rec.samples(), "recorded once")
+	require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes(), "observed once")
 }
 
 func TestCallerDeadline(t *testing.T) {
-	t.Run("shorter than adaptive: the caller's, not recorded", func(t *testing.T) {
+	t.Run("shorter than adaptive: the caller's, canceled", func(t *testing.T) {
 		srv, host := server(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-		rec := &recorder{}
+		p := policy(host, 2*time.Second)
 		sp := &spy{base: srv.Client().Transport}
-		tr := newTransport(t, Options{Base: sp, Config: cfg(), Estimator: estimates{host: 1000}, Recorder: rec})
+		tr := newTransport(t, Options{Base: sp, Policy: p})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 		defer cancel()
 		callerDeadline, _ := ctx.Deadline()
@@ -232,13 +203,13 @@ func TestCallerDeadline(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, ErrTimeout)
 		require.Equal(t, callerDeadline, sp.deadline, "never later than the caller's deadline")
-		require.Empty(t, rec.samples())
+		require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
 	})
-	t.Run("longer than adaptive: adaptive, recorded", func(t *testing.T) {
+	t.Run("longer than adaptive: adaptive, timed out", func(t *testing.T) {
 		srv, host := server(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-		rec := &recorder{}
+		p := policy(host, 40*time.Millisecond)
 		sp := &spy{base: srv.Client().Transport}
-		tr := newTransport(t, Options{Base: sp, Config: cfg(), Estimator: estimates{host: 20}, Recorder: rec})
+		tr := newTransport(t, Options{Base: sp, Policy: p})
 		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 		defer cancel()
 		callerDeadline, _ := ctx.Deadline()
@@ -246,26 +217,26 @@ func TestCallerDeadline(t *testing.T) {
 		_, err := get(t, ctx, &http.Client{Transport: tr}, srv.URL)
 		require.ErrorIs(t, err, ErrTimeout)
 		require.True(t, sp.deadline.Before(callerDeadline))
-		require.Equal(t, []sample{{host, 40}}, rec.samples())
+		require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
 	})
 }
 
-func TestCallerCancellationNotRecorded(t *testing.T) {
+func TestCallerCancellation(t *testing.T) {
 	t.Run("before the response", func(t *testing.T) {
 		started := make(chan struct{})
 		srv, host := server(t, func(w http.ResponseWriter, r *http.Request) {
 			close(started)
 			<-r.Context().Done()
 		})
-		rec := &recorder{}
-		tr := newTransport(t, Options{Base: srv.Client().Transport, Config: cfg(), Estimator: estimates{host: 5000}, Recorder: rec})
+		p := policy(host, 10*time.Second)
+		tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p})
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-started; cancel() }()
 
 		_, err := get(t, ctx, &http.Client{Transport: tr}, srv.URL)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, ErrTimeout)
-		require.Empty(t, rec.samples())
+		require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
 	})
 	t.Run("while reading the body", func(t *testing.T) {
 		srv, host := server(t, func(w http.ResponseWriter, r *http.Request) {
@@ -273,8 +244,8 @@ func TestCallerCancellationNotRecorded(t *testing.T) {
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 		})
-		rec := &recorder{}
-		tr := newTransport(t, Options{Base: srv.Client().Transport, Config: cfg(), Estimator: estimates{host: 5000}, Recorder: rec})
+		p := policy(host, 10*time.Second)
+		tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p})
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 
@@ -288,7 +259,7 @@ func TestCallerCancellationNotRecorded(t *testing.T) {
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotErrorIs(t, err, ErrTimeout)
 		require.NoError(t, resp.Body.Close())
-		require.Empty(t, rec.samples())
+		require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
 	})
 }
 
@@ -310,9 +281,9 @@ func TestDeadlinePerAttempt(t *testing.T) {
 			deadline, _ = r.Context().Deadline()
 			return okResponse(r)
 		})
-		rec := &recorder{}
-		tr := newTransport(t, Options{Base: base, Config: cfg(), Recorder: rec,
-			Estimator:   estimates{"db-1": 30, "db-2": 3000},
+		p := policy("db-1", 60*time.Millisecond)
+		p.SetTimeout("db-2", 6*time.Second)
+		tr := newTransport(t, Options{Base: base, Policy: p,
 			Destination: func(r *http.Request) string { return r.Header.Get("X-Dest") }})
 		tests := []struct {
 			dest    string
@@ -324,12 +295,12 @@ func TestDeadlinePerAttempt(t *testing.T) {
 			{"db-1", 2, 120 * time.Millisecond},
 			{"db-1", 3, 240 * time.Millisecond},
 			{"db-2", 1, 6 * time.Second},
-			{"db-2", 2, 10 * time.Second}, // ceiling
-			{"unknown", 1, 10 * time.Millisecond},
-			{"unknown", 4, 80 * time.Millisecond}, // exponential fallback
+			{"unknown", 4, 80 * time.Millisecond},
 		}
+		var want []obs
 		for _, tt := range tests {
-			req, err := http.NewRequestWithContext(WithAttempt(context.Background(), tt.attempt), http.MethodGet, "http://ignored/", nil)
+			ctx := timeout.WithAttempt(context.Background(), tt.attempt)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://ignored/", nil)
 			require.NoError(t, err)
 			req.Header.Set("X-Dest", tt.dest)
 			require.Equal(t, tt.want, tr.Timeout(req))
@@ -337,24 +308,22 @@ func TestDeadlinePerAttempt(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, time.Now().Add(tt.want), deadline, "%s attempt %d", tt.dest, tt.attempt)
 			require.NoError(t, resp.Body.Close())
+			want = append(want, obs{Dest: tt.dest, Attempt: max(tt.attempt, 1), Outcome: timeout.Completed})
 		}
-		require.Len(t, rec.samples(), len(tests))
-		for i, s := range rec.samples() {
-			require.Equal(t, sample{tests[i].dest, 0}, s, "no time passes in the bubble")
-		}
+		require.Equal(t, want, p.Observed(), "no time passes in the bubble")
 	})
 }
 
-// TestTimeoutInBubble shows the censoring value exactly: the base blocks until
-// its context ends and the bubble's clock jumps to the deadline.
+// TestTimeoutInBubble shows the timeout exactly: the base blocks until its
+// context ends and the bubble's clock jumps to the deadline.
 func TestTimeoutInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
 			<-r.Context().Done()
 			return nil, r.Context().Err()
 		})
-		rec := &recorder{}
-		tr := newTransport(t, Options{Base: base, Config: cfg(), Recorder: rec, Estimator: estimates{"h": 333}})
+		p := policy("h", 666*time.Millisecond)
+		tr := newTransport(t, Options{Base: base, Policy: p})
 		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
 		require.NoError(t, err)
 		start := time.Now()
@@ -362,14 +331,14 @@ func TestTimeoutInBubble(t *testing.T) {
 		require.ErrorIs(t, err, ErrTimeout)
 		require.EqualError(t, err, "timeouthttp: adaptive timeout exceeded (dest h, attempt 1, timeout 666ms)")
 		require.Equal(t, 666*time.Millisecond, time.Since(start))
-		require.Equal(t, []sample{{"h", 666}}, rec.samples())
+		require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 666 * time.Millisecond}}, p.Observed())
 	})
 }
 
-func TestCloseBeforeEOFRecordsLatency(t *testing.T) {
-	rec := &recorder{}
+func TestCloseBeforeEOFObservesLatency(t *testing.T) {
+	p := policytest.New(time.Second)
 	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 12 * time.Millisecond}
-	tr := newTransport(t, Options{Base: roundTripFunc(okResponse), Recorder: rec, Now: clock.Now})
+	tr := newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p, Now: clock.Now})
 	req, err := http.NewRequest(http.MethodGet, "http://db-1:8080/x", nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
@@ -380,7 +349,8 @@ func TestCloseBeforeEOFRecordsLatency(t *testing.T) {
 	require.NoError(t, resp.Body.Close())
 	require.NoError(t, resp.Body.Close())
 	// Clock reads 12 ms apart: start, headers, the read; Close adds none.
-	require.Equal(t, []sample{{"db-1:8080", 24}}, rec.samples(), "recorded when the data last arrived")
+	require.Equal(t, []obs{{Dest: "db-1:8080", Attempt: 1, Outcome: timeout.Completed, Elapsed: 24 * time.Millisecond}},
+		p.Observed(), "observed when the data last arrived")
 }
 
 // dripBody returns one chunk per Read, each after its delay (bubble time).
@@ -403,23 +373,23 @@ func (b *dripBody) Close() error { return nil }
 
 // TestCallerTimeIsNotLatency: a caller that reads the response (without
 // reaching EOF) and then works on it past the timeout before closing the
-// body must record the destination's latency, not its own time and not a
-// timeout. The timeout is 80 ms (estimate 40 ms, safety 2).
+// body must be observed at the destination's latency, not its own time and
+// not a timeout. The timeout is 80 ms.
 func TestCallerTimeIsNotLatency(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		length int64
 		read   int // bytes the caller reads before closing
-		want   uint64
+		want   time.Duration
 	}{
-		{"content length, read whole", 10, 10, 30},  // headers at 10 ms, two chunks
-		{"unknown length, read part", -1, 5, 20},    // the last read at 20 ms
-		{"unknown length, headers only", -1, 0, 10}, // nothing read: the headers
+		{"content length, read whole", 10, 10, 30 * time.Millisecond},  // headers at 10 ms, two chunks
+		{"unknown length, read part", -1, 5, 20 * time.Millisecond},    // the last read at 20 ms
+		{"unknown length, headers only", -1, 0, 10 * time.Millisecond}, // nothing read: the headers
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				rec := &recorder{}
-				tr := newTransport(t, Options{Config: cfg(), Estimator: estimates{"h": 40}, Recorder: rec,
+				p := policy("h", 80*time.Millisecond)
+				tr := newTransport(t, Options{Policy: p,
 					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 						time.Sleep(10 * time.Millisecond)
 						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
@@ -435,18 +405,18 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 				}
 				time.Sleep(time.Second) // the caller's own work, far past the timeout
 				require.NoError(t, resp.Body.Close())
-				require.Equal(t, []sample{{"h", tc.want}}, rec.samples())
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: tc.want}}, p.Observed())
 			})
 		})
 	}
 }
 
 // TestBodyStalledPastTheTimeout: a body whose data stops arriving is cut at
-// the timeout and recorded at it, even after part of it was read.
+// the timeout and observed as timed out, even after part of it was read.
 func TestBodyStalledPastTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		rec := &recorder{}
-		tr := newTransport(t, Options{Config: cfg(), Estimator: estimates{"h": 40}, Recorder: rec,
+		p := policy("h", 80*time.Millisecond)
+		tr := newTransport(t, Options{Policy: p,
 			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
 					Body: io.NopCloser(io.MultiReader(strings.NewReader("part"), ctxReader{r.Context()}))}, nil
@@ -459,7 +429,7 @@ func TestBodyStalledPastTheTimeout(t *testing.T) {
 		require.Equal(t, "part", string(got))
 		require.ErrorIs(t, err, ErrTimeout)
 		require.NoError(t, resp.Body.Close())
-		require.Equal(t, []sample{{"h", 80}}, rec.samples())
+		require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 80 * time.Millisecond}}, p.Observed())
 	})
 }
 
@@ -472,35 +442,60 @@ func (r ctxReader) Read([]byte) (int, error) {
 	return 0, context.Cause(r.ctx)
 }
 
-func TestOtherFailuresNotRecorded(t *testing.T) {
-	boom := errors.New("connection refused, say")
-	rec := &recorder{}
-	tr := newTransport(t, Options{Base: roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, boom }),
-		Recorder: rec})
-	req, err := http.NewRequest(http.MethodGet, "http://db-1/", nil)
-	require.NoError(t, err)
-	_, err = tr.RoundTrip(req)
-	require.Same(t, boom, err)
+type errReader struct{ err error }
 
-	// A body that breaks mid-read.
-	tr = newTransport(t, Options{Recorder: rec, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-		return &http.Response{StatusCode: 200, Body: io.NopCloser(io.MultiReader(strings.NewReader("x"), iotestErr{boom}))}, nil
-	})})
-	resp, err := tr.RoundTrip(req)
-	require.NoError(t, err)
-	_, err = io.ReadAll(resp.Body)
-	require.Same(t, boom, err)
-	require.NoError(t, resp.Body.Close())
-	require.Empty(t, rec.samples())
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+func TestFailuresClassified(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	reset := &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	bad := errors.New(`unsupported protocol scheme "ftp"`)
+	failing := func(err error) roundTripFunc {
+		return func(*http.Request) (*http.Response, error) { return nil, err }
+	}
+	breaking := func(err error) roundTripFunc {
+		return func(r *http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 200, Request: r,
+				Body: io.NopCloser(io.MultiReader(strings.NewReader("x"), errReader{err}))}, nil
+		}
+	}
+	for _, tt := range []struct {
+		name     string
+		base     roundTripFunc
+		classify func(error) timeout.Outcome
+		err      error
+		want     timeout.Outcome
+	}{
+		{"refused", failing(refused), nil, refused, timeout.Failed},
+		{"not the destination's fault", failing(bad), nil, bad, timeout.Canceled},
+		{"reset mid-body", breaking(reset), nil, reset, timeout.Failed},
+		{"hook", failing(bad), func(error) timeout.Outcome { return timeout.Failed }, bad, timeout.Failed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policytest.New(time.Second)
+			tr := newTransport(t, Options{Base: tt.base, Policy: p, Classify: tt.classify})
+			req, err := http.NewRequest(http.MethodGet, "http://db-1/", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				require.NoError(t, resp.Body.Close())
+			}
+			require.Same(t, tt.err, err, "the base's error, unchanged")
+			require.Equal(t, []timeout.Outcome{tt.want}, p.Outcomes())
+		})
+	}
 }
 
-type iotestErr struct{ err error }
-
-func (e iotestErr) Read([]byte) (int, error) { return 0, e.err }
+func TestClassifyError(t *testing.T) {
+	require.Equal(t, timeout.Failed, ClassifyError(&url.Error{Op: "Get", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}))
+	require.Equal(t, timeout.Failed, ClassifyError(io.ErrUnexpectedEOF))
+	require.Equal(t, timeout.Canceled, ClassifyError(errors.New("net/http: timeout awaiting response headers")))
+}
 
 func TestNilBodyCompletes(t *testing.T) {
-	rec := &recorder{}
-	tr := newTransport(t, Options{Recorder: rec, Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+	p := policytest.New(time.Second)
+	tr := newTransport(t, Options{Policy: p, Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: http.StatusNoContent}, nil
 	})})
 	req, err := http.NewRequest(http.MethodGet, "http://db-1/", nil)
@@ -508,30 +503,23 @@ func TestNilBodyCompletes(t *testing.T) {
 	resp, err := tr.RoundTrip(req)
 	require.NoError(t, err)
 	require.Nil(t, resp.Body)
-	require.Len(t, rec.samples(), 1)
+	require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes())
 }
 
 func TestNew(t *testing.T) {
-	tr, err := New(Options{})
+	_, err := New(Options{})
+	require.ErrorIs(t, err, ErrNoPolicy)
+	require.EqualError(t, err, "timeouthttp: Options.Policy is nil")
+
+	p := policytest.New(250 * time.Millisecond)
+	tr, err := New(Options{Policy: p})
 	require.NoError(t, err)
-	require.Equal(t, timeout.DefaultConfig(), tr.cfg)
 	require.Same(t, http.DefaultTransport, tr.base)
-	req, err := http.NewRequest(http.MethodGet, "http://db-1/", nil)
+	req, err := http.NewRequest(http.MethodGet, "http://db-1:80/", nil)
 	require.NoError(t, err)
-	require.Equal(t, 250*time.Millisecond, tr.Timeout(req), "no estimator: exponential fallback")
-	require.Equal(t, time.Second, tr.Timeout(req.WithContext(WithAttempt(req.Context(), 3))))
-
-	bad := timeout.DefaultConfig()
-	bad.Quantile = 2
-	_, err = New(Options{Config: bad})
-	require.ErrorIs(t, err, timeout.ErrQuantile)
-	require.ErrorContains(t, err, "timeouthttp: timeout: quantile")
-}
-
-func TestAttemptFrom(t *testing.T) {
-	require.Equal(t, 1, AttemptFrom(context.Background()))
-	require.Equal(t, 5, AttemptFrom(WithAttempt(context.Background(), 5)))
-	require.Equal(t, 2, AttemptFrom(WithAttempt(WithAttempt(context.Background(), 5), 2)))
+	require.Equal(t, 250*time.Millisecond, tr.Timeout(req))
+	require.Equal(t, time.Second, tr.Timeout(req.WithContext(timeout.WithAttempt(req.Context(), 3))), "the attempt from the context")
+	require.Equal(t, "db-1:80", tr.dest(req))
 }
 
 func TestTimeoutErrorText(t *testing.T) {
@@ -560,10 +548,27 @@ type idleCloser struct {
 func (c *idleCloser) CloseIdleConnections() { c.closed++ }
 
 func TestCloseIdleConnections(t *testing.T) {
+	p := policytest.New(time.Second)
 	base := &idleCloser{roundTripFunc: okResponse}
-	c := &http.Client{Transport: newTransport(t, Options{Base: base})}
+	c := &http.Client{Transport: newTransport(t, Options{Base: base, Policy: p})}
 	c.CloseIdleConnections()
 	require.Equal(t, 1, base.closed)
 	// A base without the method is fine.
-	newTransport(t, Options{Base: roundTripFunc(okResponse)}).CloseIdleConnections()
+	newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p}).CloseIdleConnections()
+}
+
+// TestConnectionRefusedFails: a destination nobody listens on is a fast
+// transport failure, observed as failed, not as a latency sample.
+func TestConnectionRefusedFails(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	p := policytest.New(10 * time.Second)
+	c := &http.Client{Transport: newTransport(t, Options{Base: base, Policy: p})}
+	_, err = get(t, context.Background(), c, "http://"+addr+"/")
+	require.ErrorIs(t, err, syscall.ECONNREFUSED)
+	require.Equal(t, []obs{{Dest: addr, Attempt: 1, Outcome: timeout.Failed, Elapsed: p.Observed()[0].Elapsed}}, p.Observed())
 }

@@ -1,5 +1,6 @@
 // atnode dashboard: polls the node's JSON API (same origin, paths relative to
-// the page) and draws one uPlot chart per destination plus a members table.
+// the page) and draws one uPlot chart per destination plus a members table,
+// with the node's warnings above it.
 // No framework, no inline handlers, no network beyond the node itself.
 //
 // window.__dashboard exposes the live state for tests and for people poking
@@ -21,6 +22,8 @@
     status: null,       // last /v1/status body
     members: [],        // last /v1/members body
     destinations: [],   // destinations shown, sorted
+    failing: [],        // destinations /v1/timeout reports as failing, sorted
+    warnings: [],       // last /v1/status warnings shown, as {kind, message}
     charts: {},         // dest -> uPlot instance
   };
   window.__dashboard = state;
@@ -46,11 +49,9 @@
     if (v === 0) return '0 ms';
     return Number(v.toPrecision(3)) + ' ms';
   }
-  function fmtAxisMs(v) {
-    if (!isNum(v)) return '';
-    if (v >= 1000) return Number((v / 1000).toPrecision(3)) + 's';
-    return String(Number(v.toPrecision(3)));
-  }
+  // fmtAxisMs labels a tick of the latency axis: every label carries its
+  // unit (100 ms, 500 ms, 1 s), so the log scale reads without the hint.
+  function fmtAxisMs(v) { return isNum(v) ? fmtMs(v) : ''; }
   function fmtDuration(ms) {
     if (!isNum(ms)) return '—';
     return ms < 1000 ? ms + ' ms' : Number((ms / 1000).toPrecision(4)) + ' s';
@@ -102,6 +103,44 @@
 
   function message(err) { return String((err && err.message) || err); }
 
+  // timeoutQueries asks GET /v1/timeout about every destination, at most 64
+  // (the API's limit) and about 4000 characters of query per request: its
+  // failing field lists the requested destinations this node treats as
+  // failing, so a few requests cover the whole page.
+  const MAX_TIMEOUT_DESTS = 64;
+  const MAX_QUERY_CHARS = 4000;
+  function timeoutQueries(dests) {
+    const out = [];
+    let params = [];
+    let chars = 0;
+    for (const d of dests) {
+      const p = 'dest=' + encodeURIComponent(d);
+      if (params.length > 0 && (params.length === MAX_TIMEOUT_DESTS || chars + p.length > MAX_QUERY_CHARS)) {
+        out.push('v1/timeout?' + params.join('&'));
+        params = [];
+        chars = 0;
+      }
+      params.push(p);
+      chars += p.length + 1;
+    }
+    if (params.length > 0) out.push('v1/timeout?' + params.join('&'));
+    return out;
+  }
+
+  // failingSet collects the failing destinations of the /v1/timeout
+  // answers. A node without failure-aware timeouts sends no failing field:
+  // then nothing is failing. A request that failed counts as an error of the
+  // refresh and marks none of its destinations.
+  function failingSet(dests, timeouts) {
+    const known = new Set(dests);
+    const out = new Set();
+    for (const r of timeouts) {
+      if (!r.ok || !r.body || typeof r.body !== 'object') continue;
+      for (const d of asArray(r.body.failing)) if (known.has(d)) out.add(d);
+    }
+    return out;
+  }
+
   // One refresh at a time: the next is scheduled when this one ends. A
   // hidden tab skips its turns and refreshes as soon as it is shown again.
   let timer = 0;
@@ -125,20 +164,24 @@
       const dests = Array.from(new Set(asArray(status.destinations).filter((d) => typeof d === 'string' && d !== ''))).sort();
       // One failed history (a destination that just expired, say) marks its
       // card and leaves the others alone.
-      const histories = await Promise.all(dests.map((d) =>
-        getJSON('v1/history?dest=' + encodeURIComponent(d)).then(
-          (h) => ({ ok: true, h: h }),
-          (err) => ({ ok: false, err: message(err) }))));
+      const settle = (p) => p.then((body) => ({ ok: true, body: body }), (err) => ({ ok: false, err: message(err) }));
+      const [histories, timeouts] = await Promise.all([
+        Promise.all(dests.map((d) => settle(getJSON('v1/history?dest=' + encodeURIComponent(d))))),
+        Promise.all(timeoutQueries(dests).map((q) => settle(getJSON(q)))),
+      ]);
       let failed = null;
-      histories.forEach((r) => { if (!r.ok) { state.errors++; failed = r.err; } });
+      for (const r of histories.concat(timeouts)) if (!r.ok) { state.errors++; failed = r.err; }
+      const failing = failingSet(dests, timeouts);
 
       renderStatus(status);
+      renderWarnings(status.warnings);
       renderMembers(asArray(members), status);
-      renderDests(dests, histories);
+      renderDests(dests, histories, failing);
 
       state.status = status;
       state.members = asArray(members);
       state.destinations = dests;
+      state.failing = Array.from(failing).sort();
       state.updates++;
       state.lastUpdate = new Date();
       state.lastError = failed;
@@ -219,6 +262,36 @@
     prevStatusAt = now;
   }
 
+  // ---- warnings ------------------------------------------------------------
+
+  // renderWarnings shows /v1/status's warnings ({kind, message}; kinds such
+  // as config_mismatch, name_conflict, clock_skew) in the banner above the
+  // members table, and their count in the header. No warnings field, or an
+  // empty list, hides both.
+  let warningsKey = '';
+  function renderWarnings(list) {
+    const ws = asArray(list).filter((w) => w && typeof w === 'object' &&
+      (typeof w.kind === 'string' || typeof w.message === 'string'))
+      .map((w) => ({ kind: typeof w.kind === 'string' ? w.kind : '', message: typeof w.message === 'string' ? w.message : '' }));
+    const key = JSON.stringify(ws);
+    if (key === warningsKey) return; // the banner is a live region: rewrite it only on change
+    warningsKey = key;
+    state.warnings = ws;
+    const box = $('warnings');
+    const items = ws.map((w) => {
+      const li = el('li');
+      li.dataset.kind = w.kind;
+      li.append(el('span', 'w-kind', w.kind ? w.kind.replace(/_/g, ' ') : 'warning'), ' ', el('span', 'w-msg', w.message));
+      return li;
+    });
+    $('warnings-list').replaceChildren(...items);
+    setText('warnings-title', ws.length === 1 ? '1 warning' : ws.length + ' warnings');
+    box.hidden = ws.length === 0;
+    const link = $('warn-link');
+    link.textContent = ws.length === 1 ? '1 warning' : ws.length + ' warnings';
+    link.hidden = ws.length === 0;
+  }
+
   // ---- members -------------------------------------------------------------
 
   const STATES = ['alive', 'suspect', 'dead', 'left'];
@@ -255,6 +328,59 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   }
 
+  // Series of every chart, in the order uPlot draws them (and lists them
+  // in the legend): the timeout is drawn last, so that where it coincides
+  // with the peers line (a peer count and a timeout on different scales can
+  // meet anywhere) its dashes stay on top.
+  const SERIES = ['time', 'local', 'fleet', 'peers', 'timeout'];
+  const COL = Object.fromEntries(SERIES.map((name, i) => [name, i]));
+
+  // lastValue is series i's value at the latest point (null in a gap),
+  // which the legend shows while the cursor is not over the chart: the
+  // same values as the stats above the chart.
+  function lastValue(u, i) {
+    const col = u.data[i] || [];
+    return col.length ? col[col.length - 1] : null;
+  }
+
+  // axisSize fits a y axis to its widest tick label (uPlot's size callback):
+  // tick, gap and text, so "500 ms" is never clipped.
+  function axisSize(u, values, axisIdx, cycleNum) {
+    const axis = u.axes[axisIdx];
+    if (cycleNum > 1) return axis._size;
+    let size = axis.ticks.size + axis.gap;
+    const longest = asArray(values).reduce((a, v) => (typeof v === 'string' && v.length > a.length ? v : a), '');
+    if (longest !== '') {
+      u.ctx.font = axis.font[0];
+      size += u.ctx.measureText(longest).width / window.devicePixelRatio;
+    }
+    return Math.ceil(size) + 2;
+  }
+
+  // decades widens [min, max] to whole powers of ten (0 stays 0), for the
+  // latency scale; no data gives 1 ms to 1 s.
+  function decades(min, max) {
+    if (!isNum(min) || !isNum(max)) return [1, 1000];
+    const lo = min > 0 ? Math.pow(10, Math.floor(Math.log10(min))) : 0;
+    const hi = max > 0 ? Math.pow(10, Math.ceil(Math.log10(max))) : 1;
+    return [lo, Math.max(hi, lo * 10, 1)];
+  }
+
+  // Time ticks in 24-hour time, as in the legend, with the hour and minute
+  // under the first tick and wherever the minute rolls over. A history
+  // spans minutes, so no tick carries a date. Rows: uPlot's [smallest tick
+  // step in s, format, then on a change of year, month, day, hour, minute,
+  // second, mode 1 = append].
+  const HHMM = '\n{HH}:{mm}';
+  const TIME_TICKS = [
+    [60, '{HH}:{mm}', null, null, null, null, null, null, 1],
+    [1, ':{ss}', HHMM, HHMM, HHMM, HHMM, HHMM, null, 1],
+    [0.001, ':{ss}.{fff}', HHMM, HHMM, HHMM, HHMM, HHMM, null, 1],
+  ];
+
+  // Axis titles, drawn by uPlot beside the y axes.
+  const AXIS_TITLES = { ms: 'latency (log scale)', peers: 'peers' };
+
   function chartOptions(width, qLabel) {
     const c = {
       local: cssColor('--c-local'),
@@ -264,8 +390,19 @@
       axis: cssColor('--muted'),
       grid: cssColor('--grid'),
     };
-    const msValue = (u, v) => fmtMs(v);
+    // Legend values: at the cursor while it is over a chart (cursor sync
+    // moves it on every chart), else the latest value (uPlot then passes
+    // idx null).
+    const legend = (fmt) => (u, v, i, idx) => fmt(idx == null ? lastValue(u, i) : v);
+    const clock = uPlot.fmtDate('{HH}:{mm}:{ss}');
+    const timeValue = (u, v, i, idx) => {
+      const t = idx == null ? lastValue(u, i) : v;
+      if (!isNum(t)) return '—';
+      return clock(new Date(t * 1000)) + (idx == null ? ' (latest)' : '');
+    };
+    const titleFont = '600 12px ' + getComputedStyle(document.body).fontFamily;
     const axis = { stroke: c.axis, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid, width: 1 } };
+    const yAxis = { size: axisSize, labelSize: 18, labelGap: 0, labelFont: titleFont };
     return {
       width: width,
       height: CHART_HEIGHT,
@@ -273,23 +410,27 @@
       scales: {
         x: { time: true },
         // asinh behaves like a log scale above 1 ms and stays defined at 0,
-        // so a 3 ms quantile and a 60 s timeout are both readable.
-        ms: { distr: 4, asinh: 1 },
+        // so a 3 ms quantile and a 60 s timeout are both readable. The
+        // range spans whole decades, so both ends carry a tick label.
+        ms: { distr: 4, asinh: 1, range: (u, min, max) => decades(min, max) },
         peers: { range: (u, min, max) => [0, Math.max(4, Math.ceil((isNum(max) ? max : 0) * 1.25))] },
       },
       axes: [
-        Object.assign({}, axis),
-        Object.assign({}, axis, { scale: 'ms', size: 48, values: (u, splits) => splits.map(fmtAxisMs) }),
-        Object.assign({}, axis, { scale: 'peers', side: 1, size: 36, grid: { show: false },
+        Object.assign({}, axis, { values: TIME_TICKS }),
+        Object.assign({}, axis, yAxis, { scale: 'ms', label: AXIS_TITLES.ms, values: (u, splits) => {
+          const { min, max } = u.scales.ms; // uPlot may offer splits beyond the range: leave them unlabelled
+          return splits.map((v) => (isNum(v) && v >= min && v <= max ? fmtAxisMs(v) : ''));
+        } }),
+        Object.assign({}, axis, yAxis, { scale: 'peers', label: AXIS_TITLES.peers, side: 1, grid: { show: false },
           values: (u, splits) => splits.map((v) => (Number.isInteger(v) ? String(v) : '')) }),
       ],
       series: [
-        { value: '{HH}:{mm}:{ss}' },
-        { label: 'local ' + qLabel, scale: 'ms', stroke: c.local, width: 2, value: msValue },
-        { label: 'fleet ' + qLabel, scale: 'ms', stroke: c.fleet, width: 2, value: msValue },
-        { label: 'timeout', scale: 'ms', stroke: c.timeout, width: 1.5, dash: [6, 4], value: msValue },
+        { label: 'time', value: timeValue },
+        { label: 'local ' + qLabel, scale: 'ms', stroke: c.local, width: 2, value: legend(fmtMs) },
+        { label: 'fleet ' + qLabel, scale: 'ms', stroke: c.fleet, width: 2, value: legend(fmtMs) },
         { label: 'peers', scale: 'peers', stroke: c.peers, width: 1.5,
-          paths: uPlot.paths.stepped({ align: 1 }), value: (u, v) => (isNum(v) ? String(v) : '—') },
+          paths: uPlot.paths.stepped({ align: 1 }), value: legend((v) => (isNum(v) ? String(v) : '—')) },
+        { label: 'timeout', scale: 'ms', stroke: c.timeout, width: 2, dash: [6, 4], value: legend(fmtMs) },
       ],
     };
   }
@@ -297,17 +438,23 @@
   // toColumns turns the points of a history into uPlot's column layout,
   // null for missing or non-numeric values (drawn as gaps).
   function toColumns(points) {
-    const cols = [[], [], [], [], []];
+    const cols = SERIES.map(() => []);
     for (const p of points) {
       if (!p || !isNum(p.t_ms)) continue;
-      cols[0].push(p.t_ms / 1000);
-      cols[1].push(num(p.local_ms));
-      cols[2].push(num(p.fleet_ms));
-      cols[3].push(num(p.timeout_ms));
-      cols[4].push(num(p.peers));
+      cols[COL.time].push(p.t_ms / 1000);
+      cols[COL.local].push(num(p.local_ms));
+      cols[COL.fleet].push(num(p.fleet_ms));
+      cols[COL.peers].push(num(p.peers));
+      cols[COL.timeout].push(num(p.timeout_ms));
     }
     return cols;
   }
+
+  // Stats above each chart: the latest point's values.
+  const STATS = [
+    ['local', 'local'], ['fleet', 'fleet'], ['timeout', 'timeout'], ['peers', 'peers'],
+    ['samples', 'fleet samples'], ['localSamples', 'local samples'],
+  ];
 
   function newCard(dest) {
     const root = el('article', 'card');
@@ -317,10 +464,13 @@
     title.title = dest;
     const source = el('span', 'badge');
     source.title = 'source of the latest estimate';
-    head.append(title, source);
+    const failing = el('span', 'badge badge-failing', 'failing');
+    failing.title = 'this node treats the destination as failing: its timeouts are the backoff fallback until an attempt completes again';
+    failing.hidden = true;
+    head.append(title, failing, source);
     const stats = el('dl', 'stats');
     const statEls = {};
-    for (const [key, label] of [['local', 'local'], ['fleet', 'fleet'], ['timeout', 'timeout'], ['peers', 'peers'], ['samples', 'samples (local)']]) {
+    for (const [key, label] of STATS) {
       const d = el('div', 's-' + key);
       const dt = el('dt', '', label);
       const dd = el('dd', '', '—');
@@ -331,7 +481,8 @@
     const plot = el('div', 'plot');
     const note = el('p', 'note');
     root.append(head, stats, plot, note);
-    const card = { dest: dest, root: root, source: source, statEls: statEls, plot: plot, note: note, chart: null, qLabel: null, data: null, observer: null };
+    const card = { dest: dest, root: root, source: source, failing: failing, statEls: statEls, plot: plot, note: note,
+      chart: null, qLabel: null, data: null, lastSource: '', observer: null };
     card.observer = new ResizeObserver(() => resizeCard(card));
     card.observer.observe(plot);
     return card;
@@ -359,13 +510,25 @@
     cards.delete(card.dest);
   }
 
-  function updateCard(card, result) {
+  // timeoutLabel names what set the timeout shown: the fallback when the
+  // destination is failing or has no estimate (source none), else the
+  // estimate (plain "timeout").
+  function timeoutLabel(failing, source) {
+    if (failing) return 'timeout: fallback (failing)';
+    if (source === 'none') return 'timeout: fallback';
+    return 'timeout';
+  }
+
+  function updateCard(card, result, failing) {
+    card.failing.hidden = !failing;
+    card.root.classList.toggle('failing', failing);
+    card.statEls.timeout.dt.textContent = timeoutLabel(failing, card.lastSource);
     if (!result.ok) {
       card.note.textContent = 'history unavailable: ' + result.err;
       card.note.classList.add('bad');
       return;
     }
-    const h = result.h && typeof result.h === 'object' ? result.h : {};
+    const h = result.body && typeof result.body === 'object' ? result.body : {};
     const points = asArray(h.points);
     const qLabel = fmtQuantile(h.quantile);
     card.data = toColumns(points);
@@ -377,19 +540,24 @@
     }
 
     const last = points.length ? points[points.length - 1] : {};
-    card.statEls.local.dt.textContent = 'local ' + qLabel;
-    card.statEls.fleet.dt.textContent = 'fleet ' + qLabel;
-    card.statEls.local.dd.textContent = fmtMs(num(last.local_ms));
-    card.statEls.fleet.dd.textContent = fmtMs(num(last.fleet_ms));
-    card.statEls.timeout.dd.textContent = fmtMs(num(last.timeout_ms));
-    card.statEls.peers.dd.textContent = fmtCount(num(last.peers));
-    card.statEls.samples.dd.textContent = fmtCount(num(last.samples)) + ' (' + fmtCount(num(last.local_samples)) + ')';
-    card.source.textContent = typeof last.source === 'string' ? last.source : '';
+    const source = typeof last.source === 'string' ? last.source : '';
+    card.lastSource = source;
+    const st = card.statEls;
+    st.local.dt.textContent = 'local ' + qLabel;
+    st.fleet.dt.textContent = 'fleet ' + qLabel;
+    st.local.dd.textContent = fmtMs(num(last.local_ms));
+    st.fleet.dd.textContent = fmtMs(num(last.fleet_ms));
+    st.timeout.dt.textContent = timeoutLabel(failing, source);
+    st.timeout.dd.textContent = fmtMs(num(last.timeout_ms));
+    st.peers.dd.textContent = fmtCount(num(last.peers));
+    st.samples.dd.textContent = fmtCount(num(last.samples));
+    st.localSamples.dd.textContent = fmtCount(num(last.local_samples));
+    card.source.textContent = source;
     card.note.classList.remove('bad');
     card.note.textContent = points.length ? '' : 'No points yet: this destination has no recent history.';
   }
 
-  function renderDests(dests, histories) {
+  function renderDests(dests, histories, failing) {
     const wanted = new Set(dests);
     for (const card of Array.from(cards.values())) {
       if (!wanted.has(card.dest)) dropCard(card);
@@ -403,7 +571,7 @@
       }
       // Keep the DOM in sorted order without moving cards that are in place.
       if (box.children[i] !== card.root) box.insertBefore(card.root, box.children[i] || null);
-      updateCard(card, histories[i]);
+      updateCard(card, histories[i], failing.has(dest));
     });
     $('dests-empty').hidden = dests.length > 0;
   }

@@ -1,0 +1,40 @@
+package cluster
+
+import (
+	"github.com/hashicorp/memberlist"
+)
+
+// eventDelegate is memberlist's EventDelegate. memberlist calls it with its
+// node lock held: calling memberlist from here would deadlock.
+type eventDelegate struct{ c *Cluster }
+
+func (e eventDelegate) NotifyJoin(n *memberlist.Node)   { e.c.observe(n, EventJoin, false) }
+func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.c.observe(n, EventUpdate, false) }
+
+// NotifyLeave reports a member that is dead or left. Node.State cannot tell
+// which (memberlist v0.7.0 never sets it), so observe uses the leaving flag.
+func (e eventDelegate) NotifyLeave(n *memberlist.Node) { e.c.observe(n, EventDead, true) }
+
+// delegate is memberlist's Delegate: small metadata, user messages into a
+// bounded queue, and nothing in broadcasts or push/pull state (histogram
+// payloads travel by SendReliable only).
+type delegate struct{ c *Cluster }
+
+func (d delegate) NodeMeta(limit int) []byte {
+	meta := d.c.meta[0]
+	if d.c.leaving.Load() {
+		meta = d.c.meta[1]
+	}
+	if len(meta) > limit {
+		return nil // cannot happen: 10 + MaxNameLen < memberlist.MetaMaxSize
+	}
+	return meta
+}
+
+// NotifyMsg queues a user message (Cluster.enqueueMessage); it never
+// blocks.
+func (d delegate) NotifyMsg(buf []byte) { d.c.enqueueMessage(buf) }
+
+func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (delegate) LocalState(join bool) []byte                { return nil }
+func (delegate) MergeRemoteState(buf []byte, join bool)     {}

@@ -1,0 +1,85 @@
+package cluster
+
+import "time"
+
+// SetMembers gives the protocol the member list (Cluster.Members: every
+// member known, this process included, alive, suspect, dead or left within
+// Timing.DeadRetention). From it the protocol knows its peers (the other
+// members up, in the list's order: seals go to them, digests to one of
+// them), which batch origins are current or recent members, and which
+// senders are up. It brings the Store's exclusions and live-member count in
+// line at once (see applyMembership). With no peer a bulk sync becomes due,
+// armed BulkSyncDelay after peers appear; a member gone is forgotten.
+// members is not retained.
+func (p *Protocol) SetMembers(members []Member, now time.Time) {
+	p.given = true
+	p.members = append(p.members[:0], members...)
+	clear(p.byMember)
+	p.peers = p.peers[:0]
+	for i, m := range p.members {
+		p.byMember[m.Member] = i
+		if m.State.Up() && m.Member != p.self {
+			p.peers = append(p.peers, m.Member)
+		}
+	}
+	for m := range p.digestTo {
+		if !p.up(m) {
+			delete(p.digestTo, m)
+		}
+	}
+	p.applyMembership(now)
+	if len(p.peers) == 0 {
+		p.alone()
+	} else {
+		p.armBulk(now)
+	}
+}
+
+// knownOrigin reports whether (name, boot) is a member this node knows:
+// alive, suspect, or dead or left within Timing.DeadRetention.
+func (p *Protocol) knownOrigin(name string, boot uint64) bool {
+	i, ok := p.byMember[MemberName(name, boot)]
+	return ok && p.members[i].Name == name && p.members[i].BootID == boot
+}
+
+// up reports whether the member named member is alive or suspect.
+func (p *Protocol) up(member string) bool {
+	i, ok := p.byMember[member]
+	return ok && p.members[i].State.Up()
+}
+
+// applyMembership brings the Store's exclusions and live-member count in
+// line with the member list: every member alive or suspect is included,
+// unless another boot of the same peer name is its current one (this
+// process for its own name, else the up member seen up most recently);
+// every other member — dead, left, or a restarted peer's old boot — is
+// excluded (its batches stay until they age out, so a refuted death costs
+// nothing). SetLiveMembers gets the number alive or suspect.
+func (p *Protocol) applyMembership(now time.Time) {
+	current := map[string]Member{}
+	live := 0
+	for _, m := range p.members {
+		if !m.State.Up() {
+			continue
+		}
+		live++
+		if c, ok := current[m.Name]; !ok || m.Since.After(c.Since) {
+			current[m.Name] = m
+		}
+	}
+	for _, m := range p.members {
+		if m.BootID == 0 {
+			continue // metadata unusable: no batch can name it
+		}
+		cur := m.State.Up() && current[m.Name].BootID == m.BootID
+		if m.Name == p.cfg.Name {
+			cur = m.BootID == p.cfg.BootID
+		}
+		if cur {
+			p.cfg.Store.Include(m.Name, m.BootID, now)
+		} else {
+			p.cfg.Store.Exclude(m.Name, m.BootID, now)
+		}
+	}
+	p.cfg.Store.SetLiveMembers(live)
+}

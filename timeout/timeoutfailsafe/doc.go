@@ -1,0 +1,44 @@
+// Package timeoutfailsafe is a failsafe-go policy whose timeout comes from a
+// timeout.Policy, so services that compose failsafe-go's retry, circuit
+// breaker and hedge policies gain adaptive timeouts, and the fleet's view
+// when the Policy is a *node.Node:
+//
+//	adaptive := timeoutfailsafe.New[*http.Response](p, "db-1")
+//	retry := retrypolicy.NewBuilder[*http.Response]().HandleErrors(timeoutfailsafe.ErrTimeout).Build()
+//	resp, err := failsafe.With(retry, adaptive).Get(fn)
+//
+// It is a drop-in for failsafe-go's timeout.New(d): it cancels the
+// execution attempt it wraps at the adaptive timeout (the execution's
+// context and Canceled channel; like failsafe-go's timeout it then waits
+// for the function to return) and fails it with a *TimeoutError, which
+// matches ErrTimeout and failsafe-go's timeout.ErrExceeded. Composed inside
+// a RetryPolicy (failsafe.With(retry, adaptive)) every attempt gets its own
+// timeout, and the attempt number the Policy sees grows with each retry
+// (timeout.AttemptFrom of the execution's context plus its retries), so
+// each retry waits longer; composed outside (failsafe.With(adaptive,
+// retry)) one timeout covers every try. Inside a HedgePolicy each hedge
+// gets its own timeout, and the losers the hedge cancels are observed as
+// timeout.Superseded (slower than their elapsed time).
+//
+// # Outcomes
+//
+// Every attempt is observed once (Policy.Observe): our timeout is
+// timeout.TimedOut; an attempt cancelled from outside (the caller's
+// context, an outer failsafe-go timeout) is timeout.Canceled, a hedge's
+// loser timeout.Superseded; otherwise ClassifyError (or WithClassify) says:
+// the function's result, error or not, is timeout.Completed unless the
+// error is a fast transport failure (timeout.Failed) or someone else's
+// timeout (timeout.Canceled).
+//
+// Since the function runs in the caller's goroutine, the probes of
+// failure-aware timeouts are caller probes: when the Policy offers one and
+// an attempt reaches its timeout, Policy.Probe may reserve it, and the
+// attempt goes on, the caller still waiting, until the probe timeout.
+//
+// # Time and concurrency
+//
+// WithClock (default time.Now) is the clock of the Policy's decisions and of
+// latency; the timeout itself is a runtime timer (time.AfterFunc, as in
+// failsafe-go's timeout), whose callback also observes a timed-out attempt.
+// A Timeout is safe for concurrent use (every Policy is).
+package timeoutfailsafe

@@ -1,0 +1,44 @@
+// Package timeoutgrpc gives gRPC calls the adaptive timeout a
+// timeout.Policy decides, through client interceptors, and tells the Policy
+// how each call ended, so a gRPC client gets adaptive timeouts, and the
+// fleet's view when the Policy is a *node.Node:
+//
+//	cc, err := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(timeoutgrpc.UnaryClientInterceptor(p)),
+//		grpc.WithStreamInterceptor(timeoutgrpc.StreamClientInterceptor(p)))
+//
+// The destination key is cc.Target() unless WithDestination chooses it (per
+// method, say), and the attempt number comes from timeout.WithAttempt on the
+// call's context (1 when unset): a retry loop sets it per try so that each
+// retry's timeout grows. Our timeout never extends the caller's deadline.
+// When it ends a call, the call fails with a *TimeoutError whose status is
+// codes.DeadlineExceeded and which matches ErrTimeout with errors.Is; the
+// caller's own deadline gives gRPC's usual DeadlineExceeded error, which
+// does not match ErrTimeout.
+//
+// # Outcomes
+//
+// Every call is observed once (Policy.Observe): a reply, or any status
+// except Unavailable, is timeout.Completed at its latency (the destination
+// answered, whatever the application's result); Unavailable (connection
+// refused or lost, no server) is timeout.Failed, not a latency sample; our
+// timeout is timeout.TimedOut, a censored sample; the caller's cancellation
+// or deadline is timeout.Canceled, nothing learned.
+//
+// A unary call's timeout covers the whole call. A stream's covers
+// establishing it and its first response message; after that the stream is
+// the caller's. Unary calls may become shadow probes when the Policy offers
+// one (UnaryClientInterceptor says when): the caller gets its error at the
+// normal timeout while the call goes on unseen until the probe timeout, so
+// the Policy learns a latency above the current timeout, or that a failing
+// destination answers again. Streams are never probed.
+//
+// # Time and concurrency
+//
+// WithClock (default time.Now) is the clock of the Policy's decisions and of
+// latency; deadlines themselves are context and runtime timers. The
+// interceptors are safe for concurrent use (every Policy is). A unary call
+// that may become a shadow probe runs in a goroutine of its own, which ends
+// by the probe timeout; a stream arms one runtime timer, stopped at its
+// first message.
+package timeoutgrpc

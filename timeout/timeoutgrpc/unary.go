@@ -1,0 +1,195 @@
+package timeoutgrpc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// UnaryClientInterceptor returns an interceptor that gives every unary call
+// the adaptive timeout p decides for its destination (cc.Target() unless
+// WithDestination says otherwise) and attempt (timeout.AttemptFrom), and
+// observes every call once: a reply or any status but Unavailable is
+// timeout.Completed at its latency, Unavailable is timeout.Failed, our
+// timeout is timeout.TimedOut, the caller's cancellation or deadline is
+// timeout.Canceled.
+//
+// The call runs under context.WithTimeoutCause(ctx, timeout, ErrTimeout), so
+// the deadline the server sees is never past the caller's. When our timeout
+// ends the call, its error is a *TimeoutError: codes.DeadlineExceeded,
+// matching ErrTimeout; when the caller's own deadline ends it, the error is
+// gRPC's and does not match ErrTimeout.
+//
+// Shadow probes: when p offers a probe (Attempt.ProbeTimeout beyond Timeout),
+// the request and reply are protobuf messages, no grpc.OnFinish option is
+// given, and the caller's deadline (if any) leaves room for the probe
+// timeout, the call runs on a clone of the request into a reply of its own,
+// under a context detached from the caller's cancellation and ending at the
+// probe timeout. If it answers within the timeout, the reply (and any
+// grpc.Header, grpc.Trailer and grpc.Peer results) is copied to the caller's.
+// If it reaches the timeout and p.Probe reserves the probe, the caller gets
+// its *TimeoutError at once and the call goes on unseen until the probe
+// timeout, never writing into the caller's reply or options, and is observed
+// once when it ends; its goroutine ends by the probe timeout. Otherwise the
+// call ends at its timeout as any other.
+func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientInterceptor {
+	o := newOptions(p, opts)
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		c := o.begin(ctx, method, cc)
+		if c.probeable(ctx, req, reply, callOpts) {
+			return c.invokeAsync(ctx, req.(proto.Message), reply.(proto.Message), cc, invoker, callOpts)
+		}
+		var actx context.Context
+		var cancel context.CancelFunc
+		if o.real { // the deadline from the clock reading we already have
+			actx, cancel = context.WithDeadlineCause(ctx, c.start.Add(c.a.Timeout), ErrTimeout)
+		} else {
+			actx, cancel = context.WithTimeoutCause(ctx, c.a.Timeout, ErrTimeout)
+		}
+		err := invoker(actx, method, req, reply, cc, callOpts...)
+		elapsed := c.elapsed()
+		oc := outcome(ctx, actx, err)
+		cancel()
+		c.observe(oc, elapsed)
+		if oc == timeout.TimedOut {
+			return c.timeoutError(err)
+		}
+		return err
+	}
+}
+
+// probeable reports whether a unary call may become a shadow probe.
+func (c *call) probeable(ctx context.Context, req, reply any, callOpts []grpc.CallOption) bool {
+	if c.a.ProbeTimeout <= c.a.Timeout {
+		return false
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.a.ProbeTimeout {
+		return false
+	}
+	if _, ok := req.(proto.Message); !ok {
+		return false
+	}
+	if _, ok := reply.(proto.Message); !ok {
+		return false
+	}
+	for _, opt := range callOpts {
+		if _, ok := opt.(grpc.OnFinishCallOption); ok {
+			return false
+		}
+	}
+	return true
+}
+
+// asyncCall is a unary call that may become a shadow probe, run in a
+// goroutine of its own with its own reply and call-option results.
+type asyncCall struct {
+	done     chan struct{} // closed when the invoker returned
+	mu       sync.Mutex
+	finished bool // the invoker returned
+	probing  bool // the caller left: the call goes on as a probe
+	err      error
+
+	reply            proto.Message
+	header, trailer  metadata.MD
+	peer             peer.Peer
+	toHeader, toTrlr *metadata.MD // the caller's grpc.Header and grpc.Trailer targets
+	toPeer           *peer.Peer   // the caller's grpc.Peer target
+}
+
+// invokeAsync runs a unary call that may become a shadow probe. It takes
+// the call by value, so that only this rare path moves it to the heap.
+func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts []grpc.CallOption) error {
+	detached := context.WithoutCancel(ctx)
+	probeCtx, stop := context.WithTimeoutCause(detached, c.a.ProbeTimeout, ErrTimeout)
+	actx, cancel := context.WithCancelCause(probeCtx)
+	ac := &asyncCall{done: make(chan struct{}), reply: reply.ProtoReflect().New().Interface()}
+	opts := make([]grpc.CallOption, len(callOpts))
+	for i, opt := range callOpts {
+		switch opt := opt.(type) {
+		case grpc.HeaderCallOption:
+			ac.toHeader, opts[i] = opt.HeaderAddr, grpc.Header(&ac.header)
+		case grpc.TrailerCallOption:
+			ac.toTrlr, opts[i] = opt.TrailerAddr, grpc.Trailer(&ac.trailer)
+		case grpc.PeerCallOption:
+			ac.toPeer, opts[i] = opt.PeerAddr, grpc.Peer(&ac.peer)
+		default:
+			opts[i] = opt
+		}
+	}
+	req = proto.Clone(req) // the caller may reuse req once we return
+	go func() {
+		defer stop()
+		err := invoker(actx, c.method, req, ac.reply, cc, opts...)
+		ac.mu.Lock()
+		ac.finished, ac.err = true, err
+		probing := ac.probing
+		ac.mu.Unlock()
+		close(ac.done)
+		if probing {
+			c.observe(outcome(detached, actx, err), c.elapsed()) // the caller's context no longer matters
+			cancel(nil)
+		}
+	}()
+
+	timer := time.NewTimer(c.a.Timeout)
+	defer timer.Stop()
+	callerErr := error(nil) // set when the caller's context ended the call
+	select {
+	case <-ac.done:
+	case <-ctx.Done():
+		cancel(context.Cause(ctx))
+		<-ac.done
+		callerErr = status.FromContextError(ctx.Err()).Err()
+	case <-timer.C:
+		ac.mu.Lock()
+		if !ac.finished && ctx.Err() == nil && c.o.p.Probe(&c.a, c.o.now()) {
+			ac.probing = true
+			ac.mu.Unlock()
+			return c.timeoutError(nil)
+		}
+		ac.mu.Unlock()
+		if ctx.Err() != nil {
+			cancel(context.Cause(ctx))
+			callerErr = status.FromContextError(ctx.Err()).Err()
+		} else {
+			cancel(ErrTimeout)
+		}
+		<-ac.done
+	}
+	elapsed := c.elapsed()
+	err := ac.err
+	oc := outcome(ctx, actx, err)
+	if ctx.Err() != nil && oc != timeout.Completed {
+		oc = timeout.Canceled
+	}
+	cancel(nil)
+	c.observe(oc, elapsed)
+	switch {
+	case oc == timeout.TimedOut:
+		return c.timeoutError(err)
+	case callerErr != nil:
+		return callerErr
+	}
+	if err == nil {
+		proto.Reset(reply)
+		proto.Merge(reply, ac.reply)
+	}
+	if ac.toHeader != nil {
+		*ac.toHeader = ac.header
+	}
+	if ac.toTrlr != nil {
+		*ac.toTrlr = ac.trailer
+	}
+	if ac.toPeer != nil {
+		*ac.toPeer = ac.peer
+	}
+	return err
+}
