@@ -49,21 +49,15 @@ type Estimate struct {
 	// Dest and Quantile are as asked.
 	Dest     string
 	Quantile float64
-	// Source is SourceFleet if the fleet view is trusted (MinSamples
-	// samples from MinPeers peers), else SourceLocal if the local view is
-	// trusted (MinSamples samples), else SourceNone.
-	Source Source
 	// ValueMillis is the quantile of the view named by Source; 0 when
 	// Source is SourceNone.
 	ValueMillis uint64
 	// FleetValueMillis is the fleet view's quantile (after the share cap)
 	// when it holds any sample (HasFleetValue).
 	FleetValueMillis uint64
-	HasFleetValue    bool
 	// LocalValueMillis is the local view's quantile when it holds any
 	// sample (HasLocalValue).
 	LocalValueMillis uint64
-	HasLocalValue    bool
 	// Samples is the fleet view's sample count after the share cap.
 	Samples uint64
 	// LocalSamples is the local view's sample count.
@@ -76,8 +70,7 @@ type Estimate struct {
 	EffectivePeers float64
 	// Staleness is now minus the end of the newest epoch in the fleet view
 	// holding data for Dest, when there is one (HasStaleness).
-	Staleness    time.Duration
-	HasStaleness bool
+	Staleness time.Duration
 	// Censored is the fleet view's timed-out samples (after the share cap).
 	Censored uint64
 	// LocalCensored is the local view's timed-out samples.
@@ -87,7 +80,20 @@ type Estimate struct {
 	// time out (HasMaxCompleted false when there is none, when Source is
 	// SourceNone, or when the view's censoring is unknown).
 	MaxCompletedMillis uint64
-	HasMaxCompleted    bool
+	// Decision is what a timeout decision takes from this estimate; read
+	// it through DecisionValue.
+	Decision Decision
+
+	// Source is SourceFleet if the fleet view is trusted (MinSamples
+	// samples from MinPeers peers), else SourceLocal if the local view is
+	// trusted (MinSamples samples), else SourceNone.
+	Source Source
+	// The flags of the values above that may be absent (JSON's nulls),
+	// kept together so the estimate is small to copy.
+	HasFleetValue   bool
+	HasLocalValue   bool
+	HasStaleness    bool
+	HasMaxCompleted bool
 	// Failing reports that the decision treats Dest as failing: the view it
 	// reads has enough samples, some timed out, and none completed in the
 	// window (see Decision). A decision then takes the exponential fallback
@@ -95,9 +101,6 @@ type Estimate struct {
 	// of its own (a node's consecutive-failure detector) may set it on its
 	// copy: the decision and the JSON then follow.
 	Failing bool
-	// Decision is what a timeout decision takes from this estimate; read
-	// it through DecisionValue.
-	Decision Decision
 }
 
 // Decision is the input of a timeout decision for one destination, filled

@@ -101,8 +101,8 @@ func (f *Fleet) summary(d *destState) *destSummary {
 // ErrQuantile when q is outside (0, 1]. It costs the lock, a map lookup, a
 // block-indexed quantile walk and the local view; the first query after a
 // change of dest's view also recomputes its peers and share cap.
-func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
-	e := Estimate{Dest: dest, Quantile: q}
+func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err error) {
+	e.Dest, e.Quantile = dest, q
 	if !(q > 0 && q <= 1) {
 		return e, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}

@@ -17,8 +17,8 @@ import (
 // tracker types have exactly the methods their contract lists.
 func LocalEstimate[T interface {
 	*Tracker[string] | *SyncTracker[string]
-}](t T, dest string, q float64, now time.Time) (Estimate, error) {
-	e := Estimate{Dest: dest, Quantile: q}
+}](t T, dest string, q float64, now time.Time) (e Estimate, err error) {
+	e.Dest, e.Quantile = dest, q
 	if !(q > 0 && q <= 1) {
 		return e, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}
