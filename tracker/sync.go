@@ -148,14 +148,26 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 // RecordMillis is Tracker.RecordMillis, safe for concurrent use. Two calls
 // that create the same destination at once both count.
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	// entryFor's body, by hand: the call costs a plain record ~15 %.
 	e := t.advance(now)
 	i := t.s.index(ms)
-	en, sh, created := t.entryFor(dest, e)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	en := sh.get(h, dest)
+	if en == nil {
+		en = t.create(sh, h, dest, e)
+		en.record(i)
+		sh.mu.Unlock()
+		t.created(en, e)
+		return
+	}
+	en.rotate(e)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.moveToFront(&en.recency)
+	}
 	en.record(i)
 	sh.mu.Unlock()
-	if created {
-		t.created(en, e)
-	}
 }
 
 // RecordTimeout is Tracker.RecordTimeout, safe for concurrent use.
@@ -183,15 +195,7 @@ func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bo
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil {
-		en = newEntry(&t.s.geo, t.s.n, e, dest)
-		en.hash = h
-		sh.put(en)
-		if t.s.cfg.MaxDestinations > 0 {
-			en.stamp = t.seq.Add(1)
-			sh.lru.pushFront(&en.recency)
-			t.count.Add(1)
-		}
-		return en, sh, true
+		return t.create(sh, h, dest, e), sh, true
 	}
 	en.rotate(e)
 	if t.s.cfg.MaxDestinations > 0 {
@@ -199,6 +203,19 @@ func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bo
 		sh.lru.moveToFront(&en.recency)
 	}
 	return en, sh, false
+}
+
+// create adds dest (of hash h) to sh, whose lock is held, at epoch e.
+func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *entry[D] {
+	en := newEntry(&t.s.geo, t.s.n, e, dest)
+	en.hash = h
+	sh.put(en)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.pushFront(&en.recency)
+		t.count.Add(1)
+	}
+	return en
 }
 
 // created evicts destinations other than en, just created, while more
