@@ -36,9 +36,13 @@ func writeError(w http.ResponseWriter, status int, format string, args ...any) {
 // refuseDrain and refuseDrainBytes bound what a refusal still reads of
 // the request's body after its answer: reading what the client sends on
 // lets it read the answer (a connection closed with bytes unread is reset,
-// and the reset can destroy the answer before the client reads it).
+// and the reset can destroy the answer before the client reads it). 2 s
+// lets a client still sending a 1 MiB body finish on a loaded machine (50
+// at once under the race detector did not within 250 ms); a client that
+// stalls holds its connection, one of HTTPServerConfig.MaxConnections, no
+// longer than that.
 const (
-	refuseDrain      = 250 * time.Millisecond
+	refuseDrain      = 2 * time.Second
 	refuseDrainBytes = maxRecordBody
 )
 
