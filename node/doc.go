@@ -87,7 +87,7 @@
 // # Concurrency
 //
 // Every method is safe for concurrent use. Record costs the tracker's
-// sharded record plus a lock-free map load; Estimate and Timeout take the
+// sharded record plus a counter; Estimate and Timeout take the
 // fleet view's mutex once per destination. Start starts one loop (once a
 // second: poll the protocol, slide the fleet view, sample the history),
 // the HTTP server and the cluster's goroutines; Close stops them all and
