@@ -207,10 +207,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.joining.Add(1)
-	c.wg.Add(3)
+	c.wg.Add(4)
 	go c.deliverEvents()
 	go c.deliverMessages()
 	go c.rejoinLoop()
+	go c.conflictLoop()
 	if c.gossip != nil {
 		c.gossip.start(&c.wg, c.stop)
 	}
