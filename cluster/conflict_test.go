@@ -52,3 +52,32 @@ func TestNameConflictReported(t *testing.T) {
 		return true
 	})
 }
+
+// TestClockSkewReported: a member whose clock runs 20 s behind (on the
+// gossip tests' 500 ms grid: 40 epochs) is reported by itself and by every
+// peer; nobody blames the others.
+func TestClockSkewReported(t *testing.T) {
+	t.Parallel()
+	nw, nodes := gossipCluster(t, 47, 3, defaultGossipOpts())
+	o := defaultGossipOpts()
+	o.tune = func(c *Config) { c.Clock = func() time.Time { return time.Now().Add(-20 * time.Second) } }
+	start := time.Now()
+	late := startGossipNode(t, nw, "late", 0x1a7e, o, nodes[0].tr.Addr())
+	took := eventually(t, "the late node and its peers report its clock", func() bool {
+		if !hasWarning(late.Cluster, WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)") {
+			return false
+		}
+		for _, n := range nodes {
+			if !hasWarning(n.Cluster, WarnClockSkew, "the clock of peer late (member "+late.MemberName()+") is ~20s behind") {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("clock skew reported by all 4 nodes %v after the late node started (%v after its Start returned)", time.Since(start), took)
+	for _, n := range append(nodes, late) {
+		t.Logf("%s: %v", n.MemberName(), n.Warnings())
+		require.Len(t, n.Warnings(), 1, "%s", n.MemberName())
+		require.Equal(t, uint64(1), n.WarningsRaised()[WarnClockSkew])
+	}
+}

@@ -27,6 +27,11 @@ func (p *Protocol) SetMembers(members []Member, now time.Time) {
 			delete(p.digestTo, m)
 		}
 	}
+	for m := range p.clocks {
+		if !p.up(m) {
+			delete(p.clocks, m)
+		}
+	}
 	p.applyMembership(now)
 	if len(p.peers) == 0 {
 		p.alone()
