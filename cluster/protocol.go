@@ -162,9 +162,9 @@ type Protocol struct {
 
 	// Clocks (protocol_clock.go): members' clocks from their messages'
 	// sent_at, and when this node last refused a peer batch as
-	// future_epoch and last accepted one.
-	clocks               map[string]*peerClock
-	futureAt, acceptedAt time.Time
+	// future_epoch or stale_epoch, and last accepted one.
+	clocks                        map[string]*peerClock
+	futureAt, staleAt, acceptedAt time.Time
 
 	requested map[tracker.BatchKey]time.Time // keys pulled and when, to pull each from one member at a time
 	digestTo  map[string]time.Time           // when a digest was last sent to each member

@@ -119,6 +119,8 @@ func (p *Protocol) observeBatchEpoch(k tracker.BatchKey, o tracker.InsertOutcome
 	case tracker.InsertTooNew, tracker.InsertTooOld:
 		if o == tracker.InsertTooNew {
 			p.futureAt = now
+		} else {
+			p.staleAt = now
 		}
 		if pc := p.clockOf(MemberName(k.Origin, k.Boot)); pc != nil {
 			pc.refusedAt, pc.refusedAs = now, reject
@@ -180,19 +182,22 @@ func (p *Protocol) pairSkewText(member string, skew int64, now time.Time) string
 	return s + p.futureText(skew, now)
 }
 
-// futureText says what a clock behind costs when this node refused peer
-// batches as future_epoch lately (within a window).
+// futureText says what a skewed clock costs when this node refused peer
+// batches for their epochs lately (within a window): as future_epoch when
+// it is behind, as stale_epoch when it is ahead.
 func (p *Protocol) futureText(skew int64, now time.Time) string {
 	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.Tracker.Window }
-	s := ""
-	if skew < 0 && recent(p.futureAt) {
-		if recent(p.acceptedAt) {
-			s += ": it refuses some of their batches as future_epoch"
-		} else {
-			s += ": it refuses every peer batch as future_epoch, so its fleet view holds its own data only"
-		}
+	refusedAt, why := p.futureAt, RejectFutureEpoch
+	if skew > 0 {
+		refusedAt, why = p.staleAt, RejectStaleEpoch
 	}
-	return s
+	switch {
+	case !recent(refusedAt):
+		return ""
+	case recent(p.acceptedAt):
+		return ": it refuses some of their batches as " + why
+	}
+	return ": it refuses every peer batch as " + why + ", so its fleet view holds its own data only"
 }
 
 // peerName is "n4 (member n4-00180005)".
