@@ -60,14 +60,42 @@ func newWarnings(l *slog.Logger) *warnings {
 
 func warnKey(kind, subject string) string { return kind + "\x00" + subject }
 
+// maxWarningsPerKind bounds the table: members refused for their
+// settings are remembered for minutes, and a flood of them (each alive
+// message can name a new member) must not grow it without end. Beyond it,
+// the warning of that kind that expires first makes room.
+const maxWarningsPerKind = 64
+
 // setLocked adds or updates one warning, counting and logging it when it
 // is new.
 func (t *warnings) setLocked(key string, w Warning, now, expires time.Time) {
 	if e, ok := t.current[key]; !ok || e.expired(now) {
 		t.raised[w.Kind]++
 		t.log.Warn("cluster: "+w.Message, "warning", w.Kind)
+		if !ok {
+			t.makeRoomLocked(w.Kind)
+		}
 	}
 	t.current[key] = warnEntry{w: w, expires: expires}
+}
+
+// makeRoomLocked drops the warning of kind that expires first (one
+// without expiry last) when kind holds maxWarningsPerKind.
+func (t *warnings) makeRoomLocked(kind string) {
+	n, victim := 0, ""
+	var first time.Time
+	for k, e := range t.current {
+		if e.w.Kind != kind {
+			continue
+		}
+		n++
+		if at := e.expires; victim == "" || (!at.IsZero() && (first.IsZero() || at.Before(first))) {
+			victim, first = k, at
+		}
+	}
+	if n >= maxWarningsPerKind {
+		delete(t.current, victim)
+	}
 }
 
 func (e warnEntry) expired(now time.Time) bool { return !e.expires.IsZero() && !now.Before(e.expires) }
