@@ -71,7 +71,7 @@ func writeFile(path, key string) error { return os.WriteFile(path, []byte(key+"\
 func BenchmarkSyncProtocolPoll(b *testing.B) {
 	fc := tracker.DefaultFleetConfig()
 	fc.Self = "a"
-	fleet, err := tracker.NewSyncFleet(fc, nil)
+	fleet, err := tracker.NewFleet(fc, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

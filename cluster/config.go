@@ -128,7 +128,7 @@ type Config struct {
 	// Tracker is the epoch grid and histogram layout shared by the fleet
 	// (Window, SubWindows, MaxTrackableLatency): it must equal the Store's
 	// (checked by Validate when the Store reports its configuration, as
-	// *tracker.SyncFleet does). Default tracker.DefaultConfig(). Used only
+	// *tracker.Fleet does). Default tracker.DefaultConfig(). Used only
 	// with a Store.
 	Tracker tracker.Config `yaml:"-"`
 

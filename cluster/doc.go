@@ -37,7 +37,7 @@
 //
 // # Dissemination
 //
-// With Config.Store set (a *tracker.SyncFleet), every node converges on the
+// With Config.Store set (a *tracker.Fleet), every node converges on the
 // same fleet view:
 //
 //   - Seal: at each epoch boundary of Config.Tracker's grid, plus a fixed

@@ -88,10 +88,10 @@ func ExampleProtocol() {
 	}
 	start := time.UnixMilli(1_700_000_004_000) // the start of an epoch
 	e := cfg.Epoch(start)
-	newNode := func(name string, boot uint64, sealed []tracker.DestCounts) (*cluster.Protocol, *tracker.SyncFleet) {
+	newNode := func(name string, boot uint64, sealed []tracker.DestCounts) (*cluster.Protocol, *tracker.Fleet) {
 		fc := tracker.DefaultFleetConfig()
 		fc.Self = name
-		fleet, err := tracker.NewSyncFleet(fc, nil)
+		fleet, err := tracker.NewFleet(fc, nil)
 		if err != nil {
 			panic(err)
 		}

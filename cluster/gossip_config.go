@@ -10,7 +10,7 @@ import (
 )
 
 // Store is the fleet view as dissemination needs it. It must be safe for
-// concurrent use: *tracker.SyncFleet satisfies it. Insert must copy what it
+// concurrent use: *tracker.Fleet satisfies it. Insert must copy what it
 // keeps; a batch returned by Lookup must never be modified afterwards.
 type Store interface {
 	Insert(b tracker.Batch, now time.Time) tracker.InsertOutcome
@@ -22,7 +22,7 @@ type Store interface {
 	SetLiveMembers(n int)
 }
 
-var _ Store = (*tracker.SyncFleet)(nil)
+var _ Store = (*tracker.Fleet)(nil)
 
 // Gossip tunes the dissemination of sealed sub-windows. Start from
 // [DefaultGossip]; each field gives its unit, default and cost.

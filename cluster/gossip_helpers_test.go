@@ -28,7 +28,7 @@ type gnode struct {
 	*Cluster
 	tr    *memtransport.Transport
 	local *tracker.SyncTracker[string]
-	fleet *tracker.SyncFleet
+	fleet *tracker.Fleet
 }
 
 type gossipOpts struct {
@@ -65,7 +65,7 @@ func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uin
 	fc.Tracker = o.tracker
 	fc.Self = name
 	fc.MaxOriginShare = 0 // tests compare with the exact, uncapped union
-	fleet, err := tracker.NewSyncFleet(fc, local)
+	fleet, err := tracker.NewFleet(fc, local)
 	require.NoError(t, err)
 	tr := nw.NewTransport()
 	cfg := memConfig(t, name, boot, tr, seeds...)

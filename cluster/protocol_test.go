@@ -22,7 +22,7 @@ import (
 // without memberlist. Its Seal returns sealed[epoch].
 type protoNode struct {
 	*Protocol
-	fleet  *tracker.SyncFleet
+	fleet  *tracker.Fleet
 	sealed map[int64][]tracker.DestCounts
 }
 
@@ -46,7 +46,7 @@ func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[st
 	cfg := gossipTracker()
 	fc := tracker.DefaultFleetConfig()
 	fc.Tracker, fc.Self, fc.MaxOriginShare = cfg, name, 0
-	fleet, err := tracker.NewSyncFleet(fc, nil)
+	fleet, err := tracker.NewFleet(fc, nil)
 	require.NoError(t, err)
 	n := protoNode{fleet: fleet, sealed: map[int64][]tracker.DestCounts{}}
 	n.Protocol, err = NewProtocol(ProtocolConfig{
@@ -346,7 +346,7 @@ func TestWorkerDropsExpiredBatches(t *testing.T) {
 func TestGossipConfigValidate(t *testing.T) {
 	base := DefaultConfig()
 	base.Name = "n"
-	fleet, err := tracker.NewSyncFleet(tracker.DefaultFleetConfig(), nil)
+	fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
 	require.NoError(t, err)
 	base.Store = fleet
 	require.NoError(t, base.Validate())
@@ -414,7 +414,7 @@ func TestProtocolSchedule(t *testing.T) {
 	cfg := gossipTracker()
 	fc := tracker.DefaultFleetConfig()
 	fc.Tracker, fc.Self = cfg, "a"
-	fleet, err := tracker.NewSyncFleet(fc, nil)
+	fleet, err := tracker.NewFleet(fc, nil)
 	require.NoError(t, err)
 	const delay = 800 * time.Millisecond
 	p, err := NewProtocol(ProtocolConfig{
@@ -477,7 +477,7 @@ func TestSyncProtocolPoll(t *testing.T) {
 	cfg := gossipTracker()
 	fc := tracker.DefaultFleetConfig()
 	fc.Tracker, fc.Self = cfg, "a"
-	fleet, err := tracker.NewSyncFleet(fc, nil)
+	fleet, err := tracker.NewFleet(fc, nil)
 	require.NoError(t, err)
 	sealed := map[int64]int{}
 	s, err := NewSyncProtocol(ProtocolConfig{

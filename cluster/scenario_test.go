@@ -90,7 +90,7 @@ type snode struct {
 	boot  uint64
 	p     *Protocol
 	local *tracker.SyncTracker[string]
-	fleet *tracker.SyncFleet
+	fleet *tracker.Fleet
 	view  map[string]Member // member name → member, as this node lists them
 	skew  time.Duration     // its clock minus the scenario's
 }
@@ -122,7 +122,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		require.NoError(t, err)
 		fc := tracker.DefaultFleetConfig()
 		fc.Tracker, fc.Self, fc.MaxOriginShare = s.trk, name, 0
-		n.fleet, err = tracker.NewSyncFleet(fc, n.local)
+		n.fleet, err = tracker.NewFleet(fc, n.local)
 		require.NoError(t, err)
 		n.p, err = NewProtocol(ProtocolConfig{
 			Name: name, BootID: n.boot, Tracker: s.trk, Gossip: g, Store: n.fleet, BulkSyncDelay: delay, SealLimits: lim,

@@ -22,8 +22,8 @@ const (
 	// Encoder.BatchParts splits a larger batch into parts.
 	MaxDests = 4096
 	// MaxNameBytes is the longest destination, origin or sender name, in
-	// bytes of UTF-8.
-	MaxNameBytes = 256
+	// bytes of UTF-8: the tracker's limit (tracker.MaxNameBytes).
+	MaxNameBytes = tracker.MaxNameBytes
 	// MaxKeyOrigins is the largest number of (origin, boot) groups in one
 	// digest or pull: a cluster of a thousand members, each remembered
 	// across a few restarts, fits.

@@ -51,7 +51,7 @@ func TestImportBoundaries(t *testing.T) {
 	// Project packages each may import (the one-way order of README's Layout).
 	allowed := map[string][]string{
 		"tracker":                 {"internal/fielderr"},
-		"timeout":                 {"internal/fielderr"},
+		"timeout":                 {"internal/fielderr", "tracker"},
 		"timeout/timeouthttp":     {"internal/netfail", "timeout"},
 		"timeout/timeoutgrpc":     {"timeout"},
 		"timeout/timeoutfailsafe": {"internal/netfail", "timeout"},

@@ -20,8 +20,10 @@ var (
 	// errors.Is(err, ErrTimeout) tells the node's timeout from the caller's
 	// own cancellation or deadline.
 	ErrTimeout = errors.New("node: adaptive timeout expired")
-	// ErrQuantile reports a quantile outside (0, 1].
-	ErrQuantile = errors.New("node: quantile must be in (0, 1]")
+	// ErrQuantile reports a quantile outside (0, 1]: it is
+	// tracker.ErrQuantile (one error per meaning), wrapped as "node:
+	// quantile must be in (0, 1], got <q>".
+	ErrQuantile = tracker.ErrQuantile
 	// ErrNoDestinations reports a timeout asked for no destination.
 	ErrNoDestinations = errors.New("node: no destinations")
 	// ErrAttempt reports an attempt number below 1.
@@ -70,7 +72,7 @@ func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 		q = n.cfg.Timeout.Quantile
 	}
 	if !(q > 0 && q <= 1) {
-		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("%w, got %v", ErrQuantile, q)
+		return tracker.Estimate{Dest: dest, Quantile: q}, fmt.Errorf("node: %w, got %v", ErrQuantile, q)
 	}
 	now := n.clock()
 	n.poll(now)
@@ -186,8 +188,8 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 	for _, d := range dests {
 		var v decisionValue
 		if e, err := n.fleet.Estimate(d, q, now); err == nil {
-			v.src = e.Source
-			v.ms, v.guarded, v.ok = n.fleet.DecisionMillis(&e)
+			v.src, v.guarded = e.Source, e.Decision.Guarded
+			v.ms, v.ok = e.DecisionValue()
 		}
 		vals.v = append(vals.v, v)
 	}

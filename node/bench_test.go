@@ -75,8 +75,9 @@ func BenchmarkTimeout3(b *testing.B) {
 	}
 }
 
-// BenchmarkTimeout3Naive is timeout.Explain on the fleet's
-// DecisionEstimator, then a second read of the decider for its source.
+// BenchmarkTimeout3Naive is timeout.Explain on the fleet (a
+// timeout.Estimator whose values are the guarded decision values), then a
+// second read of the decider for its source.
 func BenchmarkTimeout3Naive(b *testing.B) {
 	n, dests := benchNode(b)
 	ds := dests[:3]
@@ -84,9 +85,9 @@ func BenchmarkTimeout3Naive(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		now := n.clock()
-		d := timeout.Explain(tc, n.fleet.DecisionEstimator(), ds, 1, now)
+		d := timeout.Explain(tc, n.fleet, ds, 1, now)
 		if d.DecidedBy >= 0 {
-			_, _, _ = n.fleet.DecisionValueMillis(ds[d.DecidedBy], tc.Quantile, now)
+			_, _ = n.fleet.Estimate(ds[d.DecidedBy], tc.Quantile, now)
 		}
 	}
 }

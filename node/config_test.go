@@ -164,7 +164,7 @@ func TestConfigValidateCoversCluster(t *testing.T) {
 			tc.mutate(&c)
 			err := c.Validate()
 			n := &Node{cfg: c, tcfg: c.TrackerConfig()}
-			fleet, ferr := tracker.NewSyncFleet(tracker.DefaultFleetConfig(), nil)
+			fleet, ferr := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
 			require.NoError(t, ferr)
 			cc := n.clusterConfig()
 			cc.Store, cc.Tracker = fleet, fleet.Config().Tracker // as the node's own Store would

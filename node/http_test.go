@@ -82,7 +82,8 @@ func TestEstimateFieldByField(t *testing.T) {
 	num := func(v any) json.Number { return json.Number(fmt.Sprint(v)) }
 	// db: fleet = e0's 1..100, P99.99 rank ceil(99.99) = 100 → 100;
 	// local = 1..100 + 3×200, rank ceil(102.9897) = 103 → 200.
-	// staleness = now − end of e0 = 1.5 s.
+	// staleness = now − end of e0 = 1.5 s. Nothing timed out: no censored
+	// samples, max_completed_ms is the source view's highest bucket.
 	tests := []struct {
 		target string
 		want   map[string]any
@@ -91,28 +92,33 @@ func TestEstimateFieldByField(t *testing.T) {
 			"dest": "db", "quantile": num(0.9999), "source": "fleet", "value_ms": num(100),
 			"fleet_value_ms": num(100), "local_value_ms": num(200), "samples": num(100), "local_samples": num(103),
 			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
+			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(100), "failing": false,
 		}},
 		// P50: fleet rank 50 → 50; local rank ceil(51.5) = 52 → 52.
 		{"/v1/estimate?dest=db&q=0.5", map[string]any{
 			"dest": "db", "quantile": num(0.5), "source": "fleet", "value_ms": num(50),
 			"fleet_value_ms": num(50), "local_value_ms": num(52), "samples": num(100), "local_samples": num(103),
 			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
+			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(100), "failing": false,
 		}},
 		{"/v1/estimate?dest=cache&q=1", map[string]any{
 			"dest": "cache", "quantile": num(1), "source": "fleet", "value_ms": num(5),
 			"fleet_value_ms": num(5), "local_value_ms": num(5), "samples": num(10), "local_samples": num(10),
 			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
+			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(5), "failing": false,
 		}},
 		// new: 2 local samples < MinSamples 3, none sealed yet.
 		{"/v1/estimate?dest=new", map[string]any{
 			"dest": "new", "quantile": num(0.9999), "source": "none", "value_ms": null,
 			"fleet_value_ms": null, "local_value_ms": num(7), "samples": num(0), "local_samples": num(2),
 			"peers": num(0), "effective_peers": num(0), "staleness_ms": null, "trusted": false,
+			"censored": num(0), "local_censored": num(0), "max_completed_ms": null, "failing": false,
 		}},
 		{"/v1/estimate?dest=nothing", map[string]any{
 			"dest": "nothing", "quantile": num(0.9999), "source": "none", "value_ms": null,
 			"fleet_value_ms": null, "local_value_ms": null, "samples": num(0), "local_samples": num(0),
 			"peers": num(0), "effective_peers": num(0), "staleness_ms": null, "trusted": false,
+			"censored": num(0), "local_censored": num(0), "max_completed_ms": null, "failing": false,
 		}},
 	}
 	for _, tc := range tests {
@@ -225,10 +231,10 @@ func TestTimeoutSourceIsEstimateSource(t *testing.T) {
 	require.Equal(t, "local", getJSON(t, h, "/v1/timeout?dest=solo").(map[string]any)["source"])
 }
 
-// TestDecisionValueMatchesTracker checks that decide's one-read guard
-// (SyncFleet.DecisionMillis on an estimate already read) gives
-// tracker.Fleet.DecisionValueMillis's value, guarded exactly when the
-// estimate says fleet and the tracker local.
+// TestDecisionValueMatchesTracker checks that the decision input decide
+// reads from an estimate (Estimate.DecisionValue) is the fleet's value as a
+// timeout.Estimator (Fleet.QuantileMillis), guarded exactly when the
+// estimate says fleet and the decision local.
 func TestDecisionValueMatchesTracker(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	seen := map[string]int{}
@@ -251,13 +257,14 @@ func TestDecisionValueMatchesTracker(t *testing.T) {
 		now := clk.Now()
 		n.poll(now)
 		for _, d := range dests {
-			ms, src, ok := n.fleet.DecisionValueMillis(d, n.cfg.Timeout.Quantile, now)
+			ms, ok := n.fleet.QuantileMillis(d, n.cfg.Timeout.Quantile, now)
 			e, err := n.fleet.Estimate(d, n.cfg.Timeout.Quantile, now)
 			require.NoError(t, err)
-			vms, guarded, vok := n.fleet.DecisionMillis(&e)
+			vms, vok := e.DecisionValue()
+			guarded := e.Decision.Guarded
 			require.Equal(t, ok, vok, "%s", d)
 			require.Equal(t, ms, vms, "%s", d)
-			require.Equal(t, src == tracker.SourceLocal && e.Source == tracker.SourceFleet, guarded, "%s", d)
+			require.Equal(t, e.DecisionSource() == tracker.SourceLocal && e.Source == tracker.SourceFleet, guarded, "%s", d)
 			seen[fmt.Sprint(e.Source, " guarded=", guarded)]++
 		}
 	}

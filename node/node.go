@@ -44,7 +44,7 @@ type Node struct {
 	token string
 
 	local *tracker.SyncTracker[string]
-	fleet *tracker.SyncFleet
+	fleet *tracker.Fleet
 	cl    *cluster.Cluster // nil when DisableGossip
 	// proto seals this node's sub-windows: the cluster's with gossip on,
 	// the node's own (with no members) with gossip off.
@@ -103,7 +103,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if n.local, err = tracker.NewSync[string](n.tcfg); err != nil {
 		return nil, fmt.Errorf("node: tracker: %w", err)
 	}
-	if n.fleet, err = tracker.NewSyncFleet(cfg.FleetConfig(), n.local); err != nil {
+	if n.fleet, err = tracker.NewFleet(cfg.FleetConfig(), n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
 	}
 	if n.boot = cfg.Cluster.BootID; n.boot == 0 {
@@ -319,4 +319,4 @@ func (n *Node) Cluster() *cluster.Cluster { return n.cl }
 
 // Fleet returns the fleet view, for inspection (ViewCounts, Stats). Its
 // state belongs to the node.
-func (n *Node) Fleet() *tracker.SyncFleet { return n.fleet }
+func (n *Node) Fleet() *tracker.Fleet { return n.fleet }

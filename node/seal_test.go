@@ -33,7 +33,7 @@ func TestSealCutToFleetCaps(t *testing.T) {
 			n := newAlone(t, clk, nil)
 			fc := n.fleet.Config()
 			fc.MaxDestinations, fc.MaxEpochBuckets = tc.maxDests, tc.maxEpochBuckets
-			f, err := tracker.NewSyncFleet(fc, n.local)
+			f, err := tracker.NewFleet(fc, n.local)
 			require.NoError(t, err)
 			n.fleet = f
 			n.proto, err = cluster.NewSyncProtocol(n.protocolConfig())

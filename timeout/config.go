@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/fielderr"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // Errors of Config.Validate besides those of BackoffInterval.Validate, which
 // it wraps.
 var (
-	ErrQuantile     = errors.New("timeout: quantile must be in (0, 1]")
+	// ErrQuantile is tracker.ErrQuantile (one error per meaning): Validate
+	// wraps it as "timeout: quantile must be in (0, 1], got <q>".
+	ErrQuantile     = tracker.ErrQuantile
 	ErrSafetyFactor = errors.New("timeout: safety factor must be finite and > 0")
 )
 
@@ -60,7 +63,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fielderr.Errorf("Backoff", "timeout: backoff %q: %w", c.Backoff.String(), err))
 	}
 	if !(c.Quantile > 0 && c.Quantile <= 1) {
-		errs = append(errs, fielderr.Errorf("Quantile", "%w, got %v", ErrQuantile, c.Quantile))
+		errs = append(errs, fielderr.Errorf("Quantile", "timeout: %w, got %v", ErrQuantile, c.Quantile))
 	}
 	if !(c.SafetyFactor > 0) || math.IsInf(c.SafetyFactor, 1) {
 		errs = append(errs, fielderr.Errorf("SafetyFactor", "%w, got %v", ErrSafetyFactor, c.SafetyFactor))

@@ -1,5 +1,17 @@
 package tracker
 
+import "unicode/utf8"
+
+// MaxNameBytes is the longest origin or destination name, in bytes.
+const MaxNameBytes = 256
+
+// ValidName reports whether s can name an origin or a destination: non-empty
+// UTF-8 of at most MaxNameBytes bytes. The fleet refuses a batch naming
+// anything else (InsertMalformed), so a name that fails it cannot travel.
+func ValidName(s string) bool {
+	return s != "" && len(s) <= MaxNameBytes && utf8.ValidString(s)
+}
+
 // BatchKey names one origin's sealed sub-window. Keys are what the fleet view
 // deduplicates on: the same key received twice is counted once.
 type BatchKey struct {
@@ -25,10 +37,21 @@ type Bucket struct {
 
 // DestCounts is one destination's sparse histogram within a sealed
 // sub-window: Buckets ascend by Index and Total is the sum of their Counts.
+//
+// TimedOut are the censored counts: of the samples in Buckets, those that
+// were timed-out attempts recorded at their timeout (RecordTimeout). They
+// are a subset of Buckets: ascending, each Index one of Buckets' with a
+// Count of at least 1 and at most the bucket's. Empty when nothing timed
+// out. CensoringUnknown marks a record from a peer that does not send
+// censored counts (decoded without the field): TimedOut is then empty and
+// means "unknown", not "none", and a view holding it uses the quantile
+// alone (it is never failing).
 type DestCounts struct {
-	Dest    string
-	Total   uint64
-	Buckets []Bucket
+	Dest             string
+	Total            uint64
+	Buckets          []Bucket
+	TimedOut         []Bucket
+	CensoringUnknown bool
 }
 
 // Batch is one origin's sealed sub-window: per destination, the latencies

@@ -28,9 +28,18 @@ type Config struct {
 	// MaxTrackableLatency is the largest latency kept; larger samples are
 	// clamped to it. At least 2ms. Default 60s.
 	MaxTrackableLatency time.Duration `yaml:"-"`
-	// MaxDestinations bounds the destinations tracked: 0 means unlimited,
-	// otherwise recording a new destination evicts the one least recently
-	// recorded. Default 0.
+	// MaxDestinations bounds the destinations tracked: 0 means unlimited.
+	// Otherwise recording a new destination when MaxDestinations are held
+	// first evicts one, keeping those with the most samples in the window,
+	// never choosing by recency alone: among the 16 least recently recorded
+	// destinations, the one with the fewest samples goes (ties: the least
+	// recently recorded), and those with more samples than it move to the
+	// front of the order, so destinations with steady traffic never settle
+	// where the next evictions look. A flood of new names with a sample
+	// each evicts only its own kind. Cost: at most 16 destinations visited
+	// per eviction (SyncTracker: plus one lock of each shard), nothing per
+	// record of a known destination. Evictions are counted
+	// (TrackerStats.DestinationsEvicted). Default 0.
 	MaxDestinations int `yaml:"max_destinations"`
 }
 
@@ -40,7 +49,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Window, "window", c.Window, "sliding window the latency quantiles are taken over")
 	fs.Var((*uint32Value)(&c.MinSamples), "min-samples", "`samples` a view needs before it gives a quantile (and is trusted)")
 	fs.IntVar(&c.MaxDestinations, "max-destinations", c.MaxDestinations,
-		"destinations tracked; recording a new one beyond it evicts the least recently recorded; 0 = unlimited")
+		"destinations tracked; recording a new one beyond it evicts one of the least recently recorded with the fewest samples; 0 = unlimited")
 }
 
 // uint32Value is a flag.Value for a uint32 (the flag package has none).
@@ -56,6 +65,10 @@ func (v *uint32Value) Set(s string) error {
 	*v = uint32Value(n)
 	return nil
 }
+
+// evictionCandidates is how many of the least recently recorded
+// destinations an eviction compares (see Config.MaxDestinations).
+const evictionCandidates = 16
 
 // DefaultConfig returns a 60s window of 10 sub-windows, MinSamples 3, and a
 // 60s maximum trackable latency, with no bound on destinations.
@@ -120,16 +133,4 @@ func (c Config) EpochStart(e int64) time.Time {
 // MaxTrackableLatency in whole ms, 2 significant digits.
 func (c Config) Layout() Layout {
 	return Layout{Lowest: 1, Highest: int64(c.MaxTrackableLatency / time.Millisecond), SignificantDigits: 2}
-}
-
-// floorDiv divides rounding toward negative infinity; d must be > 0.
-func floorDiv(n, d int64) int64 {
-	if d <= 0 {
-		return 0
-	}
-	q := n / d
-	if n%d != 0 && n < 0 {
-		q--
-	}
-	return q
 }

@@ -24,6 +24,28 @@
 // gives the same answers, and is safe for concurrent use: destinations are
 // spread over 64 shards, each with its own mutex.
 //
+// With Config.MaxDestinations set, a new destination beyond it evicts the
+// one with the fewest samples among the 16 least recently recorded, so a
+// flood of new names with a sample each evicts only its own kind, never a
+// destination with steady traffic; Stats counts the evictions.
+//
+// # Timed-out attempts and the decision input
+//
+// RecordTimeout records an attempt our timeout ended: a sample at its
+// timeout, exactly as Record (so quantiles are what they were), that is also
+// counted as censored in its bucket, since the latency was at least that.
+// Censored counts are sparse and kept incrementally like the counts. Per
+// view (a tracker's window; the fleet view) Q is the quantile, M the highest
+// bucket holding a sample that did not time out, and v = min(Q, M) the value
+// a timeout decision uses: with nothing censored v = Q, and when timeouts
+// fill the top of the window v stays at the highest completed latency
+// instead of ratcheting up with them. A view with enough samples, some
+// censored and none completed is failing: the decision takes the
+// exponential fallback. An Estimate carries this decision input
+// (Estimate.Decision, Estimate.Failing, read with Estimate.DecisionValue);
+// LocalEstimate gives it for one tracker, Fleet.Estimate with the fleet's
+// precedence (see Decision).
+//
 // # How time enters
 //
 // Time is an argument of every method; the package never reads a clock and
@@ -42,8 +64,11 @@
 // epoch's sub-window as sparse []DestCounts, ready for a Batch: without
 // copying for typical ones, which are kept sparse; a sub-window wider than 1/8
 // of the layout is kept packed (about a byte per bucket, so memory per
-// destination stays bounded) and decoded on hand-out. ExportHistogram returns
-// a destination's window as a standard hdrhistogram-go Histogram.
+// destination stays bounded) and decoded on hand-out. Each carries its
+// censored counts (DestCounts.TimedOut). CutMostSamples cuts one to what a
+// batch may carry, keeping the destinations with the most samples.
+// ExportHistogram returns a destination's window as a standard
+// hdrhistogram-go Histogram.
 //
 // # Fleet
 //
@@ -54,11 +79,16 @@
 // the same key again is a no-op and another copy with other contents a counted
 // conflict, so delivery order and re-delivery never change the result: once
 // every batch has arrived, the view is bucket-for-bucket the same on every
-// node. Fleet.Estimate says which view backs a value (fleet, local or none),
-// how many peers and samples back it, effective peers after the share cap, and
-// staleness; Fleet.DecisionEstimator feeds timeout.Explain after the local
-// guard. Like Tracker, a Fleet takes time as an argument, starts no goroutines
-// and is not safe for concurrent use; SyncFleet wraps it in one mutex.
+// node. Censored counts travel, merge, expire and are share-capped with the
+// counts; a record from a peer that does not send them (CensoringUnknown)
+// makes its view use the quantile alone. Fleet.Estimate says which view
+// backs a value (fleet, local or none), how many peers and samples back it,
+// effective peers after the share cap, and staleness, and carries the input
+// of a timeout decision (the value after the failing views' precedence and
+// the local guard); Fleet.QuantileMillis returns that value, so a Fleet
+// passed to timeout.Explain never skips the guard. Like Tracker, a Fleet
+// takes time as an argument and starts no goroutines; it is safe for
+// concurrent use, with one mutex around each call.
 //
 // What a Fleet holds is bounded (FleetConfig documents each cap and the
 // memory formula): members (MaxOrigins), buckets per member epoch

@@ -83,3 +83,37 @@ func ExampleExportHistogram() {
 	// Output:
 	// 100 100 50
 }
+
+// ExampleLocalEstimate records a destination that stops answering: its
+// timed-out attempts are samples at their timeout, so the quantile climbs
+// to the timeout, but they are censored, so the decision does not follow
+// it up, and once nothing completes in the window the destination is
+// failing (the decision takes the exponential fallback).
+func ExampleLocalEstimate() {
+	t, err := tracker.NewSync[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	now := time.UnixMilli(1_700_000_000_000)
+	for range 97 {
+		t.RecordMillis("db-1", 20, now)
+	}
+	for range 3 {
+		t.RecordTimeoutMillis("db-1", 250, now) // ended by a 250 ms timeout
+	}
+	e, _ := tracker.LocalEstimate(t, "db-1", 0.99, now)
+	v, ok := e.DecisionValue()
+	fmt.Println(e.ValueMillis, e.LocalCensored, e.MaxCompletedMillis, v, ok, e.Failing)
+
+	// A window later only timeouts remain.
+	later := now.Add(time.Minute)
+	for range 5 {
+		t.RecordTimeoutMillis("db-1", 250, later)
+	}
+	e, _ = tracker.LocalEstimate(t, "db-1", 0.99, later)
+	_, ok = e.DecisionValue()
+	fmt.Println(e.ValueMillis, e.LocalCensored, e.HasMaxCompleted, ok, e.Failing)
+	// Output:
+	// 250 3 20 20 true false
+	// 250 5 false false true
+}

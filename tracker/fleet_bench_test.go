@@ -252,3 +252,23 @@ func BenchmarkFleetMemory(b *testing.B) {
 	b.ReportMetric(float64(s.Buckets)/cells, "buckets/origin·dest·epoch")
 	runtime.KeepAlive(f)
 }
+
+// BenchmarkFleetEstimateLocalTracker is BenchmarkFleetEstimate with a real
+// local Tracker (500 samples of the destination in its window) in place of
+// the fake local view: the node's request path.
+func BenchmarkFleetEstimateLocalTracker(b *testing.B) {
+	c := testFleetConfig()
+	local := mustNew(b)
+	now := fleetAt(c, testE, 100)
+	for i := range 500 {
+		local.RecordMillis("dest-042", uint64(40+i%40), now)
+	}
+	f, _ := benchFleet(b, c, local)
+	b.ReportAllocs()
+	for b.Loop() {
+		e, _ := f.Estimate("dest-042", 0.9999, now)
+		if e.Source != SourceFleet {
+			b.Fatal(e)
+		}
+	}
+}

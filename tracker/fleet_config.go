@@ -78,9 +78,10 @@ type FleetConfig struct {
 	MaxOrigins int `yaml:"-"`
 
 	// MaxEpochBuckets bounds the sparse (non-empty) buckets one member may
-	// send for one epoch, over all its parts, >= 1; a batch beyond it is
-	// refused as InsertTooLarge. Default 262144 (2^18): 26 × a busy node's
-	// epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
+	// send for one epoch, over all its parts, >= 1, censored counts
+	// (DestCounts.TimedOut entries) included; a batch beyond it is refused
+	// as InsertTooLarge (CutMostSamples cuts a sealed sub-window to it).
+	// Default 262144 (2^18): 26 × a busy node's epoch (100 destinations × ~100 non-empty buckets), 4096 destinations
 	// × 64 buckets, or 204 destinations with every bucket of the default
 	// layout. Cost: 8 bytes per bucket held, for N+3 epochs: a hostile
 	// member holds at most (N+3)·MaxEpochBuckets·8 B (26 MiB at the
@@ -89,7 +90,8 @@ type FleetConfig struct {
 	// fleet and its peers would refuse it).
 	MaxEpochBuckets int `yaml:"-"`
 
-	// MaxBuckets bounds the sparse buckets held over all batches, >= 1; a
+	// MaxBuckets bounds the sparse buckets held over all batches (censored
+	// counts included), >= 1; a
 	// batch that would go beyond it is refused as InsertBucketsCapped (held
 	// batches are never dropped for it). Default 2^25 (256 MiB of buckets),
 	// enough for the default MaxOrigins (256) nodes × 100 destinations ×
@@ -117,7 +119,6 @@ type FleetConfig struct {
 const (
 	maxFleetOrigins = 4096
 	maxEpochSamples = 1 << 40 // samples one member may send for one epoch, over all parts
-	maxDestName     = 256     // bytes in a destination name
 )
 
 // DefaultFleetConfig returns the tracker's DefaultConfig, auto MinPeers,

@@ -1,116 +1,11 @@
 package tracker
 
 import (
-	"encoding/json"
-	"errors"
-	"math/bits"
+	"fmt"
+	"math"
 	"slices"
-	"strings"
 	"time"
 )
-
-// ErrQuantile reports a quantile outside (0, 1].
-var ErrQuantile = errors.New("tracker: quantile must be in (0, 1]")
-
-// Source names the view an Estimate's value comes from.
-type Source uint8
-
-// The sources of an Estimate, in the order they are tried.
-const (
-	// SourceNone: neither view is trusted; the caller falls back to backoff.
-	SourceNone Source = iota
-	// SourceLocal: this node's own window.
-	SourceLocal
-	// SourceFleet: the fleet view.
-	SourceFleet
-)
-
-// String returns "none", "local" or "fleet".
-func (s Source) String() string {
-	switch s {
-	case SourceLocal:
-		return "local"
-	case SourceFleet:
-		return "fleet"
-	}
-	return "none"
-}
-
-// MarshalText returns String's text, so JSON carries "fleet", not 2.
-func (s Source) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
-// Estimate is a peer-count-aware quantile of one destination: its value and
-// what backs it, field by field as DESIGN.md section 5's table. The Has*
-// flags stand for the table's nulls.
-type Estimate struct {
-	// Dest and Quantile are as asked.
-	Dest     string
-	Quantile float64
-	// Source is SourceFleet if the fleet view is trusted, else SourceLocal
-	// if the local view is trusted, else SourceNone.
-	Source Source
-	// ValueMillis is the quantile of the view named by Source; 0 when
-	// Source is SourceNone.
-	ValueMillis uint64
-	// FleetValueMillis is the fleet view's quantile (after the share cap)
-	// when it holds any sample (HasFleetValue).
-	FleetValueMillis uint64
-	HasFleetValue    bool
-	// LocalValueMillis is the local view's quantile when it holds any
-	// sample (HasLocalValue).
-	LocalValueMillis uint64
-	HasLocalValue    bool
-	// Samples is the fleet view's sample count after the share cap.
-	Samples uint64
-	// LocalSamples is the local view's sample count.
-	LocalSamples uint64
-	// Peers is the number of distinct peers with samples in the fleet view,
-	// self included (before the cap).
-	Peers int
-	// EffectivePeers is (Σn)²/Σn² over those peers' sample counts n after
-	// the cap; 0 when there are none.
-	EffectivePeers float64
-	// Staleness is now minus the end of the newest epoch in the fleet view
-	// holding data for Dest, when there is one (HasStaleness).
-	Staleness    time.Duration
-	HasStaleness bool
-	// Trusted is Source != SourceNone.
-	Trusted bool
-}
-
-// MarshalJSON writes the section 5 fields in snake_case, with null for the
-// absent values.
-func (e Estimate) MarshalJSON() ([]byte, error) {
-	opt := func(v uint64, ok bool) *uint64 {
-		if !ok {
-			return nil
-		}
-		return &v
-	}
-	var st *int64
-	if e.HasStaleness {
-		ms := e.Staleness.Milliseconds()
-		st = &ms
-	}
-	return json.Marshal(struct {
-		Dest           string  `json:"dest"`
-		Quantile       float64 `json:"quantile"`
-		Source         Source  `json:"source"`
-		Value          *uint64 `json:"value_ms"`
-		FleetValue     *uint64 `json:"fleet_value_ms"`
-		LocalValue     *uint64 `json:"local_value_ms"`
-		Samples        uint64  `json:"samples"`
-		LocalSamples   uint64  `json:"local_samples"`
-		Peers          int     `json:"peers"`
-		EffectivePeers float64 `json:"effective_peers"`
-		Staleness      *int64  `json:"staleness_ms"`
-		Trusted        bool    `json:"trusted"`
-	}{
-		e.Dest, e.Quantile, e.Source, opt(e.ValueMillis, e.Source != SourceNone),
-		opt(e.FleetValueMillis, e.HasFleetValue), opt(e.LocalValueMillis, e.HasLocalValue),
-		e.Samples, e.LocalSamples, e.Peers, e.EffectivePeers, st, e.Trusted,
-	})
-}
 
 // destSummary is what a destination's estimate needs beyond its merged
 // histogram, computed lazily and cached per (epoch, generation): peer count,
@@ -123,20 +18,24 @@ type destSummary struct {
 	samples   uint64
 	effPeers  float64
 	capped    bool
-	ch        hist // the capped view, when capped
+	ch        hist      // the capped view, when capped
+	cc        sparseSum // its censored counts
+	m         int       // M's bucket in the (capped) view, when hasM
+	hasM      bool
 	newest    int64
-	newestEnd time.Time // end of epoch newest
+	newestEnd int64 // end of epoch newest, Unix ms
 	hasNewest bool
-}
-
-type peerCount struct {
-	p *fleetPeer
-	n uint64
 }
 
 // MinPeers returns the MinPeers in force: the configured value, or when it
 // is 0, min(3, live members).
 func (f *Fleet) MinPeers() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.minPeers()
+}
+
+func (f *Fleet) minPeers() int {
 	if f.cfg.MinPeers > 0 {
 		return f.cfg.MinPeers
 	}
@@ -153,7 +52,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	for ep := f.epoch - 1; ep >= f.epoch-f.n+1; ep-- {
 		if d.epochN[f.slot(ep)] > 0 {
 			s.newest, s.hasNewest = ep, true
-			s.newestEnd = f.cfg.Tracker.EpochStart(ep + 1)
+			s.newestEnd = (ep + 1) * f.swMs
 			break
 		}
 	}
@@ -167,6 +66,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	share := f.cfg.MaxOriginShare
 	if share <= 0 || s.peers < 4 || !(float64(top) > share*float64(d.h.total)) {
 		s.effPeers = effectivePeersMap(d.contrib)
+		s.m, s.hasM = maxCompleted(&d.h, &d.c)
 		return s
 	}
 	pcs := f.contribs[:0]
@@ -181,269 +81,82 @@ func (f *Fleet) summary(d *destState) *destSummary {
 			s.ch = newHist(&f.geo)
 		}
 		s.ch.copyFrom(&d.h)
+		s.cc.copyFrom(&d.c)
 		for i := range k {
-			pcs[i].n = f.capPeer(d, &s.ch, pcs[i].p, pcs[i].n, t)
+			pcs[i].n = f.capPeer(d, &s.ch, &s.cc, pcs[i].p, pcs[i].n, t)
 		}
 		s.samples = s.ch.total
 	}
 	s.effPeers = effectivePeers(pcs)
+	h, c := &d.h, &d.c
+	if s.capped {
+		h, c = &s.ch, &s.cc
+	}
+	s.m, s.hasM = maxCompleted(h, c)
 	return s
 }
 
-// comparePeerCounts orders by count descending, then name.
-func comparePeerCounts(a, b peerCount) int {
-	if a.n != b.n {
-		if a.n > b.n {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.p.name, b.p.name)
-}
-
-// shareCap decides the share cap for peers' sample counts pcs, sorted by
-// count descending: whether it bites, how many of the largest peers it caps
-// (k) and the count each is capped to (t). With share s and R_k the sum of
-// the counts after the first k, the level is L = s·R_k/(1−k·s), the first k
-// for which the next peer's count is within it; each capped peer then holds
-// share s of the capped total (before rounding down). With one peer above s
-// (always the case for s >= 0.5) this is the single-peer rule of DESIGN.md
-// section 5. When no k works (s below 1/peers), all peers are capped to the
-// smallest count.
-func shareCap(pcs []peerCount, s float64) (k int, t uint64, ok bool) {
-	if s <= 0 || len(pcs) < 4 {
-		return 0, 0, false
-	}
-	var total uint64
-	for _, pc := range pcs {
-		total += pc.n
-	}
-	if !(float64(pcs[0].n) > s*float64(total)) {
-		return 0, 0, false
-	}
-	rest := total
-	for k = 1; k < len(pcs); k++ {
-		rest -= pcs[k-1].n
-		if float64(k)*s >= 1 {
-			break
-		}
-		l := s * float64(rest) / (1 - float64(k)*s)
-		if float64(pcs[k].n) <= l {
-			// In exact arithmetic l < pcs[k-1].n (the previous k failed);
-			// clamp so float rounding can never make t exceed a capped
-			// peer's count, nor overflow the conversion.
-			n := pcs[k-1].n
-			if !(l < float64(n)) {
-				return k, n, true
-			}
-			return k, min(uint64(l), n), true
-		}
-	}
-	last := len(pcs) - 1
-	return last, pcs[last].n, true
-}
-
-// capPeer scales peer p's counts in view ch of d by t/n and returns p's
-// capped sample count, floor(n·t/n) = t.
-//
-// The scaling rounds the peer's cumulative counts down, not each bucket:
-// bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n) where C_i is the
-// peer's count at indices <= i. Every bucket is multiplied by the same
-// factor and the total is rounded down once, so the peer ends at its share
-// exactly. Rounding each bucket down instead loses up to one sample per
-// non-empty bucket, and a tail is mostly buckets holding one sample: with
-// four peers near a quarter each, a cap of 0.4 % erased the tail and the
-// fleet's P99.99 of a destination alternated between 150 ms and 800 ms from
-// one second to the next in the demo.
-func (f *Fleet) capPeer(d *destState, ch *hist, p *fleetPeer, n, t uint64) uint64 {
-	t = min(t, n) // shareCap guarantees it; c−(k−kept) below relies on it
-	f.touched = f.touched[:0]
-	for _, m := range p.members {
-		if m.excluded {
-			continue
-		}
-		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
-			me := m.epochs[ep]
-			if me == nil {
-				continue
-			}
-			for _, hb := range me.parts {
-				i, found := slices.BinarySearchFunc(hb.b.Dests, d.name, func(dc DestCounts, name string) int {
-					return strings.Compare(dc.Dest, name)
-				})
-				if !found || hb.ds[i] != d {
-					continue
-				}
-				for _, b := range hb.b.Dests[i].Buckets {
-					if f.scratch[b.Index] == 0 {
-						f.touched = append(f.touched, int(b.Index))
-					}
-					f.scratch[b.Index] += uint64(b.Count)
-				}
-			}
-		}
-	}
-	slices.Sort(f.touched)
-	var cum, kept uint64
-	for _, i := range f.touched {
-		c := f.scratch[i]
-		f.scratch[i] = 0
-		cum += c
-		hi, lo := bits.Mul64(cum, t) // cum <= n and t <= n, so hi < n
-		k, _ := bits.Div64(hi, lo, n)
-		ch.sub(i, c-(k-kept)) // k−kept <= c: see the doc comment
-		kept = k
-	}
-	return kept
-}
-
-// effectivePeers returns (Σn)²/Σn², with the sums exact in 128 bits (so
-// the result does not depend on the order of the peers).
-func effectivePeers(pcs []peerCount) float64 {
-	var a peerSums
-	for _, pc := range pcs {
-		a.add(pc.n)
-	}
-	return a.effective()
-}
-
-func effectivePeersMap(m map[*fleetPeer]uint64) float64 {
-	var a peerSums
-	for _, n := range m {
-		a.add(n)
-	}
-	return a.effective()
-}
-
-type peerSums struct{ sum, sqHi, sqLo uint64 }
-
-func (a *peerSums) add(n uint64) {
-	a.sum += n
-	hi, lo := bits.Mul64(n, n)
-	var c uint64
-	a.sqLo, c = bits.Add64(a.sqLo, lo, 0)
-	a.sqHi += hi + c
-}
-
-func (a *peerSums) effective() float64 {
-	sum, sqHi, sqLo := a.sum, a.sqHi, a.sqLo
-	if sum == 0 {
-		return 0
-	}
-	hi, lo := bits.Mul64(sum, sum)
-	return u128(hi, lo) / u128(sqHi, sqLo)
-}
-
-func u128(hi, lo uint64) float64 { return float64(hi)*0x1p64 + float64(lo) }
-
 // Estimate returns the peer-count-aware estimate of quantile q of dest at
-// now (DESIGN.md section 5), or ErrQuantile when q is outside (0, 1]. It
-// costs a map lookup, a block-indexed quantile walk and the local view; the
-// first query after a change of dest's view also recomputes its peers and
-// share cap.
-func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
-	e := Estimate{Dest: dest, Quantile: q}
+// now, with the input of a timeout decision (Estimate.Decision), or
+// ErrQuantile when q is outside (0, 1]. It costs the lock, a map lookup, a
+// block-indexed quantile walk and the local view; the first query after a
+// change of dest's view also recomputes its peers and share cap.
+func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err error) {
+	e.Dest, e.Quantile = dest, q
 	if !(q > 0 && q <= 1) {
-		return e, ErrQuantile
+		return e, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}
-	f.advance(f.epochOf(now))
-	if d := f.dests[dest]; d != nil {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
+	var fv viewFacts
+	d := f.dests[dest]
+	if d != nil {
 		s := f.summary(d)
-		view := &d.h
+		h, c := &d.h, &d.c
 		if s.capped {
-			view = &s.ch
+			h, c = &s.ch, &s.cc
 		}
-		if v, ok := view.quantileValue(&f.geo, q); ok {
-			e.FleetValueMillis, e.HasFleetValue = uint64(v), true
+		fv = viewFacts{samples: h.total, censored: c.total, unknown: d.unknown > 0}
+		if qv, ok := h.quantileValue(&f.geo, q); ok {
+			fv.q = uint64(qv)
+			if s.hasM {
+				fv.m, fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
+			}
+			e.FleetValueMillis, e.HasFleetValue = fv.q, true
 		}
-		e.Samples, e.Peers, e.EffectivePeers = s.samples, s.peers, s.effPeers
+		e.Samples, e.Censored, e.Peers, e.EffectivePeers = s.samples, fv.censored, s.peers, s.effPeers
 		if s.hasNewest {
-			e.Staleness, e.HasStaleness = max(now.Sub(s.newestEnd), 0), true
+			e.Staleness, e.HasStaleness = sinceMillis(now, s.newestEnd), true
 		}
 	}
-	if f.local != nil {
-		ms, n, ok := f.local.localView(dest, q, now)
-		e.LocalSamples = n
-		e.LocalValueMillis, e.HasLocalValue = ms, ok
-		if !ok {
-			e.LocalValueMillis = 0
-		}
-	}
-	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
+	var lv viewFacts
 	switch {
-	case e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.MinPeers():
-		e.Source, e.ValueMillis = SourceFleet, e.FleetValueMillis
-	case e.HasLocalValue && e.LocalSamples >= minSamples:
-		e.Source, e.ValueMillis = SourceLocal, e.LocalValueMillis
+	case f.localSync != nil:
+		lv = f.localSync.localView(dest, q, now)
+	case f.localPlain != nil:
+		lv = f.localPlain.localView(dest, q, now)
+	case f.local != nil:
+		lv = f.local.localView(dest, q, now)
 	}
-	e.Trusted = e.Source != SourceNone
+	e.localView(&lv)
+	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
+	trusted := e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers()
+	decide(&e, &fv, &lv, d != nil, f.local != nil, trusted, minSamples)
 	return e, nil
 }
 
-// QuantileMillis returns the estimate's value, and false when it is not
-// trusted or q is outside (0, 1]. With it a Fleet is a
-// timeout.Estimator[string].
+// QuantileMillis returns the value a timeout decision uses for dest:
+// Estimate's DecisionValue, so the local guard (and the rest of the
+// decision's precedence) always applies; false when no view is trusted or
+// q is outside (0, 1]. With it a Fleet is a timeout.Estimator[string] that
+// cannot skip the guard.
 func (f *Fleet) QuantileMillis(dest string, q float64, now time.Time) (uint64, bool) {
 	e, err := f.Estimate(dest, q, now)
-	if err != nil || !e.Trusted {
+	if err != nil {
 		return 0, false
 	}
-	return e.ValueMillis, true
-}
-
-// DecisionValueMillis returns the value a timeout decision uses for dest
-// (DESIGN.md section 5): the estimate's value, except that when its source
-// is the fleet, the local view is trusted and its value exceeds the fleet's
-// by more than 20 %, the local value and SourceLocal (the local guard: this
-// node sees a worse path than the fleet). ok is false when neither view is
-// trusted or q is outside (0, 1].
-func (f *Fleet) DecisionValueMillis(dest string, q float64, now time.Time) (ms uint64, src Source, ok bool) {
-	e, err := f.Estimate(dest, q, now)
-	if err != nil {
-		return 0, SourceNone, false
-	}
-	ms, guarded, ok := f.DecisionMillis(&e)
-	if guarded {
-		return ms, SourceLocal, ok
-	}
-	return ms, e.Source, ok
-}
-
-// DecisionMillis is DecisionValueMillis for an estimate e that this fleet
-// returned: the value a timeout decision uses, whether the local guard
-// replaced the fleet's value with the local one, and false when e is not
-// trusted. It lets a caller get the estimate, its source and the decision
-// value from one read.
-func (f *Fleet) DecisionMillis(e *Estimate) (ms uint64, guarded, ok bool) {
-	if !e.Trusted {
-		return 0, false, false
-	}
-	if e.Source == SourceFleet && e.HasLocalValue && e.LocalSamples >= max(uint64(f.cfg.Tracker.MinSamples), 1) &&
-		exceeds20(e.LocalValueMillis, e.FleetValueMillis) {
-		return e.LocalValueMillis, true, true
-	}
-	return e.ValueMillis, false, true
-}
-
-// exceeds20 reports local > 1.2·fleet exactly: 5·local > 6·fleet in 128 bits.
-func exceeds20(local, fleet uint64) bool {
-	lh, ll := bits.Mul64(local, 5)
-	fh, fl := bits.Mul64(fleet, 6)
-	return lh > fh || lh == fh && ll > fl
-}
-
-// DecisionEstimator returns a timeout.Estimator[string] whose values are
-// DecisionValueMillis's, for timeout.Explain and timeout.SelectQuorum.
-func (f *Fleet) DecisionEstimator() DecisionEstimator { return DecisionEstimator{f} }
-
-// DecisionEstimator adapts a Fleet's timeout-decision values (the estimate
-// after the local guard) to the timeout.Estimator[string] shape.
-type DecisionEstimator struct{ f *Fleet }
-
-// QuantileMillis returns Fleet.DecisionValueMillis's value.
-func (d DecisionEstimator) QuantileMillis(dest string, q float64, now time.Time) (uint64, bool) {
-	ms, _, ok := d.f.DecisionValueMillis(dest, q, now)
-	return ms, ok
+	return e.DecisionValue()
 }
 
 // ViewCounts returns a copy of dest's fleet view at now after the share cap,
@@ -451,7 +164,9 @@ func (d DecisionEstimator) QuantileMillis(dest string, q float64, now time.Time)
 // bucket-for-bucket equal on every node once all batches have arrived), or
 // nil when the view is empty.
 func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
-	f.advance(f.epochOf(now))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -469,11 +184,28 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 
 // Destinations returns the destinations with a fleet state at now, sorted.
 func (f *Fleet) Destinations(now time.Time) []string {
-	f.advance(f.epochOf(now))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
 	out := make([]string, 0, len(f.dests))
 	for name := range f.dests {
 		out = append(out, name)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sinceMillis returns now minus the Unix time ms, 0 if negative, saturating:
+// now.Sub without its overflow check through Add and Equal, which cost as
+// much as the rest of an estimate.
+func sinceMillis(now time.Time, ms int64) time.Duration {
+	n := now.UnixMilli()
+	if n < ms {
+		return 0
+	}
+	d := uint64(n) - uint64(ms) // exact: n >= ms
+	if d > math.MaxInt64/uint64(time.Millisecond)-1 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)*time.Millisecond + time.Duration(now.Nanosecond()%int(time.Millisecond))
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// FuzzFleetOps runs a sequence of inserts (valid and malformed), exclusions,
+// FuzzFleetOps runs a sequence of inserts (valid and malformed, with and
+// without censored counts, some with censoring unknown), exclusions,
 // inclusions and clock moves decoded from the input, with small caps, and
 // checks after each step that the incremental state equals one recomputed
 // from the held batches, that the caps hold, and that the exclusions
@@ -59,6 +60,20 @@ func FuzzFleetOps(f *testing.F) {
 					if next()%16 == 0 {
 						d.Total++ // malformed total
 					}
+					switch next() % 4 {
+					case 1: // censored counts, valid unless a count was 0
+						for _, bk := range d.Buckets {
+							if c := uint32(next() % 3); c > 0 {
+								d.TimedOut = append(d.TimedOut, Bucket{Index: bk.Index, Count: min(c, bk.Count)})
+							}
+						}
+					case 2: // censored counts, often inconsistent
+						for range next() % 3 {
+							d.TimedOut = append(d.TimedOut, Bucket{Index: uint16(next() % 8 * 100), Count: uint32(next() % 5)})
+						}
+					case 3:
+						d.CensoringUnknown = true
+					}
 					b.Dests = append(b.Dests, d)
 				}
 				fl.Insert(b, now)
@@ -73,8 +88,12 @@ func FuzzFleetOps(f *testing.F) {
 			case 4:
 				e += int64(next() % 4)
 				for _, d := range []string{"a", "b", "c", "d", "e"} {
-					if _, err := fl.Estimate(d, 0.99, now); err != nil {
+					e, err := fl.Estimate(d, 0.99, now)
+					if err != nil {
 						t.Fatal(err)
+					}
+					if e.Censored > e.Samples || e.Failing && !e.Trusted() {
+						t.Fatalf("estimate %+v", e)
 					}
 				}
 			}

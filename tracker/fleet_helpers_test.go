@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -14,14 +15,34 @@ import (
 // fakeLocal is a localWindow with fixed answers per destination.
 type fakeLocal map[string]fakeView
 
+// fakeView is one destination's local view: quantile ms of samples when
+// ok; with censored > 0, M is m when hasM (else none), otherwise ms.
 type fakeView struct {
 	ms, samples uint64
 	ok          bool
+	censored    uint64
+	m           uint64
+	hasM        bool
 }
 
-func (l fakeLocal) localView(dest string, q float64, now time.Time) (uint64, uint64, bool) {
+func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
 	v := l[dest]
-	return v.ms, v.samples, v.ok
+	switch {
+	case !v.ok:
+		return viewFacts{}
+	case v.censored == 0:
+		return viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+	}
+	return viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
+}
+
+// qsOK returns the view's quantile and samples, and whether it holds any
+// sample: what localView returned before it carried censored counts.
+func (v viewFacts) qsOK() (uint64, uint64, bool) { return v.q, v.samples, v.samples > 0 }
+
+// view is a tracker's localView.
+func view(t localWindow, dest string, q float64, now time.Time) viewFacts {
+	return t.localView(dest, q, now)
 }
 
 const testE = 100000 // the epoch tests start in
@@ -71,6 +92,30 @@ func dcBuckets(dest string, pairs ...uint32) DestCounts {
 	return out
 }
 
+// timedOut returns d with censored counts from (index, count) pairs.
+func timedOut(d DestCounts, pairs ...uint32) DestCounts {
+	d.TimedOut = nil
+	for i := 0; i < len(pairs); i += 2 {
+		d.TimedOut = append(d.TimedOut, Bucket{Index: uint16(pairs[i]), Count: pairs[i+1]})
+	}
+	return d
+}
+
+// withTimeouts marks about a third of each destination's buckets of b as
+// partly or entirely censored, at random.
+func withTimeouts(r *rand.Rand, b Batch) Batch {
+	for i := range b.Dests {
+		d := &b.Dests[i]
+		d.TimedOut = nil
+		for _, bk := range d.Buckets {
+			if r.IntN(3) == 0 {
+				d.TimedOut = append(d.TimedOut, Bucket{Index: bk.Index, Count: 1 + r.Uint32N(bk.Count)})
+			}
+		}
+	}
+	return b
+}
+
 func mkBatch(origin string, boot uint64, ep int64, dests ...DestCounts) Batch {
 	return Batch{
 		Key:    BatchKey{Origin: origin, Boot: boot, Epoch: ep},
@@ -105,11 +150,13 @@ func randomBatch(r *rand.Rand, origin string, boot uint64, ep int64, dests []str
 	return b
 }
 
-// naiveView merges, from scratch, every counted batch the fleet holds for
-// dest with an epoch in the view: the reference the incremental view must
-// equal, and the naive alternative of the benchmarks.
-func naiveView(f *Fleet, dest string) (counts []uint64, perPeer map[string]uint64) {
+// naiveViewCensored merges, from scratch, every counted batch the fleet
+// holds for dest with an epoch in the view: the reference the incremental
+// view must equal (counts, censored counts as a map of non-zero buckets, the
+// entries whose censoring is unknown, samples per peer).
+func naiveViewCensored(f *Fleet, dest string) (counts []uint64, censored map[int]uint64, unknown int, perPeer map[string]uint64) {
 	counts = make([]uint64, f.geo.countsLen)
+	censored = map[int]uint64{}
 	perPeer = map[string]uint64{}
 	for _, m := range f.members {
 		if m.excluded {
@@ -128,12 +175,40 @@ func naiveView(f *Fleet, dest string) (counts []uint64, perPeer map[string]uint6
 					for _, b := range hb.b.Dests[i].Buckets {
 						counts[b.Index] += uint64(b.Count)
 					}
+					for _, b := range hb.b.Dests[i].TimedOut {
+						censored[int(b.Index)] += uint64(b.Count)
+					}
+					if hb.b.Dests[i].CensoringUnknown {
+						unknown++
+					}
 					perPeer[m.key.name] += hb.b.Dests[i].Total
 				}
 			}
 		}
 	}
-	return counts, perPeer
+	return counts, censored, unknown, perPeer
+}
+
+// sparseMap returns s's entries as a map, checking they ascend, are
+// non-zero and sum to its total.
+func sparseMap(t testing.TB, s *sparseSum) map[int]uint64 {
+	t.Helper()
+	out := map[int]uint64{}
+	var total uint64
+	if len(s.n) != len(s.idx) {
+		t.Fatalf("sparse sum of %d indices and %d counts", len(s.idx), len(s.n))
+	}
+	for k, i := range s.idx {
+		if k > 0 && s.idx[k-1] >= i || s.n[k] == 0 {
+			t.Fatalf("sparse sum not ascending or with a zero: %v %v", s.idx, s.n)
+		}
+		out[int(i)] = s.n[k]
+		total += s.n[k]
+	}
+	if total != s.total {
+		t.Fatalf("sparse sum total %d, counts sum to %d", s.total, total)
+	}
+	return out
 }
 
 // checkInvariants recomputes every destination's state from the held
@@ -184,14 +259,16 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	require.LessOrEqual(t, len(f.members), f.cfg.MaxOrigins)
 	listed := map[*destState]bool{}
 	for l := range f.lists {
-		var prev *destState
-		for d := f.lists[l].head; d != nil; d = d.next {
+		var prev *listNode[*destState]
+		for n := f.lists[l].head; n != nil; n = n.next {
+			d := n.v
 			require.Same(t, d, f.dests[d.name])
+			require.Same(t, n, &d.cand)
 			require.Equal(t, int8(l), d.level, d.name)
-			require.Same(t, prev, d.prev)
+			require.Same(t, prev, n.prev)
 			require.False(t, listed[d])
 			listed[d] = true
-			prev = d
+			prev = n
 		}
 		require.Same(t, prev, f.lists[l].tail)
 	}
@@ -202,8 +279,24 @@ func checkInvariants(t testing.TB, f *Fleet) {
 	for name, d := range f.dests {
 		require.Equal(t, refs[d], d.refs, name)
 		require.Positive(t, d.refs, name)
-		counts, perPeer := naiveView(f, name)
+		counts, censored, unknown, perPeer := naiveViewCensored(f, name)
 		require.Equal(t, counts, d.h.counts, name)
+		if got := sparseMap(t, &d.c); !maps.Equal(censored, got) {
+			t.Fatalf("censored counts of %s: %v, rebuilt %v", name, got, censored)
+		}
+		require.Equal(t, unknown, d.unknown, name)
+		for i, c := range censored {
+			if c > counts[i] {
+				t.Fatalf("C %d > H %d at %d of %s", c, counts[i], i, name)
+			}
+		}
+		if s := f.summary(d); s.capped {
+			for i, c := range sparseMap(t, &s.cc) {
+				if c > s.ch.counts[i] || c > censored[i] {
+					t.Fatalf("capped C %d at %d of %s: capped H %d, C %d", c, i, name, s.ch.counts[i], censored[i])
+				}
+			}
+		}
 		var total uint64
 		for i, c := range counts {
 			total += c
@@ -259,7 +352,7 @@ func fleetState(f *Fleet) string {
 	}
 	for _, name := range f.Destinations(f.cfg.Tracker.EpochStart(f.epoch)) {
 		d := f.dests[name]
-		fmt.Fprintf(&sb, "dest %q total %d epochN %v\n", name, d.h.total, d.epochN)
+		fmt.Fprintf(&sb, "dest %q total %d epochN %v censored %v/%v unknown %d\n", name, d.h.total, d.epochN, d.c.idx, d.c.n, d.unknown)
 		for i, c := range d.h.counts {
 			if c > 0 {
 				fmt.Fprintf(&sb, "  %d:%d", i, c)

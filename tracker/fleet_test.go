@@ -64,18 +64,38 @@ func TestFleetInsertOutcomes(t *testing.T) {
 		{"empty origin", mkBatch("", 1, testE-1, dcBuckets("x", 1, 1)), InsertMalformed},
 		{"empty dest", mkBatch("b", 1, testE-1, dcBuckets("", 1, 1)), InsertMalformed},
 		{"long dest", mkBatch("b", 1, testE-1, dcBuckets(string(make([]byte, 257)), 1, 1)), InsertMalformed},
+		{"dest not UTF-8", mkBatch("b", 1, testE-1, dcBuckets("\xff", 1, 1)), InsertMalformed},
+		{"origin not UTF-8", mkBatch("\xff", 1, testE-1, dcBuckets("x", 1, 1)), InsertMalformed},
 		{"repeated dest", mkBatch("b", 1, testE-1, dcBuckets("x", 1, 1), dcBuckets("x", 2, 1)), InsertMalformed},
 		{"descending buckets", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 4, 1)), InsertMalformed},
 		{"repeated bucket", mkBatch("b", 1, testE-1, dcBuckets("x", 5, 1, 5, 1)), InsertMalformed},
 		{"index out of range", mkBatch("b", 1, testE-1, dcBuckets("x", 1280, 1)), InsertMalformed},
 		{"zero count", mkBatch("b", 1, testE-1, dcBuckets("x", 3, 0)), InsertMalformed},
 		{"wrong total", func() Batch { b := mkBatch("b", 1, testE-1, dcBuckets("x", 3, 2)); b.Dests[0].Total = 3; return b }(), InsertMalformed},
+		{"censored not ascending", mkBatch("b", 1, testE-1, timedOut(dcBuckets("x", 3, 2, 5, 2), 5, 1, 3, 1)), InsertMalformed},
+		{"censored repeated", mkBatch("b", 1, testE-1, timedOut(dcBuckets("x", 3, 2), 3, 1, 3, 1)), InsertMalformed},
+		{"censored outside the buckets", mkBatch("b", 1, testE-1, timedOut(dcBuckets("x", 3, 2), 4, 1)), InsertMalformed},
+		{"censored above the count", mkBatch("b", 1, testE-1, timedOut(dcBuckets("x", 3, 2), 3, 3)), InsertMalformed},
+		{"censored zero", mkBatch("b", 1, testE-1, timedOut(dcBuckets("x", 3, 2), 3, 0)), InsertMalformed},
+		{"censored and unknown", mkBatch("b", 1, testE-1, func() DestCounts {
+			d := timedOut(dcBuckets("x", 3, 2), 3, 1)
+			d.CensoringUnknown = true
+			return d
+		}()), InsertMalformed},
+		{"censored in an empty destination", mkBatch("b", 1, testE-1, timedOut(DestCounts{Dest: "x"}, 3, 1)), InsertMalformed},
 		{"too many dests", mkBatch("b", 1, testE-1, dcBuckets("w", 1, 1), dcBuckets("x", 1, 1), dcBuckets("y", 1, 1), dcBuckets("z", 1, 1)), InsertTooLarge},
 		{"new", good(testE - 1), InsertNew},
 		{"duplicate", good(testE - 1), InsertDuplicate},
 		{"conflict", mkBatch("a", 1, testE-1, dcBuckets("x", 5, 2, 7, 2)), InsertConflict},
 		{"other part", func() Batch { b := good(testE - 1); b.Key.Part = 1; return b }(), InsertNew},
 		{"other boot", mkBatch("a", 2, testE-1, dcBuckets("x", 5, 2, 7, 2)), InsertNew},
+		{"censored", mkBatch("d", 1, testE-1, timedOut(dcBuckets("y", 5, 2, 7, 2), 7, 2)), InsertNew},
+		{"censored conflicts", mkBatch("d", 1, testE-1, timedOut(dcBuckets("y", 5, 2, 7, 2), 7, 1)), InsertConflict},
+		{"censoring unknown", func() Batch {
+			b := mkBatch("e", 1, testE-1, dcBuckets("y", 5, 1))
+			b.Dests[0].CensoringUnknown = true
+			return b
+		}(), InsertNew},
 		{"empty dest counts", mkBatch("c", 1, testE-1, DestCounts{Dest: "x"}), InsertNew},
 	}
 	f := newTestFleet(t, c, nil)
@@ -97,6 +117,11 @@ func TestFleetInsertOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(3+3+4), e.Samples)
 	require.Equal(t, 1, e.Peers, `"c" sent only empty counts`)
+	e, err = f.Estimate("y", 1, now)
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), e.Samples)
+	require.Equal(t, uint64(2), e.Censored)
+	require.Equal(t, 1, f.dests["y"].unknown, "e's censoring is unknown")
 	require.Equal(t, "new", InsertNew.String())
 	require.Equal(t, "origin_capped", InsertOriginCapped.String())
 	require.Equal(t, "buckets_capped", InsertBucketsCapped.String())
@@ -312,6 +337,9 @@ func TestFleetReplay(t *testing.T) {
 	for o := range 6 {
 		for ep := testE - N - 3; ep <= testE+3; ep++ { // includes refused epochs
 			b := randomBatch(r, fmt.Sprintf("o%d", o), uint64(o+1), ep, dests, 20)
+			if r.IntN(2) == 0 {
+				b = withTimeouts(r, b)
+			}
 			log = append(log, b)
 			if r.IntN(4) == 0 {
 				log = append(log, b) // a re-delivery
@@ -370,6 +398,107 @@ func exactUnion(batches []Batch, dest string, e, n int64, excluded map[memberKey
 		}
 	}
 	return perPeer, all
+}
+
+// exactCensoredPerPeer sums, from the generated batches, the censored
+// counts of dest over the view of epoch e, per peer.
+func exactCensoredPerPeer(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool) map[string][]uint64 {
+	perPeer := map[string][]uint64{}
+	for _, b := range batches {
+		if b.Key.Epoch < e-n+1 || b.Key.Epoch > e-1 || excluded[memberKey{b.Key.Origin, b.Key.Boot}] {
+			continue
+		}
+		for _, d := range b.Dests {
+			if d.Dest != dest {
+				continue
+			}
+			if perPeer[b.Key.Origin] == nil {
+				perPeer[b.Key.Origin] = make([]uint64, 1280)
+			}
+			for _, bk := range d.TimedOut {
+				perPeer[b.Key.Origin][bk.Index] += uint64(bk.Count)
+			}
+		}
+	}
+	return perPeer
+}
+
+// exactCensored is the censored union, as non-zero buckets.
+func exactCensored(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool) map[int]uint64 {
+	out := map[int]uint64{}
+	for _, h := range exactCensoredPerPeer(batches, dest, e, n, excluded) {
+		for i, c := range h {
+			if c > 0 {
+				out[i] += c
+			}
+		}
+	}
+	return out
+}
+
+// cappedCensored applies the share cap to exact per-peer censored counts by
+// brute force: a capped peer's samples are laid out bucket by bucket, the
+// censored ones last in each, and sample j (1-based) of its n is kept when
+// floor(j·t/n) > floor((j−1)·t/n), which keeps exactly floor(n·t/n) = t
+// of them spread evenly; the censored ones kept are counted.
+func cappedCensored(perPeer, perPeerC map[string][]uint64, share float64) map[int]uint64 {
+	var pcs []peerCount
+	for name, h := range perPeer {
+		var n uint64
+		for _, c := range h {
+			n += c
+		}
+		pcs = append(pcs, peerCount{&fleetPeer{name: name}, n})
+	}
+	slices.SortFunc(pcs, comparePeerCounts)
+	k, t, ok := shareCap(pcs, share)
+	out := map[int]uint64{}
+	for x, pc := range pcs {
+		h, hc := perPeer[pc.p.name], perPeerC[pc.p.name]
+		var j uint64
+		for i := range h {
+			var ci uint64
+			if hc != nil {
+				ci = hc[i]
+			}
+			for s := range h[i] {
+				j++
+				if !ok || x >= k {
+					if s >= h[i]-ci {
+						out[i]++
+					}
+					continue
+				}
+				if j*t/pc.n > (j-1)*t/pc.n && s >= h[i]-ci {
+					out[i]++
+				}
+			}
+		}
+	}
+	for i, c := range out {
+		if c == 0 {
+			delete(out, i)
+		}
+	}
+	return out
+}
+
+// viewCensored returns dest's fleet view's censored counts after the share
+// cap, as non-zero buckets.
+func viewCensored(f *Fleet, dest string) map[int]uint64 {
+	out := map[int]uint64{}
+	d := f.dests[dest]
+	if d == nil {
+		return out
+	}
+	c := &d.c
+	if s := f.summary(d); s.capped {
+		c = &s.cc
+	}
+	for k, i := range c.idx {
+		out[int(i)] = c.n[k]
+	}
+	return out
 }
 
 // cappedUnion applies the share cap to exact per-peer counts with exact
@@ -456,7 +585,7 @@ func TestFleetNodesConverge(t *testing.T) {
 					per = 2000
 				}
 				for ep := testE - N + 1; ep <= testE-1; ep++ {
-					batches = append(batches, randomBatch(r, fmt.Sprintf("n%d", o), uint64(100+o), ep, dests, per))
+					batches = append(batches, withTimeouts(r, randomBatch(r, fmt.Sprintf("n%d", o), uint64(100+o), ep, dests, per)))
 				}
 			}
 			excluded := map[memberKey]bool{{"n7", 107}: true}
@@ -479,6 +608,13 @@ func TestFleetNodesConverge(t *testing.T) {
 						require.NotEqual(t, all, want, "the cap bites")
 					}
 					got := f.ViewCounts(d, fleetAt(c, testE, 5999))
+					gotC := viewCensored(f, d)
+					wantC := exactCensored(batches, d, testE, N, excluded)
+					if flood {
+						perPeerC := exactCensoredPerPeer(batches, d, testE, N, excluded)
+						wantC = cappedCensored(perPeer, perPeerC, c.MaxOriginShare)
+					}
+					require.Equal(t, wantC, gotC, "censored counts, node %d dest %s", node, d)
 					require.Equal(t, want, got, "node %d dest %s", node, d)
 					views = append(views, got)
 					e, err := f.Estimate(d, 0.99, fleetAt(c, testE, 0))
@@ -619,6 +755,7 @@ func TestFleetEstimate(t *testing.T) {
 		for _, q := range []float64{0, -1, 1.0001, math.NaN(), math.Inf(1)} {
 			_, err := f.Estimate("x", q, now)
 			require.ErrorIs(t, err, ErrQuantile)
+			require.EqualError(t, err, fmt.Sprintf("tracker: quantile must be in (0, 1], got %v", q))
 			_, ok := f.QuantileMillis("x", q, now)
 			require.False(t, ok)
 		}
@@ -630,7 +767,8 @@ func TestFleetEstimate(t *testing.T) {
 		js, err := json.Marshal(e)
 		require.NoError(t, err)
 		require.JSONEq(t, `{"dest":"x","quantile":0.99,"source":"none","value_ms":null,"fleet_value_ms":null,
-			"local_value_ms":null,"samples":0,"local_samples":0,"peers":0,"effective_peers":0,"staleness_ms":null,"trusted":false}`, string(js))
+			"local_value_ms":null,"samples":0,"local_samples":0,"peers":0,"effective_peers":0,"staleness_ms":null,"trusted":false,
+			"censored":0,"local_censored":0,"max_completed_ms":null,"failing":false}`, string(js))
 	})
 	// Peer a: 2 samples of 100 at E−3; self: 1 of 100 at E−2 → 3 samples, 2 peers.
 	require.Equal(t, InsertNew, f.Insert(mkBatch("a", 1, testE-3, dc(t, "x", 100, 100)), now))
@@ -644,12 +782,15 @@ func TestFleetEstimate(t *testing.T) {
 			FleetValueMillis: 100, HasFleetValue: true, Samples: 3, Peers: 2,
 			EffectivePeers: 9.0 / 5,                                     // (2+1)² / (2²+1²)
 			Staleness:      7500 * time.Millisecond, HasStaleness: true, // end of E−2 is 6 s before E
-			Trusted: true,
+			MaxCompletedMillis: 100, HasMaxCompleted: true,
+			Decision: Decision{ValueMillis: 100},
 		}, e)
+		require.True(t, e.Trusted())
 		js, err := json.Marshal(e)
 		require.NoError(t, err)
 		require.JSONEq(t, `{"dest":"x","quantile":0.99,"source":"fleet","value_ms":100,"fleet_value_ms":100,
-			"local_value_ms":null,"samples":3,"local_samples":0,"peers":2,"effective_peers":1.8,"staleness_ms":7500,"trusted":true}`, string(js))
+			"local_value_ms":null,"samples":3,"local_samples":0,"peers":2,"effective_peers":1.8,"staleness_ms":7500,"trusted":true,
+			"censored":0,"local_censored":0,"max_completed_ms":100,"failing":false}`, string(js))
 	})
 	t.Run("auto MinPeers follows live members", func(t *testing.T) {
 		f.SetLiveMembers(5)
@@ -657,7 +798,7 @@ func TestFleetEstimate(t *testing.T) {
 		e, err := f.Estimate("x", 0.99, now)
 		require.NoError(t, err)
 		require.Equal(t, SourceNone, e.Source)
-		require.False(t, e.Trusted)
+		require.False(t, e.Trusted())
 		f.SetLiveMembers(2)
 		require.Equal(t, 2, f.MinPeers())
 		e, _ = f.Estimate("x", 0.99, now)
@@ -700,22 +841,26 @@ func TestFleetEstimate(t *testing.T) {
 			src   Source
 		}{{120, 100, SourceFleet}, {121, 121, SourceLocal}, {50, 100, SourceFleet}} {
 			local["x"] = fakeView{ms: tc.local, samples: 10, ok: true}
-			ms, src, ok := f.DecisionValueMillis("x", 0.99, now)
+			e, err := f.Estimate("x", 0.99, now)
+			require.NoError(t, err)
+			ms, ok := e.DecisionValue()
 			require.True(t, ok)
 			require.Equal(t, tc.want, ms, "local %d", tc.local)
-			require.Equal(t, tc.src, src)
-			got, ok := f.DecisionEstimator().QuantileMillis("x", 0.99, now)
+			require.Equal(t, tc.src, e.DecisionSource())
+			require.Equal(t, tc.src == SourceLocal, e.Decision.Guarded)
+			got, ok := f.QuantileMillis("x", 0.99, now)
 			require.True(t, ok)
-			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, got, "the fleet as a timeout.Estimator applies the guard")
 			// The estimate itself stays the fleet's.
-			v, _ := f.QuantileMillis("x", 0.99, now)
-			require.Equal(t, uint64(100), v)
+			require.Equal(t, SourceFleet, e.Source)
+			require.Equal(t, uint64(100), e.ValueMillis)
 		}
 		local["x"] = fakeView{ms: 1000, samples: 2, ok: true} // untrusted local: no guard
-		ms, src, _ := f.DecisionValueMillis("x", 0.99, now)
+		e, _ = f.Estimate("x", 0.99, now)
+		ms, _ = e.DecisionValue()
 		require.Equal(t, uint64(100), ms)
-		require.Equal(t, SourceFleet, src)
-		_, _, ok = f.DecisionValueMillis("nope", 0.99, now)
+		require.Equal(t, SourceFleet, e.DecisionSource())
+		_, ok = f.QuantileMillis("nope", 0.99, now)
 		require.False(t, ok)
 	})
 	t.Run("staleness moves with now", func(t *testing.T) {

@@ -83,9 +83,9 @@ func (h *hist) reset() {
 	h.hi = -1
 }
 
-// rank returns the 1-based rank of quantile q among total samples, following
-// DESIGN.md section 3: q > 1 is 1, rank = ceil(q·total) and at least 1. A NaN
-// or negative q gives rank 1.
+// rank returns the 1-based rank of quantile q among total samples, by the
+// quantile rule of Tracker.QuantileMillis: q > 1 is 1, rank = ceil(q·total)
+// and at least 1. A NaN or negative q gives rank 1.
 func rank(q float64, total uint64) uint64 {
 	if q > 1 {
 		q = 1
@@ -153,7 +153,7 @@ func (h *hist) quantileIndex(q float64) (int, bool) {
 }
 
 // quantileValue returns the value of quantile q under the bucket rule of
-// DESIGN.md section 3: the highest equivalent value of the bucket at which the
+// Tracker.QuantileMillis: the highest equivalent value of the bucket at which the
 // cumulative count reaches the rank, or the lowest equivalent value when q is
 // exactly 0.
 func (h *hist) quantileValue(g *geometry, q float64) (int64, bool) {

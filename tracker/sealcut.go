@@ -7,8 +7,9 @@ import (
 
 // CutMostSamples returns dests (a sealed sub-window, sorted by Dest) cut to
 // what one member may send for one epoch: at most maxDests destinations
-// holding at most maxBuckets buckets in all (a Fleet's MaxDestinations and
-// MaxEpochBuckets; a value < 1 means no cap). It keeps the destinations with
+// holding at most maxBuckets buckets in all, counting Buckets and TimedOut
+// entries as the fleet does (a Fleet's MaxDestinations and MaxEpochBuckets;
+// a value < 1 means no cap). It keeps the destinations with
 // the most samples, never the first by name: taken in order of Total,
 // descending (ties by name), each destination is kept if its buckets still
 // fit, until maxDests are kept. The kept destinations stay in dests' order;
@@ -20,7 +21,7 @@ func CutMostSamples(dests []DestCounts, maxDests, maxBuckets int) (kept []DestCo
 	}
 	buckets := 0
 	for i := range dests {
-		buckets += len(dests[i].Buckets)
+		buckets += len(dests[i].Buckets) + len(dests[i].TimedOut)
 	}
 	if len(dests) <= maxDests && (maxBuckets < 1 || buckets <= maxBuckets) {
 		return dests, 0
@@ -36,7 +37,7 @@ func CutMostSamples(dests []DestCounts, maxDests, maxBuckets int) (kept []DestCo
 		if n == maxDests {
 			break
 		}
-		if nb := len(dests[i].Buckets); maxBuckets < 1 || held+nb <= maxBuckets {
+		if nb := len(dests[i].Buckets) + len(dests[i].TimedOut); maxBuckets < 1 || held+nb <= maxBuckets {
 			keep[i] = true
 			n++
 			held += nb

@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -12,7 +11,9 @@ import (
 // SealedSubWindow rotates t to now and returns, per destination with samples
 // in it, the sealed sub-window of epoch: the latencies recorded while that
 // epoch was the tracker's current one. Destinations are sorted by Dest;
-// each Buckets ascends by Index and Total is the sum of its Counts.
+// each Buckets ascends by Index and Total is the sum of its Counts; TimedOut
+// holds the censored counts (RecordTimeout) of those buckets, empty when
+// nothing timed out.
 //
 // Only sealed epochs that the ring still holds are available: with E the
 // tracker's current epoch after rotating (Config.Epoch(now), unless the clock
@@ -31,7 +32,11 @@ func SealedSubWindow[T interface {
 	collect := func(key string, en *entry[string], e int64) {
 		en.rotate(e)
 		if s, ok := en.sealedAt(epoch); ok {
-			out = append(out, DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()})
+			dc := DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()}
+			if s.timedOut != nil {
+				dc.TimedOut = s.timedOut.sparse()
+			}
+			out = append(out, dc)
 		}
 	}
 	switch t := any(t).(type) {
@@ -55,7 +60,7 @@ func SealedSubWindow[T interface {
 			sh.mu.Unlock()
 		}
 	}
-	slices.SortFunc(out, func(a, b DestCounts) int { return cmp.Compare(a.Dest, b.Dest) })
+	slices.SortFunc(out, compareDests)
 	return out
 }
 
@@ -101,8 +106,8 @@ func ExportHistogram[D comparable, T interface {
 // Destinations rotates t (a *Tracker[D] or *SyncTracker[D]) to now and
 // returns the destinations with at least one sample in the window, in no
 // particular order. Like SealedSubWindow it is a function rather than a
-// method, because both tracker types have exactly the methods of DESIGN.md
-// section 3.
+// method, because both tracker types have exactly the methods their
+// contract lists.
 func Destinations[D comparable](t destLister[D], now time.Time) []D {
 	return t.destinationsAt(now)
 }
@@ -136,4 +141,20 @@ func (t *SyncTracker[D]) destinationsAt(now time.Time) []D {
 		sh.mu.Unlock()
 	}
 	return out
+}
+
+// TrackerStats are a tracker's counters (monotonic) and sizes (current).
+type TrackerStats struct {
+	// Destinations is the number of destinations held.
+	Destinations int
+	// DestinationsEvicted counts destinations dropped to stay within
+	// MaxDestinations (Clear is not counted).
+	DestinationsEvicted uint64
+}
+
+// Stats returns the counters of t, a *Tracker[D] or *SyncTracker[D]. Like
+// Destinations it is a function rather than a method (the tracker types have
+// exactly the methods their contract lists).
+func Stats(t interface{ trackerStats() TrackerStats }) TrackerStats {
+	return t.trackerStats()
 }

@@ -50,11 +50,23 @@ func (s *settings) quantile(w *window, q float64) (uint64, bool) {
 	return uint64(v), ok
 }
 
-// localView is the quantile of w by the bucket rule, ignoring MinSamples,
-// and the samples in w.
-func (s *settings) localView(w *window, q float64) (uint64, uint64, bool) {
-	v, ok := w.sum.quantileValue(&s.geo, q)
-	return uint64(v), w.sum.total, ok
+// view is what w says as a view: quantile q by the bucket rule, ignoring
+// MinSamples, its samples, censored samples and M.
+func (s *settings) view(w *window, q float64, v *viewFacts) {
+	*v = viewFacts{samples: w.sum.total}
+	qv, ok := w.sum.quantileValue(&s.geo, q)
+	if !ok {
+		return
+	}
+	v.q = uint64(qv)
+	m, hasM := w.sum.hi, true
+	if w.cens != nil {
+		v.censored = w.cens.sum.total
+		m, hasM = w.maxCompleted()
+	}
+	if hasM {
+		v.m, v.hasM = uint64(s.geo.highestEquivalent(m)), true
+	}
 }
 
 // durationMillis truncates d to whole milliseconds; negative is 0.
@@ -78,89 +90,21 @@ func sinceNonNegative(start, now time.Time) time.Duration {
 	return max(now.Sub(start), 0)
 }
 
-// epochClock turns wall-clock times into epochs that never go backwards: the
-// current epoch is the highest epoch seen so far. It caches the current
-// epoch's bounds so the common case costs two comparisons, no division.
-type epochClock struct {
-	epoch      int64 // math.MinInt64 until the first call
-	start, end int64 // ms bounds of epoch; start > end until the first call
-}
-
-func newEpochClock() epochClock {
-	return epochClock{epoch: math.MinInt64, start: 1, end: 0}
-}
-
-// advance returns max(current epoch, epoch of now) and makes it current.
-func (c *epochClock) advance(now time.Time, subMs int64) int64 {
-	ms := now.UnixMilli()
-	if ms >= c.start && ms < c.end {
-		return c.epoch
-	}
-	e := floorDiv(ms, subMs)
-	if e > c.epoch {
-		c.epoch = e
-		c.start, c.end = epochBounds(e, subMs)
-	}
-	return c.epoch
-}
-
-// epochBounds returns [start, end) of epoch e in ms. For epochs at the edges
-// of int64 it returns an empty range, which only disables the fast path.
-func epochBounds(e, subMs int64) (start, end int64) {
-	if e > math.MaxInt64/subMs || e < math.MinInt64/subMs {
-		return 1, 0
-	}
-	start = e * subMs
-	if start > math.MaxInt64-subMs {
-		return 1, 0
-	}
-	return start, start + subMs
-}
-
 // entry is one destination: its window plus its place in the order of
 // Record calls (kept only when MaxDestinations > 0).
 type entry[D comparable] struct {
 	window
-	key        D
-	prev, next *entry[D]
-	stamp      uint64    // SyncTracker: sequence number of the last Record
-	hash       uint64    // SyncTracker: maphash of key
-	hnext      *entry[D] // SyncTracker: next entry with the same hash
+	key     D
+	recency listNode[*entry[D]] // in the list of entries by last Record, most recent first
+	stamp   uint64              // SyncTracker: sequence number of the last Record
+	hash    uint64              // SyncTracker: maphash of key
+	hnext   *entry[D]           // SyncTracker: next entry with the same hash
 }
 
-// lruList orders entries by their last Record, most recent first.
-type lruList[D comparable] struct {
-	head, tail *entry[D]
-}
-
-func (l *lruList[D]) pushFront(e *entry[D]) {
-	e.prev, e.next = nil, l.head
-	if l.head != nil {
-		l.head.prev = e
-	} else {
-		l.tail = e
-	}
-	l.head = e
-}
-
-func (l *lruList[D]) remove(e *entry[D]) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		l.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		l.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-}
-
-func (l *lruList[D]) moveToFront(e *entry[D]) {
-	if l.head == e {
-		return
-	}
-	l.remove(e)
-	l.pushFront(e)
+// newEntry returns an empty destination at epoch e.
+func newEntry[D comparable](g *geometry, n int, e int64, key D) *entry[D] {
+	en := &entry[D]{key: key}
+	en.recency.v = en
+	en.init(g, n, e)
+	return en
 }

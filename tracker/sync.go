@@ -24,8 +24,9 @@ const numShards = 64
 // With MaxDestinations > 0 every Record also takes a global sequence number
 // (one atomic add) to order destinations for eviction, and creating a
 // destination beyond the bound briefly locks each shard in turn to find the
-// least recently recorded one. While concurrent calls create destinations
-// the bound may be exceeded for the duration of those calls.
+// least recently recorded ones, then the few it compares (see
+// Config.MaxDestinations). While concurrent calls create destinations the
+// bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
 	s      settings
 	seed   maphash.Seed
@@ -35,7 +36,10 @@ type SyncTracker[D comparable] struct {
 	// Eviction, used only when MaxDestinations > 0.
 	seq     atomic.Uint64 // sequence number of Record calls
 	count   atomic.Int64  // destinations; changed only under a shard lock
-	evictMu sync.Mutex    // one evictor at a time
+	evicted atomic.Uint64 // destinations dropped by MaxDestinations
+	evictMu sync.Mutex    // one evictor at a time; guards the scratch below
+	cursors []evictCursor[D]
+	cands   []evictCursor[D]
 }
 
 // syncShard holds the destinations whose hash falls in it. Its map is keyed
@@ -45,8 +49,8 @@ type SyncTracker[D comparable] struct {
 type syncShard[D comparable] struct {
 	mu    sync.Mutex
 	dests map[uint64]*entry[D]
-	n     int // entries
-	lru   lruList[D]
+	n     atomic.Int64 // entries; written under mu, read without it to skip empty shards
+	lru   list[*entry[D]]
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
 
@@ -62,7 +66,7 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 func (sh *syncShard[D]) put(en *entry[D]) {
 	en.hnext = sh.dests[en.hash]
 	sh.dests[en.hash] = en
-	sh.n++
+	sh.n.Add(1)
 }
 
 func (sh *syncShard[D]) del(en *entry[D]) {
@@ -80,7 +84,7 @@ func (sh *syncShard[D]) del(en *entry[D]) {
 		p.hnext = en.hnext
 	}
 	en.hnext = nil
-	sh.n--
+	sh.n.Add(-1)
 }
 
 // each calls f for every entry of the shard.
@@ -144,64 +148,186 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 // RecordMillis is Tracker.RecordMillis, safe for concurrent use. Two calls
 // that create the same destination at once both count.
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	// entryFor's body, by hand: the call costs a plain record ~15 %.
 	e := t.advance(now)
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
-	evict := false
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil {
-		en = new(entry[D])
-		en.init(&t.s.geo, t.s.n, e)
-		en.key, en.hash = dest, h
-		sh.put(en)
-		if m := t.s.cfg.MaxDestinations; m > 0 {
-			en.stamp = t.seq.Add(1)
-			sh.lru.pushFront(en)
-			evict = t.count.Add(1) > int64(m)
-		}
-	} else {
-		en.rotate(e)
-		if t.s.cfg.MaxDestinations > 0 {
-			en.stamp = t.seq.Add(1)
-			sh.lru.moveToFront(en)
-		}
+		en = t.create(sh, h, dest, e)
+		en.record(i)
+		sh.mu.Unlock()
+		t.created(en, e)
+		return
+	}
+	en.rotate(e)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.moveToFront(&en.recency)
 	}
 	en.record(i)
 	sh.mu.Unlock()
-	if evict {
-		t.evict()
+}
+
+// RecordTimeout is Tracker.RecordTimeout, safe for concurrent use.
+func (t *SyncTracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.Time) {
+	t.RecordTimeoutMillis(dest, durationMillis(timeout), now)
+}
+
+// RecordTimeoutMillis is Tracker.RecordTimeoutMillis, safe for concurrent
+// use.
+func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	en, sh, created := t.entryFor(dest, e)
+	en.recordTimeout(i)
+	sh.mu.Unlock()
+	if created {
+		t.created(en, e)
 	}
 }
 
-// evict removes least recently recorded destinations until at most
-// MaxDestinations remain. The oldest is the shard list tail with the lowest
-// stamp; within a shard, list order is stamp order because both change under
-// the shard's lock.
-func (t *SyncTracker[D]) evict() {
+// entryFor returns dest's entry rotated to epoch e, most recently recorded,
+// with its shard locked; created says it was made by this call.
+func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bool) {
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	en := sh.get(h, dest)
+	if en == nil {
+		return t.create(sh, h, dest, e), sh, true
+	}
+	en.rotate(e)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.moveToFront(&en.recency)
+	}
+	return en, sh, false
+}
+
+// create adds dest (of hash h) to sh, whose lock is held, at epoch e.
+func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *entry[D] {
+	en := newEntry(&t.s.geo, t.s.n, e, dest)
+	en.hash = h
+	sh.put(en)
+	if t.s.cfg.MaxDestinations > 0 {
+		en.stamp = t.seq.Add(1)
+		sh.lru.pushFront(&en.recency)
+		t.count.Add(1)
+	}
+	return en
+}
+
+// created evicts destinations other than en, just created, while more
+// than MaxDestinations are held.
+func (t *SyncTracker[D]) created(en *entry[D], e int64) {
+	if m := t.s.cfg.MaxDestinations; m > 0 && t.count.Load() > int64(m) {
+		t.evict(en, e)
+	}
+}
+
+// evictCursor is an eviction candidate: an entry of a shard's list and its
+// stamp when read; the next candidate of that shard is the entry before it.
+type evictCursor[D comparable] struct {
+	shard int
+	en    *entry[D]
+	stamp uint64
+	total uint64
+}
+
+// evict removes destinations other than keep until at most MaxDestinations
+// remain, by the rule of Tracker.victim over all shards: the global
+// evictionCandidates least recently recorded (the shards' lists merged by
+// stamp; within a shard, list order is stamp order because both change
+// under its lock), of those the one with the fewest samples at epoch e, and
+// the candidates with more samples move to the front with new stamps.
+// Calls running concurrently may change the lists between the locks: a
+// candidate that was recorded, moved or removed meanwhile is skipped, so
+// the result is then approximate, never unsafe.
+func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 	t.evictMu.Lock()
 	defer t.evictMu.Unlock()
 	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
-		best, bestStamp := -1, uint64(0)
+		heads := t.cursors[:0]
 		for k := range t.shards {
 			sh := &t.shards[k]
+			if sh.n.Load() == 0 {
+				continue // (a destination created there meanwhile is no candidate for this round)
+			}
 			sh.mu.Lock()
-			if tail := sh.lru.tail; tail != nil && (best < 0 || tail.stamp < bestStamp) {
-				best, bestStamp = k, tail.stamp
+			if n := sh.lru.tail; n != nil {
+				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
 			}
 			sh.mu.Unlock()
 		}
-		if best < 0 {
+		cands := t.cands[:0]
+		for len(cands) < evictionCandidates && len(heads) > 0 {
+			j := 0
+			for x := range heads {
+				if heads[x].stamp < heads[j].stamp {
+					j = x
+				}
+			}
+			c := &heads[j]
+			sh := &t.shards[c.shard]
+			sh.mu.Lock()
+			valid := sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp
+			var prev *listNode[*entry[D]]
+			if valid {
+				prev = c.en.recency.prev
+				if c.en != keep {
+					c.en.rotate(e)
+					cands = append(cands, evictCursor[D]{shard: c.shard, en: c.en, stamp: c.stamp, total: c.en.sum.total})
+				}
+			}
+			if prev != nil {
+				c.en, c.stamp = prev.v, prev.v.stamp
+			} else {
+				heads[j] = heads[len(heads)-1]
+				heads = heads[:len(heads)-1]
+			}
+			sh.mu.Unlock()
+		}
+		t.cursors, t.cands = heads, cands
+		if len(cands) == 0 {
 			return
 		}
-		sh := &t.shards[best]
-		sh.mu.Lock()
-		if tail := sh.lru.tail; tail != nil && tail.stamp == bestStamp {
-			sh.lru.remove(tail)
-			sh.del(tail)
-			t.count.Add(-1)
+		v := 0
+		for x := range cands {
+			if cands[x].total < cands[v].total {
+				v = x
+			}
 		}
-		sh.mu.Unlock()
+		moved := false
+		for x, c := range cands {
+			sh := &t.shards[c.shard]
+			sh.mu.Lock()
+			if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
+				switch {
+				case x == v:
+					sh.lru.remove(&c.en.recency)
+					sh.del(c.en)
+					t.count.Add(-1)
+					t.evicted.Add(1)
+				case c.total > cands[v].total:
+					c.en.stamp = t.seq.Add(1)
+					sh.lru.moveToFront(&c.en.recency)
+					moved = true
+				}
+			}
+			sh.mu.Unlock()
+		}
+		if moved {
+			// The new destination stays the most recent, as in Tracker,
+			// which evicts before it creates.
+			sh := &t.shards[keep.hash&(numShards-1)]
+			sh.mu.Lock()
+			if sh.get(keep.hash, keep.key) == keep {
+				keep.stamp = t.seq.Add(1)
+				sh.lru.moveToFront(&keep.recency)
+			}
+			sh.mu.Unlock()
+		}
 	}
 }
 
@@ -264,8 +390,8 @@ func (t *SyncTracker[D]) Clear() {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.dests = make(map[uint64]*entry[D])
-		sh.n = 0
-		sh.lru = lruList[D]{}
+		sh.n.Store(0)
+		sh.lru = list[*entry[D]]{}
 	}
 	t.count.Store(0)
 	for k := range t.shards {
@@ -278,10 +404,21 @@ func (t *SyncTracker[D]) Config() Config {
 	return t.s.cfg
 }
 
+func (t *SyncTracker[D]) trackerStats() TrackerStats {
+	return TrackerStats{Destinations: t.destinations(), DestinationsEvicted: t.evicted.Load()}
+}
+
 // localView is Tracker.localView, safe for concurrent use.
-func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (ms uint64, samples uint64, ok bool) {
-	t.withEntry(dest, now, func(en *entry[D]) { ms, samples, ok = t.s.localView(&en.window, q) })
-	return ms, samples, ok
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+	e := t.advance(now)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	if en := sh.get(h, dest); en != nil {
+		en.rotate(e)
+		t.s.view(&en.window, q, &v)
+	}
+	sh.mu.Unlock()
+	return v
 }
 
 // destinations returns the number of destinations held.
@@ -290,7 +427,7 @@ func (t *SyncTracker[D]) destinations() int {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.mu.Lock()
-		n += sh.n
+		n += int(sh.n.Load())
 		sh.mu.Unlock()
 	}
 	return n

@@ -11,10 +11,11 @@ import "time"
 // that rotates nothing, and a sample recorded with it goes into the current
 // sub-window.
 type Tracker[D comparable] struct {
-	s     settings
-	clock epochClock
-	dests map[D]*entry[D]
-	lru   lruList[D] // maintained only when MaxDestinations > 0
+	s       settings
+	clock   epochClock
+	dests   map[D]*entry[D]
+	lru     list[*entry[D]] // most recently recorded first; only when MaxDestinations > 0
+	evicted uint64          // destinations dropped by MaxDestinations
 }
 
 // New returns an empty Tracker, or Config.Validate's error.
@@ -34,40 +35,97 @@ func (t *Tracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 
 // RecordMillis records a latency of ms milliseconds to dest at now, clamped
 // to MaxTrackableLatency. It creates dest on its first call and, when
-// MaxDestinations is reached, evicts the destination least recently recorded.
+// MaxDestinations is reached, first evicts a destination (see
+// Config.MaxDestinations).
 func (t *Tracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	// entryFor's body, by hand: the call costs a plain record ~5 %.
 	e := t.clock.advance(now, t.s.subMs)
 	en := t.dests[dest]
 	if en == nil {
 		en = t.create(dest, e)
 	} else {
 		if t.s.cfg.MaxDestinations > 0 {
-			t.lru.moveToFront(en)
+			t.lru.moveToFront(&en.recency)
 		}
 		en.rotate(e)
 	}
 	en.record(t.s.index(ms))
 }
 
-// create adds dest at epoch e, evicting the least recently recorded
-// destination first when MaxDestinations is reached (its storage is reused).
+// RecordTimeout records a timed-out attempt to dest at now: a sample at its
+// timeout, exactly as Record(dest, timeout, now) (so quantiles are
+// unchanged), also counted as censored in its bucket: the attempt's
+// latency was at least that.
+func (t *Tracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.Time) {
+	t.RecordTimeoutMillis(dest, durationMillis(timeout), now)
+}
+
+// RecordTimeoutMillis is RecordTimeout with the timeout in milliseconds,
+// clamped to MaxTrackableLatency.
+func (t *Tracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
+	t.entryFor(dest, now).recordTimeout(t.s.index(ms))
+}
+
+// entryFor rotates to now and returns dest's rotated entry, made most
+// recently recorded; it creates dest when unknown.
+func (t *Tracker[D]) entryFor(dest D, now time.Time) *entry[D] {
+	e := t.clock.advance(now, t.s.subMs)
+	en := t.dests[dest]
+	if en == nil {
+		return t.create(dest, e)
+	}
+	if t.s.cfg.MaxDestinations > 0 {
+		t.lru.moveToFront(&en.recency)
+	}
+	en.rotate(e)
+	return en
+}
+
+// create adds dest at epoch e, first evicting a destination when
+// MaxDestinations is reached (its storage is reused).
 func (t *Tracker[D]) create(dest D, e int64) *entry[D] {
 	var en *entry[D]
 	if m := t.s.cfg.MaxDestinations; m > 0 && len(t.dests) >= m {
-		en = t.lru.tail
-		t.lru.remove(en)
+		en = t.victim(e)
+		t.lru.remove(&en.recency)
 		delete(t.dests, en.key)
+		t.evicted++
 		en.clear(e)
+		en.key = dest
 	} else {
-		en = new(entry[D])
-		en.init(&t.s.geo, t.s.n, e)
+		en = newEntry(&t.s.geo, t.s.n, e, dest)
 	}
-	en.key = dest
 	t.dests[dest] = en
 	if t.s.cfg.MaxDestinations > 0 {
-		t.lru.pushFront(en)
+		t.lru.pushFront(&en.recency)
 	}
 	return en
+}
+
+// victim chooses the destination to evict at epoch e, by the rule of
+// Config.MaxDestinations: among the evictionCandidates least recently
+// recorded, the one with the fewest samples in the window (ties: the least
+// recently recorded); the candidates with more samples than it move to the
+// front, in the order they were examined. The list must not be empty.
+func (t *Tracker[D]) victim(e int64) *entry[D] {
+	var cands [evictionCandidates]*entry[D]
+	k := 0
+	var v *entry[D]
+	for n := t.lru.tail; n != nil && k < evictionCandidates; n = n.prev {
+		en := n.v
+		en.rotate(e)
+		cands[k] = en
+		k++
+		if v == nil || en.sum.total < v.sum.total {
+			v = en
+		}
+	}
+	for _, en := range cands[:k] {
+		if en.sum.total > v.sum.total {
+			t.lru.moveToFront(&en.recency)
+		}
+	}
+	return v
 }
 
 // RecordSince records now−start (0 if negative) to dest at now, as Record
@@ -122,7 +180,11 @@ func (t *Tracker[D]) Samples(dest D, now time.Time) uint64 {
 // does not run backwards for the tracker.
 func (t *Tracker[D]) Clear() {
 	t.dests = make(map[D]*entry[D])
-	t.lru = lruList[D]{}
+	t.lru = list[*entry[D]]{}
+}
+
+func (t *Tracker[D]) trackerStats() TrackerStats {
+	return TrackerStats{Destinations: len(t.dests), DestinationsEvicted: t.evicted}
 }
 
 // Config returns the tracker's configuration.
@@ -130,13 +192,12 @@ func (t *Tracker[D]) Config() Config {
 	return t.s.cfg
 }
 
-// localView rotates to now and returns quantile q of dest's window by the
-// bucket rule, ignoring MinSamples, and the samples in it; ok is false only
-// when the window is empty.
-func (t *Tracker[D]) localView(dest D, q float64, now time.Time) (ms uint64, samples uint64, ok bool) {
-	en := t.lookup(dest, now)
-	if en == nil {
-		return 0, 0, false
+// localView rotates to now and returns dest's window as a view (quantile
+// q by the bucket rule ignoring MinSamples, samples, censored samples, M);
+// the zero view when dest is unknown.
+func (t *Tracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+	if en := t.lookup(dest, now); en != nil {
+		t.s.view(&en.window, q, &v)
 	}
-	return t.s.localView(&en.window, q)
+	return v
 }

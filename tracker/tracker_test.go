@@ -1,6 +1,8 @@
 package tracker
 
 import (
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -208,7 +210,7 @@ func TestMinSamples(t *testing.T) {
 			require.Zero(t, d)
 		}
 		require.Equal(t, uint64(tc.samples), tr.Samples("d", at(0)))
-		ms, n, ok := tr.localView("d", 0.5, at(0))
+		ms, n, ok := view(tr, "d", 0.5, at(0)).qsOK()
 		require.Equal(t, tc.samples > 0, ok, "localView ignores MinSamples")
 		require.Equal(t, uint64(tc.samples), n)
 		if ok {
@@ -299,6 +301,7 @@ func TestLazyCreationAndEviction(t *testing.T) {
 		{"queries do not refresh", 2, []op{{true, "a"}, {true, "b"}, {false, "a"}, {true, "c"}}, map[string]uint64{"b": 1, "c": 1}},
 		{"queries of unknown do not evict", 1, []op{{true, "a"}, {false, "b"}, {false, "c"}}, map[string]uint64{"a": 1}},
 		{"evicted comes back empty", 1, []op{{true, "a"}, {true, "a"}, {true, "b"}, {true, "a"}}, map[string]uint64{"a": 1}},
+		{"more samples beat recency", 2, []op{{true, "a"}, {true, "a"}, {true, "a"}, {true, "b"}, {true, "c"}}, map[string]uint64{"a": 3, "c": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := newT(t, func(c *Config) { c.MaxDestinations = tc.max; c.MinSamples = 1 })
@@ -313,12 +316,12 @@ func TestLazyCreationAndEviction(t *testing.T) {
 				_, _ = tr.QuantileMillis(o.dest, 0.5, at(0))
 				_, _ = tr.Quantile(o.dest, 0.5, at(0))
 				_ = tr.Samples(o.dest, at(0))
-				_, _, _ = tr.localView(o.dest, 0.5, at(0))
+				_ = view(tr, o.dest, 0.5, at(0))
 				_ = ExportHistogram(tr, o.dest, at(0))
 				_, _ = st.QuantileMillis(o.dest, 0.5, at(0))
 				_, _ = st.Quantile(o.dest, 0.5, at(0))
 				_ = st.Samples(o.dest, at(0))
-				_, _, _ = st.localView(o.dest, 0.5, at(0))
+				_ = view(st, o.dest, 0.5, at(0))
 				_ = ExportHistogram(st, o.dest, at(0))
 			}
 			got, gotSync := map[string]uint64{}, map[string]uint64{}
@@ -334,6 +337,8 @@ func TestLazyCreationAndEviction(t *testing.T) {
 			require.Equal(t, tc.want, gotSync)
 			require.Len(t, tr.dests, len(tc.want))
 			require.Equal(t, len(tc.want), st.destinations())
+			require.Equal(t, Stats(tr), Stats(st))
+			require.Equal(t, len(tc.want), Stats(tr).Destinations)
 		})
 	}
 }
@@ -436,17 +441,19 @@ func TestNothingPanics(t *testing.T) {
 // model is the reference: it keeps every sample with the epoch it was
 // recorded in, and computes quantiles exactly by sorting.
 type model struct {
-	cfg   Config
-	epoch int64 // highest epoch seen; starts below every epoch
-	seen  bool
-	dests map[string][]modelSample
-	order map[string]int // sequence number of the last Record
-	seq   int
+	cfg     Config
+	epoch   int64 // highest epoch seen; starts below every epoch
+	seen    bool
+	dests   map[string][]modelSample
+	order   map[string]int // sequence number of the last Record (or of surviving an eviction)
+	seq     int
+	evicted uint64
 }
 
 type modelSample struct {
-	epoch int64
-	v     int64
+	epoch    int64
+	v        int64
+	censored bool // a timed-out attempt (RecordTimeout)
 }
 
 func newModel(c Config) *model {
@@ -461,28 +468,62 @@ func (m *model) advance(now time.Time) int64 {
 	return m.epoch
 }
 
-func (m *model) record(d string, ms uint64, now time.Time) {
+func (m *model) record(d string, ms uint64, now time.Time) { m.add(d, ms, now, false) }
+
+func (m *model) recordTimeout(d string, ms uint64, now time.Time) { m.add(d, ms, now, true) }
+
+func (m *model) add(d string, ms uint64, now time.Time, censored bool) {
 	e := m.advance(now)
 	highest := uint64(m.cfg.Layout().Highest)
 	if ms > highest {
 		ms = highest
 	}
 	if _, ok := m.dests[d]; !ok && m.cfg.MaxDestinations > 0 && len(m.dests) >= m.cfg.MaxDestinations {
-		oldest, oldestSeq := "", math.MaxInt
-		for k, s := range m.order {
-			if s < oldestSeq {
-				oldest, oldestSeq = k, s
-			}
-		}
-		delete(m.dests, oldest)
-		delete(m.order, oldest)
+		m.evict(now)
 	}
 	if _, ok := m.dests[d]; !ok {
 		m.dests[d] = []modelSample{}
 	}
-	m.dests[d] = append(m.dests[d], modelSample{e, int64(ms)})
+	m.dests[d] = append(m.dests[d], modelSample{e, int64(ms), censored})
 	m.seq++
 	m.order[d] = m.seq
+}
+
+// evict applies Config.MaxDestinations' rule by brute force: of the
+// evictionCandidates least recently recorded destinations, the one with the
+// fewest samples in the window goes (ties: the least recent); the others
+// with more samples become the most recent, in order.
+func (m *model) evict(now time.Time) {
+	byAge := slices.SortedFunc(maps.Keys(m.order), func(a, b string) int { return m.order[a] - m.order[b] })
+	cands := byAge[:min(len(byAge), evictionCandidates)]
+	n := make([]int, len(cands))
+	victim := 0
+	for k, c := range cands {
+		if n[k] = m.count(c, now); n[k] < n[victim] {
+			victim = k
+		}
+	}
+	for k, c := range cands {
+		if n[k] > n[victim] {
+			m.seq++
+			m.order[c] = m.seq
+		}
+	}
+	delete(m.dests, cands[victim])
+	delete(m.order, cands[victim])
+	m.evicted++
+}
+
+// count returns the number of samples in d's window at now.
+func (m *model) count(d string, now time.Time) int {
+	e := m.advance(now)
+	n := 0
+	for _, s := range m.dests[d] {
+		if uint64(e)-uint64(s.epoch) < uint64(m.cfg.SubWindows) {
+			n++
+		}
+	}
+	return n
 }
 
 // window returns the sorted values of d's window at now.
@@ -612,7 +653,7 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 						want, wok := m.quantile(&g, o.dest, o.q, o.now, minSamples)
 						require.Equal(t, wok, ok, "seed %d op %d", seed, i)
 						require.Equal(t, want, got, "seed %d op %d q=%v", seed, i, o.q)
-						gotMs, n, ok := tr.localView(o.dest, o.q, o.now)
+						gotMs, n, ok := view(tr, o.dest, o.q, o.now).qsOK()
 						want, wok = m.quantile(&g, o.dest, o.q, o.now, 1)
 						require.Equal(t, wok, ok)
 						require.Equal(t, want, gotMs)
@@ -667,6 +708,46 @@ func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
 	require.Equal(t, want.blocks, w.sum.blocks)
 	require.Equal(t, want.total, w.sum.total)
 	require.Equal(t, want.hi, w.sum.hi)
+
+	// Censored counts: the sum is the rebuild from cur and the ring, C <= H
+	// everywhere, and censoring is dropped once nothing censored is left.
+	wantC := map[int]uint64{}
+	subset := func(to []Bucket, h func(i int) uint32) {
+		for k, b := range to {
+			require.NotZero(t, b.Count)
+			require.LessOrEqual(t, b.Count, h(int(b.Index)), "C <= H at %d", b.Index)
+			if k > 0 {
+				require.Less(t, to[k-1].Index, b.Index)
+			}
+			wantC[int(b.Index)] += uint64(b.Count)
+		}
+	}
+	if w.cens != nil {
+		subset(w.cens.cur, func(i int) uint32 { return w.cur[i] })
+	}
+	for _, s := range w.ring {
+		if s.timedOut == nil {
+			continue
+		}
+		h := map[int]uint32{}
+		s.each(func(i int, c uint32) { h[i] = c })
+		subset(s.timedOut.sparse(), func(i int) uint32 { return h[i] })
+		require.Equal(t, s.timedOut.packed != nil, 8*len(s.timedOut.sparse()) > len(w.cur))
+	}
+	if w.cens == nil {
+		require.Empty(t, wantC)
+		return
+	}
+	require.Positive(t, w.cens.sum.total, "an empty censoring is dropped")
+	bm := make([]uint64, len(w.touched))
+	for _, s := range w.ring {
+		s.each(func(i int, _ uint32) { bm[i>>6] |= 1 << (uint(i) & 63) })
+	}
+	require.Equal(t, bm, w.cens.sealed, "the sealed sub-windows' index bitmap")
+	mi, mok := w.maxCompleted()
+	gi, gok := maxCompleted(&w.sum, &w.cens.sum)
+	require.Equal(t, [2]any{gi, gok}, [2]any{mi, mok}, "M through the bitmaps and through the counts")
+	require.Equal(t, wantC, sparseMap(t, &w.cens.sum))
 }
 
 func TestDestinations(t *testing.T) {
@@ -694,4 +775,55 @@ func TestDestinations(t *testing.T) {
 	check(59_999, "a", "b")
 	check(60_000, "b") // a's epoch 0 left the window at epoch 10
 	check(90_000)
+}
+
+// TestEvictionKeepsSteadyDestinations is a flood of junk names at the
+// destination cap: every 100 ms, 18 new names with one sample each (180 a
+// second against a cap of 200, so a name reaches the end of the recency
+// order in about a second), beside 20 real destinations with a few samples
+// each, then recorded once every 1.5 s, more rarely than that. Evicting by
+// recency alone would drop the real ones again and again; keeping the
+// destinations with the most samples keeps every one of their samples.
+// Every eviction is counted.
+func TestEvictionKeepsSteadyDestinations(t *testing.T) {
+	c := DefaultConfig()
+	c.Window, c.SubWindows, c.MaxDestinations = 10*time.Second, 10, 200
+	tr, err := New[string](c)
+	require.NoError(t, err)
+	st, err := NewSync[string](c)
+	require.NoError(t, err)
+	const reals, ticks = 20, 250 // 25 s of 100 ms ticks
+	base := int64(1_700_000_000_000)
+	junk, records := 0, map[string][]int64{}
+	for tick := range int64(ticks) {
+		now := at(base + tick*100)
+		for range 18 {
+			d := fmt.Sprintf("junk-%d", junk)
+			junk++
+			tr.RecordMillis(d, 5, now)
+			st.RecordMillis(d, 5, now)
+		}
+		for r := range int64(reals) {
+			if tick < 3 || (tick+r)%15 == 0 {
+				d := fmt.Sprintf("real-%d", r)
+				tr.RecordMillis(d, 40, now)
+				st.RecordMillis(d, 40, now)
+				records[d] = append(records[d], base+tick*100)
+			}
+		}
+	}
+	now := at(base + ticks*100)
+	e := c.Epoch(now)
+	for d, ts := range records {
+		want := 0
+		for _, ms := range ts {
+			if c.Epoch(at(ms)) > e-int64(c.SubWindows) {
+				want++
+			}
+		}
+		require.Equal(t, uint64(want), tr.Samples(d, now), "%s, Tracker", d)
+		require.Equal(t, uint64(want), st.Samples(d, now), "%s, SyncTracker", d)
+	}
+	require.Equal(t, Stats(tr), Stats(st))
+	require.Equal(t, TrackerStats{Destinations: 200, DestinationsEvicted: uint64(junk + reals - 200)}, Stats(tr))
 }

@@ -99,7 +99,7 @@ func (f *fakeNode) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	e.LocalSamples = f.tr.Samples(dest, now)
 	e.LocalValueMillis, e.HasLocalValue = f.tr.QuantileMillis(dest, q, now)
 	if e.HasLocalValue {
-		e.Source, e.ValueMillis, e.Trusted = tracker.SourceLocal, e.LocalValueMillis, true
+		e.Source, e.ValueMillis = tracker.SourceLocal, e.LocalValueMillis
 	}
 	return e, nil
 }

@@ -21,12 +21,12 @@ const (
 	PolicyFixed PolicyKind = iota
 	// PolicyLocal uses timeout.Select on the node's own tracker.
 	PolicyLocal
-	// PolicyFleet uses timeout.Select on the node's fleet view through its
-	// DecisionEstimator (fleet estimate, local guard, local fallback).
+	// PolicyFleet uses timeout.Select on the node's fleet view (the
+	// fleet's decision values: fleet estimate, local guard, local fallback).
 	PolicyFleet
-	// PolicyFleetNoGuard uses timeout.Select on the fleet estimate alone
-	// (Fleet.QuantileMillis: fleet view, else local view), without the
-	// local guard: to show what the guard is for.
+	// PolicyFleetNoGuard uses timeout.Select on the fleet estimate's value
+	// alone (Estimate.ValueMillis: fleet view, else local view), without
+	// the local guard: to show what the guard is for.
 	PolicyFleetNoGuard
 )
 
@@ -233,9 +233,9 @@ func runPolicy(cfg DecisionConfig, p Policy) (DecisionResult, error) {
 		case PolicyLocal:
 			return timeout.Select(cfg.Timeout, s.Tracker(st.node), st.dests, 1, now)
 		case PolicyFleet:
-			return timeout.Select(cfg.Timeout, s.Fleet(st.node).DecisionEstimator(), st.dests, 1, now)
-		case PolicyFleetNoGuard:
 			return timeout.Select(cfg.Timeout, s.Fleet(st.node), st.dests, 1, now)
+		case PolicyFleetNoGuard:
+			return timeout.Select(cfg.Timeout, unguarded{s.Fleet(st.node)}, st.dests, 1, now)
 		}
 		return p.Fixed
 	}
@@ -376,4 +376,16 @@ func DecisionTable(rs []DecisionResult) string {
 			r.DeadWaitMean.Round(time.Millisecond), r.DeadWaitPerNode.Round(100*time.Millisecond))
 	}
 	return b.String()
+}
+
+// unguarded is a fleet's estimate value without the local guard, as a
+// timeout.Estimator: the PolicyFleetNoGuard column only.
+type unguarded struct{ f *tracker.Fleet }
+
+func (u unguarded) QuantileMillis(dest string, q float64, now time.Time) (uint64, bool) {
+	e, err := u.f.Estimate(dest, q, now)
+	if err != nil || !e.Trusted() {
+		return 0, false
+	}
+	return e.ValueMillis, true
 }

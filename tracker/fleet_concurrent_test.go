@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSyncFleetConcurrent inserts from several goroutines while others read
-// estimates, and checks the end state equals a Fleet fed the same batches.
-func TestSyncFleetConcurrent(t *testing.T) {
+// TestFleetConcurrent inserts from several goroutines while others read
+// estimates, and checks the end state equals a Fleet fed the same batches
+// from one goroutine.
+func TestFleetConcurrent(t *testing.T) {
 	cfg := DefaultFleetConfig()
 	cfg.Self = "n0"
 	local, err := NewSync[string](cfg.Tracker)
 	require.NoError(t, err)
-	sf, err := NewSyncFleet(cfg, local)
+	sf, err := NewFleet(cfg, local)
 	require.NoError(t, err)
 	plain, err := NewFleet(cfg, local)
 	require.NoError(t, err)
@@ -49,7 +50,9 @@ func TestSyncFleetConcurrent(t *testing.T) {
 			for range 200 {
 				_, err := sf.Estimate("db", 0.99, now)
 				require.NoError(t, err)
-				sf.DecisionEstimator().QuantileMillis("db", 0.99, now)
+				sf.QuantileMillis("db", 0.99, now)
+				sf.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: e - 1})
+				sf.Stats()
 				sf.Keys(now)
 			}
 		})

@@ -1,0 +1,70 @@
+package tracker
+
+import (
+	"slices"
+	"time"
+)
+
+// Keys returns the keys of every batch held (for an anti-entropy digest),
+// newest epochs first, then by origin, boot and part.
+func (f *Fleet) Keys(now time.Time) []BatchKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
+	keys := make([]BatchKey, 0, f.batches)
+	for _, m := range f.members {
+		for _, me := range m.epochs {
+			for _, hb := range me.parts {
+				keys = append(keys, hb.b.Key)
+			}
+		}
+	}
+	slices.SortFunc(keys, CompareNewestFirst)
+	return keys
+}
+
+// Missing returns the keys of theirs (a peer's digest) that this fleet does
+// not hold and would accept now (epoch in [E−N−1, E+1]), without repeats,
+// newest epochs first: what to pull from that peer.
+func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.slide(now)
+	var out []BatchKey
+	for _, k := range theirs {
+		if k.Epoch < f.epoch-f.n-1 || k.Epoch > f.epoch+1 {
+			continue
+		}
+		if _, ok := f.lookup(k); !ok {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, CompareNewestFirst)
+	return slices.Compact(out)
+}
+
+// Lookup returns the batch held under k, to serve a peer's pull. Its
+// destinations are sorted by name. The batch shares the Fleet's memory, which
+// is never written again once stored: it must not be modified, and it may be
+// read (encoded) after Lookup returns, concurrently with other calls.
+func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lookup(k)
+}
+
+func (f *Fleet) lookup(k BatchKey) (Batch, bool) {
+	m := f.members[memberKey{k.Origin, k.Boot}]
+	if m == nil {
+		return Batch{}, false
+	}
+	me := m.epochs[k.Epoch]
+	if me == nil {
+		return Batch{}, false
+	}
+	hb := me.parts[k.Part]
+	if hb == nil {
+		return Batch{}, false
+	}
+	return hb.b, true
+}
