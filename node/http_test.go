@@ -671,6 +671,7 @@ func TestMetrics(t *testing.T) {
 		`atnode_warnings{kind="name_conflict"} 0`,
 		`atnode_warnings{kind="clock_skew"} 0`,
 		`atnode_warnings_raised_total{kind="clock_skew"} 0`,
+		`atnode_destinations_dropped_total{where="tracker"} 0`,
 		`atnode_destinations_dropped_total{where="seal"} 0`,
 		`atnode_destinations_dropped_total{where="fleet"} 0`,
 	} {

@@ -156,7 +156,7 @@ var (
 		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
 	descWarningsRaised = desc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
 	descDestDropped    = desc("atnode_destinations_dropped_total",
-		"Destinations dropped, by where: seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
+		"Destinations dropped, by where: tracker (evicted from the local tracker by -max-destinations, fewest samples first), seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
 )
 
 // stateCollector reads the node's state at scrape time. It is safe for
@@ -230,6 +230,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFleetExclEv, fs.ExclusionsEvicted)
 	gauge(descFleetExcl, float64(fs.Excluded))
 	gauge(descFleetBuckets, float64(fs.Buckets))
+	counter(descDestDropped, tracker.Stats(n.local).DestinationsEvicted, "tracker")
 	counter(descDestDropped, n.proto.Stats().DestinationsDropped, "seal")
 	counter(descDestDropped, fs.DestinationsEvicted+fs.DestinationsRefused, "fleet")
 
