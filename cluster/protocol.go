@@ -162,6 +162,12 @@ type Protocol struct {
 	bulkDue    bool      // bulk sync once members are there (after start, or after being alone)
 	bulkAt     time.Time // when the due bulk sync runs; zero while not armed
 
+	// Clocks (protocol_clock.go): members' clocks from their messages'
+	// sent_at, and when this node last refused a peer batch as
+	// future_epoch or stale_epoch, and last accepted one.
+	clocks                        map[string]*peerClock
+	futureAt, staleAt, acceptedAt time.Time
+
 	requested map[tracker.BatchKey]time.Time // keys pulled and when, to pull each from one member at a time
 	digestTo  map[string]time.Time           // when a digest was last sent to each member
 	avgBatch  float64                        // running mean of batch message sizes, to size pulls
@@ -216,6 +222,7 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 		jitter:    time.Duration(u * float64(maxJitter)),
 		rng:       mrand.New(mrand.NewPCG(cfg.BootID, seedAntiEntropy)),
 		byMember:  map[string]int{},
+		clocks:    map[string]*peerClock{},
 		bulkDue:   cfg.Gossip.BulkSyncPeers > 0,
 		requested: make(map[tracker.BatchKey]time.Time),
 		digestTo:  make(map[string]time.Time),
