@@ -10,6 +10,10 @@
 //     that every node's fleet view is bucket for bucket the exact union of
 //     the samples fed — and that the gossip counters account for every
 //     message lost or refused.
+//   - Warning tests (warnings_test.go), in process too: a clone with a live
+//     node's name reported by both, a node whose clock is 20 s behind
+//     reported on itself and on its peers, a node with another sub-window
+//     refused at join.
 //   - Process tests (process_test.go) build the atnode binary once and run
 //     five agents on loopback over real UDP and TCP, with encryption and a
 //     label, fed over the HTTP API: exact union, kill -9 and restart, a
