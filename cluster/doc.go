@@ -89,8 +89,9 @@
 // digests and with whom, when to bulk-sync, how to answer a digest or a
 // pull, how membership maps to exclusions — lives in [Protocol], a core in
 // the style of etcd's raft RawNode: no goroutines, clock or I/O, advanced
-// by Tick, Receive and SetMembers, each taking the time and returning the
-// [Message]s to send, with Next saying when it needs the next Tick; its
+// by Tick, Receive and SetMembers, each taking the time (Tick and Receive
+// return the [Message]s to send; SetMembers gives it the member table),
+// with Next saying when it needs the next Tick; its
 // random streams are seeded by the boot ID, so the same calls give the
 // same decisions. [SyncProtocol] wraps it for concurrent use. [Cluster] is
 // its shell over memberlist: one timer set to Next, the member table given

@@ -131,12 +131,13 @@ type ProtocolStats struct {
 // fixed per-node jitter), when to swap a digest with a random member
 // (anti-entropy) and when to bulk-sync — and the answers to peers'
 // messages. It is advanced by [Protocol.Tick], [Protocol.Receive] and
-// [Protocol.SetMembers], each taking the time and returning the
-// [Message]s to send; [Protocol.Next] says when it next needs a tick. Given
-// its BootID and the same calls, it makes the same decisions. [Cluster]
-// drives it over memberlist, a simulator over anything; a node without
-// gossip is a Protocol with no members. Not safe for concurrent use (see
-// [SyncProtocol]).
+// [Protocol.SetMembers], each taking the time: Tick and Receive return the
+// [Message]s to send, SetMembers gives it the member table (what it sends
+// follows at the next Tick); [Protocol.Next] says when it next needs a
+// tick. Given its BootID and the same calls, it makes the same decisions.
+// [Cluster] drives it over memberlist, a simulator over anything; a node
+// without gossip is a Protocol with no members. Not safe for concurrent use
+// (see [SyncProtocol]).
 type Protocol struct {
 	cfg    ProtocolConfig
 	self   string // member name

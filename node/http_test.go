@@ -213,8 +213,8 @@ func TestTimeoutDecisions(t *testing.T) {
 	})
 }
 
-// TestTimeoutSourceIsEstimateSource checks DESIGN.md section 7: the source
-// of GET /v1/timeout is the deciding destination's estimate source, the
+// TestTimeoutSourceIsEstimateSource checks docs/design.md, HTTP API and The
+// node: the source of GET /v1/timeout is the deciding destination's estimate source, the
 // source GET /v1/estimate reports, whether or not the local guard applied.
 func TestTimeoutSourceIsEstimateSource(t *testing.T) {
 	n, _ := handDataset(t)
