@@ -83,7 +83,8 @@ func (l learner) RecordTimeoutMillis(dest string, ms uint64, now time.Time) {
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest's
 // latency now, field by field as GET /v1/estimate: the fleet view, the
-// local view and the decision input of both (tracker.Estimate). Its Failing
+// local view and the decision input of both (tracker.Estimate;
+// docs/design.md, Fleet view and Failure-aware views). Its Failing
 // is true when this node's decision treats dest as failing: its deciding
 // view is failing, or the failure detector is (timeout.FailingAfter
 // consecutive timed-out or failed attempts of this node). q == 0 means the
@@ -180,7 +181,7 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 // to answer, for attempt (1 = the first try): the failure-aware rule of
 // timeout.Decider on each destination's decision value from the fleet view
 // (its precedence and local guard included) and this node's failure
-// detector. The result names the deciding destination, its estimate
+// detector (docs/design.md, Failure-aware views). The result names the deciding destination, its estimate
 // source, whether the local view decided for it, the reason, the
 // destinations treated as failing and the probe timeout when a probe is
 // due.
