@@ -41,6 +41,12 @@ const FailingAfter = 3
 // its tracker configuration sets no MaxDestinations.
 const DefaultMaxTracked = 10_000
 
+// ProbePause is how long, as a multiple of its probe timeout, a probe that
+// timed out holds off the next probe of its destination after it ended: 2,
+// so that probes of a destination that never answers take at most a third
+// of the time.
+const ProbePause = 2
+
 // Errors of NewDecider and NewPolicy.
 var (
 	ErrNoTracker   = errors.New("timeout: tracker is nil")
@@ -88,20 +94,30 @@ type Verdict struct {
 //     timeout is the largest (or for a quorum the need-th smallest) of them,
 //     as in Explain and ExplainQuorum.
 //   - A probe of d is due when its estimate is trusted, v < Q or d is
-//     failing, no probe of d is in flight here, and none was started in
-//     the current sub-window. Its timeout is today's rule on Q,
+//     failing, no probe of d is in flight here, none was started in the
+//     current sub-window, and the pause after the last timed-out probe is
+//     over (below). Its timeout is today's rule on Q,
 //     max(fallback, clamp(SafetyFactor · Q · 2^(a−1))), and it is due only
 //     when that is longer than the attempt's timeout. A timed-out probe is
 //     recorded at its probe timeout, so Q rises to it and the next probe
 //     doubles, up to the ceiling.
+//   - A probe that timed out after P holds off the next probe of its
+//     destination until ProbePause·P after it ended. One probe per
+//     sub-window bounds the share of attempts that probe, but once probes
+//     outgrow a sub-window they would run back to back: a caller that waits
+//     for its probes (node.Do) would spend nearly all its time on a
+//     destination that never answers. With the pause, probes take at most
+//     1/(1+ProbePause) of the time, so a sequential caller of a dead
+//     destination waits about 1.5 times the fallback per call; a probe that
+//     completes (the destination answered) is not followed by a pause.
 //
 // What Observe records: Completed at its elapsed time, TimedOut at its
 // timeout (a probe at its probe timeout) as a censored sample, Failed
 // nothing, Superseded censored at its elapsed time, Canceled nothing.
 //
 // Memory is bounded: a destination has state only while its failure count
-// is above zero, a probe of it is in flight, or one was started in the
-// current sub-window; entries are dropped once none of that holds, and at
+// is above zero, a probe of it is in flight, one was started in the
+// current sub-window, or a pause after a timed-out probe runs; entries are dropped once none of that holds, and at
 // most the tracker's MaxDestinations (DefaultMaxTracked when unlimited) are
 // kept, the least recently used without a probe in flight evicted first.
 //
@@ -128,12 +144,20 @@ type health struct {
 	probing    bool   // a probe is in flight
 	probed     bool   // probeEpoch is set
 	probeEpoch int64  // the sub-window the last probe started in
+	resume     int64  // Unix ms before which no probe starts (the pause after a timed-out probe)
 	touched    uint64 // for eviction: the Decider's touch count when last used
 }
 
-// droppable reports whether h holds nothing worth keeping at epoch ep.
-func (h *health) droppable(ep int64) bool {
-	return h.fails == 0 && !h.probing && !(h.probed && h.probeEpoch >= ep)
+// mayProbe reports whether h's bookkeeping lets a probe start in epoch ep
+// at Unix millisecond ms: none in flight, none started in ep, no pause.
+func (h *health) mayProbe(ep, ms int64) bool {
+	return !h.probing && !(h.probed && h.probeEpoch >= ep) && ms >= h.resume
+}
+
+// droppable reports whether h holds nothing worth keeping at epoch ep and
+// Unix millisecond ms.
+func (h *health) droppable(ep, ms int64) bool {
+	return h.fails == 0 && h.mayProbe(ep, ms)
 }
 
 // OutcomeCounts counts attempts by outcome.
@@ -167,8 +191,8 @@ type DeciderStats struct {
 	ProbesStarted uint64
 	ProbesEnded   OutcomeCounts
 	// Evicted counts destinations whose state was dropped to stay within
-	// the cap while it still mattered (a failure count above zero or a
-	// probe started in the current sub-window).
+	// the cap while it still mattered (a failure count above zero, a probe
+	// started in the current sub-window, a pause).
 	Evicted uint64
 }
 
@@ -262,13 +286,13 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 		return v
 	}
 	// The rule offers probes; the bookkeeping says which may go.
-	ep := d.grid.Epoch(now)
 	if d.n.Load() == 0 {
 		return v
 	}
+	ep, ms := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.mayProbe(dests[v.Probe], ep) {
+	if d.mayProbe(dests[v.Probe], ep, ms) {
 		return v
 	}
 	v.Probe, v.ProbeTimeout = -1, 0
@@ -276,7 +300,7 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 		return v // only the deciding destination's probe counts
 	}
 	for i := range es {
-		if pt, ok := r.probe(&es[i], millis(v.Timeout)); ok && d.mayProbe(dests[i], ep) {
+		if pt, ok := r.probe(&es[i], millis(v.Timeout)); ok && d.mayProbe(dests[i], ep, ms) {
 			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
 			return v
 		}
@@ -284,27 +308,28 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 	return v
 }
 
-// mayProbe reports whether the bookkeeping allows a probe of dest at epoch
-// ep: none in flight, none started in ep. d.mu is held.
-func (d *Decider) mayProbe(dest string, ep int64) bool {
+// mayProbe reports whether the bookkeeping allows a probe of dest in epoch
+// ep at Unix millisecond ms. d.mu is held.
+func (d *Decider) mayProbe(dest string, ep, ms int64) bool {
 	h, ok := d.dests[dest]
-	return !ok || !h.probing && !(h.probed && h.probeEpoch >= ep)
+	return !ok || h.mayProbe(ep, ms)
 }
 
 // Probe reserves the probe Decide offered for a's attempt, which reached
 // its timeout at now (Policy.Probe): it reports false when none was offered
 // (a.ProbeTimeout not beyond a.Timeout), when a is already a probe, or when
-// a probe of a.Dest is in flight or was started in now's sub-window.
-// Otherwise it sets a.Probe and the attempt may go on until a.ProbeTimeout.
+// a probe of a.Dest is in flight, was started in now's sub-window, or timed
+// out too recently (ProbePause). Otherwise it sets a.Probe and the attempt
+// may go on until a.ProbeTimeout.
 func (d *Decider) Probe(a *Attempt, now time.Time) bool {
 	if a.Probe || a.ProbeTimeout <= a.Timeout {
 		return false
 	}
-	ep := d.grid.Epoch(now)
+	ep, ms := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	h, ok := d.entry(a.Dest, ep)
-	if !ok || h.probing || h.probed && h.probeEpoch >= ep {
+	h, ok := d.entry(a.Dest, ep, ms)
+	if !ok || !h.mayProbe(ep, ms) {
 		return false
 	}
 	h.probing, h.probed, h.probeEpoch = true, true, ep
@@ -327,7 +352,11 @@ func (d *Decider) Observe(a Attempt, o Outcome, elapsed time.Duration, now time.
 			ms = durationMillis(a.ProbeTimeout)
 		}
 	}
-	d.record(a.Dest, o, ms, now, a.Probe)
+	var pause int64
+	if a.Probe && o == TimedOut {
+		pause = int64(ms) * ProbePause
+	}
+	d.record(a.Dest, o, ms, now, a.Probe, pause)
 }
 
 // Record learns one attempt of dest that ended at now with outcome o after
@@ -337,10 +366,12 @@ func (d *Decider) Observe(a Attempt, o Outcome, elapsed time.Duration, now time.
 // Canceled no sample; the detector counts TimedOut and Failed and resets on
 // Completed.
 func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
-	d.record(dest, o, ms, now, false)
+	d.record(dest, o, ms, now, false, 0)
 }
 
-func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool) {
+// record learns an outcome; a probe's reservation ends, and pause (ms) is
+// the time no probe of dest may start from now.
+func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
 	switch o {
 	case Completed:
 		d.rec.RecordMillis(dest, ms, now)
@@ -351,12 +382,12 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	if !probe && !failure && d.n.Load() == 0 {
 		return // nothing to reset: the common case takes no lock
 	}
-	ep := d.grid.Epoch(now)
+	ep, nowMs := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	h, ok := d.dests[dest]
 	if failure && !ok {
-		if h, ok = d.entry(dest, ep); !ok {
+		if h, ok = d.entry(dest, ep, nowMs); !ok {
 			return // the cap is full of probes in flight
 		}
 	}
@@ -371,11 +402,12 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	}
 	if probe && h.probing {
 		h.probing = false
+		h.resume = max(h.resume, nowMs+pause)
 		d.stats.ProbesEnded.add(o)
 	}
 	d.touch++
 	h.touched = d.touch
-	if h.droppable(ep) {
+	if h.droppable(ep, nowMs) {
 		delete(d.dests, dest)
 		d.n.Store(int64(len(d.dests)))
 		return
@@ -386,14 +418,14 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 // entry returns dest's state, creating it (and making room under the cap)
 // when it has none; false when the cap is full of probes in flight. d.mu
 // is held.
-func (d *Decider) entry(dest string, ep int64) (health, bool) {
+func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
 	d.touch++
 	if h, ok := d.dests[dest]; ok {
 		h.touched = d.touch
 		return h, true
 	}
 	if len(d.dests) >= d.max {
-		d.shrink(ep)
+		d.shrink(ep, ms)
 		if len(d.dests) >= d.max {
 			return health{}, false
 		}
@@ -408,9 +440,9 @@ func (d *Decider) entry(dest string, ep int64) (health, bool) {
 // not an eighth of the cap, evicts the least recently used entries without
 // a probe in flight down to seven eighths of it, so a flood of new
 // destinations costs O(log n) per insert. d.mu is held.
-func (d *Decider) shrink(ep int64) {
+func (d *Decider) shrink(ep, ms int64) {
 	for dest, h := range d.dests {
-		if h.droppable(ep) {
+		if h.droppable(ep, ms) {
 			delete(d.dests, dest)
 		}
 	}

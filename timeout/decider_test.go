@@ -386,53 +386,73 @@ func TestProbeLimits(t *testing.T) {
 	d.Record("db", Completed, 10, next.Add(2*sw))
 	require.Zero(t, d.Stats().Tracked)
 	require.Equal(t, OutcomeCounts{Completed: 1, TimedOut: 1, Canceled: 1}, d.Stats().ProbesEnded)
+
+	// A probe that timed out after P pauses the destination's probes for
+	// ProbePause·P after it ended, across sub-windows; a completed probe
+	// does not.
+	later := next.Add(10 * sw)
+	f := d.Decide("db", 1, later)
+	require.True(t, d.Probe(&f, later.Add(f.Timeout)))
+	ended := later.Add(f.ProbeTimeout)
+	d.Observe(f, TimedOut, f.ProbeTimeout, ended)
+	resume := ended.Add(ProbePause * f.ProbeTimeout) // 8 s later: beyond the next sub-window
+	for _, at := range []time.Time{ended.Add(sw), resume.Add(-time.Millisecond)} {
+		g := d.Decide("db", 1, at)
+		require.Zero(t, g.ProbeTimeout, "paused at %v", at.Sub(ended))
+		g.ProbeTimeout = f.ProbeTimeout
+		require.False(t, d.Probe(&g, at))
+	}
+	require.Equal(t, 1, d.Stats().Tracked, "the pause is state")
+	g := d.Decide("db", 1, resume)
+	require.Equal(t, 4*time.Second, g.ProbeTimeout)
+	require.True(t, d.Probe(&g, resume))
 }
 
 // TestProbesDoubleOnATracker runs NewPolicy on a real tracker against a
-// destination that stops answering: the detector makes it failing after
-// three timeouts, and each timed-out probe is recorded at its probe
-// timeout, so successive probes (one per sub-window) double up to the
-// ceiling while every other attempt gets the fallback.
+// destination that stops answering, with one sequential caller: the
+// detector makes it failing after three timeouts, every attempt but the
+// probes gets the fallback, and each timed-out probe is recorded at its
+// probe timeout, so successive probes (one per sub-window) double; a
+// timed-out probe of P then pauses probing for 2P, so probes take at most a
+// third of the caller's time. Once a pause outlasts what the window
+// remembers of the last probe (after the 32 s one, at a 60 s window), the
+// doubling starts over.
 func TestProbesDoubleOnATracker(t *testing.T) {
 	tc := tracker.DefaultConfig()
 	tr, err := tracker.NewSync[string](tc)
 	require.NoError(t, err)
-	c := DefaultConfig()
-	p, err := NewPolicy(c, tr)
+	p, err := NewPolicy(DefaultConfig(), tr)
 	require.NoError(t, err)
 	now := tc.EpochStart(tc.Epoch(t0) + 1)
 	for i := range 1000 { // a healthy history: 10–29 ms
 		tr.RecordMillis("db", uint64(10+i%20), now.Add(-time.Duration(i)*time.Millisecond))
 	}
+	begin, end := now, now.Add(10*time.Minute)
 	var probes []time.Duration
-	var fallbacks int
-	for now.Before(t0.Add(5 * time.Minute)) {
+	var probing time.Duration
+	for now.Before(end) {
 		a := p.Decide("db", 1, now)
 		reached := now.Add(a.Timeout)
 		if p.Probe(&a, reached) {
 			probes = append(probes, a.ProbeTimeout)
+			probing += a.ProbeTimeout
 			now = now.Add(a.ProbeTimeout)
 		} else {
 			require.Equal(t, 250*time.Millisecond, a.Timeout, "every other attempt gets the floor")
 			now = reached
-			fallbacks++
 		}
 		p.Observe(a, TimedOut, a.Timeout, now)
-		if len(probes) > 0 && probes[len(probes)-1] == time.Minute {
-			break
-		}
 	}
 	require.True(t, p.Failing("db"))
 	// 2 × Q, where Q is the highest equivalent value of the last probe's
 	// bucket (500 → 501, 1002 → 1003, ...).
-	ms := func(v ...int64) (out []time.Duration) {
-		for _, x := range v {
-			out = append(out, time.Duration(x)*time.Millisecond)
-		}
-		return out
-	}
-	require.Equal(t, ms(500, 1002, 2006, 4014, 8030, 16_062, 32_126, 60_000), dedupe(probes))
-	require.Greater(t, fallbacks, 50)
+	ramp := []time.Duration{500 * time.Millisecond, 1002 * time.Millisecond, 2006 * time.Millisecond, 4014 * time.Millisecond,
+		8030 * time.Millisecond, 16_062 * time.Millisecond, 32_126 * time.Millisecond}
+	require.Equal(t, ramp, probes[:len(ramp)])
+	require.Equal(t, ramp[:3], probes[len(ramp):len(ramp)+3], "the doubling starts over")
+	share := float64(probing) / float64(now.Sub(begin))
+	require.Less(t, share, 0.34, "probes take at most a third of the time")
+	require.Greater(t, share, 0.25)
 }
 
 // dedupe drops consecutive repeats.
