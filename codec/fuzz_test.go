@@ -27,7 +27,8 @@ func requireTyped(t *testing.T, err error) {
 // messages, plus testdata/fuzz/<target>/.
 
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add(goldenMessages(f)["v1-batch"])
+	f.Add(goldenMessages(f)["v1-batch-timed-out"])
+	f.Add(readGolden(f, "v1-batch"))
 	dec := newDecoder(f, tracker.Layout{})
 	check := newDecoder(f, tracker.Layout{})
 	f.Fuzz(func(t *testing.T, msg []byte) {
