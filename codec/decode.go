@@ -542,7 +542,6 @@ func (d *Decoder) readDest(i, countsLen int) error {
 	case m/2 > countsLen:
 		return malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
 	}
-	first := len(d.buckets)
 	last := uint64(countsLen - 1)
 	idx, err := d.readUint("bucket index", last)
 	if err != nil {
@@ -571,7 +570,7 @@ func (d *Decoder) readDest(i, countsLen int) error {
 	// record without them is from a sender that does not send them.
 	unknown := x == 0
 	if !unknown {
-		if err := d.readTimedOut(name, d.buckets[first:]); err != nil {
+		if err := d.readTimedOut(name, d.buckets[len(d.buckets)-m/2:]); err != nil {
 			return err
 		}
 		x--

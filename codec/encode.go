@@ -192,7 +192,11 @@ func appendDest(b []byte, d *tracker.DestCounts) []byte {
 	b = appendStr(b, d.Dest)
 	b = appendUint(b, d.Total)
 	b = appendPairs(b, d.Buckets)
-	if !d.CensoringUnknown {
+	switch {
+	case d.CensoringUnknown:
+	case len(d.TimedOut) == 0: // the common case: nothing timed out
+		b = append(b, 0x90)
+	default:
 		b = appendPairs(b, d.TimedOut)
 	}
 	return b
