@@ -98,9 +98,12 @@ func (g *gossiper) untilNext() time.Duration {
 	return max(g.proto.Next().Sub(g.clock()), time.Millisecond)
 }
 
+// tick ticks the protocol, then refreshes the clock_skew warnings.
 func (g *gossiper) tick() {
 	g.syncMembers()
-	g.send(g.proto.Tick(g.clock()))
+	now := g.clock()
+	g.send(g.proto.Tick(now))
+	g.c.warn.replace(WarnClockSkew, g.proto.clockWarnings(now), time.Now())
 }
 
 // syncMembers gives the protocol the member table if it changed since the

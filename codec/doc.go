@@ -12,15 +12,16 @@
 // decoders accept any integer encoding whose value is in range, but never
 // nil, floats or a negative value where a non-negative one is expected.
 //
-//	batch     = [1, 1, layout, key, [dest, …]]
+//	batch     = [1, 1, layout, key, [dest, …] (, sent_at)]
 //	layout    = [lowest, highest, significant digits]    must be tracker-supported
 //	key       = [origin, boot, epoch, part]              str, uint64, int64, uint16
 //	dest      = [name, total, buckets, timed_out]
 //	buckets   = [index₀, count₀, Δ₁, count₁, …]
 //	timed_out = [index₀, count₀, Δ₁, count₁, …]          a subset of buckets; may be empty
-//	digest    = [1, 2, sender, [group, …]]
-//	pull      = [1, 3, sender, [group, …]]
+//	digest    = [1, 2, sender, [group, …] (, sent_at)]
+//	pull      = [1, 3, sender, [group, …] (, sent_at)]
 //	group     = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
+//	sent_at   = the sender's wall clock, Unix ms         uint in [0, 2^63−1]; optional
 //
 // A destination's buckets are (index, count) pairs: the first index is
 // absolute, each later one is the difference Δ >= 1 from the previous
@@ -47,6 +48,16 @@
 // copy that differs from the origin's: a receiver keeps whichever copy
 // arrived first and counts the other as a conflict, so while both
 // revisions run, a few views may hold a batch with censoring unknown.
+//
+// sent_at, appended to the message array by a minor revision (see
+// "Versions and extensions"), is the sender's wall clock when it encoded the
+// message, in Unix milliseconds, so that receivers can tell a node whose
+// clock is off (AppendBatchAt, Encoder.BatchPartsAt, Digest.SentAtMillis,
+// Decoder.SentAtMillis). Messages of older senders lack it, and 0 means
+// the same: unknown. A batch carries it only when its sender is its origin
+// (a seal, or the origin answering a pull): a batch forwarded by another
+// member does not say who forwarded it, so the clock could not be
+// attributed. Every digest and pull carries it.
 //
 // Digest and pull keys travel grouped by (origin, boot) with epochs
 // delta-coded from the group's base epoch (epoch₀ = base + Δepoch₀), about
@@ -95,9 +106,11 @@
 // each a msgpack value nested at most 8 deep whose declared lengths must
 // fit the bytes left; str, bin and ext payloads are skipped without being
 // read. Fewer fields than known is ErrMalformed. Lists (destinations,
-// bucket pairs, groups, keys) never take extra elements. A destination's
-// timed_out is such an appended field: this decoder reads the first
-// field after a destination's three as them (a list of pairs, or
+// bucket pairs, groups, keys) never take extra elements. sent_at and a
+// destination's timed_out are such appended fields, of the message array
+// and of the destination record: a decoder older than them skips them;
+// this one reads each as the first field after its record's known ones (an
+// integer, a list of pairs, or
 // ErrMalformed) and skips up to MaxExtraFields after it. Anything that an
 // older decoder must not ignore — new meaning for a known field, a changed
 // encoding, an extension that alters counts — needs a new Version; a node
