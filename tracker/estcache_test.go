@@ -157,7 +157,7 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			what = "include " + p
 			f.Include(p, 1, now)
 		case k < 88:
-			d := time.Duration(r.IntN(int(sw / time.Millisecond))) * time.Millisecond / 3
+			d := time.Duration(r.IntN(int(sw/time.Millisecond))) * time.Millisecond / 3
 			what = fmt.Sprintf("step %v", d)
 			now = now.Add(d)
 		case k < 94:
