@@ -67,20 +67,6 @@ func validDest(dest string) bool {
 	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
 }
 
-// learner is where the decider records: the local tracker, counting each
-// sample in atnode_records_total.
-type learner struct{ n *Node }
-
-func (l learner) RecordMillis(dest string, ms uint64, now time.Time) {
-	l.n.local.RecordMillis(dest, ms, now)
-	l.n.met.records.Inc()
-}
-
-func (l learner) RecordTimeoutMillis(dest string, ms uint64, now time.Time) {
-	l.n.local.RecordTimeoutMillis(dest, ms, now)
-	l.n.met.records.Inc()
-}
-
 // Estimate returns the peer-count-aware estimate of quantile q of dest's
 // latency now, field by field as GET /v1/estimate: the fleet view, the
 // local view and the decision input of both (tracker.Estimate;
@@ -208,26 +194,24 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 	return d, nil
 }
 
-// estimateBuf holds a decision's estimates; pooled, since an estimate is
-// over a hundred bytes and most decisions name a few destinations.
-type estimateBuf struct{ es []tracker.Estimate }
-
-var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, 8)} }}
-
 // decide is the one decision path of Timeout, TimeoutQuorum, Do and the
-// Policy methods: the decider on the fleet view at now.
+// Policy methods: the decider on the fleet view at now. The estimates of up
+// to stackDests destinations stay on the stack.
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.poll(now)
-	buf := estimateBufs.Get().(*estimateBuf)
-	defer estimateBufs.Put(buf)
-	es := buf.es
-	switch {
-	case len(dests) <= len(es):
-	case len(dests) <= maxTimeoutDests:
-		buf.es = make([]tracker.Estimate, len(dests))
+	var stack [stackDests]tracker.Estimate
+	es := stack[:]
+	if len(dests) > len(es) {
+		buf := estimateBufs.Get().(*estimateBuf)
+		defer estimateBufs.Put(buf)
+		switch {
+		case len(dests) <= len(buf.es):
+		case len(dests) <= maxTimeoutDests:
+			buf.es = make([]tracker.Estimate, len(dests))
+		default: // the Go API has no limit; the pool keeps small buffers only
+			buf = &estimateBuf{es: make([]tracker.Estimate, len(dests))}
+		}
 		es = buf.es
-	default: // the Go API has no limit; the pool keeps small buffers only
-		es = make([]tracker.Estimate, len(dests))
 	}
 	v := n.dec.Explain(dests, need, attempt, now, es)
 	out := Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
@@ -370,23 +354,23 @@ func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Tim
 	elapsed := max(now.Sub(start), 0)
 	ours := cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
 	var o timeout.Outcome
-	var result string
+	var result doResult
 	switch {
 	case ferr == nil:
-		o, result = timeout.Completed, "ok"
+		o, result = timeout.Completed, doOK
 	case ctx.Err() != nil && !ours:
-		o, result = timeout.Canceled, "canceled"
+		o, result = timeout.Canceled, doCanceled
 	case ours:
-		o, result = timeout.TimedOut, "timeout"
+		o, result = timeout.TimedOut, doTimeout
 	default:
-		o, result = timeout.Completed, "error"
+		o, result = timeout.Completed, doError
 		if n.cfg.Classify != nil {
 			o = n.cfg.Classify(ferr)
 		}
 	}
 	n.Observe(a, o, elapsed, now)
-	n.met.do.WithLabelValues(result).Inc()
-	if result != "timeout" || errors.Is(ferr, ErrTimeout) {
+	n.met.doBy[result].Inc()
+	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr
 	}
 	limit := a.Timeout
@@ -395,6 +379,16 @@ func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Tim
 	}
 	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
 }
+
+// stackDests is how many destinations' estimates a decision keeps on the
+// stack: most requests name a few.
+const stackDests = 4
+
+// estimateBuf holds the estimates of a decision over more than stackDests
+// destinations; pooled, since an estimate is over a hundred bytes.
+type estimateBuf struct{ es []tracker.Estimate }
+
+var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, maxTimeoutDests)} }}
 
 // latencyMillis converts a POST /v1/record latency (finite, >= 0) to whole
 // milliseconds, truncated; values beyond any trackable latency saturate.

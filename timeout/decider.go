@@ -128,8 +128,13 @@ type Decider struct {
 	cfg  Config
 	grid tracker.Config
 	src  Estimates
-	rec  Learner
-	max  int
+	// fleet is src when it is a *tracker.Fleet, called directly: its
+	// EstimateTo writes in place (an estimate is large and a decision reads
+	// one per destination), and a static call keeps the caller's estimates
+	// on its stack.
+	fleet *tracker.Fleet
+	rec   Learner
+	max   int
 
 	n     atomic.Int64 // len(dests), read without the lock
 	mu    sync.Mutex
@@ -209,6 +214,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 		return nil, ErrNoEstimates
 	}
 	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
+	d.fleet, _ = src.(*tracker.Fleet)
 	if d.max <= 0 {
 		d.max = DefaultMaxTracked
 	}
@@ -264,11 +270,15 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 	}
 	es = es[:len(dests)]
 	for i, dest := range dests {
-		e, err := d.src.Estimate(dest, d.cfg.Quantile, now)
-		if err != nil {
-			e = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
+		var err error
+		if d.fleet != nil {
+			err = d.fleet.EstimateTo(&es[i], dest, d.cfg.Quantile, now)
+		} else {
+			es[i], err = d.src.Estimate(dest, d.cfg.Quantile, now)
 		}
-		es[i] = e
+		if err != nil {
+			es[i] = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
+		}
 	}
 	if d.n.Load() > 0 {
 		d.mu.Lock()
@@ -548,28 +558,45 @@ func (r *rule) init() {
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
 func (r *rule) own(e *tracker.Estimate) uint64 {
-	v, ok := e.DecisionValue()
+	v, ok := decisionValue(e)
 	if !ok {
 		return r.fallback
 	}
 	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 }
 
+// decisionValue is e.DecisionValue() read through the pointer: the
+// estimate is large, and a decision reads it several times.
+func decisionValue(e *tracker.Estimate) (uint64, bool) {
+	if e.Source == tracker.SourceNone || e.Failing {
+		return 0, false
+	}
+	return e.Decision.ValueMillis, true
+}
+
+// decisionQuantile is e.DecisionQuantileMillis() read through the pointer.
+func decisionQuantile(e *tracker.Estimate) uint64 {
+	if e.Decision.Guarded {
+		return e.LocalValueMillis
+	}
+	return e.ValueMillis
+}
+
 // capped reports whether e's decision value is below its quantile (v = M <
 // Q: too many attempts timed out for the quantile to be known).
 func capped(e *tracker.Estimate) bool {
-	v, ok := e.DecisionValue()
-	return ok && v < e.DecisionQuantileMillis()
+	v, ok := decisionValue(e)
+	return ok && v < decisionQuantile(e)
 }
 
 // probe returns e's probe timeout when the rule makes a probe of it due
 // for an attempt whose timeout is timeoutMs: e is trusted, v < Q or it is
 // failing, and today's rule on Q gives more than timeoutMs.
 func (r *rule) probe(e *tracker.Estimate, timeoutMs uint64) (uint64, bool) {
-	if !e.Trusted() || !e.Failing && !capped(e) {
+	if e.Source == tracker.SourceNone || !e.Failing && !capped(e) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(e.DecisionQuantileMillis(), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(decisionQuantile(e), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 

@@ -7,7 +7,8 @@ import "time"
 // window and the cache) under the entry's shard lock: the fleet's facts for
 // quantile q, valid while the Fleet's version is fver and now's epoch is at
 // most fepoch (the Fleet would not slide); and the local view for q, valid
-// while the window's version is lver. About 200 bytes per destination
+// while the window's version is lver; and the estimate assembled from both.
+// About 400 bytes per destination
 // estimated, allocated at its first estimate.
 type estCache struct {
 	q      float64
@@ -16,16 +17,25 @@ type estCache struct {
 	ff     fleetFacts
 	lver   uint64
 	lv     viewFacts
+	est    Estimate // assembled from ff and lv (but for its staleness), when eok
 	fok    bool
 	lok    bool
+	eok    bool
 }
 
-// cached sets ff and lv to dest's cached fleet facts and its local view at
-// now for q, and reports whether the cache held valid facts: fver is the
-// Fleet's version now and fepoch the epoch of now on the Fleet's grid. The
-// local view is recomputed (and cached) when the window changed.
-func (t *SyncTracker[D]) cached(dest D, q float64, now time.Time, fver uint64, fepoch int64, ff *fleetFacts, lv *viewFacts) bool {
-	e := t.advance(now)
+// cached sets *e to dest's estimate (its Dest set to name) at now for q from the cache and
+// reports whether the cache held valid fleet facts: fver is the Fleet's
+// version now, its grid is the tracker's, and minSamples is max(MinSamples,
+// 1). The local view, and the estimate assembled from both, are recomputed
+// (and cached) when the window changed; the staleness is recomputed at
+// each call.
+func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
+	te := t.advance(now)
+	// The epoch of now: the tracker's current one when now is in it.
+	fepoch := te
+	if ms, c := now.UnixMilli(), t.clock.Load(); ms < c.start || ms >= c.end {
+		fepoch = floorDiv(ms, t.s.subMs)
+	}
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	en := sh.get(h, dest)
@@ -38,12 +48,19 @@ func (t *SyncTracker[D]) cached(dest D, q float64, now time.Time, fver uint64, f
 		sh.mu.Unlock()
 		return false
 	}
-	en.rotate(e)
+	en.rotate(te)
 	if !c.lok || c.lver != en.ver {
 		t.s.view(&en.window, q, &c.lv)
-		c.lver, c.lok = en.ver, true
+		c.lver, c.lok, c.eok = en.ver, true, false
 	}
-	*ff, *lv = c.ff, c.lv
+	if !c.eok {
+		assemble(&c.est, name, q, now, &c.ff, &c.lv, true, minSamples)
+		c.eok = true
+	}
+	*e = c.est
+	if c.ff.hasNewest {
+		e.Staleness = sinceMillis(now, c.ff.newestEnd)
+	}
 	sh.mu.Unlock()
 	return true
 }
@@ -62,7 +79,7 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 		if c.q != q {
 			c.lok = false
 		}
-		c.q, c.fver, c.fepoch, c.ff, c.fok = q, fver, fepoch, *ff, true
+		c.q, c.fver, c.fepoch, c.ff, c.fok, c.eok = q, fver, fepoch, *ff, true, false
 	}
 	sh.mu.Unlock()
 }

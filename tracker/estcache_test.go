@@ -106,9 +106,8 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 				qs = append(qs, 0.5) // another quantile replaces the cached one
 			}
 			for _, q := range qs {
-				var ff fleetFacts
-				var lv viewFacts
-				if local.cached(d, q, now, f.ver.Load(), floorDiv(now.UnixMilli(), f.swMs), &ff, &lv) {
+				var e Estimate
+				if local.cached(&e, d, d, q, now, f.ver.Load(), f.minSamples()) {
 					hits++
 				}
 				total++

@@ -111,18 +111,28 @@ func (f *Fleet) summary(d *destState) *destSummary {
 // walk and the local view; the first query after a change of dest's view
 // also recomputes its peers and share cap.
 func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
-	if !(q > 0 && q <= 1) {
-		return Estimate{Dest: dest, Quantile: q}, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
-	}
-	if t := f.localSync; t != nil {
-		var ff fleetFacts
-		var lv viewFacts
-		if t.cached(dest, q, now, f.ver.Load(), floorDiv(now.UnixMilli(), f.swMs), &ff, &lv) {
-			return f.assemble(dest, q, now, &ff, &lv), nil
-		}
-	}
-	return f.estimate(dest, q, now, true), nil
+	var e Estimate
+	err := f.EstimateTo(&e, dest, q, now)
+	return e, err
 }
+
+// EstimateTo is Estimate into *e, which it overwrites: the same answer
+// without copying the estimate out (timeout.Decider reads the fleet
+// through it).
+func (f *Fleet) EstimateTo(e *Estimate, dest string, q float64, now time.Time) error {
+	if !(q > 0 && q <= 1) {
+		*e = Estimate{Dest: dest, Quantile: q}
+		return fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
+	}
+	if t := f.localSync; t != nil && t.s.subMs == f.swMs && t.cached(e, dest, dest, q, now, f.ver.Load(), f.minSamples()) {
+		return nil
+	}
+	f.estimate(e, dest, q, now, true)
+	return nil
+}
+
+// minSamples is the trust threshold of the local view, max(MinSamples, 1).
+func (f *Fleet) minSamples() uint64 { return max(uint64(f.cfg.Tracker.MinSamples), 1) }
 
 // EstimateUncached is Estimate computed from the views every time, without
 // reading or filling the cache: the reference the cache is tested and
@@ -131,7 +141,9 @@ func (f *Fleet) EstimateUncached(dest string, q float64, now time.Time) (Estimat
 	if !(q > 0 && q <= 1) {
 		return Estimate{Dest: dest, Quantile: q}, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}
-	return f.estimate(dest, q, now, false), nil
+	var e Estimate
+	f.estimate(&e, dest, q, now, false)
+	return e, nil
 }
 
 // fleetFacts is what the fleet view says of a destination for an estimate
@@ -149,9 +161,9 @@ type fleetFacts struct {
 	newestEnd     int64 // end of the newest epoch with data, Unix ms
 }
 
-// estimate is Estimate from the views at now; fill stores the fleet's facts
-// in the local tracker's cache.
-func (f *Fleet) estimate(dest string, q float64, now time.Time, fill bool) Estimate {
+// estimate is Estimate from the views at now into *e; fill stores the
+// fleet's facts in the local tracker's cache.
+func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
 	var ff fleetFacts
 	var lv viewFacts
 	f.mu.Lock()
@@ -170,7 +182,7 @@ func (f *Fleet) estimate(dest string, q float64, now time.Time, fill bool) Estim
 	if fill && f.localSync != nil {
 		f.localSync.fill(dest, q, ver, ep, &ff)
 	}
-	return f.assemble(dest, q, now, &ff, &lv)
+	assemble(e, dest, q, now, &ff, &lv, f.local != nil, f.minSamples())
 }
 
 // facts fills ff with what the fleet view says of dest for quantile q;
@@ -196,14 +208,14 @@ func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
 	}
 	ff.samples, ff.peers, ff.effPeers = s.samples, s.peers, s.effPeers
 	ff.newestEnd, ff.hasNewest = s.newestEnd, s.hasNewest
-	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
-	ff.trusted = ff.hasFleetValue && ff.samples >= minSamples && ff.peers >= f.minPeers()
+	ff.trusted = ff.hasFleetValue && ff.samples >= f.minSamples() && ff.peers >= f.minPeers()
 }
 
-// assemble makes dest's estimate at now from the fleet's facts and the
-// local view.
-func (f *Fleet) assemble(dest string, q float64, now time.Time, ff *fleetFacts, lv *viewFacts) Estimate {
-	e := Estimate{Dest: dest, Quantile: q}
+// assemble makes dest's estimate at now in *e from the fleet's facts and
+// the local view (hasLocal: whether there is one); minSamples is
+// max(MinSamples, 1).
+func assemble(e *Estimate, dest string, q float64, now time.Time, ff *fleetFacts, lv *viewFacts, hasLocal bool, minSamples uint64) {
+	*e = Estimate{Dest: dest, Quantile: q}
 	if ff.hasFleet {
 		if ff.hasFleetValue {
 			e.FleetValueMillis, e.HasFleetValue = ff.fv.q, true
@@ -214,9 +226,7 @@ func (f *Fleet) assemble(dest string, q float64, now time.Time, ff *fleetFacts, 
 		}
 	}
 	e.localView(lv)
-	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
-	decide(&e, &ff.fv, lv, ff.hasFleet, f.local != nil, ff.trusted, minSamples)
-	return e
+	decide(e, &ff.fv, lv, ff.hasFleet, hasLocal, ff.trusted, minSamples)
 }
 
 // QuantileMillis returns the value a timeout decision uses for dest:
