@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -139,28 +140,56 @@ type Decision struct {
 // "guarded","fallback","reason","failing","probe_ms"} (GET /v1/timeout);
 // timeout_ms and probe_ms are whole milliseconds, failing is [] when none
 // is, and probe_ms null when no probe is due.
-func (d Decision) MarshalJSON() ([]byte, error) {
-	failing := d.Failing
-	if failing == nil {
-		failing = []string{}
+func (d Decision) MarshalJSON() ([]byte, error) { return d.appendJSON(nil), nil }
+
+// appendJSON appends MarshalJSON's object to b by hand: the bytes
+// json.Marshal wrote for it, without reflection.
+func (d Decision) appendJSON(b []byte) []byte {
+	b = append(b, `{"timeout_ms":`...)
+	b = strconv.AppendInt(b, d.Timeout.Milliseconds(), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(d.Attempt), 10)
+	b = append(b, `,"need":`...)
+	b = strconv.AppendInt(b, int64(d.Need), 10)
+	b = append(b, `,"decided_by":`...)
+	b = appendJSONString(b, d.DecidedBy)
+	b = append(b, `,"source":"`...)
+	b = append(b, d.Source.String()...)
+	b = append(b, `","guarded":`...)
+	b = strconv.AppendBool(b, d.Guarded)
+	b = append(b, `,"fallback":`...)
+	b = strconv.AppendBool(b, d.Fallback)
+	b = append(b, `,"reason":"`...)
+	b = append(b, d.Reason.String()...)
+	b = append(b, `","failing":[`...)
+	for i, f := range d.Failing {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, f)
 	}
-	var probe *int64
+	b = append(b, `],"probe_ms":`...)
 	if d.ProbeTimeout > 0 {
-		ms := d.ProbeTimeout.Milliseconds()
-		probe = &ms
+		b = strconv.AppendInt(b, d.ProbeTimeout.Milliseconds(), 10)
+	} else {
+		b = append(b, "null"...)
 	}
-	return json.Marshal(struct {
-		TimeoutMs int64          `json:"timeout_ms"`
-		Attempt   int            `json:"attempt"`
-		Need      int            `json:"need"`
-		DecidedBy string         `json:"decided_by"`
-		Source    tracker.Source `json:"source"`
-		Guarded   bool           `json:"guarded"`
-		Fallback  bool           `json:"fallback"`
-		Reason    timeout.Reason `json:"reason"`
-		Failing   []string       `json:"failing"`
-		ProbeMs   *int64         `json:"probe_ms"`
-	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback, d.Reason, failing, probe})
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string, as json.Marshal writes it
+// (HTML characters escaped): printable ASCII but '"', '\', '<', '>' and
+// '&' as is, anything else through json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Timeout returns the timeout of a request that needs every one of dests

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -153,5 +155,75 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 				require.Positive(t, seen[k], "%s never decided: %v", k, seen)
 			}
 		})
+	}
+}
+
+// naiveDecision is a Decision with the MarshalJSON it had through
+// encoding/json: the reference of its hand-written encoding.
+type naiveDecision Decision
+
+func (n naiveDecision) MarshalJSON() ([]byte, error) {
+	d := Decision(n)
+	failing := d.Failing
+	if failing == nil {
+		failing = []string{}
+	}
+	var probe *int64
+	if d.ProbeTimeout > 0 {
+		ms := d.ProbeTimeout.Milliseconds()
+		probe = &ms
+	}
+	return json.Marshal(struct {
+		TimeoutMs int64          `json:"timeout_ms"`
+		Attempt   int            `json:"attempt"`
+		Need      int            `json:"need"`
+		DecidedBy string         `json:"decided_by"`
+		Source    tracker.Source `json:"source"`
+		Guarded   bool           `json:"guarded"`
+		Fallback  bool           `json:"fallback"`
+		Reason    timeout.Reason `json:"reason"`
+		Failing   []string       `json:"failing"`
+		ProbeMs   *int64         `json:"probe_ms"`
+	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback, d.Reason, failing, probe})
+}
+
+// naiveDecisionJSON is what GET /v1/timeout wrote for d: writeJSON's
+// encoder on the reference MarshalJSON.
+func naiveDecisionJSON(d Decision) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(naiveDecision(d))
+	return buf.Bytes()
+}
+
+// TestDecisionJSON: the hand-written encoding of GET /v1/timeout's answer
+// (and of Decision.MarshalJSON) is what encoding/json wrote, byte for byte, names with quotes, controls, HTML
+// characters and non-ASCII included.
+func TestDecisionJSON(t *testing.T) {
+	names := []string{"", "db-1", `a"b`, `back\slash`, "tab\there", "<&>", "ünï", "\u2028", "del\x7f", "nul\x00"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		d := Decision{
+			Timeout:      time.Duration(r.Int64N(1 << 40)),
+			Attempt:      1 + r.IntN(5),
+			Need:         1 + r.IntN(3),
+			DecidedBy:    names[r.IntN(len(names))],
+			Source:       tracker.Source(r.IntN(3)),
+			Guarded:      r.IntN(2) == 0,
+			Fallback:     r.IntN(2) == 0,
+			Reason:       timeout.Reason(r.IntN(4)),
+			ProbeTimeout: time.Duration(r.Int64N(1<<40)) * time.Duration(r.IntN(2)),
+		}
+		for range r.IntN(3) {
+			d.Failing = append(d.Failing, names[r.IntN(len(names))])
+		}
+		want := naiveDecisionJSON(d)
+		require.Equal(t, string(want), string(append(d.appendJSON(nil), '\n')), "decision %d", i)
+		got, err := json.Marshal(d)
+		require.NoError(t, err)
+		wantM, err := json.Marshal(naiveDecision(d))
+		require.NoError(t, err)
+		require.Equal(t, string(wantM), string(got), "decision %d", i)
 	}
 }
