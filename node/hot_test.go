@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -40,9 +41,14 @@ func useUncached(tb testing.TB, n *Node) {
 // clock steps within a sub-window, across one and across the window — one
 // node deciding on the cached estimates, the other on EstimateUncached,
 // and after every step requires equal decisions from Timeout,
-// TimeoutQuorum and Decide for several destination sets and attempts.
+// TimeoutQuorum and Decide for several destination sets and attempts. CI
+// runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
 func TestDecisionCacheNeverChangesADecision(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	seeds, steps := uint64(2), 500
+	if os.Getenv("ATNODE_LONG") == "1" {
+		seeds, steps = 5, 3000
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			clk := &testClock{now: epochStart(e0)}
 			mk := func() *Node {
@@ -59,7 +65,7 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 			sets := [][]string{{"a"}, {"b"}, {"c"}, {"a", "b", "c"}, {"c", "a"}}
 			var part uint16
 			seen := map[string]int{}
-			for step := range 1500 {
+			for step := range steps {
 				now := clk.Now()
 				var what string
 				switch k := r.IntN(100); {

@@ -134,6 +134,9 @@ type Decider struct {
 	// on its stack.
 	fleet *tracker.Fleet
 	rec   Learner
+	// local is rec when it is a *tracker.SyncTracker[string], called
+	// directly (the record path is the hottest).
+	local *tracker.SyncTracker[string]
 	max   int
 
 	n     atomic.Int64 // len(dests), read without the lock
@@ -215,6 +218,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 	}
 	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
 	d.fleet, _ = src.(*tracker.Fleet)
+	d.local, _ = rec.(*tracker.SyncTracker[string])
 	if d.max <= 0 {
 		d.max = DefaultMaxTracked
 	}
@@ -382,10 +386,12 @@ func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
 // record learns an outcome; a probe's reservation ends, and pause (ms) is
 // the time no probe of dest may start from now.
 func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
-	switch o {
-	case Completed:
+	switch {
+	case o == Completed && d.local != nil:
+		d.local.RecordMillis(dest, ms, now)
+	case o == Completed:
 		d.rec.RecordMillis(dest, ms, now)
-	case TimedOut, Superseded:
+	case o == TimedOut || o == Superseded:
 		d.rec.RecordTimeoutMillis(dest, ms, now)
 	}
 	failure := o == TimedOut || o == Failed

@@ -3,6 +3,7 @@ package tracker
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -17,8 +18,15 @@ import (
 // count and clock steps (within a sub-window, across one, across the window,
 // backwards), and after each step compares every estimate the cache gives
 // with EstimateUncached's, field by field. It also requires that most
-// estimates were answered from the cache, so that it tests something.
+// estimates were answered from the cache, so that it tests something. CI
+// runs one seed of 600 steps per configuration (each invalidation it
+// checks fails within the first 200 steps when removed); ATNODE_LONG=1
+// runs three seeds of 3000.
 func TestEstimateCacheMatchesUncached(t *testing.T) {
+	seeds, steps := uint64(1), 600
+	if os.Getenv("ATNODE_LONG") == "1" {
+		seeds, steps = 3, 3000
+	}
 	for _, tc := range []struct {
 		name string
 		mut  func(*FleetConfig)
@@ -40,8 +48,8 @@ func TestEstimateCacheMatchesUncached(t *testing.T) {
 			if tc.mut != nil {
 				tc.mut(&c)
 			}
-			for seed := uint64(1); seed <= 3; seed++ {
-				hits, total := estimateCacheRun(t, c, seed, 1500)
+			for seed := uint64(1); seed <= seeds; seed++ {
+				hits, total := estimateCacheRun(t, c, seed, steps)
 				require.Greater(t, hits, total/3, "seed %d: the cache answered %d of %d estimates", seed, hits, total)
 			}
 		})
