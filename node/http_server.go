@@ -209,10 +209,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
-			_ = c.Close()
 			if l.m != nil {
-				l.m.refused()
+				l.m.refused() // before the close: a client told by the close reads the count
 			}
+			_ = c.Close()
 			continue
 		}
 		if l.m != nil {
