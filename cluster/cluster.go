@@ -45,14 +45,29 @@ type Cluster struct {
 	cfg  Config
 	log  *slog.Logger
 	boot uint64
-	self string    // member name
-	meta [2][]byte // metadata: [0] normal, [1] with the leaving flag
+	self string // member name
+	// meta is this member's metadata by version (meta[0] version 1,
+	// meta[1] version 2) and leaving flag (meta[v][1] has it).
+	meta [2][2][]byte
 	// settings are what this member advertises and judges others by (see
 	// judge); nil without a Store: a member that disseminates nothing
 	// judges nobody and advertises none (version 1 metadata).
 	settings *settings
 	warn     *warnings
-	leaving  atomic.Bool // set by Close before the leave: NodeMeta returns meta[1]
+	leaving  atomic.Bool // set by Close before the leave: NodeMeta adds the leaving flag
+
+	// The metadata version negotiation (see negotiate.go).
+	metaVersion atomic.Uint32 // the version NodeMeta returns: 1 until metaLoop switches
+	metaMu      sync.Mutex    // serializes re-advertising (metaLoop) with Close's leaving flag
+	metaKick    chan struct{} // wakes metaLoop: the member table changed
+	joined      chan struct{} // closed when Start's initial joins succeeded: metaLoop starts then
+	joinMu      sync.Mutex    // guards dialing and dialRefusals
+	dialing     netip.AddrPort
+	// dialRefusals are the refusals of the seed being dialled that its
+	// push/pull state showed (see judgeState).
+	dialRefusals []string
+	// configure, if set, edits memberlist's config before Create (tests).
+	configure func(*memberlist.Config)
 	keyMu    sync.Mutex  // serializes ReloadKeys
 	keys     *memberlist.Keyring
 	events   chan Event
@@ -113,14 +128,22 @@ func New(cfg Config) (*Cluster, error) {
 		cfg:      cfg,
 		boot:     boot,
 		self:     MemberName(cfg.Name, boot),
-		meta:     [2][]byte{encodeMeta(cfg.Name, boot, false, st), encodeMeta(cfg.Name, boot, true, st)},
 		settings: st,
 		events:   make(chan Event, cfg.Limits.EventQueue),
 		msgs:     make(chan []byte, cfg.Limits.MessageQueue),
+		metaKick: make(chan struct{}, 1),
+		joined:   make(chan struct{}),
 		stop:     make(chan struct{}),
 		drained:  make(chan struct{}),
 		members:  make(map[string]*entry),
 	}
+	for leaving := range 2 {
+		c.meta[0][leaving] = encodeMeta(cfg.Name, boot, leaving == 1, nil)
+		if st != nil {
+			c.meta[1][leaving] = encodeMeta(cfg.Name, boot, leaving == 1, st)
+		}
+	}
+	c.metaVersion.Store(metaVersion1)
 	c.log = l.With("member", c.self)
 	c.warn = newWarnings(c.log)
 	c.onMessage = cfg.OnMessage
@@ -207,11 +230,12 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.joining.Add(1)
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go c.deliverEvents()
 	go c.deliverMessages()
 	go c.rejoinLoop()
 	go c.conflictLoop()
+	go c.metaLoop()
 	if c.gossip != nil {
 		c.gossip.start(&c.wg, c.stop)
 	}
@@ -234,6 +258,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		_ = c.Close()
 		return fmt.Errorf("%w: %s", ErrJoinRefused, strings.Join(refused, "; "))
 	}
+	close(c.joined)
 	return nil
 }
 
@@ -255,9 +280,14 @@ func (c *Cluster) Close() error {
 		if ml != nil {
 			// Announce the leave in the metadata first, so that others
 			// report this member as left rather than dead (see encodeMeta).
+			// metaMu: a re-advertisement under way ends first, and none
+			// follows (it would drop the flag).
+			c.metaMu.Lock()
 			c.leaving.Store(true)
 			start := time.Now()
-			if uerr := ml.UpdateNode(c.cfg.Timing.LeaveTimeout / 2); uerr != nil {
+			uerr := ml.UpdateNode(c.cfg.Timing.LeaveTimeout / 2)
+			c.metaMu.Unlock()
+			if uerr != nil {
 				c.log.Warn("cluster: leaving flag not confirmed", "err", uerr)
 			}
 			rest := max(c.cfg.Timing.LeaveTimeout-time.Since(start), c.cfg.Timing.LeaveTimeout/2)

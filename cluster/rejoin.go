@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -23,12 +24,23 @@ func (c *Cluster) seeds() []string {
 }
 
 // joinSeed joins one seed. It returns the refusal's text when the seed
-// refused this member for its settings (see judge), "" otherwise; a
-// refusal while running (a re-join) is a config_mismatch warning.
+// refused this member for its settings (see judge), or, at Start's initial
+// join, when the seed's push/pull state showed other settings (see
+// judgeState); "" otherwise. A refusal while running (a re-join) is a
+// config_mismatch warning.
 func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool) string {
 	c.stats.joins.Add(1)
 	start := time.Now()
+	if ap, perr := netip.ParseAddrPort(seed); initial && perr == nil {
+		c.dial(ap)
+	}
 	_, err := ml.Join([]string{seed})
+	if initial {
+		if rs := c.dial(netip.AddrPort{}); err == nil && len(rs) > 0 {
+			c.stats.joinFails.Add(1)
+			return "seed " + seed + ": " + strings.Join(rs, " and ")
+		}
+	}
 	if err != nil {
 		c.stats.joinFails.Add(1)
 		if r := refusal(err); r != "" {

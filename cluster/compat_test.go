@@ -1,0 +1,421 @@
+package cluster
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+)
+
+// previousDecodeMeta is what the previous release (the last before
+// metadata version 2) accepts as member metadata, copied from it: version
+// 1 exactly, and nothing else. A member whose metadata it refuses is
+// counted as malformed there, its boot unknown, and its batches refused as
+// unknown_origin.
+func previousDecodeMeta(member string, meta []byte) (name string, boot uint64, leaving bool, err error) {
+	const metaVersion = 1
+	if len(meta) < metaHeaderLen || meta[0] != metaVersion || meta[9]&^flagLeaving != 0 {
+		return "", 0, false, errBadMeta
+	}
+	boot = binary.BigEndian.Uint64(meta[1:9])
+	name = string(meta[metaHeaderLen:])
+	if validName(name) != nil || MemberName(name, boot) != member {
+		return "", 0, false, errBadMeta
+	}
+	return name, boot, meta[9]&flagLeaving != 0, nil
+}
+
+// metaLog keeps metadata byte strings with the member they belong to;
+// safe for concurrent use.
+type metaLog struct {
+	mu    sync.Mutex
+	metas []seenMeta
+}
+
+type seenMeta struct {
+	member string
+	meta   []byte
+}
+
+func (l *metaLog) add(member string, meta []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.metas = append(l.metas, seenMeta{member, slices.Clone(meta)})
+}
+
+func (l *metaLog) all() []seenMeta {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.metas)
+}
+
+// requireOldReadable fails unless the previous release accepts every
+// metadata in ms.
+func requireOldReadable(t *testing.T, ms []seenMeta, what string) {
+	t.Helper()
+	require.NotEmpty(t, ms, what)
+	for _, m := range ms {
+		_, _, _, err := previousDecodeMeta(m.member, m.meta)
+		require.NoError(t, err, "%s: %s advertised % x", what, m.member, m.meta)
+	}
+}
+
+// advertisingDelegate records every metadata a member advertises
+// (NodeMeta's result: at Create and at every UpdateNode).
+type advertisingDelegate struct {
+	memberlist.Delegate
+	member string
+	log    *metaLog
+}
+
+func (d advertisingDelegate) NodeMeta(limit int) []byte {
+	b := d.Delegate.NodeMeta(limit)
+	d.log.add(d.member, b)
+	return b
+}
+
+// previousEvents gives the member table the previous release's reading of
+// every member's metadata: what its decoder refuses arrives as none, so it
+// is counted as malformed and the member's boot stays unknown, as there.
+// It records every metadata seen.
+type previousEvents struct {
+	inner memberlist.EventDelegate
+	log   *metaLog
+}
+
+func (e previousEvents) read(n *memberlist.Node) *memberlist.Node {
+	e.log.add(n.Name, n.Meta)
+	if _, _, _, err := previousDecodeMeta(n.Name, n.Meta); err != nil {
+		c := *n
+		c.Meta = nil
+		return &c
+	}
+	return n
+}
+
+func (e previousEvents) NotifyJoin(n *memberlist.Node)   { e.inner.NotifyJoin(e.read(n)) }
+func (e previousEvents) NotifyUpdate(n *memberlist.Node) { e.inner.NotifyUpdate(e.read(n)) }
+func (e previousEvents) NotifyLeave(n *memberlist.Node)  { e.inner.NotifyLeave(e.read(n)) }
+
+// newPreviousNode is a member that behaves as the previous release does
+// at the membership level: it advertises version 1 metadata and no level
+// (memberlist's delegate protocol versions all 0), judges nobody, sends
+// and reads no push/pull state, and reads others' metadata with the
+// previous release's decoder. It disseminates batches like any member.
+// seen records every metadata it was shown.
+func newPreviousNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, seeds ...string) (*gnode, *metaLog) {
+	t.Helper()
+	g := newGossipNode(t, nw, name, boot, o, seeds...)
+	g.settings = nil
+	seen := &metaLog{}
+	g.configure = func(mc *memberlist.Config) {
+		mc.DelegateProtocolMax = 0
+		mc.Alive, mc.Merge = nil, nil
+		mc.Events = previousEvents{inner: mc.Events, log: seen}
+	}
+	return g, seen
+}
+
+// newRecordedNode is newGossipNode whose advertised metadata is recorded
+// in log.
+func newRecordedNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, log *metaLog, seeds ...string) *gnode {
+	t.Helper()
+	g := newGossipNode(t, nw, name, boot, o, seeds...)
+	member := g.MemberName()
+	g.configure = func(mc *memberlist.Config) {
+		mc.Delegate = advertisingDelegate{Delegate: mc.Delegate, member: member, log: log}
+	}
+	return g
+}
+
+// heldMetas returns the metadata c's memberlist holds for every other
+// member up.
+func heldMetas(c *Cluster) []seenMeta {
+	var out []seenMeta
+	for _, n := range c.ml.Members() {
+		if n.Name != c.self {
+			out = append(out, seenMeta{n.Name, slices.Clone(n.Meta)})
+		}
+	}
+	return out
+}
+
+// advertise reports whether every node advertises metadata version v.
+func advertise(nodes []*gnode, v uint32) bool {
+	for _, n := range nodes {
+		if n.metaVersion.Load() != v {
+			return false
+		}
+	}
+	return true
+}
+
+// holdsVersion reports whether every node's memberlist holds version v
+// metadata for every other node in of.
+func holdsVersion(nodes, of []*gnode, v byte) bool {
+	for _, n := range nodes {
+		held := map[string][]byte{}
+		for _, m := range heldMetas(n.Cluster) {
+			held[m.member] = m.meta
+		}
+		for _, o := range of {
+			if o != n && (len(held[o.MemberName()]) == 0 || held[o.MemberName()][0] != v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TestCompatMixedCluster: new nodes that join a member of the previous
+// release advertise only what it reads (version 1: it never counts a
+// malformed metadata), every batch counts in every view, theirs in its and
+// its in theirs (the exact union); once it is gone they switch to version
+// 2, and a joiner with another sub-window is refused at join.
+func TestCompatMixedCluster(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	nw := memtransport.New(70)
+	t.Cleanup(nw.Close)
+	old, seen := newPreviousNode(t, nw, "old", 0x01d0, o)
+	require.NoError(t, old.Start(context.Background()))
+	advertised := &metaLog{}
+	nodes := []*gnode{old}
+	for i := range 2 {
+		n := newRecordedNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e00+i), o, advertised, old.tr.Addr())
+		require.NoError(t, n.Start(context.Background()))
+		nodes = append(nodes, n)
+	}
+	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	dests := testDests(4)
+	converge(t, newUnion(t, o.tracker), nodes, nodes, dests, 1)
+
+	require.True(t, advertise(nodes[1:], metaVersion1), "version 1 while a member of the previous release is up")
+	requireOldReadable(t, advertised.all(), "every metadata a new node advertised")
+	requireOldReadable(t, seen.all(), "every metadata the old member was shown")
+	requireOldReadable(t, heldMetas(old.Cluster), "the metadata the old member holds")
+	require.Zero(t, old.Stats().BadMetadata)
+	for _, n := range nodes {
+		require.Empty(t, n.Warnings(), n.MemberName())
+		for _, m := range n.Members() {
+			require.NotZero(t, m.BootID, "%s knows %s's boot", n.MemberName(), m.Member)
+		}
+	}
+	require.Equal(t, Level1, ClusterLevel(nodes[1].Members()))
+
+	require.NoError(t, old.Close())
+	news := nodes[1:]
+	eventually(t, "the new nodes switch to version 2 once the old one is gone", func() bool {
+		return advertise(news, metaVersion2) && holdsVersion(news, news, metaVersion2)
+	})
+	require.Equal(t, Level2, ClusterLevel(news[0].Members()))
+
+	ot := o
+	ot.tracker.SubWindows = 8 // 1 s sub-windows against the cluster's 500 ms
+	odd := newGossipNode(t, nw, "odd", 0x0dd, ot, news[0].tr.Addr())
+	err := odd.Start(context.Background())
+	require.ErrorIs(t, err, ErrJoinRefused)
+	require.ErrorContains(t, err, "-sub-window 1s differs from the cluster's 500ms")
+	eventually(t, "the seed reports the refused joiner", func() bool {
+		return hasWarning(news[0].Cluster, WarnConfigMismatch, "member "+odd.MemberName(), "refused at join")
+	})
+	eventually(t, "nobody lists it", func() bool { return allSee(news, news) })
+}
+
+// TestCompatOldMemberJoins: a member of the previous release joining a
+// cluster that advertises version 2 makes every member fall back to
+// version 1 with one metadata update; it then knows every member's boot,
+// and every batch counts in every view (the exact union). When it leaves,
+// the others switch to version 2 again.
+func TestCompatOldMemberJoins(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	nw, nodes := gossipCluster(t, 71, 3, o)
+	eventually(t, "a cluster of new nodes advertises version 2", func() bool {
+		return advertise(nodes, metaVersion2) && holdsVersion(nodes, nodes, metaVersion2)
+	})
+
+	old, seen := newPreviousNode(t, nw, "old", 0x01d1, o, nodes[1].tr.Addr())
+	require.NoError(t, old.Start(context.Background()))
+	all := append([]*gnode{old}, nodes...)
+	eventually(t, "everyone falls back to version 1, and the old member reads every boot", func() bool {
+		if !advertise(nodes, metaVersion1) || !allSee(all, all) {
+			return false
+		}
+		for _, m := range old.Members() {
+			if m.BootID == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the old member counted %d malformed metadata, the version 2 it was shown at join (%d metadata seen)",
+		old.Stats().BadMetadata, len(seen.all()))
+	requireOldReadable(t, heldMetas(old.Cluster), "the metadata the old member holds after the fall back")
+	dests := testDests(4)
+	u := newUnion(t, o.tracker)
+	converge(t, u, all, all, dests, 2)
+	for _, n := range all {
+		require.Empty(t, n.GossipStats().Rejected, n.MemberName())
+	}
+
+	require.NoError(t, old.Close())
+	eventually(t, "version 2 again once it left", func() bool {
+		return advertise(nodes, metaVersion2) && holdsVersion(nodes, nodes, metaVersion2)
+	})
+}
+
+// TestCompatMismatchedJoinerDuringUpgrade: while a member of the previous
+// release is up everyone advertises version 1, so no metadata shows
+// settings. A joiner whose seed is of this release is still refused at
+// join (the seed's push/pull state carries its settings). One whose seed
+// is the old member cannot be judged at join; the push/pull syncs then
+// show its settings to the others, which report config_mismatch, stop
+// listing it, and exclude its batches from their views.
+func TestCompatMismatchedJoinerDuringUpgrade(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	o.tune = func(c *Config) { c.Timing.PushPullInterval = 200 * time.Millisecond }
+	nw := memtransport.New(72)
+	t.Cleanup(nw.Close)
+	old, _ := newPreviousNode(t, nw, "old", 0x01d2, o)
+	require.NoError(t, old.Start(context.Background()))
+	nodes := []*gnode{old}
+	for i := range 2 {
+		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e10+i), o, old.tr.Addr()))
+	}
+	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	require.True(t, advertise(nodes[1:], metaVersion1))
+
+	// The same sub-window, another window: its batches would be accepted
+	// and count, so only the refusal keeps them out.
+	ot := o
+	ot.tracker.Window, ot.tracker.SubWindows = 4*time.Second, 8
+	refused := newGossipNode(t, nw, "odd", 0x0dd1, ot, nodes[1].tr.Addr())
+	err := refused.Start(context.Background())
+	require.ErrorIs(t, err, ErrJoinRefused, "a seed of this release sends its settings in the join's push/pull state")
+	require.ErrorContains(t, err, "seed "+nodes[1].tr.Addr()+": -window 4s differs from the cluster's 8s (member new0-00002e10 at ")
+
+	odd := startGossipNode(t, nw, "odd2", 0x0dd2, ot, old.tr.Addr())
+	t.Log("joined through the old member: nobody could judge it at join")
+	eventually(t, "every new node reports it and stops listing it", func() bool {
+		for _, n := range nodes[1:] {
+			if !hasWarning(n.Cluster, WarnConfigMismatch, "member "+odd.MemberName(), "advertises -window 4s (this node's is 8s)") {
+				return false
+			}
+		}
+		return allSee(nodes[1:], nodes)
+	})
+	for _, n := range nodes[1:] {
+		t.Logf("%s: %v", n.MemberName(), n.Warnings())
+	}
+	require.True(t, hasWarning(odd.Cluster, WarnConfigMismatch, "advertises -window 8s (this node's is 4s)"), "it says so too")
+
+	// It records beside the others, in the same epoch; the new nodes'
+	// views hold the union of the others only. (The old member counts its
+	// batches, as it did.)
+	dests := testDests(4)
+	u := newUnion(t, o.tracker)
+	e := recordEpoch(t, o.tracker, nodes, u.ref, dests, randomSamples(3, 50))
+	u.epochs = append(u.epochs, e)
+	for d, dest := range dests {
+		for _, ms := range randomSamples(4, 50)(0, d) {
+			odd.local.RecordMillis(dest, ms, o.tracker.EpochStart(e))
+		}
+	}
+	require.Equal(t, e, o.tracker.Epoch(time.Now()), "recording took longer than half a sub-window")
+	eventually(t, "every new node holds every batch of the epoch", func() bool {
+		return holdsEpoch(nodes[1:], nodes, e) && holdsEpoch([]*gnode{old}, []*gnode{odd}, e)
+	})
+	ok, why := viewsEqual(nodes[1:], dests, u.counts(t))
+	require.True(t, ok, why)
+}
+
+// TestMetaVersionFor: version 2 needs settings, another member of this
+// project up, and every member up at Level2; dead members, refused ones
+// (not in Members) and members whose metadata is not ours do not count.
+func TestMetaVersionFor(t *testing.T) {
+	t.Parallel()
+	self := Member{Member: "a-00000001", State: StateAlive, Level: CurrentLevel}
+	m := func(name string, s State, lvl uint8) Member { return Member{Member: name, State: s, Level: lvl} }
+	for _, tc := range []struct {
+		name    string
+		members []Member
+		noStore bool
+		want    uint32
+	}{
+		{"alone", []Member{self}, false, metaVersion1},
+		{"alone, nobody listed", nil, false, metaVersion1},
+		{"with a new member", []Member{self, m("b", StateAlive, Level2)}, false, metaVersion2},
+		{"with a suspect new member", []Member{self, m("b", StateSuspect, Level2)}, false, metaVersion2},
+		{"with an old member", []Member{self, m("b", StateAlive, Level2), m("c", StateAlive, Level1)}, false, metaVersion1},
+		{"the old member dead", []Member{self, m("b", StateAlive, Level2), m("c", StateDead, Level1)}, false, metaVersion2},
+		{"the old member left", []Member{self, m("b", StateAlive, Level2), m("c", StateLeft, Level1)}, false, metaVersion2},
+		{"only a foreign member", []Member{self, m("x", StateAlive, 0)}, false, metaVersion1},
+		{"a foreign member beside", []Member{self, m("b", StateAlive, Level2), m("x", StateAlive, 0)}, false, metaVersion2},
+		{"a later release", []Member{self, m("b", StateAlive, 3)}, false, metaVersion2},
+		{"no store", []Member{self, m("b", StateAlive, Level2)}, true, metaVersion1},
+	} {
+		require.Equal(t, tc.want, metaVersionFor(tc.members, self.Member, !tc.noStore), tc.name)
+	}
+	require.Equal(t, uint8(0), ClusterLevel(nil))
+	require.Equal(t, uint8(0), ClusterLevel([]Member{m("x", StateAlive, 0), m("c", StateDead, Level1)}))
+	require.Equal(t, Level1, ClusterLevel([]Member{self, m("c", StateSuspect, Level1)}))
+	require.Equal(t, Level2, ClusterLevel([]Member{self, m("b", StateAlive, 3)}))
+	require.Equal(t, Level1, memberLevel(0), "a release before the levels advertises 0")
+	require.Equal(t, Level2, memberLevel(2))
+}
+
+// TestJudgeState: a push/pull state with other settings refuses its
+// sender (marked refused if listed: out of Members and NumAlive, dead to
+// the protocol) and warns; the same settings, this node's own state, none,
+// and a node without settings judge nothing; a malformed state is counted.
+func TestJudgeState(t *testing.T) {
+	t.Parallel()
+	nw := memtransport.New(73)
+	t.Cleanup(nw.Close)
+	g := newGossipNode(t, nw, "judge", 0x1d6f, defaultGossipOpts())
+	same := newSettings(gossipTracker())
+	other := same
+	other.window = 4 * time.Second
+	g.observe(&memberlist.Node{Name: MemberName("odd", 4), Addr: []byte{127, 0, 0, 9}, Port: 7946,
+		Meta: encodeMeta("odd", 4, false, nil), DMax: CurrentLevel}, EventJoin, false)
+	require.Len(t, g.Members(), 1)
+	require.Equal(t, 1, g.NumAlive())
+
+	g.judgeState(encodeMeta("judge", 0x1d6f, false, &other), true)
+	g.judgeState(encodeMeta("same", 1, false, &same), true)
+	g.judgeState(nil, true)
+	require.Empty(t, g.Warnings())
+	require.Zero(t, g.Stats().BadMetadata)
+	g.judgeState(encodeMeta("v1", 2, false, nil), false)
+	g.judgeState([]byte{2, 0}, false)
+	require.Equal(t, uint64(2), g.Stats().BadMetadata, "a state without settings or unreadable")
+
+	g.judgeState(encodeMeta("odd", 4, false, &other), false)
+	require.Equal(t, []Warning{{WarnConfigMismatch,
+		"member odd-00000004 (127.0.0.9:7946) advertises -window 4s (this node's is 8s): refused as a member"}}, g.Warnings())
+	require.Empty(t, g.Members(), "a refused member is no member")
+	require.Zero(t, g.NumAlive())
+	pm := g.protocolMembers()
+	require.Len(t, pm, 1)
+	require.Equal(t, StateDead, pm[0].State, "the protocol excludes it")
+	g.judgeState(encodeMeta("stranger", 5, false, &other), true)
+	require.True(t, hasWarning(g.Cluster, WarnConfigMismatch, "member stranger-00000005 advertises -window 4s (this node's is 8s): refused at join"))
+
+	plain, err := New(memConfig(t, "plain", 6, nw.NewTransport()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = plain.Close() })
+	plain.judgeState(encodeMeta("odd", 4, false, &other), true)
+	require.Empty(t, plain.Warnings(), "no Store, no settings to judge by")
+	require.Nil(t, plain.localState())
+	require.Equal(t, g.meta[1][0], g.localState(), "the state is the version 2 metadata")
+}

@@ -1,0 +1,188 @@
+package cluster
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// metaVersionFor returns the metadata version a member should advertise
+// given the member table (Members: itself included, refused members left
+// out): version 2 when it has settings to advertise, knows at least one
+// other member of this project up, and every member up speaks Level2;
+// version 1 otherwise. Version 1 while it knows nobody means that a node
+// joining a cluster of an older release never shows it bytes it cannot
+// read; the settings of a joiner still reach a seed of this release in the
+// join's push/pull state (see judgeState).
+func metaVersionFor(members []Member, self string, hasSettings bool) uint32 {
+	if !hasSettings {
+		return metaVersion1
+	}
+	others := false
+	for _, m := range members {
+		if m.State.Up() && m.Level > 0 && m.Member != self {
+			others = true
+			break
+		}
+	}
+	if others && ClusterLevel(members) >= Level2 {
+		return metaVersion2
+	}
+	return metaVersion1
+}
+
+// nodeMeta is this member's metadata now: the negotiated version, with the
+// leaving flag once Close set it.
+func (c *Cluster) nodeMeta() []byte {
+	v := c.metaVersion.Load()
+	if v != metaVersion2 || c.settings == nil {
+		v = metaVersion1
+	}
+	leaving := 0
+	if c.leaving.Load() {
+		leaving = 1
+	}
+	return c.meta[v-1][leaving]
+}
+
+// kickMeta wakes metaLoop; it never blocks, so memberlist's callbacks may
+// call it.
+func (c *Cluster) kickMeta() {
+	select {
+	case c.metaKick <- struct{}{}:
+	default:
+	}
+}
+
+// metaLoop re-advertises this member's metadata whenever the member table
+// calls for another version (metaVersionFor), from the end of Start's
+// initial joins until Close. Before the joins end nothing changes: a
+// joiner advertises version 1 until it knows what it joined, and a joiner
+// refused at join never advertises anything else.
+func (c *Cluster) metaLoop() {
+	defer c.wg.Done()
+	select {
+	case <-c.stop:
+		return
+	case <-c.joined:
+	}
+	for {
+		c.readvertise()
+		select {
+		case <-c.stop:
+			return
+		case <-c.metaKick:
+		}
+	}
+}
+
+// readvertise switches the advertised metadata version if the member table
+// calls for it, with memberlist's UpdateNode (one alive message with a new
+// incarnation, gossiped like any other). It waits at most a gossip
+// interval for the broadcast: the update is in effect either way, and
+// push/pull carries it too.
+func (c *Cluster) readvertise() {
+	want := metaVersionFor(c.Members(), c.self, c.settings != nil)
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	if c.leaving.Load() || want == c.metaVersion.Load() {
+		return
+	}
+	c.life.RLock()
+	ml, closed := c.ml, c.closed
+	c.life.RUnlock()
+	if ml == nil || closed {
+		return
+	}
+	c.metaVersion.Store(want)
+	if err := ml.UpdateNode(c.cfg.Timing.GossipInterval); err != nil {
+		c.log.Debug("cluster: metadata update not confirmed yet", "version", want, "err", err)
+	}
+	c.log.Info("cluster: advertising member metadata", "version", want)
+}
+
+// localState is what this member sends in memberlist's push/pull state
+// (joins, re-joins and the periodic syncs): its version 2 metadata, with
+// its settings, whatever version it advertises; nothing without settings
+// or once it is leaving.
+func (c *Cluster) localState() []byte {
+	if c.settings == nil || c.leaving.Load() {
+		return nil
+	}
+	return c.meta[1][0]
+}
+
+// judgeState judges the settings another member sent in its push/pull
+// state (localState): one whose settings differ is refused like a member
+// whose metadata shows them (see refuse), even while it advertises
+// version 1. join is memberlist's: true for a join's or re-join's
+// push/pull, on either side. During Start's initial join of a seed, a
+// refusal of that seed (the member at the address dialled) makes the join
+// refused (see joinSeed). memberlist calls it after merging the sender's
+// member list, so the sender is already a member here: it is then marked
+// refused and leaves Members.
+func (c *Cluster) judgeState(buf []byte, join bool) {
+	if c.settings == nil || len(buf) == 0 {
+		return
+	}
+	m, err := decodeMetaBytes(buf)
+	if err != nil || m.settings == nil {
+		c.stats.badMeta.Add(1)
+		return
+	}
+	member := MemberName(m.name, m.boot)
+	if member == c.self {
+		return
+	}
+	ds := c.settings.diff(*m.settings)
+	if len(ds) == 0 {
+		return
+	}
+	addr, refusal := c.refuse(member, "", ds, join)
+	if !join {
+		return
+	}
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	if a, err := netip.ParseAddrPort(addr); err == nil && c.dialing.IsValid() && netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) == c.dialing {
+		c.dialRefusals = append(c.dialRefusals, strings.TrimPrefix(refusal.Error(), ErrJoinRefused.Error()+": "))
+	}
+}
+
+// refuse reports member (at addr; "" to look it up) as refused for its
+// settings ds: a config_mismatch warning, and, if this node lists it, the
+// member marked refused (out of Members, dead to the protocol). joining
+// says whether a join found it. It returns the member's address ("" if
+// unknown) and the refusal, an ErrJoinRefused naming each setting from the
+// joiner's side. It takes only c.mu and the warnings' lock.
+func (c *Cluster) refuse(member, addr string, ds []difference, joining bool) (string, error) {
+	if listed := c.markRefused(member); addr == "" {
+		addr = listed
+	}
+	how := "refused as a member"
+	if joining {
+		how = "refused at join"
+	}
+	ref, at := member, ""
+	if addr != "" {
+		ref, at = member+" ("+addr+")", " at "+addr
+	}
+	now := time.Now()
+	c.warn.set("member/"+member, Warning{
+		Kind:    WarnConfigMismatch,
+		Message: fmt.Sprintf("member %s %s: %s", ref, memberText(ds), how),
+	}, now, now.Add(mismatchRetention))
+	return addr, fmt.Errorf("%w: %s (member %s%s)", ErrJoinRefused, joinText(ds), member, at)
+}
+
+// dial notes the seed Start's initial join is dialling (the zero AddrPort
+// when done) and returns the refusals judgeState recorded for the seed
+// dialled before.
+func (c *Cluster) dial(seed netip.AddrPort) []string {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	out := c.dialRefusals
+	c.dialing, c.dialRefusals = netip.AddrPortFrom(seed.Addr().Unmap(), seed.Port()), nil
+	return out
+}
