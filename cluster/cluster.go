@@ -46,6 +46,8 @@ type Cluster struct {
 	log  *slog.Logger
 	boot uint64
 	self string // member name
+	// level is the protocol level this member advertises (CurrentLevel).
+	level uint8
 	// meta is this member's metadata by version (meta[0] version 1,
 	// meta[1] version 2) and leaving flag (meta[v][1] has it).
 	meta [2][2][]byte
@@ -64,16 +66,18 @@ type Cluster struct {
 	joinMu      sync.Mutex    // guards dialing and dialRefusals
 	dialing     netip.AddrPort
 	// dialRefusals are the refusals of the seed being dialled that its
-	// push/pull state showed (see judgeState).
+	// push/pull state showed, dialJudged whether it showed settings (see
+	// judgeState).
 	dialRefusals []string
+	dialJudged   bool
 	// configure, if set, edits memberlist's config before Create (tests).
 	configure func(*memberlist.Config)
-	keyMu    sync.Mutex  // serializes ReloadKeys
-	keys     *memberlist.Keyring
-	events   chan Event
-	msgs     chan []byte
-	msgMu    sync.Mutex // orders queueing into msgs with the end of delivery
-	msgsEnd  bool       // guarded by msgMu: delivery ended, msgs is no longer read
+	keyMu     sync.Mutex // serializes ReloadKeys
+	keys      *memberlist.Keyring
+	events    chan Event
+	msgs      chan []byte
+	msgMu     sync.Mutex // orders queueing into msgs with the end of delivery
+	msgsEnd   bool       // guarded by msgMu: delivery ended, msgs is no longer read
 
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
@@ -128,6 +132,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg:      cfg,
 		boot:     boot,
 		self:     MemberName(cfg.Name, boot),
+		level:    CurrentLevel,
 		settings: st,
 		events:   make(chan Event, cfg.Limits.EventQueue),
 		msgs:     make(chan []byte, cfg.Limits.MessageQueue),
@@ -211,7 +216,9 @@ func (c *Cluster) AdvertiseAddr() netip.AddrPort {
 // be created, or with ErrJoinRefused when a seed refused the join because
 // this member's settings (window, sub-window, histogram layout) differ
 // from its cluster's: the error names each setting, and the cluster has
-// then been closed. ctx bounds the initial joins: when it ends, the
+// then been closed. When no seed showed its settings (the seeds are of an
+// older release, or named by host name), Start compares them with one
+// member of this release it learned (see checkSettings). ctx bounds the initial joins: when it ends, the
 // remaining seeds are left to the re-joins. Start may be called once.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.life.Lock()
@@ -244,12 +251,20 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.log.Info("cluster: started", "addr", c.bound, "advertise", c.adv,
 		"encrypted", c.keys != nil, "label", c.cfg.Label)
 	var refused []string
+	judged := false
 	for _, s := range c.seeds() {
 		if ctx.Err() != nil {
 			c.log.Warn("cluster: initial join cut short", "err", ctx.Err())
 			break
 		}
-		if r := c.joinSeed(ml, s, true); r != "" {
+		r, j := c.joinSeed(ml, s, true)
+		if r != "" {
+			refused = append(refused, r)
+		}
+		judged = judged || j
+	}
+	if len(refused) == 0 && !judged && ctx.Err() == nil {
+		if r := c.checkSettings(ml); r != "" {
 			refused = append(refused, r)
 		}
 	}

@@ -3,8 +3,14 @@ package cluster
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
+	"flag"
 	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // previousDecodeMeta is what the previous release (the last before
@@ -276,10 +283,12 @@ func TestCompatOldMemberJoins(t *testing.T) {
 // TestCompatMismatchedJoinerDuringUpgrade: while a member of the previous
 // release is up everyone advertises version 1, so no metadata shows
 // settings. A joiner whose seed is of this release is still refused at
-// join (the seed's push/pull state carries its settings). One whose seed
-// is the old member cannot be judged at join; the push/pull syncs then
-// show its settings to the others, which report config_mismatch, stop
-// listing it, and exclude its batches from their views.
+// join (the seed's push/pull state carries its settings); so is one whose
+// seed is the old member (Start then pushes and pulls with a member of this
+// release the join taught it). One that could reach no member of this
+// release at Start is judged later: the push/pull syncs show its settings
+// to the others, which report config_mismatch, stop listing it, and
+// exclude its batches from their views.
 func TestCompatMismatchedJoinerDuringUpgrade(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
@@ -304,8 +313,17 @@ func TestCompatMismatchedJoinerDuringUpgrade(t *testing.T) {
 	require.ErrorIs(t, err, ErrJoinRefused, "a seed of this release sends its settings in the join's push/pull state")
 	require.ErrorContains(t, err, "seed "+nodes[1].tr.Addr()+": -window 4s differs from the cluster's 8s (member new0-00002e10 at ")
 
-	odd := startGossipNode(t, nw, "odd2", 0x0dd2, ot, old.tr.Addr())
-	t.Log("joined through the old member: nobody could judge it at join")
+	viaOld := newGossipNode(t, nw, "odd1", 0x0dd3, ot, old.tr.Addr())
+	err = viaOld.Start(context.Background())
+	require.ErrorIs(t, err, ErrJoinRefused, "Start checks with a member of this release the old seed showed")
+	require.ErrorContains(t, err, "member "+nodes[1].tr.Addr()+": -window 4s differs from the cluster's 8s (member new0-00002e10 at ")
+	require.Zero(t, viaOld.Stats().JoinFailures, "the check is no seed join")
+
+	odd := newGossipNode(t, nw, "odd2", 0x0dd2, ot, old.tr.Addr())
+	news := []string{nodes[1].tr.Addr(), nodes[2].tr.Addr()}
+	nw.Partition([]string{odd.tr.Addr()}, news)
+	require.NoError(t, odd.Start(context.Background()), "no member of this release reachable: nobody could judge it at join")
+	nw.Heal()
 	eventually(t, "every new node reports it and stops listing it", func() bool {
 		for _, n := range nodes[1:] {
 			if !hasWarning(n.Cluster, WarnConfigMismatch, "member "+odd.MemberName(), "advertises -window 4s (this node's is 8s)") {
@@ -411,6 +429,26 @@ func TestJudgeState(t *testing.T) {
 	g.judgeState(encodeMeta("stranger", 5, false, &other), true)
 	require.True(t, hasWarning(g.Cluster, WarnConfigMismatch, "member stranger-00000005 advertises -window 4s (this node's is 8s): refused at join"))
 
+	// During Start's initial joins, only the state of the address dialled
+	// judges the join: equal settings judge it, other ones refuse it.
+	for i, name := range []string{"seed", "seed2"} {
+		g.observe(&memberlist.Node{Name: MemberName(name, uint64(7+i)), Addr: []byte{127, 0, 0, byte(10 + i)}, Port: 7946,
+			Meta: encodeMeta(name, uint64(7+i), false, nil), DMax: CurrentLevel}, EventJoin, false)
+	}
+	g.dial(netip.MustParseAddrPort("127.0.0.10:7946"))
+	g.judgeState(encodeMeta("seed2", 8, false, &other), true)
+	rs, judged := g.dial(netip.MustParseAddrPort("127.0.0.10:7946"))
+	require.Empty(t, rs, "another member's state, as when it joins this node meanwhile")
+	require.False(t, judged)
+	g.judgeState(encodeMeta("seed", 7, false, &same), true)
+	rs, judged = g.dial(netip.MustParseAddrPort("127.0.0.11:7946"))
+	require.Empty(t, rs)
+	require.True(t, judged, "the seed's settings are this node's")
+	g.judgeState(encodeMeta("seed2", 8, false, &other), true)
+	rs, judged = g.dial(netip.AddrPort{})
+	require.Equal(t, []string{"-window 8s differs from the cluster's 4s (member seed2-00000008 at 127.0.0.11:7946)"}, rs)
+	require.True(t, judged)
+
 	plain, err := New(memConfig(t, "plain", 6, nw.NewTransport()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = plain.Close() })
@@ -418,4 +456,60 @@ func TestJudgeState(t *testing.T) {
 	require.Empty(t, plain.Warnings(), "no Store, no settings to judge by")
 	require.Nil(t, plain.localState())
 	require.Equal(t, g.meta[1][0], g.localState(), "the state is the version 2 metadata")
+}
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/meta")
+
+// goldenMetas are the pinned metadata of both versions, with and without
+// the leaving flag: a member db-1 of boot 0x0123456789abcdef, with a 60 s
+// window of 6 s sub-windows and a 1 ms–1 h layout of 2 digits.
+func goldenMetas() map[string][]byte {
+	st := settings{window: time.Minute, subWindow: 6 * time.Second,
+		layout: tracker.Layout{Lowest: 1, Highest: 3_600_000, SignificantDigits: 2}}
+	out := map[string][]byte{}
+	for _, leaving := range []bool{false, true} {
+		suffix := ""
+		if leaving {
+			suffix = "-leaving"
+		}
+		out["v1"+suffix] = encodeMeta("db-1", 0x0123456789abcdef, leaving, nil)
+		out["v2"+suffix] = encodeMeta("db-1", 0x0123456789abcdef, leaving, &st)
+	}
+	return out
+}
+
+// TestMetaGolden pins the bytes of both metadata versions
+// (testdata/meta/*.hex, rewritten with -update): version 1 is what the
+// previous release reads, and it reads it as this release does; version 2
+// it refuses, which is why a member advertises version 2 only once every
+// member up speaks Level2.
+func TestMetaGolden(t *testing.T) {
+	t.Parallel()
+	for name, b := range goldenMetas() {
+		path := filepath.Join("testdata", "meta", name+".hex")
+		if *updateGolden {
+			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+			require.NoError(t, os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o644))
+		}
+		raw, err := os.ReadFile(path)
+		require.NoError(t, err)
+		want, err := hex.DecodeString(strings.TrimSpace(string(raw)))
+		require.NoError(t, err)
+		require.Equal(t, hex.EncodeToString(want), hex.EncodeToString(b),
+			"%s: metadata changed: a format change needs a new version (see member.go); regenerate with -update only if it is intended", name)
+
+		m, err := decodeMeta("db-1-89abcdef", want)
+		require.NoError(t, err, name)
+		require.Equal(t, strings.HasSuffix(name, "-leaving"), m.leaving, name)
+		pname, pboot, pleaving, perr := previousDecodeMeta("db-1-89abcdef", want)
+		if strings.HasPrefix(name, "v1") {
+			require.NoError(t, perr, "%s: the previous release reads version 1", name)
+			require.Equal(t, [3]any{m.name, m.boot, m.leaving}, [3]any{pname, pboot, pleaving}, name)
+			require.Nil(t, m.settings, name)
+		} else {
+			require.ErrorIs(t, perr, errBadMeta, "%s: the previous release refuses version 2", name)
+			require.Equal(t, goldenMetas()["v2"][11:], want[11:], "%s: the settings follow the name", name)
+			require.NotNil(t, m.settings, name)
+		}
+	}
 }

@@ -97,7 +97,10 @@ type Member struct {
 // A cluster uses what a level brings once every member up speaks it
 // (ClusterLevel), and falls back at once when a member of a lower level
 // appears: a release keeps writing the older encodings until then, so a
-// rolling upgrade (and a downgrade) works in both directions.
+// rolling upgrade (and a downgrade) works in both directions. A later
+// release that brings an encoding or protocol older ones cannot read adds
+// the next level, advertises it, and uses what it brings while
+// ClusterLevel(members) is at least that level.
 const (
 	// Level1 reads and writes version 1 metadata only: the releases
 	// before the levels.
@@ -197,7 +200,20 @@ type Event struct {
 // Level2 therefore also send their settings in memberlist's push/pull state
 // (delegate.LocalState: this member's version 2 metadata, whatever version
 // it advertises; releases before the levels send none and ignore it), so a
-// join is judged even while everyone advertises version 1 (see judgeState).
+// join is judged even while everyone advertises version 1 (see judgeState):
+// a seed of this release refuses a joiner whose settings differ, and the
+// joiner's Start fails with ErrJoinRefused. A joiner whose seeds showed no
+// settings (they are of an older release) pushes and pulls with a member
+// of this release it learned from them before Start returns (see
+// checkSettings). Only a joiner that reaches no member of this release at
+// Start gets in unjudged while an older release is up; the others then
+// judge it at their next push/pull with it (memberlist's periodic sync,
+// Timing.PushPullInterval, with one random member each), and refuse it as
+// a member: a config_mismatch warning, out of Members, dead to the
+// protocol, so its batches leave their views. Before that its batches
+// count where they are accepted: those of another sub-window or layout
+// are refused anyway (stale or future epochs, decode_layout); those of
+// another window alone are of the same epoch grid.
 //
 // The leaving flag exists because memberlist v0.7.0 cannot tell its event
 // delegate whether a member left or died: the *Node given to NotifyLeave

@@ -56,7 +56,7 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 	// This release's level rides memberlist's delegate protocol maximum;
 	// the minimum and the current version stay 0, as older releases
 	// advertise them (see CurrentLevel).
-	mc.DelegateProtocolMin, mc.DelegateProtocolVersion, mc.DelegateProtocolMax = 0, 0, CurrentLevel
+	mc.DelegateProtocolMin, mc.DelegateProtocolVersion, mc.DelegateProtocolMax = 0, 0, c.level
 	mc.Delegate = delegate{c}
 	mc.Events = eventDelegate{c}
 	mc.Alive = aliveDelegate{c}

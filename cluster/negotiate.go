@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // metaVersionFor returns the metadata version a member should advertise
@@ -135,19 +137,68 @@ func (c *Cluster) judgeState(buf []byte, join bool) {
 	if member == c.self {
 		return
 	}
-	ds := c.settings.diff(*m.settings)
-	if len(ds) == 0 {
-		return
+	var addr string
+	var refusal error
+	if ds := c.settings.diff(*m.settings); len(ds) > 0 {
+		addr, refusal = c.refuse(member, "", ds, join)
+	} else if join {
+		addr = c.memberAddr(member)
 	}
-	addr, refusal := c.refuse(member, "", ds, join)
 	if !join {
 		return
 	}
 	c.joinMu.Lock()
 	defer c.joinMu.Unlock()
 	if a, err := netip.ParseAddrPort(addr); err == nil && c.dialing.IsValid() && netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) == c.dialing {
-		c.dialRefusals = append(c.dialRefusals, strings.TrimPrefix(refusal.Error(), ErrJoinRefused.Error()+": "))
+		c.dialJudged = true
+		if refusal != nil {
+			c.dialRefusals = append(c.dialRefusals, strings.TrimPrefix(refusal.Error(), ErrJoinRefused.Error()+": "))
+		}
 	}
+}
+
+// settingsChecks bounds the members checkSettings tries.
+const settingsChecks = 3
+
+// checkSettings is Start's check of this member's settings when no seed
+// showed its own at the initial joins: the seeds are of an older release
+// (which sends no push/pull state, and makes everyone advertise version 1
+// metadata, which carries no settings), or were named by a host name that
+// judgeState cannot match. It pushes and pulls with members of this
+// release (Level2 and up) that the joins taught it, one after another
+// until one shows its settings, at most settingsChecks. It returns the
+// refusal's text when that member's settings differ, else "". Nothing is
+// checked without settings, or when the cluster has no member of this
+// release: then nobody can judge this member, as before the levels.
+func (c *Cluster) checkSettings(ml *memberlist.Memberlist) string {
+	if c.settings == nil {
+		return ""
+	}
+	tried := 0
+	for _, m := range c.Members() {
+		if tried == settingsChecks {
+			break
+		}
+		if m.Member == c.self || !m.State.Up() || m.Level < Level2 || m.Addr == "" {
+			continue
+		}
+		tried++
+		refused, judged, _ := c.pushPull(ml, "member", m.Addr, true)
+		if refused != "" || judged {
+			return refused
+		}
+	}
+	return ""
+}
+
+// memberAddr returns member's address if this node lists it, else "".
+func (c *Cluster) memberAddr(member string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.members[member]; e != nil {
+		return e.Addr
+	}
+	return ""
 }
 
 // refuse reports member (at addr; "" to look it up) as refused for its
@@ -176,13 +227,13 @@ func (c *Cluster) refuse(member, addr string, ds []difference, joining bool) (st
 	return addr, fmt.Errorf("%w: %s (member %s%s)", ErrJoinRefused, joinText(ds), member, at)
 }
 
-// dial notes the seed Start's initial join is dialling (the zero AddrPort
-// when done) and returns the refusals judgeState recorded for the seed
-// dialled before.
-func (c *Cluster) dial(seed netip.AddrPort) []string {
+// dial notes the address Start's initial join is dialling (the zero
+// AddrPort when done) and returns what judgeState recorded for the one
+// dialled before: its refusals, and whether its state showed settings.
+func (c *Cluster) dial(addr netip.AddrPort) (refusals []string, judged bool) {
 	c.joinMu.Lock()
 	defer c.joinMu.Unlock()
-	out := c.dialRefusals
-	c.dialing, c.dialRefusals = netip.AddrPortFrom(seed.Addr().Unmap(), seed.Port()), nil
-	return out
+	refusals, judged = c.dialRefusals, c.dialJudged
+	c.dialing, c.dialRefusals, c.dialJudged = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), nil, false
+	return refusals, judged
 }

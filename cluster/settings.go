@@ -17,15 +17,19 @@ import (
 // refused, because the two sides advertise different settings (window,
 // sub-window or histogram layout): their batches would never count in each
 // other's fleet views. Start returns it when a seed refused the initial
-// join; the text names each setting that differs.
+// join, or a seed or member of this release showed other settings (see
+// checkSettings); the text names each setting that differs.
 var ErrJoinRefused = errors.New("cluster: join refused")
 
 // settings are what a member must share with the fleet to be one of it:
 // the epoch grid (window and sub-window) and the histogram layout.
-// Members with a Store advertise them in their metadata (version 2); a
-// member whose settings differ is refused in memberlist's alive and merge
-// delegates, so it never becomes a member: its batches would be refused
-// as stale_epoch, future_epoch or decode_layout, its data silently lost.
+// Members with a Store advertise them in their metadata (version 2, once
+// the cluster speaks Level2; see metaVersionFor) and in their push/pull
+// state; a member whose settings differ is refused in memberlist's alive
+// and merge delegates, or, when its metadata was version 1, as soon as its
+// push/pull state shows them (judgeState): it is no member, since its
+// batches would be refused as stale_epoch, future_epoch or decode_layout,
+// its data silently lost.
 type settings struct {
 	window, subWindow time.Duration
 	layout            tracker.Layout
