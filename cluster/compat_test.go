@@ -40,11 +40,12 @@ func previousDecodeMeta(member string, meta []byte) (name string, boot uint64, l
 	return name, boot, meta[9]&flagLeaving != 0, nil
 }
 
-// metaLog keeps metadata byte strings with the member they belong to;
-// safe for concurrent use.
+// metaLog keeps metadata byte strings with the member they belong to,
+// and the latest of each member; safe for concurrent use.
 type metaLog struct {
-	mu    sync.Mutex
-	metas []seenMeta
+	mu     sync.Mutex
+	metas  []seenMeta
+	latest map[string][]byte
 }
 
 type seenMeta struct {
@@ -56,6 +57,25 @@ func (l *metaLog) add(member string, meta []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.metas = append(l.metas, seenMeta{member, slices.Clone(meta)})
+	if l.latest == nil {
+		l.latest = map[string][]byte{}
+	}
+	l.latest[member] = slices.Clone(meta)
+}
+
+// held returns the latest metadata of every member other than c's self
+// that c lists as up: what c's memberlist holds for them, read from the
+// events (memberlist's Members would race with its updates).
+func (l *metaLog) held(c *Cluster) []seenMeta {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []seenMeta
+	for _, m := range c.Members() {
+		if m.Member != c.self && m.State.Up() {
+			out = append(out, seenMeta{m.Member, slices.Clone(l.latest[m.Member])})
+		}
+	}
+	return out
 }
 
 func (l *metaLog) all() []seenMeta {
@@ -89,18 +109,19 @@ func (d advertisingDelegate) NodeMeta(limit int) []byte {
 	return b
 }
 
-// previousEvents gives the member table the previous release's reading of
-// every member's metadata: what its decoder refuses arrives as none, so it
-// is counted as malformed and the member's boot stays unknown, as there.
-// It records every metadata seen.
-type previousEvents struct {
-	inner memberlist.EventDelegate
-	log   *metaLog
+// recordingEvents records every metadata memberlist shows the member
+// table. With previous set it gives the table the previous release's
+// reading of it: what that decoder refuses arrives as none, so it is
+// counted as malformed and the member's boot stays unknown, as there.
+type recordingEvents struct {
+	inner    memberlist.EventDelegate
+	log      *metaLog
+	previous bool
 }
 
-func (e previousEvents) read(n *memberlist.Node) *memberlist.Node {
+func (e recordingEvents) read(n *memberlist.Node) *memberlist.Node {
 	e.log.add(n.Name, n.Meta)
-	if _, _, _, err := previousDecodeMeta(n.Name, n.Meta); err != nil {
+	if _, _, _, err := previousDecodeMeta(n.Name, n.Meta); err != nil && e.previous {
 		c := *n
 		c.Meta = nil
 		return &c
@@ -108,9 +129,23 @@ func (e previousEvents) read(n *memberlist.Node) *memberlist.Node {
 	return n
 }
 
-func (e previousEvents) NotifyJoin(n *memberlist.Node)   { e.inner.NotifyJoin(e.read(n)) }
-func (e previousEvents) NotifyUpdate(n *memberlist.Node) { e.inner.NotifyUpdate(e.read(n)) }
-func (e previousEvents) NotifyLeave(n *memberlist.Node)  { e.inner.NotifyLeave(e.read(n)) }
+func (e recordingEvents) NotifyJoin(n *memberlist.Node)   { e.inner.NotifyJoin(e.read(n)) }
+func (e recordingEvents) NotifyUpdate(n *memberlist.Node) { e.inner.NotifyUpdate(e.read(n)) }
+func (e recordingEvents) NotifyLeave(n *memberlist.Node)  { e.inner.NotifyLeave(e.read(n)) }
+
+// watch records the metadata memberlist shows g (its held method is what
+// g holds); call it before Start.
+func watch(g *gnode) *metaLog {
+	held := &metaLog{}
+	prev := g.configure
+	g.configure = func(mc *memberlist.Config) {
+		if prev != nil {
+			prev(mc)
+		}
+		mc.Events = recordingEvents{inner: mc.Events, log: held}
+	}
+	return held
+}
 
 // newPreviousNode is a member that behaves as the previous release does
 // at the membership level: it advertises version 1 metadata and no level
@@ -126,7 +161,7 @@ func newPreviousNode(t *testing.T, nw *memtransport.Network, name string, boot u
 	g.configure = func(mc *memberlist.Config) {
 		mc.DelegateProtocolMax = 0
 		mc.Alive, mc.Merge = nil, nil
-		mc.Events = previousEvents{inner: mc.Events, log: seen}
+		mc.Events = recordingEvents{inner: mc.Events, log: seen, previous: true}
 	}
 	return g, seen
 }
@@ -143,18 +178,6 @@ func newRecordedNode(t *testing.T, nw *memtransport.Network, name string, boot u
 	return g
 }
 
-// heldMetas returns the metadata c's memberlist holds for every other
-// member up.
-func heldMetas(c *Cluster) []seenMeta {
-	var out []seenMeta
-	for _, n := range c.ml.Members() {
-		if n.Name != c.self {
-			out = append(out, seenMeta{n.Name, slices.Clone(n.Meta)})
-		}
-	}
-	return out
-}
-
 // advertise reports whether every node advertises metadata version v.
 func advertise(nodes []*gnode, v uint32) bool {
 	for _, n := range nodes {
@@ -165,16 +188,16 @@ func advertise(nodes []*gnode, v uint32) bool {
 	return true
 }
 
-// holdsVersion reports whether every node's memberlist holds version v
-// metadata for every other node in of.
-func holdsVersion(nodes, of []*gnode, v byte) bool {
-	for _, n := range nodes {
-		held := map[string][]byte{}
-		for _, m := range heldMetas(n.Cluster) {
-			held[m.member] = m.meta
+// holdsVersion reports whether every node holds version v metadata for
+// every other node in of; held[i] watches nodes[i].
+func holdsVersion(nodes []*gnode, held []*metaLog, of []*gnode, v byte) bool {
+	for i, n := range nodes {
+		got := map[string][]byte{}
+		for _, m := range held[i].held(n.Cluster) {
+			got[m.member] = m.meta
 		}
 		for _, o := range of {
-			if o != n && (len(held[o.MemberName()]) == 0 || held[o.MemberName()][0] != v) {
+			if o != n && (len(got[o.MemberName()]) == 0 || got[o.MemberName()][0] != v) {
 				return false
 			}
 		}
@@ -196,8 +219,10 @@ func TestCompatMixedCluster(t *testing.T) {
 	require.NoError(t, old.Start(context.Background()))
 	advertised := &metaLog{}
 	nodes := []*gnode{old}
+	var held []*metaLog
 	for i := range 2 {
 		n := newRecordedNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e00+i), o, advertised, old.tr.Addr())
+		held = append(held, watch(n))
 		require.NoError(t, n.Start(context.Background()))
 		nodes = append(nodes, n)
 	}
@@ -208,7 +233,7 @@ func TestCompatMixedCluster(t *testing.T) {
 	require.True(t, advertise(nodes[1:], metaVersion1), "version 1 while a member of the previous release is up")
 	requireOldReadable(t, advertised.all(), "every metadata a new node advertised")
 	requireOldReadable(t, seen.all(), "every metadata the old member was shown")
-	requireOldReadable(t, heldMetas(old.Cluster), "the metadata the old member holds")
+	requireOldReadable(t, seen.held(old.Cluster), "the metadata the old member holds")
 	require.Zero(t, old.Stats().BadMetadata)
 	for _, n := range nodes {
 		require.Empty(t, n.Warnings(), n.MemberName())
@@ -221,7 +246,7 @@ func TestCompatMixedCluster(t *testing.T) {
 	require.NoError(t, old.Close())
 	news := nodes[1:]
 	eventually(t, "the new nodes switch to version 2 once the old one is gone", func() bool {
-		return advertise(news, metaVersion2) && holdsVersion(news, news, metaVersion2)
+		return advertise(news, metaVersion2) && holdsVersion(news, held, news, metaVersion2)
 	})
 	require.Equal(t, Level2, ClusterLevel(news[0].Members()))
 
@@ -245,9 +270,22 @@ func TestCompatMixedCluster(t *testing.T) {
 func TestCompatOldMemberJoins(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
-	nw, nodes := gossipCluster(t, 71, 3, o)
+	nw := memtransport.New(71)
+	t.Cleanup(nw.Close)
+	var nodes []*gnode
+	var held []*metaLog
+	for i := range 3 {
+		var seeds []string
+		if i > 0 {
+			seeds = []string{nodes[0].tr.Addr()}
+		}
+		n := newGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...)
+		held = append(held, watch(n))
+		require.NoError(t, n.Start(context.Background()))
+		nodes = append(nodes, n)
+	}
 	eventually(t, "a cluster of new nodes advertises version 2", func() bool {
-		return advertise(nodes, metaVersion2) && holdsVersion(nodes, nodes, metaVersion2)
+		return allSee(nodes, nodes) && advertise(nodes, metaVersion2) && holdsVersion(nodes, held, nodes, metaVersion2)
 	})
 
 	old, seen := newPreviousNode(t, nw, "old", 0x01d1, o, nodes[1].tr.Addr())
@@ -266,7 +304,7 @@ func TestCompatOldMemberJoins(t *testing.T) {
 	})
 	t.Logf("the old member counted %d malformed metadata, the version 2 it was shown at join (%d metadata seen)",
 		old.Stats().BadMetadata, len(seen.all()))
-	requireOldReadable(t, heldMetas(old.Cluster), "the metadata the old member holds after the fall back")
+	requireOldReadable(t, seen.held(old.Cluster), "the metadata the old member holds after the fall back")
 	dests := testDests(4)
 	u := newUnion(t, o.tracker)
 	converge(t, u, all, all, dests, 2)
@@ -276,7 +314,7 @@ func TestCompatOldMemberJoins(t *testing.T) {
 
 	require.NoError(t, old.Close())
 	eventually(t, "version 2 again once it left", func() bool {
-		return advertise(nodes, metaVersion2) && holdsVersion(nodes, nodes, metaVersion2)
+		return advertise(nodes, metaVersion2) && holdsVersion(nodes, held, nodes, metaVersion2)
 	})
 }
 

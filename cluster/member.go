@@ -202,7 +202,10 @@ type Event struct {
 // it advertises; releases before the levels send none and ignore it), so a
 // join is judged even while everyone advertises version 1 (see judgeState):
 // a seed of this release refuses a joiner whose settings differ, and the
-// joiner's Start fails with ErrJoinRefused. A joiner whose seeds showed no
+// joiner's Start fails with ErrJoinRefused. (A joiner knows nobody and
+// advertises version 1, so its seed has merged it when its state is
+// judged: the seed stops listing it at once, and the members the seed
+// gossiped it to list it until its leave, as Start fails, reaches them.) A joiner whose seeds showed no
 // settings (they are of an older release) pushes and pulls with a member
 // of this release it learned from them before Start returns (see
 // checkSettings). Only a joiner that reaches no member of this release at
