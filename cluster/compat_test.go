@@ -396,8 +396,9 @@ func TestCompatMismatchedJoinerDuringUpgrade(t *testing.T) {
 }
 
 // TestMetaVersionFor: version 2 needs settings, another member of this
-// project up, and every member up at Level2; dead members, refused ones
-// (not in Members) and members whose metadata is not ours do not count.
+// project up, every member up at Level2 and no older member dead (it may
+// come back); left members, refused ones (not in Members) and members
+// whose metadata is not ours do not count.
 func TestMetaVersionFor(t *testing.T) {
 	t.Parallel()
 	self := Member{Member: "a-00000001", State: StateAlive, Level: CurrentLevel}
@@ -413,7 +414,9 @@ func TestMetaVersionFor(t *testing.T) {
 		{"with a new member", []Member{self, m("b", StateAlive, Level2)}, false, metaVersion2},
 		{"with a suspect new member", []Member{self, m("b", StateSuspect, Level2)}, false, metaVersion2},
 		{"with an old member", []Member{self, m("b", StateAlive, Level2), m("c", StateAlive, Level1)}, false, metaVersion1},
-		{"the old member dead", []Member{self, m("b", StateAlive, Level2), m("c", StateDead, Level1)}, false, metaVersion2},
+		{"the old member dead: it may be back", []Member{self, m("b", StateAlive, Level2), m("c", StateDead, Level1)}, false, metaVersion1},
+		{"a new member dead", []Member{self, m("b", StateAlive, Level2), m("c", StateDead, Level2)}, false, metaVersion2},
+		{"a foreign member dead", []Member{self, m("b", StateAlive, Level2), m("x", StateDead, 0)}, false, metaVersion2},
 		{"the old member left", []Member{self, m("b", StateAlive, Level2), m("c", StateLeft, Level1)}, false, metaVersion2},
 		{"only a foreign member", []Member{self, m("x", StateAlive, 0)}, false, metaVersion1},
 		{"a foreign member beside", []Member{self, m("b", StateAlive, Level2), m("x", StateAlive, 0)}, false, metaVersion2},

@@ -187,7 +187,8 @@ type Event struct {
 // member with a Store advertises version 2 once it knows another member
 // and every member up speaks Level2 (ClusterLevel), and version 1 — the
 // old bytes exactly — before that: while it knows no other member, and
-// while any member of an older release is up. A member of an older release
+// while any member of an older release is up (or dead, for
+// Timing.DeadRetention: it may be back; one that left is not). A member of an older release
 // appearing makes every other member fall back to version 1 with one
 // metadata update (memberlist's UpdateNode), so a node being upgraded or
 // downgraded keeps counting in every view; once the last one is gone they

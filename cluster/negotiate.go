@@ -12,20 +12,26 @@ import (
 // metaVersionFor returns the metadata version a member should advertise
 // given the member table (Members: itself included, refused members left
 // out): version 2 when it has settings to advertise, knows at least one
-// other member of this project up, and every member up speaks Level2;
-// version 1 otherwise. Version 1 while it knows nobody means that a node
-// joining a cluster of an older release never shows it bytes it cannot
-// read; the settings of a joiner still reach a seed of this release in the
-// join's push/pull state (see judgeState).
+// other member of this project up, every member up speaks Level2, and no
+// member of an older release is dead (not left) in the table; version 1
+// otherwise. Version 1 while it knows nobody means that a node joining a
+// cluster of an older release never shows it bytes it cannot read; the
+// settings of a joiner still reach a seed of this release in the join's
+// push/pull state (see judgeState). A dead member stays in the table for
+// Timing.DeadRetention and may come back (a false death, a partition
+// healing); one that left does not, so an older node stopped cleanly lets
+// the others switch at once, and one that crashed after DeadRetention.
 func metaVersionFor(members []Member, self string, hasSettings bool) uint32 {
 	if !hasSettings {
 		return metaVersion1
 	}
 	others := false
 	for _, m := range members {
+		if m.State == StateDead && m.Level > 0 && m.Level < Level2 {
+			return metaVersion1
+		}
 		if m.State.Up() && m.Level > 0 && m.Member != self {
 			others = true
-			break
 		}
 	}
 	if others && ClusterLevel(members) >= Level2 {
