@@ -554,3 +554,42 @@ func TestMetaGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestCompatOldMemberCrashes: a member of the previous release that
+// crashes holds the others at version 1 while it is dead in their tables
+// (it may be back), and they switch to version 2 once it is forgotten
+// (Timing.DeadRetention, here 2 s).
+func TestCompatOldMemberCrashes(t *testing.T) {
+	t.Parallel()
+	o := defaultGossipOpts()
+	o.tune = func(c *Config) { c.Timing.DeadRetention = 2 * time.Second }
+	nw := memtransport.New(74)
+	t.Cleanup(nw.Close)
+	old, _ := newPreviousNode(t, nw, "old", 0x01d4, o)
+	require.NoError(t, old.Start(context.Background()))
+	nodes := []*gnode{old}
+	for i := range 2 {
+		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e40+i), o, old.tr.Addr()))
+	}
+	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	news := nodes[1:]
+	require.True(t, advertise(news, metaVersion1))
+
+	require.True(t, nw.Crash(old.tr.Addr()))
+	// Closed now, cut off (its leave never arrives), so that its probes in
+	// flight end long before the test does.
+	require.NoError(t, old.Close())
+	eventually(t, "the new nodes list the old one as dead", func() bool {
+		for _, n := range news {
+			if !slices.ContainsFunc(n.Members(), func(m Member) bool { return m.Member == old.MemberName() && m.State == StateDead }) {
+				return false
+			}
+		}
+		return true
+	})
+	require.True(t, advertise(news, metaVersion1), "a dead older member may be back: still version 1")
+	eventually(t, "version 2 once it is forgotten", func() bool { return advertise(news, metaVersion2) })
+	for _, n := range news {
+		require.NotContains(t, upMembers(n.Cluster), old.MemberName())
+	}
+}

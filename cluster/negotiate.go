@@ -64,10 +64,11 @@ func (c *Cluster) kickMeta() {
 }
 
 // metaLoop re-advertises this member's metadata whenever the member table
-// calls for another version (metaVersionFor), from the end of Start's
-// initial joins until Close. Before the joins end nothing changes: a
-// joiner advertises version 1 until it knows what it joined, and a joiner
-// refused at join never advertises anything else.
+// (read at each change, and every metaRecheck) calls for another version
+// (metaVersionFor), from the end of Start's initial joins until Close.
+// Before the joins end nothing changes: a joiner advertises version 1
+// until it knows what it joined, and a joiner refused at join never
+// advertises anything else.
 func (c *Cluster) metaLoop() {
 	defer c.wg.Done()
 	select {
@@ -75,15 +76,24 @@ func (c *Cluster) metaLoop() {
 		return
 	case <-c.joined:
 	}
+	// The ticker sees a dead member leave the table (pruned after
+	// Timing.DeadRetention, with no event).
+	tick := time.NewTicker(metaRecheck)
+	defer tick.Stop()
 	for {
 		c.readvertise()
 		select {
 		case <-c.stop:
 			return
 		case <-c.metaKick:
+		case <-tick.C:
 		}
 	}
 }
+
+// metaRecheck is how often metaLoop re-reads the member table without an
+// event.
+const metaRecheck = time.Second
 
 // readvertise switches the advertised metadata version if the member table
 // calls for it, with memberlist's UpdateNode (one alive message with a new
