@@ -63,7 +63,7 @@ type Cluster struct {
 	metaMu      sync.Mutex    // serializes re-advertising (metaLoop) with Close's leaving flag
 	metaKick    chan struct{} // wakes metaLoop: the member table changed
 	joined      chan struct{} // closed when Start's initial joins succeeded: metaLoop starts then
-	joinMu      sync.Mutex    // guards dialing and dialRefusals
+	joinMu      sync.Mutex    // guards dialing, dialRefusals and dialJudged
 	dialing     netip.AddrPort
 	// dialRefusals are the refusals of the seed being dialled that its
 	// push/pull state showed, dialJudged whether it showed settings (see
@@ -218,8 +218,9 @@ func (c *Cluster) AdvertiseAddr() netip.AddrPort {
 // from its cluster's: the error names each setting, and the cluster has
 // then been closed. When no seed showed its settings (the seeds are of an
 // older release, or named by host name), Start compares them with one
-// member of this release it learned (see checkSettings). ctx bounds the initial joins: when it ends, the
-// remaining seeds are left to the re-joins. Start may be called once.
+// member of this release it learned (see checkSettings). ctx bounds the
+// initial joins: when it ends, the remaining seeds are left to the
+// re-joins. Start may be called once.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.life.Lock()
 	switch {

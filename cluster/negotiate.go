@@ -137,7 +137,7 @@ func (c *Cluster) localState() []byte {
 // version 1. join is memberlist's: true for a join's or re-join's
 // push/pull, on either side. During Start's initial join of a seed, a
 // refusal of that seed (the member at the address dialled) makes the join
-// refused (see joinSeed). memberlist calls it after merging the sender's
+// refused (see pushPull). memberlist calls it after merging the sender's
 // member list, so the sender is already a member here: it is then marked
 // refused and leaves Members.
 func (c *Cluster) judgeState(buf []byte, join bool) {
