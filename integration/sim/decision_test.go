@@ -241,7 +241,7 @@ var seedMisses = map[uint64]int{1: 0, 2: 3, 3: 2}
 // TestDecisionSeeds is README's decision tables: DecisionConfig{Seed: s}
 // with every default, for seeds 1, 2 and 3, each a single run with every
 // policy side by side. Opt-in with ATNODE_SIM=1 (about 20 s of CPU per
-// seed, 2–3 min under -race):
+// seed, several minutes under -race: give -race runs -timeout 30m):
 //
 //	ATNODE_SIM=1 go test -run TestDecisionSeeds -v ./integration/sim/
 //
