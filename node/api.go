@@ -381,7 +381,9 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Time, ferr error) error {
 	now := n.clock()
 	elapsed := max(now.Sub(start), 0)
-	ours := cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
+	// Whether our timeout ended the context matters only when fn failed
+	// (Err takes the context's lock).
+	ours := ferr != nil && cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
 	var o timeout.Outcome
 	var result doResult
 	switch {
