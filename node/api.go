@@ -228,20 +228,28 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 // to stackDests destinations stay on the stack.
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.poll(now)
-	var stack [stackDests]tracker.Estimate
-	es := stack[:]
-	if len(dests) > len(es) {
-		buf := estimateBufs.Get().(*estimateBuf)
-		defer estimateBufs.Put(buf)
-		switch {
-		case len(dests) <= len(buf.es):
-		case len(dests) <= maxTimeoutDests:
-			buf.es = make([]tracker.Estimate, len(dests))
-		default: // the Go API has no limit; the pool keeps small buffers only
-			buf = &estimateBuf{es: make([]tracker.Estimate, len(dests))}
-		}
-		es = buf.es
+	switch {
+	case len(dests) == 1: // Do, Decide: the smallest buffer to zero
+		var es [1]tracker.Estimate
+		return n.decideIn(dests, need, attempt, now, es[:])
+	case len(dests) <= stackDests:
+		var es [stackDests]tracker.Estimate
+		return n.decideIn(dests, need, attempt, now, es[:])
 	}
+	buf := estimateBufs.Get().(*estimateBuf)
+	defer estimateBufs.Put(buf)
+	switch {
+	case len(dests) <= len(buf.es):
+	case len(dests) <= maxTimeoutDests:
+		buf.es = make([]tracker.Estimate, len(dests))
+	default: // the Go API has no limit; the pool keeps small buffers only
+		buf = &estimateBuf{es: make([]tracker.Estimate, len(dests))}
+	}
+	return n.decideIn(dests, need, attempt, now, buf.es)
+}
+
+// decideIn is decide with es (at least len(dests) long) for the estimates.
+func (n *Node) decideIn(dests []string, need, attempt int, now time.Time, es []tracker.Estimate) Decision {
 	v := n.dec.Explain(dests, need, attempt, now, es)
 	out := Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
 	if v.DecidedBy >= 0 {
