@@ -45,7 +45,11 @@ type Node struct {
 
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
-	cl    *cluster.Cluster // nil when DisableGossip
+	// dec decides every timeout on the fleet view, with this node's
+	// failure detector and probe bookkeeping, and records what attempts
+	// teach into local.
+	dec *timeout.Decider
+	cl  *cluster.Cluster // nil when DisableGossip
 	// proto seals this node's sub-windows: the cluster's with gossip on,
 	// the node's own (with no members) with gossip off.
 	proto *cluster.SyncProtocol
@@ -105,6 +109,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	}
 	if n.fleet, err = tracker.NewFleet(cfg.FleetConfig(), n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
+	}
+	if n.dec, err = timeout.NewDecider(n.tocfg, n.tcfg, n.fleet, learner{n}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.boot = cfg.Cluster.BootID; n.boot == 0 {
 		if n.boot, err = cluster.NewBootID(); err != nil {
