@@ -34,7 +34,9 @@ func TestHedgeDelay(t *testing.T) {
 }
 
 func TestOrderReplicas(t *testing.T) {
-	trusted := func(ms uint64) tracker.Estimate { return tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: ms} }
+	trusted := func(ms uint64) tracker.Estimate {
+		return tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: ms}
+	}
 	failing := trusted(5)
 	failing.Failing = true
 	es := []tracker.Estimate{
@@ -42,7 +44,7 @@ func TestOrderReplicas(t *testing.T) {
 		1: {},          // no estimate
 		2: trusted(40), //
 		3: trusted(20),
-		4: {}, // no estimate, after 1
+		4: {},          // no estimate, after 1
 		5: trusted(20), // ties 3: after it
 		6: {Source: tracker.SourceFleet, ValueMillis: 10, LocalValueMillis: 60, Decision: tracker.Decision{Guarded: true}},
 	}

@@ -473,8 +473,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 	}
 
 	seqs := make([]uint64, cfg.Nodes)
-	var arrive func(i int, rate float64, rng *rand.Rand) func(time.Time)
-	arrive = func(i int, rate float64, rng *rand.Rand) func(time.Time) {
+	arrive := func(i int, rate float64, rng *rand.Rand) func(time.Time) {
 		var fn func(time.Time)
 		fn = func(now time.Time) {
 			at := s.Elapsed()

@@ -9,7 +9,7 @@ import (
 )
 
 // TestHedgeTargets runs the hedging scenario. With ATNODE_SIM=1 it runs
-// README's table (HedgeConfig{Seed: 1} with every default, about 30 s)
+// README's table (HedgeConfig{Seed: 1} with every default, 25–50 s)
 // and checks docs/design.md's hedging targets on it: on replicas where 2 %
 // of requests stall 50–100× the median, ours (DoHedged's rule) keeps the
 // frequent callers' p99 within 5× the median with attempts ended by our
