@@ -372,3 +372,28 @@ func (h *hedgeRun) cleanup() {
 		t.dcancel()
 	}
 }
+
+// HedgeDelay implements timeout.Hedger for transports that hedge a request
+// to one destination (timeouthttp, timeoutgrpc): it counts the request in
+// atnode_hedged_calls_total and deposits HedgeBudget of a token into the
+// node's bucket, and returns dest's hedge delay by DoHedged's rule.
+func (n *Node) HedgeDelay(dest string, now time.Time) (time.Duration, bool) {
+	n.met.hedgedCalls.Inc()
+	n.hedge.Deposit()
+	n.poll(now)
+	return n.hedgeDelay(dest, now)
+}
+
+// SpendHedge implements timeout.Hedger: it spends a token of the node's
+// bucket, counted in atnode_hedges_sent_total, or counts the refusal in
+// atnode_hedges_refused_total.
+func (n *Node) SpendHedge(time.Time) bool {
+	if !n.hedge.Spend() {
+		n.met.hedgesRefused.Inc()
+		return false
+	}
+	n.met.hedgesSent.Inc()
+	return true
+}
+
+var _ timeout.Hedger = (*Node)(nil)

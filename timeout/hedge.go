@@ -134,3 +134,28 @@ func (b *HedgeBudget) Spend() bool {
 
 // Tokens returns the tokens the bucket holds.
 func (b *HedgeBudget) Tokens() float64 { return float64(b.tokens.Load()) / hedgeUnit }
+
+// DefaultHedgeBudget is the hedge budget of a Decider until
+// SetHedgeBudget changes it, as node.Config.HedgeBudget's default.
+const DefaultHedgeBudget = 0.05
+
+// Hedger is what a Policy offers a transport that hedges a request to the
+// same destination (timeouthttp, timeoutgrpc; opt-in there): the rule of
+// node.DoHedged for one destination. *node.Node implements it over the
+// fleet view with its Config.HedgeBudget, and the Decider NewPolicy
+// returns over its own estimates (DefaultHedgeBudget; SetHedgeBudget).
+// It is optional: a transport asks a Policy for it with a type assertion
+// and hedges nothing when it is missing.
+type Hedger interface {
+	// HedgeDelay counts one request to dest that may hedge at now toward
+	// the hedge budget, and returns the delay after which, without an
+	// answer, a hedge may be sent: HedgeDelay of dest's estimate at
+	// HedgeQuantile(budget). It reports false when no hedge may follow (no
+	// trusted estimate, dest failing, or a budget of 0).
+	HedgeDelay(dest string, now time.Time) (time.Duration, bool)
+	// SpendHedge reports whether the budget allows a hedge at now, and if
+	// so spends it.
+	SpendHedge(now time.Time) bool
+}
+
+var _ Hedger = (*Decider)(nil)
