@@ -455,17 +455,6 @@ func TestProbesDoubleOnATracker(t *testing.T) {
 	require.Greater(t, share, 0.25)
 }
 
-// dedupe drops consecutive repeats.
-func dedupe(ds []time.Duration) []time.Duration {
-	var out []time.Duration
-	for _, d := range ds {
-		if len(out) == 0 || out[len(out)-1] != d {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // TestDeciderMemory checks the bound: healthy destinations keep no state, a
 // flood of failing ones stays within the cap (the least recently used go
 // first, a probe in flight never), and evictions are counted.
