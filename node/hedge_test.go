@@ -384,6 +384,55 @@ func TestDoHedged(t *testing.T) {
 		})
 	})
 
+	t.Run("a caller probe fails over at its timeout and may still win", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })
+			for range 100 {
+				n.Record("a", 200*time.Millisecond)
+				n.Record("b", 300*time.Millisecond)
+			}
+			// One attempt of a times out at 2 × 200 = 400 ms, censored: its
+			// value is now capped at M = 200 below Q = 401, so a probe is due.
+			_, err := n.DoHedged(t.Context(), []string{"a"}, 1, func(ctx context.Context, _ string) error {
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			require.ErrorIs(t, err, ErrTimeout)
+			d, err := n.Timeout([]string{"a"}, 1)
+			require.NoError(t, err)
+			require.Equal(t, 400*time.Millisecond, d.Timeout)
+			require.Positive(t, d.ProbeTimeout)
+
+			start := time.Now()
+			var mu sync.Mutex
+			var called []string
+			dest, err := n.DoHedged(t.Context(), []string{"b", "a"}, 1, func(ctx context.Context, dest string) error {
+				mu.Lock()
+				called = append(called, dest)
+				mu.Unlock()
+				lat := 500 * time.Millisecond // a: past its timeout, within its probe's
+				if dest == "b" {
+					lat = 300 * time.Millisecond
+				}
+				select {
+				case <-time.After(lat):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			require.NoError(t, err)
+			require.Equal(t, "a", dest, "the probe answered first")
+			require.Equal(t, 500*time.Millisecond, time.Since(start))
+			require.Equal(t, []string{"a", "b"}, called, "b started at a's timeout")
+			ds := n.dec.Stats()
+			require.EqualValues(t, 1, ds.ProbesStarted)
+			require.EqualValues(t, 1, ds.ProbesEnded.Completed)
+			require.Zero(t, counterValue(t, n.met.hedgesSent), "a failover is not a hedge")
+			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Superseded]))
+		})
+	})
+
 	t.Run("budget 0: no hedge, ordering kept", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })

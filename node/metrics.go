@@ -73,11 +73,11 @@ func newMetrics(n *Node) *metrics {
 		}, []string{"result"}),
 		hedgedCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_hedged_calls_total",
-			Help: "Calls of DoHedged (each deposits -hedge-budget of a hedge into the token bucket).",
+			Help: "Calls of DoHedged, and requests a transport adapter may hedge through the node (timeout.Hedger): each deposits -hedge-budget of a hedge into the token bucket.",
 		}),
 		hedgesSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_hedges_sent_total",
-			Help: "Hedged attempts DoHedged started: an attempt had not answered after its destination's hedge delay (failovers are not counted).",
+			Help: "Hedges sent by DoHedged or by a transport adapter through the node: an attempt had not answered after its destination's hedge delay (failovers are not counted).",
 		}),
 		hedgesWon: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_hedges_won_total",
