@@ -111,7 +111,7 @@ func stallCalls(t *testing.T, n *Node, r *replicas, rng *rand.Rand, calls int) h
 // of requests and at most 7 % extra calls; without (HedgeBudget 0, the same
 // draws), p99 ≥ 200 ms or ≥ 1 % of requests meet our timeout.
 func TestDoHedgedStalls(t *testing.T) {
-	const warm, calls = 300, 3000
+	const warm, calls = 300, 2000
 	run := func(budget float64) (s hedgeStats, sent, refused float64) {
 		synctest.Test(t, func(t *testing.T) {
 			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = budget })
