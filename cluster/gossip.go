@@ -106,8 +106,9 @@ func (g *gossiper) tick() {
 	g.c.warn.replace(WarnClockSkew, g.proto.clockWarnings(now), time.Now())
 }
 
-// syncMembers gives the protocol the member table if it changed since the
-// last time. The table (Cluster.Members) is exact even when events are
+// syncMembers gives the protocol the member table (protocolMembers: a
+// member refused for its settings as dead) if it changed since the last
+// time. The table (Cluster.Members) is exact even when events are
 // dropped; it is synced before every tick and every message received, so
 // the protocol never judges a message on a stale table.
 func (g *gossiper) syncMembers() {
@@ -117,7 +118,7 @@ func (g *gossiper) syncMembers() {
 	if v == g.members {
 		return
 	}
-	members := g.c.Members()
+	members := g.c.protocolMembers()
 	g.proto.SetMembers(members, g.clock())
 	g.members = v
 	select { // the schedule may have moved (a bulk sync armed): re-arm the timer

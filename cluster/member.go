@@ -77,7 +77,61 @@ type Member struct {
 	BootID uint64 `json:"boot_id"` // random per process start
 	// Since is when this node last saw the state change.
 	Since time.Time `json:"-"`
+	// Level is the highest protocol level the member's release speaks
+	// (see CurrentLevel): Level1 for a release from before the levels, 0
+	// when its metadata is not this project's (it does not count in
+	// ClusterLevel).
+	Level uint8 `json:"-"`
 }
+
+// Protocol levels: what a member's release can read and write. A member
+// advertises its level as memberlist's delegate protocol maximum
+// (memberlist.Node.DMax), which every alive message and push/pull carries
+// beside the metadata; releases from before the levels leave it at 0, read
+// here as Level1. memberlist refuses a push/pull in which some member's
+// delegate protocol current version (DCur) lies outside the range every
+// member accepts ([highest DMin, lowest DMax]); releases before the levels
+// advertise 0 for all three, so every release keeps DMin and DCur at 0 and
+// raises only DMax.
+//
+// A cluster uses what a level brings once every member up speaks it
+// (ClusterLevel), and falls back at once when a member of a lower level
+// appears: a release keeps writing the older encodings until then, so a
+// rolling upgrade (and a downgrade) works in both directions. A later
+// release that brings an encoding or protocol older ones cannot read adds
+// the next level, advertises it, and uses what it brings while
+// ClusterLevel(members) is at least that level.
+const (
+	// Level1 reads and writes version 1 metadata only: the releases
+	// before the levels.
+	Level1 uint8 = 1
+	// Level2 also reads and writes version 2 metadata (the settings) and
+	// sends its settings in memberlist's push/pull state.
+	Level2 uint8 = 2
+	// CurrentLevel is this release's level.
+	CurrentLevel = Level2
+)
+
+// ClusterLevel returns the level every member up in members speaks: the
+// lowest Level of the members alive or suspect whose metadata is this
+// project's (Level > 0), itself included when it is in members; 0 when
+// there is none. It is the one rule by which a cluster switches to a newer
+// encoding or protocol: use a feature of level k while ClusterLevel(members)
+// >= k. Cluster.Members and the list given to Protocol.SetMembers carry
+// each member's Level.
+func ClusterLevel(members []Member) uint8 {
+	var lvl uint8
+	for _, m := range members {
+		if m.State.Up() && m.Level > 0 && (lvl == 0 || m.Level < lvl) {
+			lvl = m.Level
+		}
+	}
+	return lvl
+}
+
+// memberLevel reads a member's level from memberlist's delegate protocol
+// maximum; 0 (a release before the levels) is Level1.
+func memberLevel(dmax uint8) uint8 { return max(dmax, Level1) }
 
 // EventType says what happened to a member.
 type EventType uint8
@@ -109,8 +163,8 @@ type Event struct {
 }
 
 // Metadata (memberlist NodeMeta) layout. Version 1, 10 + len(name) bytes,
-// is what a member without dissemination (no Store) advertises, and what
-// every member advertised before the settings:
+// is what every member advertised before the settings, and exactly what the
+// releases before the levels accept (they read anything else as malformed):
 //
 //	[0]     version = 1
 //	[1:9]   bootID, big-endian
@@ -118,8 +172,7 @@ type Event struct {
 //	[10:]   name, UTF-8
 //
 // Version 2 adds the settings a member must share with the fleet to be
-// one of it (the epoch grid and the histogram layout, see settings); a
-// member with a Store advertises it:
+// one of it (the epoch grid and the histogram layout, see settings):
 //
 //	[0]      version = 2
 //	[1:9]    bootID, big-endian
@@ -130,12 +183,41 @@ type Event struct {
 //	         (varints), significant digits (uvarint)
 //	then     nothing, or fields of a later revision: ignored
 //
-// A member whose metadata carries no settings (version 1) is not judged:
-// it is handled as before. A node of the release before version 2 reads
-// version 2 as malformed metadata (counted, the member's boot unknown), so
-// its fleet view refuses such a member's batches as unknown_origin until it
-// is upgraded too; version 2 leaves room at its end so that later
-// additions do not repeat that.
+// Which version a member advertises is negotiated (see metaVersionFor): a
+// member with a Store advertises version 2 once it knows another member
+// and every member up speaks Level2 (ClusterLevel), and version 1 — the
+// old bytes exactly — before that: while it knows no other member, and
+// while any member of an older release is up (or dead, for
+// Timing.DeadRetention: it may be back; one that left is not). A member of an older release
+// appearing makes every other member fall back to version 1 with one
+// metadata update (memberlist's UpdateNode), so a node being upgraded or
+// downgraded keeps counting in every view; once the last one is gone they
+// switch to version 2 again. A member without a Store always advertises
+// version 1. Version 2 ignores what follows its known fields, so that later
+// additions can be appended within it; a member's level itself travels
+// beside the metadata, in memberlist's delegate protocol version.
+//
+// A member advertising version 1 is not judged on its metadata. Members of
+// Level2 therefore also send their settings in memberlist's push/pull state
+// (delegate.LocalState: this member's version 2 metadata, whatever version
+// it advertises; releases before the levels send none and ignore it), so a
+// join is judged even while everyone advertises version 1 (see judgeState):
+// a seed of this release refuses a joiner whose settings differ, and the
+// joiner's Start fails with ErrJoinRefused. (A joiner knows nobody and
+// advertises version 1, so its seed has merged it when its state is
+// judged: the seed stops listing it at once, and the members the seed
+// gossiped it to list it until its leave, as Start fails, reaches them.) A joiner whose seeds showed no
+// settings (they are of an older release) pushes and pulls with a member
+// of this release it learned from them before Start returns (see
+// checkSettings). Only a joiner that reaches no member of this release at
+// Start gets in unjudged while an older release is up; the others then
+// judge it at their next push/pull with it (memberlist's periodic sync,
+// Timing.PushPullInterval, with one random member each), and refuse it as
+// a member: a config_mismatch warning, out of Members, dead to the
+// protocol, so its batches leave their views. Before that its batches
+// count where they are accepted: those of another sub-window or layout
+// are refused anyway (stale or future epochs, decode_layout); those of
+// another window alone are of the same epoch grid.
 //
 // The leaving flag exists because memberlist v0.7.0 cannot tell its event
 // delegate whether a member left or died: the *Node given to NotifyLeave
@@ -184,6 +266,16 @@ func encodeMeta(name string, boot uint64, leaving bool, st *settings) []byte {
 
 // decodeMeta checks raw strictly and against the member name it came with.
 func decodeMeta(member string, raw []byte) (meta, error) {
+	m, err := decodeMetaBytes(raw)
+	if err != nil || MemberName(m.name, m.boot) != member {
+		return meta{}, errBadMeta
+	}
+	return m, nil
+}
+
+// decodeMetaBytes is decodeMeta without the member name: the name it
+// returns is valid, and MemberName(name, boot) is its member name.
+func decodeMetaBytes(raw []byte) (meta, error) {
 	if len(raw) < metaHeaderLen || raw[9]&^flagLeaving != 0 {
 		return meta{}, errBadMeta
 	}
@@ -206,7 +298,7 @@ func decodeMeta(member string, raw []byte) (meta, error) {
 	default:
 		return meta{}, errBadMeta
 	}
-	if validName(m.name) != nil || MemberName(m.name, m.boot) != member {
+	if validName(m.name) != nil {
 		return meta{}, errBadMeta
 	}
 	return m, nil
