@@ -463,3 +463,71 @@ func TestDoHedged(t *testing.T) {
 		})
 	})
 }
+
+// TestDoHedgedConcurrent: callers on several goroutines, with stalls,
+// failures and their own cancellations mixed in: every attempt fn ran is
+// observed exactly once, and every fn's context ends.
+func TestDoHedgedConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errRefused := errors.New("connection refused")
+		n := newAlone(t, nil, func(c *Config) {
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errRefused) {
+					return timeout.Failed
+				}
+				return timeout.Completed
+			}
+		})
+		var attempts atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 6 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), 22))
+				for range 150 {
+					ctx, cancel := context.WithCancel(t.Context())
+					if rng.IntN(10) == 0 {
+						time.AfterFunc(time.Duration(rng.IntN(60))*time.Millisecond, cancel)
+					}
+					var mu sync.Mutex
+					lat := map[string]time.Duration{}
+					for _, d := range []string{"a", "b", "c"} {
+						switch r := rng.IntN(100); {
+						case r < 3:
+							lat[d] = time.Second
+						case r < 5:
+							lat[d] = -1 // refused
+						default:
+							lat[d] = time.Duration(5+rng.IntN(20)) * time.Millisecond
+						}
+					}
+					_, _ = n.DoHedged(ctx, []string{"a", "b", "c"}, 1, func(ctx context.Context, dest string) error {
+						attempts.Add(1)
+						mu.Lock()
+						l := lat[dest]
+						mu.Unlock()
+						if l < 0 {
+							return errRefused
+						}
+						select {
+						case <-time.After(l):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					})
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait() // every fn returned: its context ended
+		var observed float64
+		for o := timeout.Completed; o <= timeout.Canceled; o++ {
+			observed += counterValue(t, n.met.byOutcome[o])
+		}
+		require.Equal(t, float64(attempts.Load()), observed, "every attempt observed once")
+		require.Zero(t, n.dec.Stats().ProbesInFlight, "no probe left reserved")
+		t.Logf("%d calls, %d attempts, %v hedges, %v refused", 6*150, attempts.Load(),
+			counterValue(t, n.met.hedgesSent), counterValue(t, n.met.hedgesRefused))
+	})
+}
