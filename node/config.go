@@ -61,7 +61,9 @@ type Config struct {
 	// start a hedged attempt, in [0, 0.5]: the hedge delay is the fleet's
 	// estimate at quantile 1 − HedgeBudget, and a token bucket keeps hedges
 	// within it (plus a burst of 10) over any minute. 0 disables hedging
-	// but keeps DoHedged's replica ordering and failover. Used by DoHedged.
+	// but keeps DoHedged's replica ordering and failover. Used by DoHedged
+	// and by the transport adapters that hedge through the node
+	// (timeout.Hedger).
 	// Default 0.05.
 	HedgeBudget float64 `yaml:"hedge_budget"`
 

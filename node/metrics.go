@@ -25,6 +25,9 @@ type metrics struct {
 	httpOpen  prometheus.Gauge
 	httpRefd  prometheus.Counter
 	state     *stateCollector
+
+	// DoHedged's calls and hedges (hedge.go).
+	hedgedCalls, hedgesSent, hedgesWon, hedgesRefused prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -70,6 +73,22 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_key_reloads_total",
 			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
 		}, []string{"result"}),
+		hedgedCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedged_calls_total",
+			Help: "Calls of DoHedged, and requests a transport adapter may hedge through the node (timeout.Hedger): each deposits -hedge-budget of a hedge into the token bucket.",
+		}),
+		hedgesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_sent_total",
+			Help: "Hedges sent by DoHedged or by a transport adapter through the node: an attempt had not answered after its destination's hedge delay (failovers are not counted).",
+		}),
+		hedgesWon: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_won_total",
+			Help: "DoHedged calls answered by a hedged attempt.",
+		}),
+		hedgesRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_refused_total",
+			Help: "Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10).",
+		}),
 		state: &stateCollector{n: n},
 	}
 	for _, r := range []string{"ok", "error"} {
@@ -109,7 +128,8 @@ func (m *metrics) outcome(o timeout.Outcome) {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.outcomes, m.reloads, m.httpOpen, m.httpRefd, m.state}
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.outcomes, m.reloads,
+		m.hedgedCalls, m.hedgesSent, m.hedgesWon, m.hedgesRefused, m.httpOpen, m.httpRefd, m.state}
 }
 
 func (m *metrics) observe(d Decision) {

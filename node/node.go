@@ -49,7 +49,9 @@ type Node struct {
 	// failure detector and probe bookkeeping, and records what attempts
 	// teach into local (which counts them for atnode_records_total).
 	dec *timeout.Decider
-	cl  *cluster.Cluster // nil when DisableGossip
+	// hedge is DoHedged's token bucket (Config.HedgeBudget).
+	hedge *timeout.HedgeBudget
+	cl    *cluster.Cluster // nil when DisableGossip
 	// proto seals this node's sub-windows: the cluster's with gossip on,
 	// the node's own (with no members) with gossip off.
 	proto *cluster.SyncProtocol
@@ -92,6 +94,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 		tcfg:  cfg.TrackerConfig(),
 		tocfg: cfg.Timeout,
 		stop:  make(chan struct{}),
+		hedge: timeout.NewHedgeBudget(cfg.HedgeBudget),
 	}
 	if n.clock == nil {
 		n.clock = time.Now

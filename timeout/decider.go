@@ -144,6 +144,14 @@ type Decider struct {
 	dests map[string]health
 	touch uint64
 	stats DeciderStats
+
+	hedge atomic.Pointer[deciderHedge] // Hedger's budget
+}
+
+// deciderHedge is a Decider's hedge budget and the quantile of its delay.
+type deciderHedge struct {
+	share  float64
+	bucket *HedgeBudget
 }
 
 // health is one destination's detector and probe state.
@@ -222,6 +230,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 	if d.max <= 0 {
 		d.max = DefaultMaxTracked
 	}
+	d.SetHedgeBudget(DefaultHedgeBudget)
 	return d, nil
 }
 
@@ -243,6 +252,34 @@ type localEstimates struct{ t *tracker.SyncTracker[string] }
 func (l localEstimates) Estimate(dest string, q float64, now time.Time) (tracker.Estimate, error) {
 	return tracker.LocalEstimate(l.t, dest, q, now)
 }
+
+// SetHedgeBudget sets the share of requests that may hedge through the
+// Decider as a Hedger (clamped to [0, MaxHedgeBudget]; 0 turns hedging
+// off), with a full token bucket. Default DefaultHedgeBudget.
+func (d *Decider) SetHedgeBudget(share float64) {
+	b := NewHedgeBudget(share)
+	d.hedge.Store(&deciderHedge{share: float64(b.deposit) / hedgeUnit, bucket: b})
+}
+
+// HedgeDelay implements Hedger: it deposits the hedge budget's share of a
+// token and returns HedgeDelay of dest's estimate at HedgeQuantile(budget),
+// failing when the detector says so.
+func (d *Decider) HedgeDelay(dest string, now time.Time) (time.Duration, bool) {
+	h := d.hedge.Load()
+	if h.share == 0 {
+		return 0, false
+	}
+	h.bucket.Deposit()
+	e, err := d.src.Estimate(dest, HedgeQuantile(h.share), now)
+	if err != nil {
+		return 0, false
+	}
+	e.Failing = e.Failing || d.Failing(dest)
+	return HedgeDelay(&e)
+}
+
+// SpendHedge implements Hedger: it spends one token of the hedge budget.
+func (d *Decider) SpendHedge(time.Time) bool { return d.hedge.Load().bucket.Spend() }
 
 // Config returns the timeout configuration the Decider decides with.
 func (d *Decider) Config() Config { return d.cfg }

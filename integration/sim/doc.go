@@ -42,7 +42,10 @@
 // simulated node's timeout.Decider over its fleet view: the code that
 // ships) on spurious timeouts, how fast a timeout follows a step change,
 // and the failure scenarios: a dead peer, hanging requests, slow requests
-// and a tight start. ScaleTable, DecisionTable and FailureTable format the
+// and a tight start. RunHedge compares hedging policies on replicas that
+// stall (no hedging, fixed delays, per-client quantiles, and node.DoHedged's
+// rule through its pure parts in package timeout) as time to a successful
+// answer. ScaleTable, DecisionTable, FailureTable and HedgeTable format the
 // results as markdown.
 //
 // # Time, randomness and concurrency
