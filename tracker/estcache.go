@@ -2,14 +2,51 @@ package tracker
 
 import "time"
 
-// estCache is one destination's cached estimate input, kept in its entry of
+// estCaches are one destination's cached estimates, kept in its entry of
 // the Fleet's local *SyncTracker[string] (one lookup finds both the local
-// window and the cache) under the entry's shard lock: the fleet's facts for
-// quantile q, valid while the Fleet's version is fver and now's epoch is at
-// most fepoch (the Fleet would not slide); and the local view for q, valid
-// while the window's version is lver; and the estimate assembled from both.
-// About 400 bytes per destination
-// estimated, allocated at its first estimate.
+// window and the cache) under the entry's shard lock, one per quantile
+// asked for, up to estSlots (a decision's quantile, and hedging's median
+// and hedge quantile): about 400 bytes each, allocated at the first
+// estimate of the destination at that quantile; further quantiles replace
+// the slots in turn.
+type estCaches struct {
+	slots []estCache
+	next  int // the slot a further quantile replaces
+}
+
+// estSlots is how many quantiles a destination's cache holds.
+const estSlots = 3
+
+// slot returns the cache of quantile q, nil when there is none.
+func (cs *estCaches) slot(q float64) *estCache {
+	for i := range cs.slots {
+		if cs.slots[i].q == q {
+			return &cs.slots[i]
+		}
+	}
+	return nil
+}
+
+// claim returns the cache of quantile q, making one (or replacing one)
+// when there is none.
+func (cs *estCaches) claim(q float64) *estCache {
+	if c := cs.slot(q); c != nil {
+		return c
+	}
+	if len(cs.slots) < estSlots {
+		cs.slots = append(cs.slots, estCache{q: q})
+		return &cs.slots[len(cs.slots)-1]
+	}
+	c := &cs.slots[cs.next]
+	cs.next = (cs.next + 1) % estSlots
+	*c = estCache{q: q}
+	return c
+}
+
+// estCache is the cache of one quantile q: the fleet's facts, valid while
+// the Fleet's version is fver and now's epoch is at most fepoch (the Fleet
+// would not slide); the local view, valid while the window's version is
+// lver; and the estimate assembled from both.
 type estCache struct {
 	q      float64
 	fver   uint64
@@ -43,8 +80,8 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 		sh.mu.Unlock()
 		return false
 	}
-	c := en.ec
-	if !c.fok || c.q != q || c.fver != fver || fepoch > c.fepoch {
+	c := en.ec.slot(q)
+	if c == nil || !c.fok || c.fver != fver || fepoch > c.fepoch {
 		sh.mu.Unlock()
 		return false
 	}
@@ -71,15 +108,11 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	if en := sh.get(h, dest); en != nil {
-		c := en.ec
-		if c == nil {
-			c = new(estCache)
-			en.ec = c
+		if en.ec == nil {
+			en.ec = new(estCaches)
 		}
-		if c.q != q {
-			c.lok = false
-		}
-		c.q, c.fver, c.fepoch, c.ff, c.fok, c.eok = q, fver, fepoch, *ff, true, false
+		c := en.ec.claim(q)
+		c.fver, c.fepoch, c.ff, c.fok, c.eok = fver, fepoch, *ff, true, false
 	}
 	sh.mu.Unlock()
 }

@@ -110,8 +110,11 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 	check := func(step int, what string) {
 		for _, d := range append(dests, "unknown") {
 			qs := []float64{0.99, 0.99}
-			if r.IntN(10) == 0 {
-				qs = append(qs, 0.5) // another quantile replaces the cached one
+			switch r.IntN(10) {
+			case 0:
+				qs = append(qs, 0.5, 0.9) // cached beside 0.99
+			case 1:
+				qs = append(qs, 0.25) // a fourth quantile replaces one
 			}
 			for _, q := range qs {
 				var e Estimate
