@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -47,25 +47,10 @@ func (s *seqBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 }
 
-// hedgingPolicy is timeout.NewPolicy over a tracker where "h" answered in
-// 20 ms 100 times: its P95 is 20 ms, so the hedge delay is 21 ms, and its
-// timeout the 250 ms floor.
-func hedgingPolicy(t *testing.T) (*timeout.Decider, *tracker.SyncTracker[string]) {
-	t.Helper()
-	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
-	require.NoError(t, err)
-	for range 100 {
-		tr.Record("h", 20*time.Millisecond, time.Now())
-	}
-	p, err := timeout.NewPolicy(timeout.DefaultConfig(), tr)
-	require.NoError(t, err)
-	return p, tr
-}
-
 func TestHedge(t *testing.T) {
 	t.Run("a stalled GET is hedged; the hedge wins, the first is superseded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Second, 5 * time.Millisecond}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
@@ -103,7 +88,7 @@ func TestHedge(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					p, _ := hedgingPolicy(t)
+					p, _ := policytest.Hedging(t)
 					delays := []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}
 					if tc.name == "in time" {
 						delays[0] = 15 * time.Millisecond
@@ -127,7 +112,7 @@ func TestHedge(t *testing.T) {
 	})
 	t.Run("a budget of 0 never hedges", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, _ := hedgingPolicy(t)
+			p, _ := policytest.Hedging(t)
 			p.SetHedgeBudget(0)
 			base := &seqBase{delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
@@ -141,7 +126,7 @@ func TestHedge(t *testing.T) {
 	})
 	t.Run("both time out: the first one's error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Hour}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
@@ -157,7 +142,7 @@ func TestHedge(t *testing.T) {
 	})
 	t.Run("the caller's cancellation ends both and records nothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Hour}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			ctx, cancel := context.WithCancel(t.Context())
