@@ -222,6 +222,13 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 			n++
 		}
 	}
+	someDigits := func(where string) error { // 1 or more digits
+		n, err := digits()
+		if err == nil && n == 0 {
+			err = s.digitDue(where)
+		}
+		return err
+	}
 	add(c)
 	if c == '-' {
 		d, ok := peek()
@@ -244,12 +251,8 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 	if d, ok := peek(); ok && d == '.' {
 		add(d)
 		s.pos++
-		n, err := digits()
-		if err != nil {
+		if err := someDigits("after the decimal point"); err != nil {
 			return nil, false, err
-		}
-		if n == 0 {
-			return nil, false, s.digitDue("after the decimal point")
 		}
 	} else if !ok && s.err != io.EOF {
 		return nil, false, s.ended()
@@ -261,12 +264,8 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 			add(d)
 			s.pos++
 		}
-		n, err := digits()
-		if err != nil {
+		if err := someDigits("in the exponent"); err != nil {
 			return nil, false, err
-		}
-		if n == 0 {
-			return nil, false, s.digitDue("in the exponent")
 		}
 	} else if !ok && s.err != io.EOF {
 		return nil, false, s.ended()
