@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -89,6 +91,15 @@ func do(t *testing.T, h http.Handler, method, target string, body string, hdr ..
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w.Code, w.Body.Bytes()
+}
+
+// writeFile writes body to the file name in dir, readable by its owner
+// only, and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
 }
 
 // requireMetrics requires n's metric families to pass promlint and GET

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -70,9 +69,7 @@ func handDataset(t *testing.T, hdr ...string) (*Node, *testClock) {
 }
 
 func writeToken(t *testing.T, tok string) string {
-	p := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(p, []byte(tok+"\n"), 0o600))
-	return p
+	return writeFile(t, t.TempDir(), "token", tok+"\n")
 }
 
 func TestEstimateFieldByField(t *testing.T) {
