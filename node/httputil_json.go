@@ -583,6 +583,29 @@ func (s *jsonScanner) memberValue(c byte) (byte, error) {
 	return s.next()
 }
 
+// afterMember consumes what follows an object member's value: a ',' and
+// the first byte of the next member's key, or the object's '}'. It returns
+// that byte.
+func (s *jsonScanner) afterMember() (byte, error) {
+	c, err := s.next()
+	if err != nil {
+		return 0, err
+	}
+	switch c {
+	case ',':
+		if c, err = s.next(); err != nil {
+			return 0, err
+		}
+		if c == '}' {
+			return 0, s.unexpected(c, "a string (an object key)")
+		}
+	case '}':
+	default:
+		return 0, s.unexpected(c, "',' or '}'")
+	}
+	return c, nil
+}
+
 // hex4 decodes the 4 hex digits at the start of b.
 func hex4(b []byte) (rune, bool) {
 	if len(b) < 4 {
