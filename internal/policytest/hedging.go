@@ -25,3 +25,12 @@ func Hedging(t testing.TB) (*timeout.Decider, *tracker.SyncTracker[string]) {
 	require.NoError(t, err)
 	return p, tr
 }
+
+// HedgedLocal returns the local estimate of "h" (quantile 1) in tr, the
+// tracker Hedging returned: what the hedged attempts left there.
+func HedgedLocal(t testing.TB, tr *tracker.SyncTracker[string]) tracker.Estimate {
+	t.Helper()
+	e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
+	require.NoError(t, err)
+	return e
+}

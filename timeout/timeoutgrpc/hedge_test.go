@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // seqInvoker answers its n-th call after delays[n] (bubble time) with the
@@ -63,8 +62,7 @@ func TestHedgeUnary(t *testing.T) {
 			synctest.Wait()
 			require.Equal(t, 2, inv.calls)
 			require.Equal(t, context.Canceled, inv.causes[0])
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 102, e.LocalSamples)
 			require.EqualValues(t, 1, e.LocalCensored)
 			require.EqualValues(t, 26, e.LocalValueMillis, "superseded at its elapsed time")
@@ -92,8 +90,7 @@ func TestHedgeUnary(t *testing.T) {
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
 			require.Equal(t, 271*time.Millisecond, time.Since(start))
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 2, e.LocalCensored)
 		})
 	})
@@ -107,8 +104,7 @@ func TestHedgeUnary(t *testing.T) {
 			require.Equal(t, codes.Canceled, status.Code(err))
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 2, inv.calls)
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 100, e.LocalSamples)
 		})
 	})

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // seqBase answers its n-th call after delays[n] (bubble time) with body
@@ -66,8 +65,7 @@ func TestHedge(t *testing.T) {
 			synctest.Wait()
 			require.Equal(t, 2, base.calls)
 			require.Equal(t, context.Canceled, base.causes[0], "the loser is cancelled")
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 102, e.LocalSamples, "the hedge completed, the loser superseded")
 			require.EqualValues(t, 1, e.LocalCensored)
 			require.EqualValues(t, 26, e.LocalValueMillis, "censored at its elapsed time")
@@ -135,8 +133,7 @@ func TestHedge(t *testing.T) {
 			_, err = rt.RoundTrip(req)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 271*time.Millisecond, time.Since(start), "the hedge's own timeout, from 21 ms")
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 2, e.LocalCensored)
 		})
 	})
@@ -153,8 +150,7 @@ func TestHedge(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 2, base.calls)
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 100, e.LocalSamples)
 		})
 	})
