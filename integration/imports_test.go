@@ -61,6 +61,7 @@ func TestImportBoundaries(t *testing.T) {
 		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":              {"cluster", "node", "tracker"},
 		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
+		"integration/load":        {"node"},
 		"internal/memtransport":   {},
 		"internal/testutil":       {},
 		"internal/netfail":        {},
