@@ -31,7 +31,7 @@ import (
 // defaults less than half the extra load (its budget never binds at two
 // calls a second, which buys it a lower p99). Regenerate README's
 // tables from this test's log (ATNODE_SIM=1 go test -run TestHedgeTargets
-// -v ./integration/sim/; 2–4 minutes).
+// -v ./integration/sim/; 3–4 minutes).
 //
 // CI runs a small version (4 nodes, 70 s, four policies; about 2 s under
 // -race) and checks only that hedging beats no hedging by far, within its
