@@ -110,7 +110,12 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err
 	defer f.mu.Unlock()
 	f.slide(now)
 	var fv viewFacts
-	d := f.dests[dest]
+	var d *destState
+	hasFleet := len(f.aggs) > 0 && f.aggregateFacts(dest, q, now, &e, &fv)
+	if !hasFleet {
+		d = f.dests[dest]
+		hasFleet = d != nil
+	}
 	if d != nil {
 		s := f.summary(d)
 		h, c := &d.h, &d.c
@@ -142,7 +147,7 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err
 	e.localView(&lv)
 	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
 	trusted := e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers()
-	decide(&e, &fv, &lv, d != nil, f.local != nil, trusted, minSamples)
+	decide(&e, &fv, &lv, hasFleet, f.local != nil, trusted, minSamples)
 	return e, nil
 }
 
@@ -167,6 +172,14 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
+	if len(f.aggs) > 0 {
+		if v := f.aggregateView(dest); v != nil {
+			if v.h.total == 0 {
+				return nil
+			}
+			return slices.Clone(v.h.counts)
+		}
+	}
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -187,9 +200,14 @@ func (f *Fleet) Destinations(now time.Time) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	out := make([]string, 0, len(f.dests))
+	out := make([]string, 0, len(f.dests)+len(f.aggs))
 	for name := range f.dests {
 		out = append(out, name)
+	}
+	for name := range f.aggs {
+		if f.dests[name] == nil {
+			out = append(out, name)
+		}
 	}
 	slices.Sort(out)
 	return out
