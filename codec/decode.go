@@ -57,6 +57,13 @@ type Decoder struct {
 	spans   []int
 	buckets []tracker.Bucket
 	keys    []tracker.BatchKey
+
+	// protocol v2 results
+	manifests []EpochManifest
+	aggs      []tracker.Aggregate
+	digests   []tracker.AggregateDigest
+	entries   []tracker.AggregateEntry
+	epochs    []int64
 }
 
 // NewDecoder returns a Decoder. When expect is not the zero Layout, batches
@@ -83,6 +90,7 @@ func (d *Decoder) Reset() {
 	d.intern = make(map[string]string)
 	d.seen = make(map[string]struct{})
 	d.dests, d.spans, d.buckets, d.keys = nil, nil, nil, nil
+	d.manifests, d.aggs, d.digests, d.entries, d.epochs = nil, nil, nil, nil, nil
 }
 
 // Type returns the type of msg after checking its size, array header and
@@ -90,7 +98,7 @@ func (d *Decoder) Reset() {
 // DecodePull. An unknown type is returned with an error wrapping ErrType.
 func (d *Decoder) Type(msg []byte) (MessageType, error) {
 	t, _, err := d.begin(msg)
-	if err == nil && (t < TypeBatch || t > TypePull) {
+	if err == nil && (t < TypeBatch || t > TypeRecordPull) {
 		err = fmt.Errorf("%w: %s", ErrType, t)
 	}
 	return t, err
@@ -416,19 +424,23 @@ func (d *Decoder) countsLen(l tracker.Layout) (int, error) {
 // the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge, ErrVersion,
 // ErrType, ErrLayout or ErrMalformed.
 func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
-	b, err := d.decodeBatch(msg)
+	extra, err := d.open(msg, TypeBatch, 3)
+	if err != nil {
+		return tracker.Batch{}, err
+	}
+	b, err := d.decodeBatch()
+	if err == nil {
+		err = d.end(extra)
+	}
 	if err != nil {
 		return tracker.Batch{}, err
 	}
 	return b, nil
 }
 
-func (d *Decoder) decodeBatch(msg []byte) (tracker.Batch, error) {
+// decodeBatch reads a batch's layout, key and destinations.
+func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 	var b tracker.Batch
-	extra, err := d.open(msg, TypeBatch, 3)
-	if err != nil {
-		return b, err
-	}
 
 	// Layout: [lowest, highest, significant digits].
 	x, err := d.readRecord("layout", 3)
@@ -487,9 +499,6 @@ func (d *Decoder) decodeBatch(msg []byte) (tracker.Batch, error) {
 		if err := d.readDest(i, countsLen); err != nil {
 			return b, err
 		}
-	}
-	if err := d.end(extra); err != nil {
-		return b, err
 	}
 	start := 0
 	for i, end := range d.spans {
