@@ -234,7 +234,7 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 		"censored-outside":     agg(set(4, arr{7, 1})),
 		"censored-over-count":  agg(set(4, arr{3, 2})),
 		"flags-unknown":        agg(set(5, 2)),
-		"peers-huge":           agg(set(6, uint64(1 << 33))),
+		"peers-huge":           agg(set(6, uint64(1<<33))),
 		"newest-wraps":         agg(set(9, uint64(math.MaxUint32))),
 		"dest-str32-4GiB":      agg(set(0, huge)),
 		"aggregates-4097":      {1, 5, layout, "s", raw{0xdc, 0x10, 0x01}},
