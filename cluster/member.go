@@ -72,6 +72,10 @@ type Member struct {
 	Addr   string `json:"addr"`    // gossip address, "ip:port"
 	State  State  `json:"state"`   // alive, suspect, dead or left
 	BootID uint64 `json:"boot_id"` // random per process start
+	// Protocol is the highest dissemination protocol the member speaks, as
+	// its metadata advertises (1 when it says none; ProtocolV2 for
+	// destination-owned aggregation).
+	Protocol uint8 `json:"protocol"`
 	// Since is when this node last saw the state change.
 	Since time.Time `json:"-"`
 }

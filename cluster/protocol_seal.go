@@ -36,6 +36,18 @@ func (p *Protocol) sealDue(now time.Time, msgs []Message) []Message {
 			continue
 		}
 		p.stats.Seals++
+		if p.v2.on {
+			p.sealV2(ep, kept, now)
+			continue
+		}
+		if p.speaksV2() { // what v2 sends again after a switch
+			names := make([]string, len(kept))
+			for i := range kept {
+				names[i] = kept[i].Dest
+				p.see(kept[i].Dest, ep)
+			}
+			p.v2.own[ep] = names
+		}
 		out, err := p.seal(ep, kept, now)
 		if err != nil {
 			p.stats.SealErrors++
