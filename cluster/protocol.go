@@ -161,8 +161,8 @@ type Protocol struct {
 	jitter time.Duration // seal delay after each epoch boundary, when there are peers
 	// maxJitter is the largest seal delay of any node: min(SealJitter, sub-window/2).
 	maxJitter time.Duration
-	lastNow   time.Time // the latest time given to Tick, Receive or SetMembers
-	rng    *mrand.Rand   // anti-entropy waits, peer choice, bulk-sync shuffle
+	lastNow   time.Time   // the latest time given to Tick, Receive or SetMembers
+	rng       *mrand.Rand // anti-entropy waits, peer choice, bulk-sync shuffle
 
 	// Membership, as last given to SetMembers.
 	members  []Member
