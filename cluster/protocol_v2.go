@@ -374,7 +374,16 @@ func (p *Protocol) ownedInsert(b tracker.Batch, now time.Time) tracker.InsertOut
 	}
 	for _, dc := range b.Dests {
 		p.see(dc.Dest, b.Key.Epoch)
-		if _, ok := p.v2.published[dc.Dest]; ok && !p.v2.republished[dc.Dest] && p.v2.pubEpoch == p.cfg.Tracker.Epoch(now)-1 {
+	}
+	if !p.v2.on || p.v2.pubEpoch != p.cfg.Tracker.Epoch(now)-1 || !p.v2.pubDone {
+		return out
+	}
+	// Records after this round's publish, of a destination this node
+	// publishes (first owner, or second once it failed over): publish again.
+	o := p.v2.owners
+	for _, dc := range b.Dests {
+		r := o.Rank(dc.Dest, p.cfg.Name)
+		if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dc.Dest] {
 			p.v2.late[dc.Dest] = true
 			if p.v2.lateAt.IsZero() {
 				p.v2.lateAt = now.Add(p.cfg.Gossip.RepublishDelay)
@@ -470,7 +479,11 @@ func (p *Protocol) nextV2() time.Time {
 	}
 	consider(p.v2.lateAt)
 	// The next round's publish.
-	consider(p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 2).Add(p.maxJitter + p.cfg.Gossip.PublishDelay))
+	e := p.cfg.Tracker.Epoch(p.lastNow)
+	if p.v2.pubEpoch == e-1 {
+		e++
+	}
+	consider(p.cfg.Tracker.EpochStart(e).Add(p.maxJitter + p.cfg.Gossip.PublishDelay))
 	return next
 }
 
@@ -522,7 +535,7 @@ func (p *Protocol) publishDue(now time.Time) {
 		p.v2.lateAt = time.Time{}
 		var again []string
 		for _, d := range slices.Sorted(mapsKeys(p.v2.late)) {
-			if p.cfg.Owned.Coverage(d, now) != p.v2.published[d] {
+			if c, ok := p.v2.published[d]; !ok || p.cfg.Owned.Coverage(d, now) != c {
 				again = append(again, d)
 			}
 			p.v2.republished[d] = true
