@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,18 +42,23 @@ type Stats struct {
 // Cluster is this process's membership in the gossip cluster. Create it
 // with New, then Start; Close leaves. Safe for concurrent use.
 type Cluster struct {
-	cfg     Config
-	log     *slog.Logger
-	boot    uint64
-	self    string      // member name
-	meta    [2][]byte   // metadata: [0] normal, [1] with the leaving flag
-	leaving atomic.Bool // set by Close before the leave: NodeMeta returns meta[1]
-	keyMu   sync.Mutex  // serializes ReloadKeys
-	keys    *memberlist.Keyring
-	events  chan Event
-	msgs    chan []byte
-	msgMu   sync.Mutex // orders queueing into msgs with the end of delivery
-	msgsEnd bool       // guarded by msgMu: delivery ended, msgs is no longer read
+	cfg  Config
+	log  *slog.Logger
+	boot uint64
+	self string    // member name
+	meta [2][]byte // metadata: [0] normal, [1] with the leaving flag
+	// settings are what this member advertises and judges others by (see
+	// judge); nil without a Store: a member that disseminates nothing
+	// judges nobody and advertises none (version 1 metadata).
+	settings *settings
+	warn     *warnings
+	leaving  atomic.Bool // set by Close before the leave: NodeMeta returns meta[1]
+	keyMu    sync.Mutex  // serializes ReloadKeys
+	keys     *memberlist.Keyring
+	events   chan Event
+	msgs     chan []byte
+	msgMu    sync.Mutex // orders queueing into msgs with the end of delivery
+	msgsEnd  bool       // guarded by msgMu: delivery ended, msgs is no longer read
 
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
@@ -98,18 +104,26 @@ func New(cfg Config) (*Cluster, error) {
 		}
 	}
 	cfg.BootID = boot
+	var st *settings
+	if cfg.Store != nil {
+		s := newSettings(cfg.Tracker)
+		st = &s
+	}
 	c := &Cluster{
-		cfg:     cfg,
-		boot:    boot,
-		self:    MemberName(cfg.Name, boot),
-		meta:    [2][]byte{encodeMeta(cfg.Name, boot, false), encodeMeta(cfg.Name, boot, true)},
-		events:  make(chan Event, cfg.Limits.EventQueue),
-		msgs:    make(chan []byte, cfg.Limits.MessageQueue),
-		stop:    make(chan struct{}),
-		drained: make(chan struct{}),
-		members: make(map[string]*entry),
+		cfg:      cfg,
+		boot:     boot,
+		self:     MemberName(cfg.Name, boot),
+		meta: [2][]byte{encodeMeta(cfg.Name, boot, false, st, advertisedProtocol(cfg)),
+			encodeMeta(cfg.Name, boot, true, st, advertisedProtocol(cfg))},
+		settings: st,
+		events:   make(chan Event, cfg.Limits.EventQueue),
+		msgs:     make(chan []byte, cfg.Limits.MessageQueue),
+		stop:     make(chan struct{}),
+		drained:  make(chan struct{}),
+		members:  make(map[string]*entry),
 	}
 	c.log = l.With("member", c.self)
+	c.warn = newWarnings(c.log)
 	c.onMessage = cfg.OnMessage
 	if cfg.Store != nil {
 		g, err := newGossiper(c)
@@ -171,8 +185,11 @@ func (c *Cluster) AdvertiseAddr() netip.AddrPort {
 // Start binds the gossip port (or takes over Config.Transport), creates the
 // memberlist member, joins every seed, and starts re-joining them every
 // Timing.RejoinInterval. A seed that cannot be reached is logged and
-// retried by the re-joins, not an error; Start fails only if the member
-// cannot be created. ctx bounds the initial joins: when it ends, the
+// retried by the re-joins, not an error. Start fails if the member cannot
+// be created, or with ErrJoinRefused when a seed refused the join because
+// this member's settings (window, sub-window, histogram layout) differ
+// from its cluster's: the error names each setting, and the cluster has
+// then been closed. ctx bounds the initial joins: when it ends, the
 // remaining seeds are left to the re-joins. Start may be called once.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.life.Lock()
@@ -191,24 +208,32 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.joining.Add(1)
-	c.wg.Add(3)
+	c.wg.Add(4)
 	go c.deliverEvents()
 	go c.deliverMessages()
 	go c.rejoinLoop()
+	go c.conflictLoop()
 	if c.gossip != nil {
 		c.gossip.start(&c.wg, c.stop)
 	}
 	c.life.Unlock()
 
-	defer c.joining.Done()
 	c.log.Info("cluster: started", "addr", c.bound, "advertise", c.adv,
 		"encrypted", c.keys != nil, "label", c.cfg.Label)
+	var refused []string
 	for _, s := range c.seeds() {
 		if ctx.Err() != nil {
 			c.log.Warn("cluster: initial join cut short", "err", ctx.Err())
 			break
 		}
-		c.joinSeed(ml, s, true)
+		if r := c.joinSeed(ml, s, true); r != "" {
+			refused = append(refused, r)
+		}
+	}
+	c.joining.Done()
+	if len(refused) > 0 {
+		_ = c.Close()
+		return fmt.Errorf("%w: %s", ErrJoinRefused, strings.Join(refused, "; "))
 	}
 	return nil
 }

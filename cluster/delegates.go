@@ -26,7 +26,7 @@ func (d delegate) NodeMeta(limit int) []byte {
 		meta = d.c.meta[1]
 	}
 	if len(meta) > limit {
-		return nil // cannot happen: 10 + MaxNameLen < memberlist.MetaMaxSize
+		return nil // cannot happen: 11 + MaxNameLen + 5 varints (at most 308 bytes) < memberlist.MetaMaxSize
 	}
 	return meta
 }

@@ -12,6 +12,13 @@
 // Timing.RejoinInterval with jitter, because memberlist alone never merges
 // the two sides of a healed partition.
 //
+// A member with a Store also advertises, in its metadata, the settings the
+// fleet must share (window, sub-window, histogram layout), and one whose
+// settings differ is refused in memberlist's alive and merge delegates: it
+// never becomes a member, and Start fails with ErrJoinRefused naming each
+// setting (atnode exits 1). A member advertising no settings (one without
+// a Store, or of an older release) is not judged.
+//
 // Membership: [Cluster.Members] lists every member known, itself included,
 // with its state (alive, suspect, dead, left) for GET /v1/members;
 // [Cluster.NumAlive] counts members alive or suspect; Config.OnEvent
@@ -59,8 +66,10 @@
 //     only); a batch whose origin (name and boot ID) is not a current or
 //     recent member, or that claims to be this process's, is refused, as
 //     are digests and pulls from members not alive here. Every refusal is
-//     counted by reason in [GossipStats].
-//   - Membership: dead and left members, and a restarted peer's old boot,
+//     counted by reason in [GossipStats]. Every message sent carries this
+//     node's clock; every one received updates the sender's clock estimate.
+//   - Membership: dead and left members, and a restarted peer's old boot
+//     (of several boots of one name up, all but the one seen join last),
 //     are excluded from the Store's views at once (their batches stay
 //     until they age out, so a refuted death costs nothing); members alive
 //     again are included; the Store's live count follows. The protocol
@@ -80,8 +89,9 @@
 // digests and with whom, when to bulk-sync, how to answer a digest or a
 // pull, how membership maps to exclusions — lives in [Protocol], a core in
 // the style of etcd's raft RawNode: no goroutines, clock or I/O, advanced
-// by Tick, Receive and SetMembers, each taking the time and returning the
-// [Message]s to send, with Next saying when it needs the next Tick; its
+// by Tick, Receive and SetMembers, each taking the time (Tick and Receive
+// return the [Message]s to send; SetMembers gives it the member table),
+// with Next saying when it needs the next Tick; its
 // random streams are seeded by the boot ID, so the same calls give the
 // same decisions. [SyncProtocol] wraps it for concurrent use. [Cluster] is
 // its shell over memberlist: one timer set to Next, the member table given
@@ -100,6 +110,29 @@
 //
 // memberlist's log lines go to Config.Logger at their own level
 // (component=memberlist).
+//
+// # Mistakes said out loud
+//
+// [Cluster.Warnings] lists the operator mistakes this node sees now
+// (/v1/status "warnings"); each is logged once when raised and counted
+// ([Cluster.WarningsRaised]):
+//
+//   - config_mismatch: a member refused for its settings (kept for 5
+//     minutes after the last refusal), or a re-join refused by a seed.
+//   - name_conflict: two live processes with one peer name. The member
+//     table shows a name with several boots up; so does a restart until
+//     the old boot is declared dead. Each boot sharing a name is pinged
+//     (only the process of that member name answers), so a restart stays
+//     silent and a clone is reported within a second or two, by both
+//     processes and every other node. Only one boot of a name counts in a
+//     fleet view (the one this node saw join last): the warning says whose
+//     data is left out.
+//   - clock_skew: every gossip message carries its sender's clock (codec's
+//     sent_at), a one-way sample biased by transit (a few ms); a node more
+//     than a quarter sub-window off the median of the clocks it sees (its
+//     own and its peers', each the median of its recent samples) is
+//     reported on itself and on its peers, with what it costs (a node far
+//     behind refuses every peer batch as future_epoch).
 //
 // # Concurrency
 //

@@ -52,6 +52,8 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 		SealLimits:    cfg.SealLimits,
 		BulkSyncDelay: 4 * cfg.Timing.GossipInterval,
 		Logger:        c.log,
+		Owned:         cfg.Owned,
+		Aggregates:    aggregatesOf(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -98,9 +100,12 @@ func (g *gossiper) untilNext() time.Duration {
 	return max(g.proto.Next().Sub(g.clock()), time.Millisecond)
 }
 
+// tick ticks the protocol, then refreshes the clock_skew warnings.
 func (g *gossiper) tick() {
 	g.syncMembers()
-	g.send(g.proto.Tick(g.clock()))
+	now := g.clock()
+	g.send(g.proto.Tick(now))
+	g.c.warn.replace(WarnClockSkew, g.proto.clockWarnings(now), time.Now())
 }
 
 // syncMembers gives the protocol the member table if it changed since the
@@ -179,4 +184,23 @@ func (g *gossiper) worker(wg *sync.WaitGroup) {
 			g.log.Debug("cluster: gossip send failed", "to", m.To, "type", m.Type, "err", err)
 		}
 	}
+}
+
+// aggregatesOf is the Store as an AggregateStore when it is one and the
+// node has an OwnedStore: what protocol v2 needs besides it.
+func aggregatesOf(cfg Config) AggregateStore {
+	if cfg.Owned == nil {
+		return nil
+	}
+	a, _ := cfg.Store.(AggregateStore)
+	return a
+}
+
+// advertisedProtocol is the protocol version this member advertises: v2
+// when it can run it (see Config.Owned), else 1.
+func advertisedProtocol(cfg Config) uint8 {
+	if cfg.Store != nil && cfg.Gossip.Protocol >= ProtocolV2 && aggregatesOf(cfg) != nil {
+		return ProtocolV2
+	}
+	return 1
 }

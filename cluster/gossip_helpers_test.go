@@ -51,6 +51,14 @@ func defaultGossipOpts() gossipOpts {
 // at cleanup.
 func startGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, seeds ...string) *gnode {
 	t.Helper()
+	g := newGossipNode(t, nw, name, boot, o, seeds...)
+	require.NoError(t, g.Start(context.Background()))
+	return g
+}
+
+// newGossipNode is startGossipNode without the Start.
+func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, seeds ...string) *gnode {
+	t.Helper()
 	local, err := tracker.NewSync[string](o.tracker)
 	require.NoError(t, err)
 	fc := tracker.DefaultFleetConfig()
@@ -75,7 +83,6 @@ func startGossipNode(t *testing.T, nw *memtransport.Network, name string, boot u
 	if o.wrap != nil {
 		c.gossip.sendFn = o.wrap(c.gossip.sendFn)
 	}
-	require.NoError(t, c.Start(context.Background()))
 	t.Cleanup(func() { _ = c.Close() })
 	return &gnode{Cluster: c, tr: tr, local: local, fleet: fleet}
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // MemberName returns the memberlist member name of peer name at bootID:
@@ -109,12 +112,36 @@ type Event struct {
 	Member Member
 }
 
-// Metadata (memberlist NodeMeta) layout, version 1, 10 + len(name) bytes:
+// Metadata (memberlist NodeMeta) layout. Version 1, 10 + len(name) bytes,
+// is what a member without dissemination (no Store) advertises, and what
+// every member advertised before the settings:
 //
 //	[0]     version = 1
 //	[1:9]   bootID, big-endian
 //	[9]     flags: bit 0 = leaving (set by Close just before the leave); other bits 0
 //	[10:]   name, UTF-8
+//
+// Version 2 adds the settings a member must share with the fleet to be
+// one of it (the epoch grid and the histogram layout, see settings); a
+// member with a Store advertises it:
+//
+//	[0]      version = 2
+//	[1:9]    bootID, big-endian
+//	[9]      flags, as in version 1
+//	[10]     n = length of the name, 1..MaxNameLen
+//	[11:11+n] name, UTF-8
+//	then     window ms, sub-window ms (uvarints), layout lowest, highest
+//	         (varints), significant digits (uvarint)
+//	then     nothing (protocol 1), or the highest dissemination protocol
+//	         the member speaks (uvarint; 2: destination-owned aggregation)
+//	then     nothing, or fields of a later revision: ignored
+//
+// A member whose metadata carries no settings (version 1) is not judged:
+// it is handled as before. A node of the release before version 2 reads
+// version 2 as malformed metadata (counted, the member's boot unknown), so
+// its fleet view refuses such a member's batches as unknown_origin until it
+// is upgraded too; version 2 leaves room at its end so that later
+// additions do not repeat that.
 //
 // The leaving flag exists because memberlist v0.7.0 cannot tell its event
 // delegate whether a member left or died: the *Node given to NotifyLeave
@@ -123,34 +150,114 @@ type Event struct {
 // (memberlist's UpdateNode) and then leaves; a member whose last metadata
 // had the flag is reported as left, any other as dead.
 const (
-	metaVersion   = 1
+	metaVersion1  = 1
+	metaVersion2  = 2
 	metaHeaderLen = 10
 	flagLeaving   = 1
 )
 
 var errBadMeta = errors.New("cluster: malformed member metadata")
 
-func encodeMeta(name string, boot uint64, leaving bool) []byte {
-	b := make([]byte, metaHeaderLen, metaHeaderLen+len(name))
-	b[0] = metaVersion
+// meta is a member's decoded metadata.
+type meta struct {
+	name    string
+	boot    uint64
+	leaving bool
+	// settings is what the member advertises; nil for version 1 (none).
+	settings *settings
+	// protocol is the dissemination protocol it advertises: 1 when it
+	// says none.
+	protocol uint8
+}
+
+// encodeMeta returns version 1 metadata without settings, version 2 with
+// (and with the protocol when it is above 1).
+func encodeMeta(name string, boot uint64, leaving bool, st *settings, protocol uint8) []byte {
+	b := make([]byte, metaHeaderLen, metaHeaderLen+1+len(name)+5*binary.MaxVarintLen64)
+	b[0] = metaVersion1
 	binary.BigEndian.PutUint64(b[1:9], boot)
 	if leaving {
 		b[9] = flagLeaving
 	}
-	return append(b, name...)
+	if st == nil {
+		return append(b, name...)
+	}
+	b[0] = metaVersion2
+	b = append(b, byte(len(name))) // <= MaxNameLen < 256: New validated the name
+	b = append(b, name...)
+	b = binary.AppendUvarint(b, uint64(st.window.Milliseconds()))
+	b = binary.AppendUvarint(b, uint64(st.subWindow.Milliseconds()))
+	b = binary.AppendVarint(b, st.layout.Lowest)
+	b = binary.AppendVarint(b, st.layout.Highest)
+	b = binary.AppendUvarint(b, uint64(st.layout.SignificantDigits))
+	if protocol > 1 {
+		b = binary.AppendUvarint(b, uint64(protocol))
+	}
+	return b
 }
 
-// decodeMeta checks meta strictly and against the member name it came with.
-func decodeMeta(member string, meta []byte) (name string, boot uint64, leaving bool, err error) {
-	if len(meta) < metaHeaderLen || meta[0] != metaVersion || meta[9]&^flagLeaving != 0 {
-		return "", 0, false, errBadMeta
+// decodeMeta checks raw strictly and against the member name it came with.
+func decodeMeta(member string, raw []byte) (meta, error) {
+	if len(raw) < metaHeaderLen || raw[9]&^flagLeaving != 0 {
+		return meta{}, errBadMeta
 	}
-	boot = binary.BigEndian.Uint64(meta[1:9])
-	name = string(meta[metaHeaderLen:])
-	if validName(name) != nil || MemberName(name, boot) != member {
-		return "", 0, false, errBadMeta
+	m := meta{boot: binary.BigEndian.Uint64(raw[1:9]), leaving: raw[9]&flagLeaving != 0, protocol: 1}
+	switch raw[0] {
+	case metaVersion1:
+		m.name = string(raw[metaHeaderLen:])
+	case metaVersion2:
+		rest := raw[metaHeaderLen:]
+		if len(rest) < 1 || int(rest[0]) > len(rest)-1 {
+			return meta{}, errBadMeta
+		}
+		m.name, rest = string(rest[1:1+int(rest[0])]), rest[1+int(rest[0]):]
+		var st settings
+		var ok bool
+		if st, rest, ok = decodeSettings(rest); !ok {
+			return meta{}, errBadMeta
+		}
+		m.settings = &st
+		if v, n := binary.Uvarint(rest); n > 0 && v >= 2 && v <= 255 {
+			m.protocol = uint8(v)
+		}
+	default:
+		return meta{}, errBadMeta
 	}
-	return name, boot, meta[9]&flagLeaving != 0, nil
+	if validName(m.name) != nil || MemberName(m.name, m.boot) != member {
+		return meta{}, errBadMeta
+	}
+	return m, nil
+}
+
+// decodeSettings reads version 2's settings and returns what follows
+// them (the protocol, and a later revision's fields).
+func decodeSettings(b []byte) (settings, []byte, bool) {
+	var v [5]int64
+	for i := range v {
+		var n int
+		if i == 2 || i == 3 { // layout lowest and highest are signed
+			v[i], n = binary.Varint(b)
+		} else {
+			var u uint64
+			u, n = binary.Uvarint(b)
+			if u > math.MaxInt64/uint64(time.Millisecond) {
+				return settings{}, nil, false
+			}
+			v[i] = int64(u)
+		}
+		if n <= 0 {
+			return settings{}, nil, false
+		}
+		b = b[n:]
+	}
+	if v[4] > math.MaxInt32 {
+		return settings{}, nil, false
+	}
+	return settings{
+		window:    time.Duration(v[0]) * time.Millisecond,
+		subWindow: time.Duration(v[1]) * time.Millisecond,
+		layout:    tracker.Layout{Lowest: v[2], Highest: v[3], SignificantDigits: int(v[4])},
+	}, b, true
 }
 
 // nameFromMember recovers the peer name from a member name when metadata is

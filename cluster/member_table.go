@@ -27,22 +27,25 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 		State:  StateAlive,
 		Since:  time.Now(),
 	}
-	name, boot, leaving, err := decodeMeta(n.Name, n.Meta)
+	md, err := decodeMeta(n.Name, n.Meta)
 	if err != nil {
 		c.stats.badMeta.Add(1)
-		name, boot = nameFromMember(n.Name), 0
+		md = meta{name: nameFromMember(n.Name)}
 	}
-	m.Name, m.BootID = name, boot
+	m.Name, m.BootID, m.Protocol = md.name, md.boot, md.protocol
 
 	c.mu.Lock()
 	c.pruneLocked(m.Since)
 	prev := c.members[m.Member]
-	leaving = leaving || (prev != nil && prev.leaving) || (n.Name == c.self && c.leaving.Load())
+	leaving := md.leaving || (prev != nil && prev.leaving) || (n.Name == c.self && c.leaving.Load())
 	if left {
 		typ, m.State = EventDead, StateDead
 		if leaving {
 			typ, m.State = EventLeft, StateLeft
 		}
+	}
+	if prev != nil && typ == EventUpdate && prev.State == m.State {
+		m.Since = prev.Since // an update is no state change: Since stays the join's
 	}
 	c.members[m.Member] = &entry{Member: m, leaving: leaving && !(typ == EventJoin)}
 	c.memberVersion.Add(1)

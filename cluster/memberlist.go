@@ -55,6 +55,8 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 	mc.GossipToTheDeadTime = t.DeadRetention
 	mc.Delegate = delegate{c}
 	mc.Events = eventDelegate{c}
+	mc.Alive = aliveDelegate{c}
+	mc.Merge = mergeDelegate{c}
 	mc.Logger = mlog
 	ml, err := memberlist.Create(mc)
 	if err != nil {

@@ -212,6 +212,11 @@ func TestRestartWithNewBootID(t *testing.T) {
 
 	live := []*node{nodes[0], nodes[1], restarted}
 	took := eventually(t, "new boot alive and old boot dead everywhere", func() bool {
+		for _, n := range live {
+			// While both boots are up somewhere, the old one is silent:
+			// a restart is no name conflict.
+			require.Empty(t, n.Warnings(), "%s", n.MemberName())
+		}
 		for _, n := range live[:2] {
 			if !n.rec.has(EventDead, old.MemberName()) {
 				return false

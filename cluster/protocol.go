@@ -145,12 +145,13 @@ type ProtocolStats struct {
 // fixed per-node jitter), when to swap a digest with a random member
 // (anti-entropy) and when to bulk-sync — and the answers to peers'
 // messages. It is advanced by [Protocol.Tick], [Protocol.Receive] and
-// [Protocol.SetMembers], each taking the time and returning the
-// [Message]s to send; [Protocol.Next] says when it next needs a tick. Given
-// its BootID and the same calls, it makes the same decisions. [Cluster]
-// drives it over memberlist, a simulator over anything; a node without
-// gossip is a Protocol with no members. Not safe for concurrent use (see
-// [SyncProtocol]).
+// [Protocol.SetMembers], each taking the time: Tick and Receive return the
+// [Message]s to send, SetMembers gives it the member table (what it sends
+// follows at the next Tick); [Protocol.Next] says when it next needs a
+// tick. Given its BootID and the same calls, it makes the same decisions.
+// [Cluster] drives it over memberlist, a simulator over anything; a node
+// without gossip is a Protocol with no members. Not safe for concurrent use
+// (see [SyncProtocol]).
 type Protocol struct {
 	cfg    ProtocolConfig
 	self   string // member name
@@ -176,6 +177,12 @@ type Protocol struct {
 	aeNext     time.Time // next anti-entropy round
 	bulkDue    bool      // bulk sync once members are there (after start, or after being alone)
 	bulkAt     time.Time // when the due bulk sync runs; zero while not armed
+
+	// Clocks (protocol_clock.go): members' clocks from their messages'
+	// sent_at, and when this node last refused a peer batch as
+	// future_epoch or stale_epoch, and last accepted one.
+	clocks                        map[string]*peerClock
+	futureAt, staleAt, acceptedAt time.Time
 
 	requested map[tracker.BatchKey]time.Time // keys pulled and when, to pull each from one member at a time
 	digestTo  map[string]time.Time           // when a digest was last sent to each member
@@ -235,6 +242,7 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 		v2:        newV2(),
 		rng:       mrand.New(mrand.NewPCG(cfg.BootID, seedAntiEntropy)),
 		byMember:  map[string]int{},
+		clocks:    map[string]*peerClock{},
 		bulkDue:   cfg.Gossip.BulkSyncPeers > 0,
 		requested: make(map[tracker.BatchKey]time.Time),
 		digestTo:  make(map[string]time.Time),

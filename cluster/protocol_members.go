@@ -28,6 +28,11 @@ func (p *Protocol) SetMembers(members []Member, now time.Time) {
 			delete(p.digestTo, m)
 		}
 	}
+	for m := range p.clocks {
+		if !p.up(m) {
+			delete(p.clocks, m)
+		}
+	}
 	p.applyMembership(now)
 	p.setMembersV2(now)
 	if len(p.peers) == 0 {
@@ -53,20 +58,16 @@ func (p *Protocol) up(member string) bool {
 // applyMembership brings the Store's exclusions and live-member count in
 // line with the member list: every member alive or suspect is included,
 // unless another boot of the same peer name is its current one (this
-// process for its own name, else the up member seen up most recently);
-// every other member — dead, left, or a restarted peer's old boot — is
-// excluded (its batches stay until they age out, so a refuted death costs
-// nothing). SetLiveMembers gets the number alive or suspect.
+// process for its own name, else the one currentBoots picks); every other
+// member — dead, left, or a restarted peer's old boot — is excluded (its
+// batches stay until they age out, so a refuted death costs nothing).
+// SetLiveMembers gets the number alive or suspect.
 func (p *Protocol) applyMembership(now time.Time) {
-	current := map[string]Member{}
+	current := currentBoots(p.members)
 	live := 0
 	for _, m := range p.members {
-		if !m.State.Up() {
-			continue
-		}
-		live++
-		if c, ok := current[m.Name]; !ok || m.Since.After(c.Since) {
-			current[m.Name] = m
+		if m.State.Up() {
+			live++
 		}
 	}
 	for _, m := range p.members {
@@ -90,4 +91,26 @@ func (p *Protocol) applyMembership(now time.Time) {
 		}
 	}
 	p.cfg.Store.SetLiveMembers(live)
+}
+
+// currentBoots returns, per peer name, the boot whose data counts: of the
+// members up with that name, the one with the latest Since (the one this
+// node saw join last: Since stays the join's across metadata updates),
+// ties going to the first in members' order (by member name, as
+// Cluster.Members sorts). A restarted peer's new boot so counts at once,
+// before its old boot is declared dead. Two live processes with one name
+// (a name conflict, reported as a name_conflict warning) cannot both
+// count: a peer is a name, and its batches are keyed by it; the rule keeps
+// one, deterministically given the member list.
+func currentBoots(members []Member) map[string]Member {
+	current := map[string]Member{}
+	for _, m := range members {
+		if !m.State.Up() {
+			continue
+		}
+		if c, ok := current[m.Name]; !ok || m.Since.After(c.Since) {
+			current[m.Name] = m
+		}
+	}
+	return current
 }

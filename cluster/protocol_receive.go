@@ -44,6 +44,7 @@ func (p *Protocol) Receive(msg []byte, now time.Time) (Receipt, []Message) {
 		if r.Reject = p.checkSender(d.Sender); r.Reject != "" {
 			return r, nil
 		}
+		p.observeClock(d.Sender, d.SentAtMillis, now)
 		return r, p.answerDigest(d, now)
 	default: // codec.TypePull; Type refuses every other type
 		pl, err := p.dec.DecodePull(msg)
@@ -54,7 +55,8 @@ func (p *Protocol) Receive(msg []byte, now time.Time) (Receipt, []Message) {
 		if r.Reject = p.checkSender(pl.Sender); r.Reject != "" {
 			return r, nil
 		}
-		return r, p.answerPull(pl)
+		p.observeClock(pl.Sender, pl.SentAtMillis, now)
+		return r, p.answerPull(pl, now)
 	}
 }
 
@@ -80,6 +82,8 @@ func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
 		r.Reject = RejectUnknownOrigin
 		return
 	}
+	// A batch carries sent_at only when its sender is its origin.
+	p.observeClock(MemberName(b.Key.Origin, b.Key.Boot), p.dec.SentAtMillis(), now)
 	p.observeBatchSize(len(msg))
 	r.Inserted, r.Outcome = true, p.cfg.Store.Insert(b, now)
 	if _, ok := p.requested[b.Key]; ok {
@@ -99,6 +103,7 @@ func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
 	default:
 		r.Reject = "store_" + r.Outcome.String()
 	}
+	p.observeBatchEpoch(b.Key, r.Outcome, r.Reject, now)
 }
 
 // digests returns the digest messages advertising every key the Store
@@ -107,12 +112,13 @@ func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
 // not answered with another digest.
 func (p *Protocol) digests(to string, now time.Time) []Message {
 	p.digestTo[to] = now
-	return p.keyMessages(to, codec.TypeDigest, p.cfg.Store.Keys(now))
+	return p.keyMessages(to, codec.TypeDigest, p.cfg.Store.Keys(now), now)
 }
 
 // keyMessages encodes keys (any order; newest first if they are to be
-// split that way) as digest or pull messages to member to.
-func (p *Protocol) keyMessages(to string, t codec.MessageType, keys []tracker.BatchKey) []Message {
+// split that way) as digest or pull messages to member to, sent at now.
+func (p *Protocol) keyMessages(to string, t codec.MessageType, keys []tracker.BatchKey, now time.Time) []Message {
+	at := clockMillis(now)
 	var msgs []Message
 	for first := true; len(keys) > 0 || (first && t == codec.TypeDigest); first = false {
 		n := min(len(keys), keysPerMessage)
@@ -121,9 +127,9 @@ func (p *Protocol) keyMessages(to string, t codec.MessageType, keys []tracker.Ba
 		var payload []byte
 		var err error
 		if t == codec.TypeDigest {
-			payload, err = codec.AppendDigest(nil, codec.Digest{Sender: p.self, Keys: chunk})
+			payload, err = codec.AppendDigest(nil, codec.Digest{Sender: p.self, Keys: chunk, SentAtMillis: at})
 		} else {
-			payload, err = codec.AppendPull(nil, codec.Pull{Sender: p.self, Keys: chunk})
+			payload, err = codec.AppendPull(nil, codec.Pull{Sender: p.self, Keys: chunk, SentAtMillis: at})
 		}
 		if err != nil {
 			continue // cannot happen: names were validated by the Store, sizes bounded by keysPerMessage
@@ -159,7 +165,7 @@ func (p *Protocol) answerDigest(d codec.Digest, now time.Time) []Message {
 			p.requested[k] = now
 		}
 	}
-	msgs := p.keyMessages(d.Sender, codec.TypePull, want)
+	msgs := p.keyMessages(d.Sender, codec.TypePull, want, now)
 	mine := p.cfg.Store.Keys(now)
 	if last, ok := p.digestTo[d.Sender]; (!ok || now.Sub(last) >= p.cfg.Gossip.AntiEntropyInterval/2) && lacks(d.Keys, mine) {
 		msgs = append(msgs, p.digests(d.Sender, now)...)
@@ -182,8 +188,10 @@ func lacks(theirs, mine []tracker.BatchKey) bool {
 }
 
 // answerPull returns the batches pl asks for that the Store holds, newest
-// epochs first, within Gossip.BulkSyncBytes (at least one).
-func (p *Protocol) answerPull(pl codec.Pull) []Message {
+// epochs first, within Gossip.BulkSyncBytes (at least one). This node's
+// own batches carry its clock; other origins' do not (see codec's
+// sent_at).
+func (p *Protocol) answerPull(pl codec.Pull, now time.Time) []Message {
 	keys := slices.Clone(pl.Keys)
 	slices.SortFunc(keys, CompareKeysNewestFirst)
 	var msgs []Message
@@ -193,7 +201,11 @@ func (p *Protocol) answerPull(pl codec.Pull) []Message {
 		if !ok {
 			continue
 		}
-		payload, err := codec.AppendBatch(nil, b)
+		var at int64
+		if k.Origin == p.cfg.Name && k.Boot == p.cfg.BootID {
+			at = clockMillis(now)
+		}
+		payload, err := codec.AppendBatchAt(nil, b, at)
 		if err != nil {
 			continue // a held batch was validated on insert; cannot happen
 		}

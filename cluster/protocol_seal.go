@@ -69,7 +69,7 @@ func (p *Protocol) seal(epoch int64, dests []tracker.DestCounts, now time.Time) 
 		Layout: p.layout,
 		Dests:  dests,
 	}
-	parts, err := p.enc.BatchParts(b, p.cfg.Gossip.MaxPartBytes)
+	parts, err := p.enc.BatchPartsAt(b, p.cfg.Gossip.MaxPartBytes, clockMillis(now))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: seal epoch %d: %w", epoch, err)
 	}

@@ -347,15 +347,15 @@ func (p *Protocol) sendRecords(peer string, ep int64, dests []tracker.DestCounts
 	if to == "" {
 		return
 	}
-	parts, err := p.enc.RecordsParts(codec.Records{Batch: b, Manifests: ms}, p.cfg.Gossip.MaxPartBytes)
+	parts, err := p.enc.RecordsParts(codec.Records{Batch: b, Manifests: ms, SentAtMillis: clockMillis(now)}, p.cfg.Gossip.MaxPartBytes)
 	if err != nil {
 		p.log.Warn("cluster: records", "epoch", ep, "to", to, "err", err)
 		return
 	}
 	if len(parts) > 1 && len(ms) > 0 { // the manifests go last: the parts arrive in order
-		last, err := codec.AppendRecords(nil, codec.Records{Batch: tracker.Batch{Key: b.Key, Layout: b.Layout}, Manifests: ms})
+		last, err := codec.AppendRecords(nil, codec.Records{Batch: tracker.Batch{Key: b.Key, Layout: b.Layout}, Manifests: ms, SentAtMillis: clockMillis(now)})
 		if err == nil {
-			first, _ := p.enc.RecordsParts(codec.Records{Batch: b}, p.cfg.Gossip.MaxPartBytes)
+			first, _ := p.enc.RecordsParts(codec.Records{Batch: b, SentAtMillis: clockMillis(now)}, p.cfg.Gossip.MaxPartBytes)
 			parts = append(first, last)
 		}
 	}
@@ -568,7 +568,7 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 		}
 	}
 	expires := p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 3)
-	for _, payload := range p.aggregateMessages(aggs) {
+	for _, payload := range p.aggregateMessages(aggs, now) {
 		for _, m := range to {
 			p.v2.outbox = append(p.v2.outbox, Message{To: m, Type: codec.TypeAggregates, Payload: payload, Expires: expires})
 		}
@@ -578,14 +578,14 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 
 // aggregateMessages encodes aggs in messages of at most Gossip.MaxPartBytes
 // (one aggregate alone may exceed it, up to codec.MaxMessageBytes).
-func (p *Protocol) aggregateMessages(aggs []tracker.Aggregate) [][]byte {
+func (p *Protocol) aggregateMessages(aggs []tracker.Aggregate, now time.Time) [][]byte {
 	var out [][]byte
 	for len(aggs) > 0 {
 		n := len(aggs)
 		var msg []byte
 		for {
 			var err error
-			msg, err = codec.AppendAggregates(nil, codec.Aggregates{Sender: p.self, Layout: p.layout, Aggregates: aggs[:n]})
+			msg, err = codec.AppendAggregates(nil, codec.Aggregates{Sender: p.self, Layout: p.layout, Aggregates: aggs[:n], SentAtMillis: clockMillis(now)})
 			if err == nil && (len(msg) <= p.cfg.Gossip.MaxPartBytes || n == 1) {
 				break
 			}
@@ -616,7 +616,7 @@ func (p *Protocol) flush(msgs []Message) []Message {
 // aggDigests returns this node's aggregate digest for member to.
 func (p *Protocol) aggDigests(to string, now time.Time) []Message {
 	p.digestTo[to] = now
-	payload, err := codec.AppendAggDigest(nil, codec.AggDigest{Sender: p.self, Epochs: p.cfg.Aggregates.AggregateDigests(now)})
+	payload, err := codec.AppendAggDigest(nil, codec.AggDigest{Sender: p.self, Epochs: p.cfg.Aggregates.AggregateDigests(now), SentAtMillis: clockMillis(now)})
 	if err != nil {
 		return nil
 	}

@@ -26,6 +26,7 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 			return
 		}
 		if r.Reject = p.checkSender(pl.Sender); r.Reject == "" {
+			p.observeClock(pl.Sender, pl.SentAtMillis, now)
 			p.answerRecordPull(pl, now)
 		}
 	case codec.TypeAggregates:
@@ -37,6 +38,7 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 		if r.Reject = p.checkSender(m.Sender); r.Reject != "" {
 			return
 		}
+		p.observeClock(m.Sender, m.SentAtMillis, now)
 		p.insertAggregates(m.Aggregates, now, r)
 	case codec.TypeAggDigest:
 		d, err := p.dec.DecodeAggDigest(msg)
@@ -45,6 +47,7 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 			return
 		}
 		if r.Reject = p.checkSender(d.Sender); r.Reject == "" {
+			p.observeClock(d.Sender, d.SentAtMillis, now)
 			p.answerAggDigest(d, now)
 		}
 	case codec.TypeAggList, codec.TypeAggPull:
@@ -56,10 +59,11 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 		if r.Reject = p.checkSender(e.Sender); r.Reject != "" {
 			return
 		}
+		p.observeClock(e.Sender, e.SentAtMillis, now)
 		if t == codec.TypeAggList {
 			p.answerAggList(e, now)
 		} else {
-			p.answerAggPull(e)
+			p.answerAggPull(e, now)
 		}
 	}
 }
@@ -76,6 +80,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 	}
 	b := rec.Batch
 	r.Key = b.Key
+	p.observeClock(MemberName(b.Key.Origin, b.Key.Boot), rec.SentAtMillis, now)
 	switch {
 	case b.Key.Origin == p.cfg.Name && b.Key.Boot == p.cfg.BootID:
 		r.Reject = RejectOwnOrigin
@@ -115,7 +120,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 	if len(want) == 0 {
 		return
 	}
-	payload, err := codec.AppendRecordPull(nil, codec.RecordPull{Sender: p.self, Epochs: want})
+	payload, err := codec.AppendRecordPull(nil, codec.RecordPull{Sender: p.self, Epochs: want, SentAtMillis: clockMillis(now)})
 	if err == nil {
 		p.stats.V2.RecordPulls++
 		p.v2.outbox = append(p.v2.outbox, Message{To: sender, Type: codec.TypeRecordPull, Payload: payload})
@@ -230,7 +235,7 @@ func (p *Protocol) answerAggDigest(d codec.AggDigest, now time.Time) {
 	}
 	for len(list) > 0 {
 		n := min(len(list), 2048)
-		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggList, codec.AggEntries{Sender: p.self, Entries: list[:n]}); err == nil {
+		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggList, codec.AggEntries{Sender: p.self, Entries: list[:n], SentAtMillis: clockMillis(now)}); err == nil {
 			p.v2.outbox = append(p.v2.outbox, Message{To: d.Sender, Type: codec.TypeAggList, Payload: payload})
 		}
 		list = list[n:]
@@ -259,7 +264,7 @@ func (p *Protocol) answerAggList(l codec.AggEntries, now time.Time) {
 	}
 	for len(want) > 0 {
 		n := min(len(want), 2048)
-		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggPull, codec.AggEntries{Sender: p.self, Entries: want[:n]}); err == nil {
+		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggPull, codec.AggEntries{Sender: p.self, Entries: want[:n], SentAtMillis: clockMillis(now)}); err == nil {
 			p.stats.V2.AggPulls++
 			p.v2.outbox = append(p.v2.outbox, Message{To: l.Sender, Type: codec.TypeAggPull, Payload: payload})
 		}
@@ -269,7 +274,7 @@ func (p *Protocol) answerAggList(l codec.AggEntries, now time.Time) {
 
 // answerAggPull sends the aggregates asked for that this node holds with a
 // larger coverage than the puller, within Gossip.BulkSyncBytes.
-func (p *Protocol) answerAggPull(pl codec.AggEntries) {
+func (p *Protocol) answerAggPull(pl codec.AggEntries, now time.Time) {
 	var aggs []tracker.Aggregate
 	for _, x := range pl.Entries {
 		if a, ok := p.cfg.Aggregates.LookupAggregate(x.Dest, x.Epoch); ok && a.Coverage.Compare(x.Coverage) > 0 {
@@ -277,7 +282,7 @@ func (p *Protocol) answerAggPull(pl codec.AggEntries) {
 		}
 	}
 	budget := p.cfg.Gossip.BulkSyncBytes
-	for i, payload := range p.aggregateMessages(aggs) {
+	for i, payload := range p.aggregateMessages(aggs, now) {
 		if i > 0 && len(payload) > budget {
 			break
 		}

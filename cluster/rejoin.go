@@ -22,21 +22,33 @@ func (c *Cluster) seeds() []string {
 	return out
 }
 
-func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool) {
+// joinSeed joins one seed. It returns the refusal's text when the seed
+// refused this member for its settings (see judge), "" otherwise; a
+// refusal while running (a re-join) is a config_mismatch warning.
+func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool) string {
 	c.stats.joins.Add(1)
 	start := time.Now()
 	_, err := ml.Join([]string{seed})
 	if err != nil {
 		c.stats.joinFails.Add(1)
+		if r := refusal(err); r != "" {
+			r = "seed " + seed + ": " + r
+			if !initial {
+				now := time.Now()
+				c.warn.set("seed/"+seed, Warning{Kind: WarnConfigMismatch, Message: "join refused by " + r}, now, now.Add(mismatchRetention))
+			}
+			return r
+		}
 		level := slog.LevelDebug
 		if initial {
 			level = slog.LevelWarn
 		}
 		c.log.Log(context.Background(), level, "cluster: seed join failed; will retry",
 			"seed", seed, "err", errText(err), "retry_every", c.cfg.Timing.RejoinInterval)
-		return
+		return ""
 	}
 	c.log.Debug("cluster: joined seed", "seed", seed, "took", time.Since(start))
+	return ""
 }
 
 // rejoinLoop re-joins the seeds with jitter until Close. A push/pull with a

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ import (
 //
 //	init nodes=(a,b,c) [members=(a,b)] [jitter=500ms] [ae=2s]
 //	     [bulk-peers=3] [bulk-delay=800ms] [max-dests=0] [max-buckets=0]
-//	     [v2] [v1=(c)] [owners=2]
+//	     [skew=(c:-20s)] [v2] [v1=(c)] [owners=2]
 //	    the nodes (boot IDs 1, 2, …), each ticked once at t=0 to start its
 //	    schedule; members are those every node of them lists alive at the
 //	    start (default all); a node outside lists only itself. The nodes
@@ -53,6 +54,10 @@ import (
 //	view [n=(a,b)] dest=db   each node's fleet view of dest: samples, peers
 //	keys [n=(a,b)]           the batch keys each node holds
 //	stats [n=(a,b)]          each node's ProtocolStats
+//	warnings [n=(a,b)]       each node's clock_skew warnings
+//
+// init's skew=(c:-20s) runs c's clock that far from the scenario's: every
+// command gives c its own time, and "next:" shows the scenario's.
 func TestProtocolScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/protocol", func(t *testing.T, path string) {
 		var s *scenario
@@ -92,6 +97,7 @@ type snode struct {
 	fleet *tracker.Fleet
 	owned *tracker.Owned
 	view  map[string]Member // member name → member, as this node lists them
+	skew  time.Duration     // its clock minus the scenario's
 }
 
 func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
@@ -143,6 +149,16 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		s.nodes = append(s.nodes, n)
 		s.byName[name] = n
 	}
+	if d.HasArg("skew") {
+		for _, v := range argList(t, d, "skew") {
+			name, off, ok := strings.Cut(v, ":")
+			require.True(t, ok, "%s: skew=(node:duration)", d.Pos)
+			n, known := s.byName[name]
+			require.True(t, known, "%s: no node %q", d.Pos, name)
+			n.skew, err = time.ParseDuration(off)
+			require.NoError(t, err, d.Pos)
+		}
+	}
 	for _, n := range s.nodes {
 		n.see(n, StateAlive)
 		if slices.Contains(s.cluster, n.name) {
@@ -150,7 +166,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 				n.see(s.byName[m], StateAlive)
 			}
 		}
-		n.p.SetMembers(n.members(), s.start)
+		n.p.SetMembers(n.members(), s.start.Add(n.skew))
 	}
 	return s
 }
@@ -206,11 +222,16 @@ func (s *scenario) at(tm time.Time) string {
 func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 	s.out.Reset()
 	now := func() time.Time { return s.start.Add(s.now) }
+	at := func(n *snode) time.Time { return now().Add(n.skew) } // n's clock
 	switch d.Cmd {
 	case "init":
 		for _, n := range s.nodes {
-			s.printf("%s: boot %d, jitter %v\n", n.name, n.boot, n.p.Jitter().Round(time.Millisecond))
-			s.send(n.name, n.p.Tick(now()), "") // starts its schedule
+			s.printf("%s: boot %d, jitter %v", n.name, n.boot, n.p.Jitter().Round(time.Millisecond))
+			if n.skew != 0 {
+				s.printf(", clock %v off", n.skew)
+			}
+			s.printf("\n")
+			s.send(n.name, n.p.Tick(at(n)), "") // starts its schedule
 		}
 	case "record":
 		n := s.chosen(t, d)[0]
@@ -221,7 +242,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "ms", &ms)
 		d.MaybeScanArgs(t, "count", &count)
 		for range count {
-			n.local.RecordMillis(dest, ms, now())
+			n.local.RecordMillis(dest, ms, at(n))
 		}
 		return ""
 	case "tick":
@@ -232,21 +253,21 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			require.GreaterOrEqual(t, at, s.now, "%s: time goes forward", d.Pos)
 			s.now = at
 		} else {
-			next := nodes[0].p.Next()
+			next := nodes[0].p.Next().Add(-nodes[0].skew) // on the scenario's clock
 			for _, n := range nodes[1:] {
-				if nx := n.p.Next(); nx.Before(next) {
+				if nx := n.p.Next().Add(-n.skew); nx.Before(next) {
 					next = nx
 				}
 			}
-			if at := next.Sub(s.start); at > s.now {
-				s.now = at
+			if t := next.Sub(s.start); t > s.now {
+				s.now = t
 			}
-			nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *snode) bool { return n.p.Next().After(now()) })
+			nodes = slices.DeleteFunc(slices.Clone(nodes), func(n *snode) bool { return n.p.Next().After(at(n)) })
 		}
 		s.printf("t=%v\n", s.now.Round(time.Millisecond))
 		for _, n := range nodes {
 			before := n.p.Stats()
-			msgs := n.p.Tick(now())
+			msgs := n.p.Tick(at(n))
 			after := n.p.Stats()
 			if after.Seals > before.Seals {
 				s.printf("%s: sealed %d epoch(s)\n", n.name, after.Seals-before.Seals)
@@ -271,7 +292,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			for i, m := range batch {
 				rcv := s.receiver(m)
-				r, out := rcv.p.Receive(m.Payload, now())
+				r, out := rcv.p.Receive(m.Payload, at(rcv))
 				s.printf("%s: %s\n", s.describe(senders[i], m), receipt(r))
 				s.send(rcv.name, out, "  ")
 			}
@@ -311,7 +332,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 				changed = true
 			}
 			if changed {
-				n.p.SetMembers(n.members(), now())
+				n.p.SetMembers(n.members(), at(n))
 			}
 		}
 	case "join":
@@ -320,9 +341,9 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			m := s.byName[name]
 			m.see(j, StateAlive)
 			j.see(m, StateAlive)
-			m.p.SetMembers(m.members(), now())
+			m.p.SetMembers(m.members(), at(m))
 		}
-		j.p.SetMembers(j.members(), now())
+		j.p.SetMembers(j.members(), at(j))
 		s.cluster = append(s.cluster, j.name)
 	case "inject":
 		var from, to, dest string
@@ -337,7 +358,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		if o, ok := s.byName[from]; ok {
 			boot = o.boot
 		}
-		e := s.trk.Epoch(now()) + rel
+		e := s.trk.Epoch(at(rcv)) + rel
 		payload, err := codec.AppendBatch(nil, tracker.Batch{
 			Key:    tracker.BatchKey{Origin: from, Boot: boot, Epoch: e},
 			Layout: s.trk.Layout(),
@@ -345,20 +366,20 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		})
 		require.NoError(t, err)
 		m := Message{To: rcv.member(), Type: codec.TypeBatch, Payload: payload}
-		r, _ := rcv.p.Receive(payload, now())
+		r, _ := rcv.p.Receive(payload, at(rcv))
 		s.printf("%s: %s\n", s.describe(from, m), receipt(r))
 	case "view":
 		var dest string
 		d.ScanArgs(t, "dest", &dest)
 		for _, n := range s.chosen(t, d) {
-			e, err := n.fleet.Estimate(dest, 0.99, now())
+			e, err := n.fleet.Estimate(dest, 0.99, at(n))
 			require.NoError(t, err)
 			s.printf("%s: %s samples=%d peers=%d local=%d\n", n.name, dest, e.Samples, e.Peers, e.LocalSamples)
 		}
 		return s.out.String()
 	case "keys":
 		for _, n := range s.chosen(t, d) {
-			s.printf("%s: %s\n", n.name, s.keys(codec.SortKeys(n.fleet.Keys(now()))))
+			s.printf("%s: %s\n", n.name, s.keys(codec.SortKeys(n.fleet.Keys(at(n)))))
 		}
 		return s.out.String()
 	case "stats":
@@ -381,12 +402,27 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			s.printf("%s: %s owners %v\n", n.name, mode, n.p.ownersNow(now()).Of(dest))
 		}
 		return s.out.String()
+	case "warnings":
+		for _, n := range s.chosen(t, d) {
+			ws := n.p.clockWarnings(at(n))
+			if len(ws) == 0 {
+				s.printf("%s: none\n", n.name)
+			}
+			for _, k := range slices.Sorted(maps.Keys(ws)) {
+				s.printf("%s: %s: %s\n", n.name, k, ws[k].Message)
+			}
+		}
+		return s.out.String()
 	default:
 		t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 	}
 	s.printf("next:")
 	for _, n := range s.nodes {
-		s.printf(" %s=%s", n.name, s.at(n.p.Next()))
+		next := n.p.Next()
+		if !next.IsZero() {
+			next = next.Add(-n.skew)
+		}
+		s.printf(" %s=%s", n.name, s.at(next))
 	}
 	s.printf("\n")
 	return s.out.String()

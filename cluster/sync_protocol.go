@@ -101,6 +101,13 @@ func (s *SyncProtocol) Stats() ProtocolStats {
 	return s.p.Stats()
 }
 
+// clockWarnings is Protocol.clockWarnings.
+func (s *SyncProtocol) clockWarnings(now time.Time) map[string]Warning {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p.clockWarnings(now)
+}
+
 // MemberName is Protocol.MemberName.
 func (s *SyncProtocol) MemberName() string { return s.p.self }
 

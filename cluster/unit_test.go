@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -192,32 +195,69 @@ func TestMemberNameAndMeta(t *testing.T) {
 	require.Equal(t, "db-1-89abcdef", MemberName("db-1", 0x0123456789abcdef))
 	require.Equal(t, "x-00000001", MemberName("x", 1))
 
-	meta := encodeMeta("db-1", 0x0123456789abcdef, false)
-	require.Len(t, meta, 14)
-	name, boot, leaving, err := decodeMeta("db-1-89abcdef", meta)
+	v1 := encodeMeta("db-1", 0x0123456789abcdef, false, nil, 1)
+	require.Len(t, v1, 14)
+	m, err := decodeMeta("db-1-89abcdef", v1)
 	require.NoError(t, err)
-	require.Equal(t, "db-1", name)
-	require.Equal(t, uint64(0x0123456789abcdef), boot)
-	require.False(t, leaving)
-	_, _, leaving, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, true))
+	require.Equal(t, "db-1", m.name)
+	require.Equal(t, uint64(0x0123456789abcdef), m.boot)
+	require.False(t, m.leaving)
+	require.Nil(t, m.settings, "version 1 advertises no settings")
+	m, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, true, nil, 1))
 	require.NoError(t, err)
-	require.True(t, leaving)
+	require.True(t, m.leaving)
+
+	// Version 2 carries the settings.
+	st := newSettings(tracker.DefaultConfig())
+	v2 := encodeMeta("db-1", 0x0123456789abcdef, true, &st, 1)
+	require.Equal(t, byte(2), v2[0])
+	require.Equal(t, "\x01\x23\x45\x67\x89\xab\xcd\xef\x01\x04db-1", string(v2[1:15]))
+	m, err = decodeMeta("db-1-89abcdef", v2)
+	require.NoError(t, err)
+	require.Equal(t, meta{name: "db-1", boot: 0x0123456789abcdef, leaving: true, settings: &st, protocol: 1}, m)
+	// The protocol follows the settings (none: 1).
+	m, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, false, &st, ProtocolV2))
+	require.NoError(t, err)
+	require.Equal(t, uint8(ProtocolV2), m.protocol)
+	require.Equal(t, st, *m.settings)
+	// A later revision may append fields: they are ignored.
+	m, err = decodeMeta("db-1-89abcdef", append(append([]byte(nil), v2...), 7, 7, 7))
+	require.NoError(t, err)
+	require.Equal(t, st, *m.settings)
+	long := strings.Repeat("n", MaxNameLen)
+	big := settings{window: time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond, subWindow: time.Hour,
+		layout: tracker.Layout{Lowest: math.MinInt64, Highest: math.MaxInt64, SignificantDigits: math.MaxInt32}}
+	worst := encodeMeta(long, 1, true, &big, 1)
+	require.LessOrEqual(t, len(worst), memberlist.MetaMaxSize)
+	m, err = decodeMeta(MemberName(long, 1), worst)
+	require.NoError(t, err)
+	require.Equal(t, big, *m.settings)
 
 	bad := map[string][]byte{
 		"empty":            nil,
-		"short":            meta[:9],
-		"version":          append([]byte{2}, meta[1:]...),
-		"unknown flag":     append(append(append([]byte(nil), meta[:9]...), 2), meta[10:]...),
-		"name mismatch":    encodeMeta("db-2", 0x0123456789abcdef, false),
-		"boot mismatch":    encodeMeta("db-1", 0x0123456789abcdee, false),
-		"empty name":       encodeMeta("", 0x0123456789abcdef, false),
-		"invalid utf8":     append(append([]byte(nil), meta[:10]...), 0xff),
-		"unprintable":      encodeMeta("db\x00", 0x0123456789abcdef, false),
-		"name too long":    encodeMeta(strings.Repeat("n", 257), 1, false),
-		"trailing garbage": append(append([]byte(nil), meta...), 'x'),
+		"short":            v1[:9],
+		"version":          append([]byte{2}, v1[1:]...),
+		"version 3":        append([]byte{3}, v2[1:]...),
+		"unknown flag":     append(append(append([]byte(nil), v1[:9]...), 2), v1[10:]...),
+		"name mismatch":    encodeMeta("db-2", 0x0123456789abcdef, false, nil, 1),
+		"boot mismatch":    encodeMeta("db-1", 0x0123456789abcdee, false, nil, 1),
+		"empty name":       encodeMeta("", 0x0123456789abcdef, false, nil, 1),
+		"invalid utf8":     append(append([]byte(nil), v1[:10]...), 0xff),
+		"unprintable":      encodeMeta("db\x00", 0x0123456789abcdef, false, nil, 1),
+		"name too long":    encodeMeta(strings.Repeat("n", 257), 1, false, nil, 1),
+		"trailing garbage": append(append([]byte(nil), v1...), 'x'),
+		"v2 unknown flag":  append(append(append([]byte(nil), v2[:9]...), 3), v2[10:]...),
+		"v2 name mismatch": encodeMeta("db-2", 0x0123456789abcdef, false, &st, 1),
+		"v2 name length":   append(append(append([]byte(nil), v2[:10]...), 200), v2[11:]...),
+		"v2 no name":       v2[:10],
+		"v2 no settings":   v2[:15],
+		"v2 cut settings":  v2[:len(v2)-1],
+		"v2 varint overflow": append(append([]byte(nil), v2[:15]...),
+			0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+		"v2 window overflow": append(append([]byte(nil), v2[:15]...), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 2, 2, 2),
 	}
 	for what, m := range bad {
-		_, _, _, err := decodeMeta("db-1-89abcdef", m)
+		_, err := decodeMeta("db-1-89abcdef", m)
 		require.ErrorIs(t, err, errBadMeta, what)
 	}
 

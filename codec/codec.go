@@ -101,6 +101,10 @@ type Digest struct {
 	// Keys are the held batch keys in canonical order (see SortKeys):
 	// strictly ascending by CompareKeys, hence without duplicates.
 	Keys []tracker.BatchKey
+	// SentAtMillis is the sender's wall clock when it encoded the digest,
+	// in Unix milliseconds (sent_at); 0 when the message carries none (a
+	// sender older than sent_at). Encoders write it when > 0.
+	SentAtMillis int64
 }
 
 // Pull asks a peer to send the batches with the given keys.
@@ -109,6 +113,8 @@ type Pull struct {
 	Sender string
 	// Keys are the wanted batch keys in canonical order (see SortKeys).
 	Keys []tracker.BatchKey
+	// SentAtMillis is the sender's clock, as in Digest.
+	SentAtMillis int64
 }
 
 // CompareKeys orders batch keys by Origin, then Boot, Epoch and Part: the

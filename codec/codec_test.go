@@ -290,11 +290,17 @@ func TestDecodeBatchRefuses(t *testing.T) {
 		{"total too small", build(batchWithDest(arr{"d", 6, arr{3, 2, 1, 4, 100, 1}})), ErrMalformed},
 		{"total overflowing", build(batchWithDest(arr{"d", uint64(math.MaxUint64), arr{3, huge32, 1, huge32}})), ErrMalformed},
 		{"total wraps to the sum", build(batchWithDest(arr{"d", 1, arr{3, huge32, 1, 2}})), ErrMalformed},
-		{"extra field declares 4 GiB", build(append(goodBatch(), raw{0xc6, 0xff, 0xff, 0xff, 0xff})), ErrMalformed},
-		{"extra field nested too deep", build(append(goodBatch(), raw(bytes.Repeat([]byte{0x91}, 100)))), ErrMalformed},
-		{"extra field reserved code", build(append(goodBatch(), raw{0xc1})), ErrMalformed},
-		{"extra map declares 4G", build(append(goodBatch(), raw{0xdf, 0xff, 0xff, 0xff, 0xff})), ErrMalformed},
-		{"too many extra fields", build(append(goodBatch(), make(arr, MaxExtraFields+1)...)), ErrMalformed},
+		{"extra field declares 4 GiB", build(append(goodBatch(), 1, raw{0xc6, 0xff, 0xff, 0xff, 0xff})), ErrMalformed},
+		{"extra field nested too deep", build(append(goodBatch(), 1, raw(bytes.Repeat([]byte{0x91}, 100)))), ErrMalformed},
+		{"extra field reserved code", build(append(goodBatch(), 1, raw{0xc1})), ErrMalformed},
+		{"extra map declares 4G", build(append(goodBatch(), 1, raw{0xdf, 0xff, 0xff, 0xff, 0xff})), ErrMalformed},
+		{"too many extra fields", build(append(append(goodBatch(), 1), make(arr, MaxExtraFields+1)...)), ErrMalformed},
+		{"sent_at negative", build(append(goodBatch(), -1)), ErrMalformed},
+		{"sent_at above int64", build(append(goodBatch(), uint64(math.MaxInt64)+1)), ErrMalformed},
+		{"sent_at nil", build(append(goodBatch(), nil)), ErrMalformed},
+		{"sent_at string", build(append(goodBatch(), "1764480000123")), ErrMalformed},
+		{"sent_at float", build(append(goodBatch(), raw{0xca, 0x3f, 0x80, 0, 0})), ErrMalformed},
+		{"unknown field in place of sent_at", build(append(goodBatch(), raw{0xc4, 1, 0})), ErrMalformed},
 	}
 	dec := newDecoder(t, tracker.Layout{})
 	for _, tc := range tests {
@@ -366,10 +372,17 @@ func TestExtensionPolicy(t *testing.T) {
 		})
 	}
 	t.Run("digest group and message", func(t *testing.T) {
+		// The first field after the known ones is sent_at (7 here).
 		m := ext(arr{1, 2, "me", arr{ext(arr{"a", uint64(1), 10, arr{0, 0, 1, 0}})}})
 		got, err := dec.DecodeDigest(build(m))
 		require.NoError(t, err)
-		require.Equal(t, Digest{Sender: "me", Keys: []tracker.BatchKey{{Origin: "a", Boot: 1, Epoch: 10}, {Origin: "a", Boot: 1, Epoch: 11}}}, got)
+		require.Equal(t, Digest{Sender: "me", Keys: []tracker.BatchKey{{Origin: "a", Boot: 1, Epoch: 10}, {Origin: "a", Boot: 1, Epoch: 11}}, SentAtMillis: 7}, got)
+	})
+	t.Run("sent_at and the most unknown fields after it", func(t *testing.T) {
+		m := append(append(goodBatch(), 1764480000123), make(arr, MaxExtraFields)...)
+		_, err := dec.DecodeBatch(build(m))
+		require.NoError(t, err)
+		require.Equal(t, int64(1764480000123), dec.SentAtMillis())
 	})
 	t.Run("a new version is refused", func(t *testing.T) {
 		_, err := dec.DecodeBatch(build(with(ext(goodBatch()), 0, 2)))
@@ -552,4 +565,116 @@ func TestCloneBatch(t *testing.T) {
 func TestSortKeys(t *testing.T) {
 	keys := []tracker.BatchKey{{Origin: "b"}, {Origin: "a", Epoch: 2}, {Origin: "a", Epoch: 1, Part: 1}, {Origin: "a", Epoch: 1}, {Origin: "b"}, {Origin: "a", Boot: 1}}
 	require.Equal(t, []tracker.BatchKey{{Origin: "a", Epoch: 1}, {Origin: "a", Epoch: 1, Part: 1}, {Origin: "a", Epoch: 2}, {Origin: "a", Boot: 1}, {Origin: "b"}}, SortKeys(keys))
+}
+
+// TestSentAt: sent_at round-trips in every message type, parts carry it
+// within their byte limit, old bytes decode to an unknown clock, and a
+// negative clock is refused by the encoders.
+func TestSentAt(t *testing.T) {
+	const at = int64(1764480000123)
+	dec := newDecoder(t, defaultLayout)
+	b := typicalBatch(9, 3, 100)
+
+	for _, sentAt := range []int64{0, 1, 127, 128, at, math.MaxInt64} {
+		msg, err := AppendBatchAt(nil, b, sentAt)
+		require.NoError(t, err)
+		got, err := dec.DecodeBatch(msg)
+		require.NoError(t, err)
+		requireSameBatch(t, b, got)
+		require.Equal(t, sentAt, dec.SentAtMillis(), "batch %d", sentAt)
+
+		keys := goldenKeys()
+		dm, err := AppendDigest(nil, Digest{Sender: "s", Keys: keys, SentAtMillis: sentAt})
+		require.NoError(t, err)
+		d, err := dec.DecodeDigest(dm)
+		require.NoError(t, err)
+		require.Equal(t, sentAt, d.SentAtMillis)
+		require.Equal(t, sentAt, dec.SentAtMillis())
+		pm, err := AppendPull(nil, Pull{Sender: "s", Keys: keys, SentAtMillis: sentAt})
+		require.NoError(t, err)
+		p, err := dec.DecodePull(pm)
+		require.NoError(t, err)
+		require.Equal(t, sentAt, p.SentAtMillis)
+	}
+
+	t.Run("without sent_at the bytes are the old ones", func(t *testing.T) {
+		old, err := AppendBatch(nil, b)
+		require.NoError(t, err)
+		zero, err := AppendBatchAt(nil, b, 0)
+		require.NoError(t, err)
+		require.Equal(t, old, zero)
+		withClock, err := AppendBatchAt(nil, b, at)
+		require.NoError(t, err)
+		require.Equal(t, old[0]+1, withClock[0], "one more element in the message array")
+		require.Equal(t, old[1:], withClock[1:len(old)], "then the same bytes, and sent_at at the end")
+	})
+
+	t.Run("a decoding error or Type forgets it", func(t *testing.T) {
+		msg, err := AppendBatchAt(nil, b, at)
+		require.NoError(t, err)
+		_, err = dec.DecodeBatch(msg)
+		require.NoError(t, err)
+		_, err = dec.DecodeBatch(msg[:len(msg)-1])
+		require.Error(t, err)
+		require.Zero(t, dec.SentAtMillis())
+		_, err = dec.DecodeBatch(msg)
+		require.NoError(t, err)
+		_, err = dec.Type(msg)
+		require.NoError(t, err)
+		require.Zero(t, dec.SentAtMillis())
+	})
+
+	t.Run("parts carry it within maxBytes", func(t *testing.T) {
+		big := typicalBatch(5, 300, 3000)
+		var enc, plain Encoder
+		for _, maxBytes := range []int{1400, 8 << 10, 0} {
+			parts, err := enc.BatchPartsAt(big, maxBytes, at)
+			require.NoError(t, err)
+			old, err := plain.BatchParts(big, maxBytes)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(parts), len(old))
+			limit := maxBytes
+			if limit == 0 {
+				limit = MaxMessageBytes
+			}
+			var n int
+			for i, p := range parts {
+				require.LessOrEqual(t, len(p), limit, "part %d", i)
+				got, err := dec.DecodeBatch(p)
+				require.NoError(t, err)
+				require.Equal(t, at, dec.SentAtMillis(), "part %d", i)
+				n += len(got.Dests)
+			}
+			require.Equal(t, len(big.Dests), n)
+		}
+		// The smallest limit one destination fits without sent_at is too
+		// small with it: sent_at counts in maxBytes.
+		one := typicalBatch(7, 1, 500)
+		exact, err := plain.BatchParts(one, 0)
+		require.NoError(t, err)
+		least := len(exact[0])
+		for ; least < len(exact[0])+8; least++ {
+			if _, err := plain.BatchParts(one, least); err == nil {
+				break
+			}
+		}
+		_, err = plain.BatchParts(one, least)
+		require.NoError(t, err)
+		_, err = enc.BatchPartsAt(one, least, at)
+		require.ErrorIs(t, err, ErrTooLarge)
+		_, err = enc.BatchPartsAt(one, least+sentAtLen(at), at)
+		require.NoError(t, err)
+	})
+
+	t.Run("negative is refused", func(t *testing.T) {
+		_, err := AppendBatchAt(nil, b, -1)
+		require.ErrorIs(t, err, ErrMalformed)
+		var enc Encoder
+		_, err = enc.BatchPartsAt(b, 0, -1)
+		require.ErrorIs(t, err, ErrMalformed)
+		_, err = AppendDigest(nil, Digest{Sender: "s", SentAtMillis: -1})
+		require.ErrorIs(t, err, ErrMalformed)
+		_, err = AppendPull(nil, Pull{Sender: "s", SentAtMillis: -1})
+		require.ErrorIs(t, err, ErrMalformed)
+	})
 }

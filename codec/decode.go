@@ -57,6 +57,7 @@ type Decoder struct {
 	spans   []int
 	buckets []tracker.Bucket
 	keys    []tracker.BatchKey
+	sentAt  int64 // sent_at of the message being or last decoded; 0 for none
 
 	// protocol v2 results
 	manifests []EpochManifest
@@ -112,6 +113,7 @@ func (d *Decoder) begin(msg []byte) (MessageType, int, error) {
 	}
 	d.rd.Reset(msg)
 	d.md.Reset(&d.rd)
+	d.sentAt = 0
 	n, err := d.readArrayLen("message", math.MaxInt)
 	if err != nil {
 		return 0, 0, err
@@ -137,7 +139,9 @@ func (d *Decoder) begin(msg []byte) (MessageType, int, error) {
 }
 
 // open starts decoding msg as a message of type want with known fields
-// after version and type, and returns the number of extra fields to skip.
+// after version and type, and returns the number of fields after them:
+// the optional sent_at (readSentAt), then at most MaxExtraFields unknown
+// ones.
 func (d *Decoder) open(msg []byte, want MessageType, known int) (int, error) {
 	t, n, err := d.begin(msg)
 	if err != nil {
@@ -146,8 +150,36 @@ func (d *Decoder) open(msg []byte, want MessageType, known int) (int, error) {
 	if t != want {
 		return 0, fmt.Errorf("%w: %s, want %s", ErrType, t, want)
 	}
+	if n > known { // sent_at is known, not one of the unknown fields
+		x, err := d.extras(want.String(), n-1, known)
+		return x + 1, err
+	}
 	return d.extras(want.String(), n, known)
 }
+
+// readSentAt reads sent_at, the first field after a message's known ones,
+// when there is one, and returns the number of unknown fields left. It is
+// an integer in [0, 2^63−1]: the sender's clock in Unix milliseconds, 0 for
+// none.
+func (d *Decoder) readSentAt(extras int) (int, error) {
+	if extras == 0 {
+		return 0, nil
+	}
+	v, err := d.readUint("sent_at", math.MaxInt64)
+	if err != nil {
+		return 0, err
+	}
+	d.sentAt = int64(v)
+	return extras - 1, nil
+}
+
+// SentAtMillis returns the sent_at of the message the Decoder last decoded
+// without error (DecodeBatch, DecodeDigest or DecodePull): the sender's wall
+// clock when it encoded the message, in Unix milliseconds, or 0 when the
+// message carried none (a sender older than sent_at, or a batch forwarded
+// by a member other than its origin). Type and a decoding error reset it
+// to 0.
+func (d *Decoder) SentAtMillis() int64 { return d.sentAt }
 
 // extras checks that a record of n elements holds its known fields and at
 // most MaxExtraFields more, and returns how many more.
@@ -430,9 +462,12 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	}
 	b, err := d.decodeBatch()
 	if err == nil {
-		err = d.end(extra)
+		if extra, err = d.readSentAt(extra); err == nil {
+			err = d.end(extra)
+		}
 	}
 	if err != nil {
+		d.sentAt = 0
 		return tracker.Batch{}, err
 	}
 	return b, nil
@@ -644,6 +679,9 @@ func (d *Decoder) decodeKeys(msg []byte, t MessageType) (string, []tracker.Batch
 	if err != nil {
 		return "", nil, err
 	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return "", nil, err
+	}
 	if err := d.end(extra); err != nil {
 		return "", nil, err
 	}
@@ -656,16 +694,18 @@ func (d *Decoder) decodeKeys(msg []byte, t MessageType) (string, []tracker.Batch
 func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) {
 	s, k, err := d.decodeKeys(msg, TypeDigest)
 	if err != nil {
+		d.sentAt = 0
 		return Digest{}, err
 	}
-	return Digest{Sender: s, Keys: k}, nil
+	return Digest{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
 }
 
 // DecodePull decodes and validates a pull message, like DecodeDigest.
 func (d *Decoder) DecodePull(msg []byte) (Pull, error) {
 	s, k, err := d.decodeKeys(msg, TypePull)
 	if err != nil {
+		d.sentAt = 0
 		return Pull{}, err
 	}
-	return Pull{Sender: s, Keys: k}, nil
+	return Pull{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
 }

@@ -12,13 +12,14 @@
 // decoders accept any integer encoding whose value is in range, but never
 // nil, floats or a negative value where a non-negative one is expected.
 //
-//	batch  = [1, 1, layout, key, [dest, …]]
-//	layout = [lowest, highest, significant digits]          must be tracker-supported
-//	key    = [origin, boot, epoch, part]                    str, uint64, int64, uint16
-//	dest   = [name, total, [index₀, count₀, Δ₁, count₁, …]]
-//	digest = [1, 2, sender, [group, …]]
-//	pull   = [1, 3, sender, [group, …]]
-//	group  = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
+//	batch   = [1, 1, layout, key, [dest, …] (, sent_at)]
+//	layout  = [lowest, highest, significant digits]          must be tracker-supported
+//	key     = [origin, boot, epoch, part]                    str, uint64, int64, uint16
+//	dest    = [name, total, [index₀, count₀, Δ₁, count₁, …]]
+//	digest  = [1, 2, sender, [group, …] (, sent_at)]
+//	pull    = [1, 3, sender, [group, …] (, sent_at)]
+//	group   = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
+//	sent_at = the sender's wall clock, Unix ms               uint in [0, 2^63−1]; optional
 //
 // Destination-owned aggregation (protocol v2) adds six message types
 // within the same version (v2.go; old decoders refuse them as ErrType and
@@ -44,6 +45,16 @@
 // total must equal their sum. Names (origin, sender, destination) are
 // non-empty valid UTF-8 of at most MaxNameBytes; a batch never names a
 // destination twice and holds at least one bucket per destination.
+//
+// sent_at, appended to the message array by a minor revision (see
+// "Versions and extensions"), is the sender's wall clock when it encoded the
+// message, in Unix milliseconds, so that receivers can tell a node whose
+// clock is off (AppendBatchAt, Encoder.BatchPartsAt, Digest.SentAtMillis,
+// Decoder.SentAtMillis). Messages of older senders lack it, and 0 means
+// the same: unknown. A batch carries it only when its sender is its origin
+// (a seal, or the origin answering a pull): a batch forwarded by another
+// member does not say who forwarded it, so the clock could not be
+// attributed. Every digest and pull carries it.
 //
 // Digest and pull keys travel grouped by (origin, boot) with epochs
 // delta-coded from the group's base epoch (epoch₀ = base + Δepoch₀), about
@@ -92,12 +103,15 @@
 // each a msgpack value nested at most 8 deep whose declared lengths must
 // fit the bytes left; str, bin and ext payloads are skipped without being
 // read. Fewer fields than known is ErrMalformed. Lists (destinations,
-// bucket pairs, groups, keys) never take extra elements. Anything that an
+// bucket pairs, groups, keys) never take extra elements. sent_at is such an
+// appended field of the message array: a decoder older than it skips it;
+// this one reads it as the first field after the known ones (an integer, or
+// ErrMalformed) and skips up to MaxExtraFields after it. Anything that an
 // older decoder must not ignore — new meaning for a known field, a changed
 // encoding, an extension that alters counts — needs a new Version; a node
 // that speaks two versions keeps the old encoder until every peer decodes
-// the new one. The bytes of every version are pinned by golden files under
-// testdata/golden (see testdata/README.md).
+// the new one. The bytes of every version and revision are pinned by
+// golden files under testdata/golden (see testdata/README.md).
 //
 // # Splitting batches
 //

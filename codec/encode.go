@@ -123,8 +123,38 @@ func checkBatchHead(b *tracker.Batch) (int, error) {
 	return b.Layout.CountsLen(), nil
 }
 
-func appendBatchHead(b []byte, bt *tracker.Batch, part uint16) []byte {
-	b = append(b, 0x95, Version, byte(TypeBatch), 0x93)
+// messageHead is the array header of a message of n known fields (version
+// and type included), one more when it carries sent_at.
+func messageHead(n int, sentAtMillis int64) byte {
+	if sentAtMillis > 0 {
+		n++
+	}
+	return 0x90 | byte(n)
+}
+
+// appendSentAt writes the sent_at field when there is one.
+func appendSentAt(b []byte, sentAtMillis int64) []byte {
+	if sentAtMillis > 0 {
+		return appendInt(b, sentAtMillis)
+	}
+	return b
+}
+
+// sentAtLen is the number of bytes appendSentAt writes.
+func sentAtLen(sentAtMillis int64) int {
+	var tmp [9]byte
+	return len(appendSentAt(tmp[:0], sentAtMillis))
+}
+
+func checkSentAt(sentAtMillis int64) error {
+	if sentAtMillis < 0 {
+		return malformed("sent_at %d is negative", sentAtMillis)
+	}
+	return nil
+}
+
+func appendBatchHead(b []byte, bt *tracker.Batch, part uint16, sentAtMillis int64) []byte {
+	b = append(b, messageHead(5, sentAtMillis), Version, byte(TypeBatch), 0x93)
 	b = appendInt(b, bt.Layout.Lowest)
 	b = appendInt(b, bt.Layout.Highest)
 	b = appendInt(b, int64(bt.Layout.SignificantDigits))
@@ -155,15 +185,26 @@ func appendDest(b []byte, d *tracker.DestCounts) []byte {
 	return b
 }
 
-// AppendBatch appends b, encoded as one batch message with b.Key as is, to
-// dst and returns the extended slice. It validates b first, with the rules
-// the Decoder enforces: an error wraps ErrLayout, ErrMalformed, or
-// ErrTooLarge when b has more than MaxDests destinations or does not fit
-// MaxMessageBytes (use Encoder.BatchParts for those), and dst is returned
-// unchanged.
-func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) {
+// AppendBatch appends b, encoded as one batch message with b.Key as is and
+// no sent_at, to dst and returns the extended slice: AppendBatchAt with
+// sentAtMillis 0, the bytes of a sender older than sent_at. It validates b
+// first, with the rules the Decoder enforces: an error wraps ErrLayout,
+// ErrMalformed, or ErrTooLarge when b has more than MaxDests destinations
+// or does not fit MaxMessageBytes (use Encoder.BatchParts for those), and
+// dst is returned unchanged.
+func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) { return AppendBatchAt(dst, b, 0) }
+
+// AppendBatchAt is AppendBatch with sent_at: the sender's wall clock in
+// Unix milliseconds, written when sentAtMillis > 0 (0 writes none; a
+// negative value is ErrMalformed). Only a batch's origin writes it (see
+// "Messages" in the package documentation): a member forwarding another
+// origin's batch passes 0.
+func AppendBatchAt(dst []byte, b tracker.Batch, sentAtMillis int64) ([]byte, error) {
 	countsLen, err := checkBatchHead(&b)
 	if err != nil {
+		return dst, err
+	}
+	if err := checkSentAt(sentAtMillis); err != nil {
 		return dst, err
 	}
 	if len(b.Dests) > MaxDests {
@@ -178,11 +219,12 @@ func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) {
 		return dst, err
 	}
 	start := len(dst)
-	out := appendBatchHead(dst, &b, b.Key.Part)
+	out := appendBatchHead(dst, &b, b.Key.Part, sentAtMillis)
 	out = appendArrayLen(out, len(b.Dests))
 	for i := range b.Dests {
 		out = appendDest(out, &b.Dests[i])
 	}
+	out = appendSentAt(out, sentAtMillis)
 	if len(out)-start > MaxMessageBytes {
 		return dst, tooLarge("batch of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
 	}
@@ -240,6 +282,9 @@ type Encoder struct {
 	// The part being written: where it starts in buf, where its
 	// destination array header is, and how many destinations it holds.
 	start, hdr, count int
+	// sentAt is the sent_at of every part, 0 for none; tail is its size.
+	sentAt int64
+	tail   int
 }
 
 // distinct refuses duplicate names in dests, of any length.
@@ -263,7 +308,7 @@ func (e *Encoder) distinct(dests []tracker.DestCounts) error {
 // begin starts part number part of b.
 func (e *Encoder) begin(b *tracker.Batch, part int) {
 	e.start, e.count = len(e.buf), 0
-	e.buf = appendBatchHead(e.buf, b, uint16(part))
+	e.buf = appendBatchHead(e.buf, b, uint16(part), e.sentAt)
 	e.hdr = len(e.buf)
 	e.buf = append(e.buf, 0xdc, 0, 0) // array16 placeholder, shrunk by finish when count < 16
 }
@@ -276,6 +321,7 @@ func (e *Encoder) finish() {
 	} else {
 		e.buf[e.hdr+1], e.buf[e.hdr+2] = byte(e.count>>8), byte(e.count)
 	}
+	e.buf = appendSentAt(e.buf, e.sentAt)
 	e.ends = append(e.ends, len(e.buf))
 }
 
@@ -284,13 +330,21 @@ func (e *Encoder) finish() {
 // at most maxBytes bytes each (maxBytes <= 0 or above MaxMessageBytes means
 // MaxMessageBytes). Part i carries Key.Part = i; b.Key.Part is ignored. The
 // split is greedy and deterministic, so encoding the same batch with the
-// same maxBytes gives the same parts and keys.
+// same maxBytes gives the same parts and keys. The parts carry no sent_at:
+// BatchParts is BatchPartsAt with sentAtMillis 0.
 //
 // The returned slices alias the Encoder's buffer and are valid until its
 // next call; copy them to keep them. Errors are those of AppendBatch, and
 // ErrTooLarge when one destination alone exceeds maxBytes or more than
 // 65536 parts would be needed.
 func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
+	return e.BatchPartsAt(b, maxBytes, 0)
+}
+
+// BatchPartsAt is BatchParts with sent_at in every part (AppendBatchAt):
+// the origin's wall clock in Unix milliseconds when sentAtMillis > 0. The
+// parts are split as BatchParts splits them, sent_at counted in maxBytes.
+func (e *Encoder) BatchPartsAt(b tracker.Batch, maxBytes int, sentAtMillis int64) ([][]byte, error) {
 	if maxBytes <= 0 || maxBytes > MaxMessageBytes {
 		maxBytes = MaxMessageBytes
 	}
@@ -298,6 +352,10 @@ func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkSentAt(sentAtMillis); err != nil {
+		return nil, err
+	}
+	e.sentAt, e.tail = sentAtMillis, sentAtLen(sentAtMillis)
 	if err := e.distinct(b.Dests); err != nil { // across all parts
 		return nil, err
 	}
@@ -311,7 +369,7 @@ func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
 		}
 		mark := len(e.buf)
 		e.buf = appendDest(e.buf, d)
-		if e.count > 0 && (e.count == MaxDests || len(e.buf)-e.start > maxBytes) {
+		if e.count > 0 && (e.count == MaxDests || len(e.buf)-e.start+e.tail > maxBytes) {
 			// Move this destination to a new part.
 			e.tmp = append(e.tmp[:0], e.buf[mark:]...)
 			e.buf = e.buf[:mark]
@@ -322,8 +380,8 @@ func (e *Encoder) BatchParts(b tracker.Batch, maxBytes int) ([][]byte, error) {
 			e.begin(&b, part)
 			e.buf = append(e.buf, e.tmp...)
 		}
-		if len(e.buf)-e.start > maxBytes {
-			return nil, tooLarge("destination %q alone needs %d bytes, more than %d", d.Dest, len(e.buf)-e.start, maxBytes)
+		if len(e.buf)-e.start+e.tail > maxBytes {
+			return nil, tooLarge("destination %q alone needs %d bytes, more than %d", d.Dest, len(e.buf)-e.start+e.tail, maxBytes)
 		}
 		e.count++
 	}
@@ -362,8 +420,11 @@ func checkKeys(keys []tracker.BatchKey) (int, error) {
 	return groups, nil
 }
 
-func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType) ([]byte, error) {
+func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType, sentAtMillis int64) ([]byte, error) {
 	if err := checkName("sender", sender); err != nil {
+		return b, err
+	}
+	if err := checkSentAt(sentAtMillis); err != nil {
 		return b, err
 	}
 	groups, err := checkKeys(keys)
@@ -371,7 +432,7 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType)
 		return b, err
 	}
 	start := len(b)
-	out := append(b, 0x94, Version, byte(t))
+	out := append(b, messageHead(4, sentAtMillis), Version, byte(t))
 	out = appendStr(out, sender)
 	out = appendArrayLen(out, groups)
 	for i := 0; i < len(keys); {
@@ -392,22 +453,24 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType)
 		}
 		i = j
 	}
+	out = appendSentAt(out, sentAtMillis)
 	if len(out)-start > MaxMessageBytes {
 		return b, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
 	}
 	return out, nil
 }
 
-// AppendDigest appends d, encoded as a digest message, to dst. d.Keys must
-// be in canonical order (SortKeys). Errors wrap ErrMalformed or
+// AppendDigest appends d, encoded as a digest message, to dst, with sent_at
+// when d.SentAtMillis > 0. d.Keys must be in canonical order (SortKeys).
+// Errors wrap ErrMalformed (a negative SentAtMillis among them) or
 // ErrTooLarge (more than MaxKeys keys or MaxKeyOrigins origins, or over
 // MaxMessageBytes), and then dst is returned unchanged.
 func AppendDigest(dst []byte, d Digest) ([]byte, error) {
-	return appendKeys(dst, d.Sender, d.Keys, TypeDigest)
+	return appendKeys(dst, d.Sender, d.Keys, TypeDigest, d.SentAtMillis)
 }
 
 // AppendPull appends p, encoded as a pull message, to dst, with the rules
 // and errors of AppendDigest.
 func AppendPull(dst []byte, p Pull) ([]byte, error) {
-	return appendKeys(dst, p.Sender, p.Keys, TypePull)
+	return appendKeys(dst, p.Sender, p.Keys, TypePull, p.SentAtMillis)
 }

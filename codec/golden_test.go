@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -50,8 +51,21 @@ func goldenMessages(t testing.TB) map[string][]byte {
 	require.NoError(t, err)
 	p, err := AppendPull(nil, Pull{Sender: "node-c", Keys: goldenKeys()[1:3]})
 	require.NoError(t, err)
-	return map[string][]byte{"v1-batch": b, "v1-digest": d, "v1-pull": p}
+	bs, err := AppendBatchAt(nil, goldenBatch(), goldenSentAt)
+	require.NoError(t, err)
+	ds, err := AppendDigest(nil, Digest{Sender: "node-c", Keys: goldenKeys(), SentAtMillis: goldenSentAt})
+	require.NoError(t, err)
+	ps, err := AppendPull(nil, Pull{Sender: "node-c", Keys: goldenKeys()[1:3], SentAtMillis: goldenSentAt})
+	require.NoError(t, err)
+	return map[string][]byte{
+		"v1-batch": b, "v1-digest": d, "v1-pull": p,
+		"v1-batch-sent-at": bs, "v1-digest-sent-at": ds, "v1-pull-sent-at": ps,
+	}
 }
+
+// goldenSentAt is the sent_at of the golden messages that carry one:
+// 2025-11-30T05:20:00.123Z in Unix milliseconds (a uint64 on the wire).
+const goldenSentAt = 1764480000123
 
 // Golden files hold the bytes as hex, 32 bytes a line: text diffs, no binaries.
 func toHex(b []byte) string {
@@ -79,8 +93,13 @@ func TestGolden(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, toHex(want), toHex(msg), "encoding changed: a format change needs a new version (see doc.go); regenerate with -update only if it is intended")
 
-			// The pinned bytes decode to the pinned values.
-			switch name {
+			// The pinned bytes decode to the pinned values; the old bytes
+			// (no sent_at) to an unknown clock.
+			var sentAt int64
+			if strings.HasSuffix(name, "-sent-at") {
+				sentAt = goldenSentAt
+			}
+			switch strings.TrimSuffix(name, "-sent-at") {
 			case "v1-batch":
 				got, err := dec.DecodeBatch(want)
 				require.NoError(t, err)
@@ -88,12 +107,15 @@ func TestGolden(t *testing.T) {
 			case "v1-digest":
 				got, err := dec.DecodeDigest(want)
 				require.NoError(t, err)
-				require.Equal(t, Digest{Sender: "node-c", Keys: goldenKeys()}, got)
+				require.Equal(t, Digest{Sender: "node-c", Keys: goldenKeys(), SentAtMillis: sentAt}, got)
 			case "v1-pull":
 				got, err := dec.DecodePull(want)
 				require.NoError(t, err)
-				require.Equal(t, Pull{Sender: "node-c", Keys: goldenKeys()[1:3]}, got)
+				require.Equal(t, Pull{Sender: "node-c", Keys: goldenKeys()[1:3], SentAtMillis: sentAt}, got)
+			default:
+				t.Fatalf("no check for %s", name)
 			}
+			require.Equal(t, sentAt, dec.SentAtMillis())
 		})
 	}
 }
@@ -128,7 +150,25 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 			"extra-fields-on-all-known": build(arr{1, 2, "s", arr{arr{"o", 1, 0, arr{0, 0}, "x", arr{}}}, 9, raw{0xc4, 1, 0}}),
 		}
 	}
+	sentAt := func(valid []byte) map[string][]byte {
+		msg := func(v ...any) []byte { return appendSentAtRaw(valid, v...) }
+		return map[string][]byte{
+			"sent-at-valid":           msg(int64(goldenSentAt)),
+			"sent-at-zero":            msg(0),
+			"sent-at-int64-max":       msg(int64(math.MaxInt64)),
+			"sent-at-uint64-max":      msg(uint64(math.MaxUint64)),
+			"sent-at-negative":        msg(-1),
+			"sent-at-nil":             msg(nil),
+			"sent-at-string":          msg("1764480000123"),
+			"sent-at-float":           msg(raw{0xcb, 0x42, 0x79, 0xad, 0x8c, 0xe1, 0x00, 0x07, 0xb0}),
+			"sent-at-then-extra":      msg(int64(goldenSentAt), arr{1, "x"}),
+			"sent-at-then-16-extras":  msg(append(arr{int64(goldenSentAt)}, make(arr, MaxExtraFields)...)...),
+			"sent-at-then-17-extras":  msg(append(arr{int64(goldenSentAt)}, make(arr, MaxExtraFields+1)...)...),
+			"sent-at-then-bin32-4GiB": msg(int64(goldenSentAt), raw{0xc6, 0xff, 0xff, 0xff, 0xff}),
+		}
+	}
 	batch := common(g["v1-batch"])
+	maps.Copy(batch, sentAt(g["v1-batch"]))
 	for name, m := range map[string]arr{
 		"index-out-of-range":         batchWithDest(arr{"d", 1, arr{1280, 1}}),
 		"index-descending":           batchWithDest(arr{"d", 2, arr{5, 1, -1, 1}}),
@@ -162,7 +202,9 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 		batch[name] = build(m)
 	}
 	digest := common(g["v1-digest"])
+	maps.Copy(digest, sentAt(g["v1-digest"]))
 	pull := common(g["v1-pull"])
+	maps.Copy(pull, sentAt(g["v1-pull"]))
 	g4 := func(origin string, boot any, base any, pairs any) arr { return arr{origin, boot, base, pairs} }
 	for name, groups := range map[string]arr{
 		"groups-unsorted":   {g4("b", 1, 0, arr{0, 0}), g4("a", 1, 0, arr{0, 0})},
@@ -188,12 +230,27 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 	return map[string]map[string][]byte{"FuzzDecodeBatch": batch, "FuzzDecodeDigest": digest, "FuzzDecodePull": pull}
 }
 
-// withExtra appends one unknown field to valid, a message whose fixarray
-// header it rewrites as an array32 one element longer.
+// withExtra appends a sent_at and then one unknown field to valid, a
+// message without sent_at whose fixarray header it rewrites as an array32
+// two elements longer: the unknown field is skipped, as an older decoder
+// skips sent_at.
 func withExtra(valid []byte, extra ...byte) []byte {
-	n := valid[0]&0x0f + 1
+	n := valid[0]&0x0f + 2
 	out := append([]byte{0xdd, 0, 0, 0, n}, valid[1:]...)
+	out = appendInt(out, goldenSentAt)
 	return append(out, extra...)
+}
+
+// appendSentAtRaw appends the values to valid, a message without sent_at
+// whose fixarray header it rewrites as an array32 that many elements longer:
+// the first value is where sent_at goes.
+func appendSentAtRaw(valid []byte, values ...any) []byte {
+	n := int(valid[0]&0x0f) + len(values)
+	out := append([]byte{0xdd, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, valid[1:]...)
+	for _, v := range values {
+		out = appendAny(out, v)
+	}
+	return out
 }
 
 func bytes100(b byte) []byte {

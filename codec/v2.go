@@ -54,6 +54,9 @@ const (
 type Records struct {
 	Batch     tracker.Batch
 	Manifests []EpochManifest
+	// SentAtMillis is the sender's clock in Unix milliseconds (sent_at), 0
+	// for none, as in Digest.
+	SentAtMillis int64
 }
 
 // EpochManifest is the manifest of one epoch's records an origin sent.
@@ -67,24 +70,36 @@ type Aggregates struct {
 	Sender     string
 	Layout     tracker.Layout
 	Aggregates []tracker.Aggregate
+	// SentAtMillis is the sender's clock in Unix milliseconds (sent_at), 0
+	// for none, as in Digest.
+	SentAtMillis int64
 }
 
 // AggDigest is a member's digest of the aggregates it holds.
 type AggDigest struct {
 	Sender string
 	Epochs []tracker.AggregateDigest
+	// SentAtMillis is the sender's clock in Unix milliseconds (sent_at), 0
+	// for none, as in Digest.
+	SentAtMillis int64
 }
 
 // AggEntries is an aggregate list (TypeAggList) or pull (TypeAggPull).
 type AggEntries struct {
 	Sender  string
 	Entries []tracker.AggregateEntry
+	// SentAtMillis is the sender's clock in Unix milliseconds (sent_at), 0
+	// for none, as in Digest.
+	SentAtMillis int64
 }
 
 // RecordPull asks for an origin's records of Epochs again.
 type RecordPull struct {
 	Sender string
 	Epochs []int64
+	// SentAtMillis is the sender's clock in Unix milliseconds (sent_at), 0
+	// for none, as in Digest.
+	SentAtMillis int64
 }
 
 // String names the v2 types; see MessageType.String.
@@ -136,14 +151,18 @@ func AppendRecords(dst []byte, r Records) ([]byte, error) {
 	if len(r.Manifests) > MaxManifests {
 		return dst, tooLarge("%d manifests, more than %d", len(r.Manifests), MaxManifests)
 	}
+	if err := checkSentAt(r.SentAtMillis); err != nil {
+		return dst, err
+	}
 	start := len(dst)
 	out, err := AppendBatch(dst, r.Batch)
 	if err != nil {
 		return dst, err
 	}
-	out[start] = 0x96 // six fields
+	out[start] = messageHead(6, r.SentAtMillis)
 	out[start+2] = byte(TypeRecords)
 	out = appendManifests(out, r.Manifests)
+	out = appendSentAt(out, r.SentAtMillis)
 	if len(out)-start > MaxMessageBytes {
 		return dst, tooLarge("records of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
 	}
@@ -154,6 +173,9 @@ func AppendRecords(dst []byte, r Records) ([]byte, error) {
 // Encoder.BatchParts) and returns one records message per part, the
 // manifests on the first. Each message is a new slice.
 func (e *Encoder) RecordsParts(r Records, maxBytes int) ([][]byte, error) {
+	if err := checkSentAt(r.SentAtMillis); err != nil {
+		return nil, err
+	}
 	if len(r.Batch.Dests) == 0 {
 		m, err := AppendRecords(nil, r)
 		if err != nil {
@@ -161,21 +183,21 @@ func (e *Encoder) RecordsParts(r Records, maxBytes int) ([][]byte, error) {
 		}
 		return [][]byte{m}, nil
 	}
-	parts, err := e.BatchParts(r.Batch, maxBytes-16*len(r.Manifests)-8)
+	parts, err := e.BatchParts(r.Batch, maxBytes-16*len(r.Manifests)-20)
 	if err != nil {
 		return nil, err
 	}
 	out := make([][]byte, len(parts))
 	for i, p := range parts {
-		msg := make([]byte, len(p), len(p)+8+30*len(r.Manifests))
+		msg := make([]byte, len(p), len(p)+20+30*len(r.Manifests))
 		copy(msg, p)
-		msg[0] = 0x96
+		msg[0] = messageHead(6, r.SentAtMillis)
 		msg[2] = byte(TypeRecords)
 		var ms []EpochManifest
 		if i == 0 {
 			ms = r.Manifests
 		}
-		out[i] = appendManifests(msg, ms)
+		out[i] = appendSentAt(appendManifests(msg, ms), r.SentAtMillis)
 	}
 	return out, nil
 }
@@ -247,8 +269,11 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 			return dst, err
 		}
 	}
+	if err := checkSentAt(m.SentAtMillis); err != nil {
+		return dst, err
+	}
 	start := len(dst)
-	out := append(dst, 0x95, Version, byte(TypeAggregates), 0x93)
+	out := append(dst, messageHead(5, m.SentAtMillis), Version, byte(TypeAggregates), 0x93)
 	out = appendInt(out, m.Layout.Lowest)
 	out = appendInt(out, m.Layout.Highest)
 	out = appendInt(out, int64(m.Layout.SignificantDigits))
@@ -274,6 +299,7 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 		out = appendUint(out, uint64(a.Coverage.Records))
 		out = appendUint(out, a.Coverage.Hash)
 	}
+	out = appendSentAt(out, m.SentAtMillis)
 	if len(out)-start > MaxMessageBytes {
 		return dst, tooLarge("aggregates of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
 	}
@@ -297,7 +323,10 @@ func AppendAggDigest(dst []byte, d AggDigest) ([]byte, error) {
 			return dst, malformed("digest epochs not ascending")
 		}
 	}
-	out := append(dst, 0x94, Version, byte(TypeAggDigest))
+	if err := checkSentAt(d.SentAtMillis); err != nil {
+		return dst, err
+	}
+	out := append(dst, messageHead(4, d.SentAtMillis), Version, byte(TypeAggDigest))
 	out = appendStr(out, d.Sender)
 	out = appendArrayLen(out, len(d.Epochs))
 	for _, g := range d.Epochs {
@@ -309,7 +338,7 @@ func AppendAggDigest(dst []byte, d AggDigest) ([]byte, error) {
 			out = appendUint(out, s.Hash)
 		}
 	}
-	return out, nil
+	return appendSentAt(out, d.SentAtMillis), nil
 }
 
 // AppendAggEntries appends e as an aggregate list (t = TypeAggList) or
@@ -330,8 +359,11 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 	if len(e.Entries) > MaxAggEntries {
 		return dst, tooLarge("%d entries, more than %d", len(e.Entries), MaxAggEntries)
 	}
+	if err := checkSentAt(e.SentAtMillis); err != nil {
+		return dst, err
+	}
 	start := len(dst)
-	out := append(dst, 0x94, Version, byte(t))
+	out := append(dst, messageHead(4, e.SentAtMillis), Version, byte(t))
 	out = appendStr(out, e.Sender)
 	out = appendArrayLen(out, len(e.Entries))
 	for _, x := range e.Entries {
@@ -344,6 +376,7 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 		out = appendUint(out, uint64(x.Coverage.Records))
 		out = appendUint(out, x.Coverage.Hash)
 	}
+	out = appendSentAt(out, e.SentAtMillis)
 	if len(out)-start > MaxMessageBytes {
 		return dst, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
 	}
@@ -362,11 +395,14 @@ func AppendRecordPull(dst []byte, p RecordPull) ([]byte, error) {
 	if len(p.Epochs) > MaxPullEpochs {
 		return dst, tooLarge("%d epochs, more than %d", len(p.Epochs), MaxPullEpochs)
 	}
-	out := append(dst, 0x94, Version, byte(TypeRecordPull))
+	if err := checkSentAt(p.SentAtMillis); err != nil {
+		return dst, err
+	}
+	out := append(dst, messageHead(4, p.SentAtMillis), Version, byte(TypeRecordPull))
 	out = appendStr(out, p.Sender)
 	out = appendArrayLen(out, len(p.Epochs))
 	for _, e := range p.Epochs {
 		out = appendInt(out, e)
 	}
-	return out, nil
+	return appendSentAt(out, p.SentAtMillis), nil
 }

@@ -49,10 +49,13 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 		ms = append(ms, m)
 	}
 	d.manifests = ms
+	if extra, err = d.readSentAt(extra); err != nil {
+		return Records{}, err
+	}
 	if err := d.end(extra); err != nil {
 		return Records{}, err
 	}
-	return Records{Batch: b, Manifests: ms}, nil
+	return Records{Batch: b, Manifests: ms, SentAtMillis: d.sentAt}, nil
 }
 
 // readPairs reads a delta-coded (index, count) list of at most countsLen
@@ -146,6 +149,10 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 		a.Layout = m.Layout
 		aggs = append(aggs, a)
 	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return m, err
+	}
+	m.SentAtMillis = d.sentAt
 	if err := d.end(extra); err != nil {
 		return m, err
 	}
@@ -285,6 +292,10 @@ func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
 		}
 		eps = append(eps, e)
 	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return g, err
+	}
+	g.SentAtMillis = d.sentAt
 	if err := d.end(extra); err != nil {
 		return g, err
 	}
@@ -337,6 +348,10 @@ func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error
 		}
 		es = append(es, a)
 	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return e, err
+	}
+	e.SentAtMillis = d.sentAt
 	if err := d.end(extra); err != nil {
 		return e, err
 	}
@@ -368,6 +383,10 @@ func (d *Decoder) DecodeRecordPull(msg []byte) (RecordPull, error) {
 		}
 		eps = append(eps, e)
 	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return p, err
+	}
+	p.SentAtMillis = d.sentAt
 	if err := d.end(extra); err != nil {
 		return p, err
 	}

@@ -23,7 +23,7 @@ func goldenRecords() Records {
 	return Records{Batch: b, Manifests: []EpochManifest{
 		{Epoch: 291_234_566, Manifest: tracker.Manifest{Records: 3, Hash: 0xfedcba9876543210}},
 		{Epoch: 291_234_567, Manifest: tracker.Manifest{Records: 2, Hash: 7}},
-	}}
+	}, SentAtMillis: 1_747_407_402_123}
 }
 
 func goldenAggregates() Aggregates {
@@ -41,11 +41,11 @@ func goldenAggregates() Aggregates {
 			Peers: 1, SquareSum: [2]uint64{1, 2}, Newest: 291_234_567,
 			Coverage: tracker.Coverage{Records: 1, Hash: 1},
 		},
-	}}
+	}, SentAtMillis: 1_747_407_402_123}
 }
 
 func goldenAggDigest() AggDigest {
-	d := AggDigest{Sender: "node-c-00000001"}
+	d := AggDigest{Sender: "node-c-00000001", SentAtMillis: 1_747_407_402_123}
 	for e := range int64(2) {
 		g := tracker.AggregateDigest{Epoch: 291_234_566 + e}
 		for k := range g.Slices {
@@ -60,11 +60,11 @@ func goldenEntries() AggEntries {
 	return AggEntries{Sender: "node-c-00000001", Entries: []tracker.AggregateEntry{
 		{Dest: "db-1:7000", Epoch: 291_234_567, Coverage: tracker.Coverage{Records: 27, Hash: 0x0123456789abcdef}},
 		{Dest: "db-2", Epoch: -3, Coverage: tracker.Coverage{}},
-	}}
+	}, SentAtMillis: 1_747_407_402_123}
 }
 
 func goldenRecordPull() RecordPull {
-	return RecordPull{Sender: "node-c-00000001", Epochs: []int64{291_234_566, 291_234_567, -1}}
+	return RecordPull{Sender: "node-c-00000001", Epochs: []int64{291_234_566, 291_234_567, -1}} // no sent_at: an older sender's bytes
 }
 
 func goldenV2Messages(t testing.TB) map[string][]byte {

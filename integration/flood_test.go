@@ -42,11 +42,11 @@ func TestFaultFloodingPeer(t *testing.T) {
 		return honestSamples(i, d)
 	})
 
-	// The capped union by DESIGN.md section 5: the honest peers hold
-	// R = 200 samples, so the flooder's n = 5000 are scaled to
-	// t = floor(R/3) = 66 (t/(t+R) = 1/4, rounded down), every bucket by the
-	// same factor t/n with the cumulative counts rounded down (the tracker's
-	// rule: bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n)).
+	// The capped union by the share cap (docs/design.md, Fleet view): the
+	// honest peers hold R = 200 samples, so the flooder's n = 5000 are
+	// scaled to t = floor(R/3) = 66 (t/(t+R) = 1/4, rounded down), every
+	// bucket by the same factor t/n with the cumulative counts rounded down
+	// (the tracker's rule: bucket i keeps floor(C_i·t/n) − floor(C_{i−1}·t/n)).
 	capped := all.only(names(honest)...)
 	const n = perValue * 10
 	var floodKept uint64

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,6 +151,24 @@ func TestFaultClockSkewBeyond(t *testing.T) {
 			for _, m := range normal {
 				require.Equal(t, uint64(3), m.gossip().Outcomes["new"], "%s: one batch from each in-range peer", m.Name())
 			}
+			// And it is said: the skewed node warns about its own clock,
+			// each other node about the skewed node's, naming the refusal.
+			dir := "ahead of"
+			if tc.skew < 0 {
+				dir = "behind"
+			}
+			eventually(t, "the skew is reported", func() (bool, string) {
+				if !warned(t, skewed, cluster.WarnClockSkew, "this node's clock is ~1h0m0s "+dir+" its peers' median",
+					"it refuses every peer batch as "+tc.skewedWhy) {
+					return false, "skewed: " + strings.Join(messages(statusWarnings(t, skewed)), "; ")
+				}
+				for _, m := range normal {
+					if !warned(t, m, cluster.WarnClockSkew, "the clock of peer n4", "~1h0m0s "+dir, "this node refuses its batches as "+tc.theirsWhy) {
+						return false, m.Name() + ": " + strings.Join(messages(statusWarnings(t, m)), "; ")
+					}
+				}
+				return true, ""
+			})
 		})
 	}
 }

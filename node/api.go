@@ -65,7 +65,8 @@ func validDest(dest string) bool {
 }
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest's
-// latency now (DESIGN.md section 5), field by field as GET /v1/estimate.
+// latency now (docs/design.md, Fleet view), field by field as GET
+// /v1/estimate.
 // q == 0 means the configured quantile; otherwise q must be in (0, 1].
 func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
@@ -125,7 +126,7 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 
 // Timeout returns the timeout of a request that needs every one of dests
 // to answer, for attempt (1 = the first try): per destination the
-// estimate's value after the local guard (DESIGN.md section 5), then
+// estimate's value after the local guard (docs/design.md, Fleet view), then
 // timeout.Explain. The result names the deciding destination, its
 // estimate source, and whether the guard applied to it.
 func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {

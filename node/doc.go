@@ -1,7 +1,8 @@
 // Package node is the one object a storage replica embeds to pick request
-// timeouts from the latency its whole fleet observes (DESIGN.md sections 5
-// and 7). It composes the local tracker, the fleet view, the cluster
-// member and the timeout rules, and serves them over HTTP and Prometheus.
+// timeouts from the latency its whole fleet observes (docs/design.md, The
+// node and HTTP API). It composes the local tracker, the fleet view, the
+// cluster member and the timeout rules, and serves them over HTTP and
+// Prometheus.
 // It holds no global state: several nodes can live in one process.
 //
 // # A guided tour
@@ -45,7 +46,7 @@
 //
 // # HTTP
 //
-// [Node.Handler] serves the JSON API of DESIGN.md section 7 (POST
+// [Node.Handler] serves the JSON API (docs/design.md, HTTP API: POST
 // /v1/record, GET /v1/estimate, /v1/timeout, /v1/members, /v1/status,
 // /v1/history), /healthz, /metrics, /debug/pprof/ and the dashboard at /.
 // Errors are {"error": "..."}; unknown paths are 404 and wrong methods 405.
@@ -86,7 +87,7 @@
 // # Concurrency
 //
 // Every method is safe for concurrent use. Record costs the tracker's
-// sharded record plus a lock-free map load; Estimate and Timeout take the
+// sharded record plus a counter; Estimate and Timeout take the
 // fleet view's mutex once per destination. Start starts one loop (once a
 // second: poll the protocol, slide the fleet view, sample the history),
 // the HTTP server and the cluster's goroutines; Close stops them all and

@@ -44,6 +44,18 @@ func (n *Node) gossipStats() cluster.GossipStats {
 	return cluster.NewGossipStats()
 }
 
+// Warnings returns the operator mistakes this node sees now, as the
+// cluster reports them (cluster.Cluster.Warnings: a member refused for
+// other settings, two live processes with one name, a clock off its peers'
+// median): the "warnings" of GET /v1/status, counted in atnode_warnings
+// and atnode_warnings_raised_total. Empty, never nil, without gossip.
+func (n *Node) Warnings() []cluster.Warning {
+	if n.cl == nil {
+		return []cluster.Warning{}
+	}
+	return n.cl.Warnings()
+}
+
 // protocolConfig is the configuration of the protocol core of a node
 // without gossip: no members, so it seals at each boundary and sends
 // nothing.

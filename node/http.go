@@ -342,6 +342,10 @@ type statusJSON struct {
 	MembersAlive int                 `json:"members_alive"`
 	MinPeers     int                 `json:"min_peers"`
 	Gossip       cluster.GossipStats `json:"gossip"`
+	// Warnings are the operator mistakes this node sees now
+	// (cluster.Warning: config_mismatch, name_conflict, clock_skew); [] when
+	// none.
+	Warnings []cluster.Warning `json:"warnings"`
 }
 
 // serveStatus is GET /v1/status.
@@ -369,6 +373,7 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 		MembersAlive: alive,
 		MinPeers:     n.fleet.MinPeers(),
 		Gossip:       n.gossipStats(),
+		Warnings:     n.Warnings(),
 	})
 }
 

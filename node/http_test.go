@@ -213,8 +213,8 @@ func TestTimeoutDecisions(t *testing.T) {
 	})
 }
 
-// TestTimeoutSourceIsEstimateSource checks DESIGN.md section 7: the source
-// of GET /v1/timeout is the deciding destination's estimate source, the
+// TestTimeoutSourceIsEstimateSource checks docs/design.md, HTTP API and The
+// node: the source of GET /v1/timeout is the deciding destination's estimate source, the
 // source GET /v1/estimate reports, whether or not the local guard applied.
 func TestTimeoutSourceIsEstimateSource(t *testing.T) {
 	n, _ := handDataset(t)
@@ -508,7 +508,7 @@ func TestMembersStatusHistory(t *testing.T) {
 		"window_ms": json.Number("60000"), "sub_window_ms": json.Number("6000"), "quantile": json.Number("0.9999"),
 		"destinations":  []any{"api", "cache", "db", "new"},
 		"members_alive": json.Number("1"), "min_peers": json.Number("1"),
-		"gossip": zeroGossip,
+		"gossip": zeroGossip, "warnings": []any{},
 	}, getJSON(t, h, "/v1/status"))
 
 	// Before the loop samples, a known destination has no points.
@@ -667,6 +667,13 @@ func TestMetrics(t *testing.T) {
 		`atnode_fleet_evicted_exclusions_total 0`,
 		`atnode_cluster_members{state="alive"} 1`,
 		`atnode_gossip_queue_discards_total 0`,
+		`atnode_warnings{kind="config_mismatch"} 0`,
+		`atnode_warnings{kind="name_conflict"} 0`,
+		`atnode_warnings{kind="clock_skew"} 0`,
+		`atnode_warnings_raised_total{kind="clock_skew"} 0`,
+		`atnode_destinations_dropped_total{where="tracker"} 0`,
+		`atnode_destinations_dropped_total{where="seal"} 0`,
+		`atnode_destinations_dropped_total{where="fleet"} 0`,
 	} {
 		require.Contains(t, text, line+"\n")
 	}

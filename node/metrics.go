@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -150,6 +151,12 @@ var (
 	descGossipQDisc   = desc("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.")
 	descGossipRepairs = desc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
 	descGossipDelay   = desc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+
+	descWarnings = desc("atnode_warnings",
+		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
+	descWarningsRaised = desc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
+	descDestDropped    = desc("atnode_destinations_dropped_total",
+		"Destinations dropped, by where: tracker (evicted from the local tracker by -max-destinations, fewest samples first), seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
 )
 
 // stateCollector reads the node's state at scrape time. It is safe for
@@ -167,7 +174,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
 		descClusterJoins, descClusterJoinFail, descGossipBytes, descGossipMessages, descGossipBatches,
 		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipQDisc, descGossipRepairs,
-		descGossipDelay,
+		descGossipDelay, descWarnings, descWarningsRaised, descDestDropped,
 	} {
 		ch <- d
 	}
@@ -223,6 +230,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descFleetExclEv, fs.ExclusionsEvicted)
 	gauge(descFleetExcl, float64(fs.Excluded))
 	gauge(descFleetBuckets, float64(fs.Buckets))
+	counter(descDestDropped, tracker.Stats(n.local).DestinationsEvicted, "tracker")
+	counter(descDestDropped, n.proto.Stats().DestinationsDropped, "seal")
+	counter(descDestDropped, fs.DestinationsEvicted+fs.DestinationsRefused, "fleet")
+
+	current := map[string]int{}
+	for _, w := range n.Warnings() {
+		current[w.Kind]++
+	}
+	raised := map[string]uint64{}
+	if n.cl != nil {
+		raised = n.cl.WarningsRaised()
+	}
+	for _, k := range cluster.WarningKinds() {
+		gauge(descWarnings, float64(current[k]), k)
+		counter(descWarningsRaised, raised[k], k)
+	}
 
 	if n.cl != nil {
 		cs := n.cl.Stats()

@@ -227,8 +227,9 @@ func (n *Node) step(now time.Time) {
 	n.sampleHistory(now)
 }
 
-// Close leaves the cluster, then stops serving HTTP, in that order (DESIGN.md
-// section 7: leave the cluster, stop serving). /healthz answers 503 from
+// Close leaves the cluster, then stops serving HTTP, in that order, so that
+// peers hear of the leave while the API still answers and a request in
+// flight cannot delay the leave. /healthz answers 503 from
 // the start of Close. Leaving waits for the leave broadcast (up to the
 // cluster's LeaveTimeout, 5 s by default); requests in flight then have up
 // to 5 s to finish. Close also stops the background loop and waits for
@@ -308,7 +309,7 @@ func (n *Node) ReloadKeys() error {
 	return nil
 }
 
-// Handler returns the HTTP API (DESIGN.md section 7), the dashboard,
+// Handler returns the HTTP API (docs/design.md, HTTP API), the dashboard,
 // /metrics and /debug/pprof/. It is what Start serves on Config.HTTP; an
 // embedder may mount it on its own server instead.
 func (n *Node) Handler() http.Handler { return n.handler }

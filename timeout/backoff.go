@@ -58,7 +58,7 @@ type ParseError struct {
 	Min, Max uint64
 }
 
-// Error returns the exact texts of DESIGN.md section 4, for example
+// Error returns the exact texts of the Rust crate's grammar, for example
 // "invalid min timeout: unknown unit: xs" or
 // "min timeout (2000ms) exceeds max timeout (1000ms)".
 func (e *ParseError) Error() string {

@@ -138,7 +138,9 @@ func TestParseBackoffIntervalErrors(t *testing.T) {
 		{"1-2ms..1s", ErrInvalidMin, "invalid min timeout: invalid number: 1-2"},
 		{"+ms..1s", ErrInvalidMin, "invalid min timeout: invalid number: +"},
 		{"1ms..-s", ErrInvalidMax, "invalid max timeout: invalid number: -"},
-		// The number is checked before the unit (DESIGN.md order).
+		// The number is checked before the unit (ParseBackoffInterval's order;
+		// the Rust crate checks for a missing unit first, which differs only on
+		// inputs wrong in both ways).
 		{"1.2.3..1s", ErrInvalidMin, "invalid min timeout: invalid number: 1.2.3"},
 		{"1ms..+", ErrInvalidMax, "invalid max timeout: invalid number: +"},
 		// Unit.

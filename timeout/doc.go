@@ -40,7 +40,9 @@
 //
 // Recording latencies is the caller's job: Recorder is the interface for it.
 // Record a timed-out attempt at its timeout value, or the tail vanishes
-// exactly when timeouts are too tight and they ratchet down. The transport
+// exactly when timeouts are too tight and they ratchet down (the trackers'
+// RecordTimeout does so and also counts the sample as censored, which the
+// failure-aware decision input reads; see package tracker). The transport
 // adapters (timeouthttp, timeoutgrpc, timeoutfailsafe) take a Policy, which
 // decides and learns in one place.
 package timeout

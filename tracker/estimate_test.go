@@ -69,7 +69,7 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-// TestEstimateFailingJSON checks the section-10 fields of the JSON, and
+// TestEstimateFailingJSON checks the failure-aware fields of the JSON, and
 // that a caller setting Failing on its copy (a node's own detector) turns
 // the decision to the fallback.
 func TestEstimateFailingJSON(t *testing.T) {

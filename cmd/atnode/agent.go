@@ -27,8 +27,9 @@ listener with the address bound ("gossip 127.0.0.1:PORT", "http
 re-reads -secret-key-file. See "atnode help" for a 3-node example.
 
 Exit codes: 0 a clean stop; 1 a failure while running (an address in use,
-a key or token file that cannot be read); 2 bad usage or a refused
-configuration.
+a join refused by the cluster because -window, -sub-window or the histogram
+layout differ from its members', a key or token file that cannot be read);
+2 bad usage or a refused configuration.
 
 Flags:
 `

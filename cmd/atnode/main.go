@@ -65,7 +65,8 @@ Signals: SIGINT or SIGTERM leaves the cluster and exits 0; SIGHUP re-reads
 -secret-key-file.
 
 Exit codes: 0 a clean stop; 1 a failure while running (an address in use, a
-key or token file that cannot be read); 2 bad usage or a refused
+join refused by the cluster for another -window, -sub-window or histogram
+layout, a key or token file that cannot be read); 2 bad usage or a refused
 configuration (flags, the -config file, an exposed address without
 -insecure, a key or token file refused, a missing command).
 `

@@ -341,3 +341,48 @@ func TestBinaryRefusalsAndCommands(t *testing.T) {
 		})
 	}
 }
+
+// TestAgentJoinRefusedForSubWindow: an agent with -sub-window 3s joining a
+// 6 s cluster exits 1 naming the setting, before it prints a listener; the
+// agent it tried to join reports config_mismatch in /v1/status and
+// /metrics, and lists only itself.
+func TestAgentJoinRefusedForSubWindow(t *testing.T) {
+	a := startAgent(t, "-name", "a", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0")
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(atnodeBin, "agent", "-name", "b", "-bind", "127.0.0.1:0", "-http", "127.0.0.1:0",
+		"-sub-window", "3s", "-join", a.gossip)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the refused agent did not exit; stderr:\n%s", stderr.String())
+	}
+	t.Logf("refused agent's stderr:\n%s", stderr.String())
+	require.Equal(t, 1, cmd.ProcessState.ExitCode())
+	require.Empty(t, stdout.String(), "no listener line: it never served")
+	require.Contains(t, stderr.String(), "atnode agent: node: cluster: join refused: seed "+a.gossip+": -sub-window 3s differs from the cluster's 6s")
+
+	var st struct {
+		Warnings []struct{ Kind, Message string } `json:"warnings"`
+	}
+	waitFor(t, 10*time.Second, "a reports the refused member", func() bool {
+		require.Equal(t, http.StatusOK, getJSON(t, "http://"+a.http+"/v1/status", &st))
+		return len(st.Warnings) == 1
+	})
+	require.Equal(t, "config_mismatch", st.Warnings[0].Kind)
+	require.Regexp(t, `^member b-[0-9a-f]{8} \(127\.0\.0\.1:\d+\) advertises -sub-window 3s \(this node's is 6s\): refused at join$`, st.Warnings[0].Message)
+	require.Equal(t, map[string]string{"a": "alive"}, a.states(t))
+	resp, err := httpClient.Get("http://" + a.http + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Contains(t, string(metrics), `atnode_warnings{kind="config_mismatch"} 1`)
+	require.Contains(t, string(metrics), `atnode_warnings_raised_total{kind="config_mismatch"} 1`)
+	require.Equal(t, 0, a.stop(t, syscall.SIGTERM))
+}

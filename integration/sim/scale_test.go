@@ -11,7 +11,7 @@ import (
 )
 
 // TestScaleSmall runs the scale simulation at sizes CI can afford and checks
-// what DESIGN.md promises: every batch reaches every node quickly, the
+// what the design promises: every batch reaches every node quickly, the
 // observers' fleet views are bucket-identical, bandwidth stays within the
 // 500 KiB/s/node budget, and the fleet estimate beats a single node's.
 func TestScaleSmall(t *testing.T) {
@@ -40,7 +40,7 @@ func TestScaleSmall(t *testing.T) {
 				require.Less(t, r.ConvergeP99, 15*time.Second)
 				require.Greater(t, r.ByKind[MsgPulledBatch], 0.0, "anti-entropy repaired lost pushes")
 			}
-			require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "DESIGN section 8 budget")
+			require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "the 500 KiB/s/node bandwidth budget")
 			require.Greater(t, r.BytesPerNodeSec, 0.0)
 			require.Less(t, r.FleetErrP50, r.LocalErrP50, "the fleet view estimates P99.99 better than one node's")
 			require.Less(t, r.FleetErrP90, r.LocalErrP90)
@@ -100,7 +100,7 @@ func TestScaleSweep(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("100 nodes × 100 destinations at %.0f samples/s/node: %.0f KiB/s/node sent (max %.0f), batch %.0f B; by kind: %s",
 				rate, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes, byKind(r))
-			require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "DESIGN section 8: 100 nodes × 100 destinations")
+			require.Less(t, r.MaxBytesPerNodeSec, 500*1024.0, "the 500 KiB/s/node budget at 100 nodes × 100 destinations")
 		}
 	})
 	t.Run("loss", func(t *testing.T) {

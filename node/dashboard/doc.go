@@ -19,12 +19,13 @@
 //	GET v1/history?dest=D      the points plotted for destination D
 //	GET v1/timeout?dest=A&...  which destinations are failing (up to 64 per request)
 //
-// and refreshes every 2 s. Two displays wait for fields today's node does
-// not send yet and show nothing without them: a destination that
-// /v1/timeout lists in "failing" gets a red "failing" badge on its card
-// and its timeout is labelled "timeout: fallback (failing)"; the
-// "warnings" of /v1/status (a list of {"kind", "message"}) show as a
-// banner above the members table and as a count in the header. The page
+// and refreshes every 2 s. The "warnings" of /v1/status (a list of
+// {"kind", "message"}: config_mismatch, name_conflict, clock_skew) show as
+// a banner above the members table and as a count in the header. One
+// display waits for a field today's node does not send yet and shows
+// nothing without it: a destination that /v1/timeout lists in "failing"
+// gets a red "failing" badge on its card and its timeout is labelled
+// "timeout: fallback (failing)". The page
 // sets window.__dashboard to its live state (updates, errors, failing
 // destinations, warnings, the uPlot instances per destination) for tests.
 //

@@ -16,10 +16,11 @@ import (
 // member name, whole milliseconds, the estimate sources "fleet", "local"
 // and "none" (tracker.Source), the real gossip counters and reject reasons
 // (cluster.GossipStats). TestFakeAPIShapes (realnode_test.go) compares its
-// answers with a real node's field by field. The "troubled" scenario also
-// serves what the failure-aware phase adds and today's node does not send
-// yet: warnings in /v1/status and reason, failing and probe_ms in
-// /v1/timeout, with a failing destination. Its clock is a tick counter that
+// answers with a real node's field by field. Every scenario's /v1/status
+// carries "warnings", [] unless "troubled", whose warnings read as the
+// real node's do (cluster.Warning). The "troubled" scenario also serves
+// what the failure-aware phase adds and today's node does not send yet:
+// reason, failing and probe_ms in /v1/timeout, with a failing destination. Its clock is a tick counter that
 // every /v1/status call advances by two seconds, so each refresh of the page
 // sees a new point per destination and the data moves deterministically.
 type fakeAPI struct {
@@ -146,8 +147,8 @@ func (f *fakeAPI) register(mux *http.ServeMux) {
 
 // fakeWarnings are the troubled scenario's /v1/status warnings.
 var fakeWarnings = []map[string]string{
-	{"kind": "config_mismatch", "message": "n7 (127.0.0.1:7953) advertises a 30 s window of 3 s sub-windows; this node uses 60 s of 6 s: refused"},
-	{"kind": "clock_skew", "message": "n2's clock is 2.1 s ahead of its peers' median, more than a quarter sub-window"},
+	{"kind": "config_mismatch", "message": "member n7-0e5a1b2c (127.0.0.1:7953) advertises -window 30s (this node's is 60s) and -sub-window 3s (this node's is 6s): refused at join"},
+	{"kind": "clock_skew", "message": "the clock of peer n2 (member n2-9c0d1e2f) is ~2.1s ahead of its peers' median"},
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -205,6 +206,7 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 			},
 		},
 	}
+	body["warnings"] = []map[string]string{}
 	if f.scenario == "troubled" {
 		body["warnings"] = fakeWarnings
 	}

@@ -152,6 +152,35 @@ func TestBrowserRealNode(t *testing.T) {
 	dashboard.CheckCharts(t, last) // axis titles, ticks with units, legend without hover
 }
 
+// TestBrowserRealNodeWarnings: a real node's warnings reach the page. A
+// clone of n1 (a third process with its name) joins; n0 reports the name
+// conflict in /v1/status, and the page shows it in the banner above the
+// members table, with the count in the header.
+func TestBrowserRealNodeWarnings(t *testing.T) {
+	browserCtx := dashboard.NewBrowser(t) // skips without ATNODE_BROWSER
+	n0, url := startRealNodes(t)
+	cfg := node.DefaultConfig()
+	cfg.Name, cfg.HTTP = "n1", ""
+	cfg.Cluster.Bind, cfg.Cluster.Seeds = "127.0.0.1:0", cluster.AddrList{n0.GossipAddr()}
+	cfg.Tracker.Window, cfg.SubWindow = 10*time.Second, time.Second
+	cfg.Cluster.Timing = cluster.FastTiming()
+	clone, err := node.New(cfg, testutil.Logger(t).With("node", "n1-clone"), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, clone.Close()) })
+	require.NoError(t, clone.Start(t.Context()))
+	testutil.Eventually(t, "n0 reports the clone", func() bool { return len(n0.Warnings()) == 1 })
+	w := n0.Warnings()[0]
+	require.Equal(t, cluster.WarnNameConflict, w.Kind)
+
+	_, last, problems := dashboard.OpenPage(t, browserCtx, url+"?interval=300", 1280, 900, func(_, last dashboard.PageState) bool {
+		return len(last.Warnings) == 1 && len(last.MemberRows) == 3
+	})
+	require.Equal(t, []string{"name_conflict: " + w.Message}, last.Warnings)
+	require.True(t, last.WarningsAboveMembers, "the banner sits above the members table")
+	require.Equal(t, "1 warning", last.WarningsLink)
+	require.Empty(t, problems(), "console errors, warnings or exceptions")
+}
+
 // TestFakeAPIShapes compares the fake API the browser test uses with a real
 // node's answers: the same fields, each of the same JSON kind (null
 // matches anything: the real node writes null for a missing quantile),

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// hasWarning reports whether c's warnings hold one of kind whose message
+// contains every part.
+func hasWarning(c *Cluster, kind string, parts ...string) bool {
+	return slices.ContainsFunc(c.Warnings(), func(w Warning) bool {
+		if w.Kind != kind {
+			return false
+		}
+		for _, p := range parts {
+			if !strings.Contains(w.Message, p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestJoinRefusedForOtherSettings: a member whose window, sub-window or
+// histogram layout differs from the cluster's is refused at join: Start
+// fails naming the setting, the seed reports config_mismatch naming the
+// member, and nobody lists it.
+func TestJoinRefusedForOtherSettings(t *testing.T) {
+	t.Parallel()
+	for i, tc := range []struct {
+		name string
+		edit func(*tracker.Config)
+		want string
+	}{
+		{"sub-window", func(c *tracker.Config) { c.SubWindows = 8 }, "-sub-window 1s differs from the cluster's 500ms"},
+		{"window", func(c *tracker.Config) { c.Window, c.SubWindows = 4*time.Second, 8 }, "-window 4s differs from the cluster's 8s"},
+		{"layout", func(c *tracker.Config) { c.MaxTrackableLatency = 30 * time.Second },
+			"histogram layout 1..30000 ms at 2 significant digits differs from the cluster's 1..60000 ms at 2 significant digits"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			nw, nodes := gossipCluster(t, uint64(40+i), 2, defaultGossipOpts())
+			o := defaultGossipOpts()
+			tc.edit(&o.tracker)
+			j := newGossipNode(t, nw, "odd", 0x0dd, o, nodes[0].tr.Addr())
+			err := j.Start(context.Background())
+			require.ErrorIs(t, err, ErrJoinRefused)
+			t.Logf("Start: %v", err)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "seed "+nodes[0].tr.Addr())
+			require.ErrorIs(t, j.Start(context.Background()), ErrClosed, "a refused Start closed the cluster")
+
+			eventually(t, "the seed reports the refused member", func() bool {
+				return hasWarning(nodes[0].Cluster, WarnConfigMismatch, "member "+j.MemberName(), "refused at join")
+			})
+			t.Logf("seed: %v", nodes[0].Warnings())
+			for _, n := range nodes {
+				require.NotContains(t, upMembers(n.Cluster), j.MemberName())
+			}
+			require.Equal(t, uint64(1), nodes[0].WarningsRaised()[WarnConfigMismatch])
+			require.Empty(t, nodes[1].Warnings(), "only the seed saw the joiner")
+		})
+	}
+}
+
+// TestJoinWithoutSettings: a member that advertises no settings (one
+// without dissemination: version 1 metadata) is not judged and joins a
+// cluster that disseminates, as before; nobody warns.
+func TestJoinWithoutSettings(t *testing.T) {
+	t.Parallel()
+	nw, nodes := gossipCluster(t, 44, 2, defaultGossipOpts())
+	plain := startNode(t, memConfig(t, "plain", 0x91a1, nw.NewTransport(), nodes[0].tr.Addr()))
+	want := append(names(nil), nodes[0].MemberName(), nodes[1].MemberName(), plain.MemberName())
+	eventually(t, "every member lists the plain one", func() bool {
+		return sees([]*node{plain}, want...) && allSeeNames(nodes, want)
+	})
+	for _, n := range nodes {
+		require.Empty(t, n.Warnings())
+	}
+	require.Empty(t, plain.Warnings())
+}
+
+func allSeeNames(nodes []*gnode, want []string) bool {
+	for _, n := range nodes {
+		got := upMembers(n.Cluster)
+		slices.Sort(got)
+		w := slices.Sorted(slices.Values(want))
+		if !slices.Equal(got, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestAliveDelegateJudges: the alive delegate refuses a member whose
+// metadata advertises other settings and reports it; it lets through this
+// node itself, members with the same settings, with none, and with
+// unreadable metadata; a member without a Store judges nobody.
+func TestAliveDelegateJudges(t *testing.T) {
+	t.Parallel()
+	nw := memtransport.New(45)
+	t.Cleanup(nw.Close)
+	g := newGossipNode(t, nw, "judge", 0x1d6e, defaultGossipOpts())
+	same := newSettings(gossipTracker())
+	other := same
+	other.subWindow = time.Second
+	node := func(name string, boot uint64, st *settings) *memberlist.Node {
+		return &memberlist.Node{Name: MemberName(name, boot), Addr: net.IPv4(127, 0, 0, 9), Port: 7946, Meta: encodeMeta(name, boot, false, st, 1)}
+	}
+	a := aliveDelegate{g.Cluster}
+	require.NoError(t, a.NotifyAlive(node("judge", 0x1d6e, &other)), "itself")
+	require.NoError(t, a.NotifyAlive(node("same", 1, &same)))
+	require.NoError(t, a.NotifyAlive(node("none", 2, nil)))
+	require.NoError(t, a.NotifyAlive(&memberlist.Node{Name: "junk-00000003", Meta: []byte{9, 9}}))
+	require.Empty(t, g.Warnings())
+
+	err := a.NotifyAlive(node("odd", 4, &other))
+	require.ErrorIs(t, err, ErrJoinRefused)
+	require.ErrorContains(t, err, "-sub-window 500ms differs from the cluster's 1s (member odd-00000004 at 127.0.0.9:7946)")
+	require.Equal(t, []Warning{{WarnConfigMismatch,
+		"member odd-00000004 (127.0.0.9:7946) advertises -sub-window 1s (this node's is 500ms): refused as a member"}}, g.Warnings())
+	require.Error(t, a.NotifyAlive(node("odd", 4, &other)))
+	require.Equal(t, uint64(1), g.WarningsRaised()[WarnConfigMismatch], "one warning, refreshed")
+
+	err = mergeDelegate{g.Cluster}.NotifyMerge([]*memberlist.Node{node("same", 1, &same), node("odd", 5, &other)})
+	require.ErrorIs(t, err, ErrJoinRefused)
+	require.True(t, hasWarning(g.Cluster, WarnConfigMismatch, "member odd-00000005", "refused at join"))
+
+	plain, err := New(memConfig(t, "plain", 6, nw.NewTransport()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = plain.Close() })
+	require.NoError(t, aliveDelegate{plain}.NotifyAlive(node("odd", 4, &other)), "no Store, no settings to judge by")
+}
+
+// TestRefusalText: Start tells a refusal from an unreachable seed by the
+// refusal's text inside memberlist's Join error (which formats our error
+// with %v, so errors.Is cannot see it).
+func TestRefusalText(t *testing.T) {
+	t.Parallel()
+	detail := "-sub-window 3s differs from the cluster's 6s and -window 30s differs from the cluster's 60s (member a-00000001 at 127.0.0.1:7946)"
+	ours := fmt.Errorf("%w: %s", ErrJoinRefused, detail)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{errors.Join(fmt.Errorf("Failed to join 127.0.0.1:7946: %v", ours)), detail},
+		{errors.New("1 error occurred:\n\t* Failed to join 127.0.0.1:7946: " + ours.Error() + "\n\n"), detail},
+		{errors.Join(errors.New("Failed to join 127.0.0.1:7947: dial tcp: connection refused"), fmt.Errorf("Failed to join 127.0.0.1:7946: %v", ours)), detail},
+		{errors.New("1 error occurred:\n\t* Failed to join 127.0.0.1:7946: dial tcp: connection refused\n\n"), ""},
+	} {
+		require.Equal(t, tc.want, refusal(tc.err), "%v", tc.err)
+	}
+}

@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/node"
+)
+
+// statusWarnings returns the warnings of m's GET /v1/status.
+func statusWarnings(t testing.TB, m *memNode) []cluster.Warning {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/status", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	var st struct {
+		Warnings []cluster.Warning `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &st))
+	require.NotNil(t, st.Warnings, "warnings is [] when there are none, never absent")
+	return st.Warnings
+}
+
+// warned reports whether m's /v1/status has a warning of kind whose
+// message holds every part.
+func warned(t testing.TB, m *memNode, kind string, parts ...string) bool {
+	for _, w := range statusWarnings(t, m) {
+		if w.Kind != kind {
+			continue
+		}
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(w.Message, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNameConflictReportedByBoth: a second process started with a live
+// node's name (different boot IDs, both alive) is reported as
+// name_conflict by both within 10 s, and by the others, who say whose data
+// they count; a healthy cluster reports nothing.
+func TestNameConflictReportedByBoth(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 60, 3, nil)
+	for _, m := range c.nodes {
+		require.Empty(t, statusWarnings(t, m))
+	}
+	start := time.Now()
+	clone := c.add("n1", 0)
+	live := c.nodes[1]
+	took := eventuallyWithin(t, 10*time.Second, "both processes report the conflict", func() (bool, string) {
+		for _, m := range []*memNode{live, clone} {
+			if !warned(t, m, cluster.WarnNameConflict, `another live process uses this node's name "n1"`) {
+				return false, m.MemberName() + " has not reported it"
+			}
+		}
+		for _, m := range []*memNode{c.nodes[0], c.nodes[2]} {
+			if !warned(t, m, cluster.WarnNameConflict, `2 live processes use the name "n1"`, live.MemberName(), clone.MemberName()) {
+				return false, m.MemberName() + " has not reported it"
+			}
+		}
+		return true, ""
+	})
+	t.Logf("name conflict reported by both processes and the others %v after the clone started (%v polling)", time.Since(start), took)
+	t.Logf("n0: %v", statusWarnings(t, c.nodes[0]))
+}
+
+// TestClockBehindReported: a node whose clock is 20 s behind its peers'
+// (40 sub-windows on the in-process grid) is reported on itself, saying
+// that it refuses every peer batch as future_epoch, and on each peer,
+// saying that it refuses the late node's batches as stale_epoch.
+func TestClockBehindReported(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 61, 4, func(i int) time.Duration {
+		if i == 3 {
+			return -20 * time.Second
+		}
+		return 0
+	})
+	late := c.nodes[3]
+	start := time.Now()
+	// Traffic on every node, so batches are sealed (and refused).
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for range 400 { // bounded: at most 20 s
+			for _, m := range c.nodes {
+				m.Record("db", 5*time.Millisecond)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
+	took := eventually(t, "the late node and its peers report its clock", func() (bool, string) {
+		if !warned(t, late, cluster.WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)",
+			"it refuses every peer batch as future_epoch") {
+			return false, "late: " + strings.Join(messages(statusWarnings(t, late)), "; ")
+		}
+		for _, m := range c.nodes[:3] {
+			if !warned(t, m, cluster.WarnClockSkew, "the clock of peer n3 (member "+late.MemberName()+") is ~20s behind its peers' median",
+				"this node refuses its batches as stale_epoch") {
+				return false, m.Name() + ": " + strings.Join(messages(statusWarnings(t, m)), "; ")
+			}
+		}
+		return true, ""
+	})
+	t.Logf("clock skew reported by all 4 nodes %v after they formed (%v polling)", time.Since(start), took)
+	for _, m := range c.nodes {
+		ws := statusWarnings(t, m)
+		t.Logf("%s: %v", m.Name(), ws)
+		require.Len(t, ws, 1, "%s blames only n3", m.Name())
+	}
+}
+
+func messages(ws []cluster.Warning) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.Kind + ": " + w.Message
+	}
+	return out
+}
+
+// TestJoinRefusedInProcess: a node with another sub-window joining the
+// in-process cluster fails to start with cluster.ErrJoinRefused naming the
+// setting; the seed reports config_mismatch, and the cluster is unchanged.
+func TestJoinRefusedInProcess(t *testing.T) {
+	t.Parallel()
+	c := newMemCluster(t, 62, 2, nil)
+	cfg := node.DefaultConfig()
+	cfg.Name, cfg.HTTP = "odd", ""
+	cfg.Tracker.Window, cfg.SubWindow = memWindow, time.Second
+	cfg.Cluster.Seeds = cluster.AddrList{c.nodes[0].tr.Addr()}
+	cfg.Cluster.Transport = c.nw.NewTransport()
+	cfg.Cluster.Timing = cluster.FastTiming()
+	n, err := node.New(cfg, testLogger(t).With("node", "odd"), nil)
+	require.NoError(t, err)
+	err = n.Start(t.Context())
+	require.True(t, errors.Is(err, cluster.ErrJoinRefused), "%v", err)
+	require.ErrorContains(t, err, "-sub-window 1s differs from the cluster's 500ms")
+	require.NoError(t, n.Close())
+	eventually(t, "the seed reports it", func() (bool, string) {
+		return warned(t, c.nodes[0], cluster.WarnConfigMismatch, "advertises -sub-window 1s (this node's is 500ms): refused at join"), ""
+	})
+	ok, why := seeExactly(c.nodes, c.nodes)
+	require.True(t, ok, why)
+}
