@@ -110,9 +110,9 @@ func New(cfg Config) (*Cluster, error) {
 		st = &s
 	}
 	c := &Cluster{
-		cfg:      cfg,
-		boot:     boot,
-		self:     MemberName(cfg.Name, boot),
+		cfg:  cfg,
+		boot: boot,
+		self: MemberName(cfg.Name, boot),
 		meta: [2][]byte{encodeMeta(cfg.Name, boot, false, st, advertisedProtocol(cfg)),
 			encodeMeta(cfg.Name, boot, true, st, advertisedProtocol(cfg))},
 		settings: st,
