@@ -94,13 +94,14 @@ type Gossip struct {
 	// epoch's aggregates: time for every origin's records to arrive. It
 	// adds to the seal-to-convergence time; records later than it make a
 	// second aggregate (RepublishDelay after the first late one, at most
-	// once per destination and epoch). Default 400ms.
+	// once per destination and epoch). With the jitter it is at most 60 %
+	// of a sub-window. Default 400ms.
 	PublishDelay time.Duration `yaml:"publish_delay"`
 
 	// FailoverDelay is how long after the first owner's publish time the
 	// second owner checks that the aggregate arrived with its own
 	// coverage, and publishes its own when none arrived or a smaller one.
-	// Default 1s.
+	// At most a quarter sub-window. Default 1s.
 	FailoverDelay time.Duration `yaml:"failover_delay"`
 
 	// RepublishDelay is how long a publisher waits after the first record

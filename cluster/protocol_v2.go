@@ -440,16 +440,16 @@ func (p *Protocol) sealV2(ep int64, dests []tracker.DestCounts, now time.Time) {
 }
 
 // round starts the publishing round of now's epoch E (aggregates of E−1)
-// if it has not started: publish at the start of E plus the largest seal
-// jitter plus Gossip.PublishDelay, fail over Gossip.FailoverDelay later.
+// if it has not started: publish at the start of E plus publishDelay, fail
+// over Gossip.FailoverDelay later (at most a quarter sub-window).
 func (p *Protocol) round(now time.Time) {
 	e := p.cfg.Tracker.Epoch(now)
 	if p.v2.pubEpoch == e-1 {
 		return
 	}
 	p.v2.pubEpoch = e - 1
-	p.v2.pubAt = p.cfg.Tracker.EpochStart(e).Add(p.maxJitter + p.cfg.Gossip.PublishDelay)
-	p.v2.failAt = p.v2.pubAt.Add(p.cfg.Gossip.FailoverDelay)
+	p.v2.pubAt = p.cfg.Tracker.EpochStart(e).Add(p.publishDelay())
+	p.v2.failAt = p.v2.pubAt.Add(min(p.cfg.Gossip.FailoverDelay, p.cfg.Tracker.SubWindow()/4))
 	p.v2.pubDone, p.v2.failDone = false, false
 	clear(p.v2.published)
 	clear(p.v2.late)
@@ -483,8 +483,16 @@ func (p *Protocol) nextV2() time.Time {
 	if p.v2.pubEpoch == e-1 {
 		e++
 	}
-	consider(p.cfg.Tracker.EpochStart(e).Add(p.maxJitter + p.cfg.Gossip.PublishDelay))
+	consider(p.cfg.Tracker.EpochStart(e).Add(p.publishDelay()))
 	return next
+}
+
+// publishDelay is when, after an epoch boundary, the first owners publish:
+// the largest seal jitter plus Gossip.PublishDelay, at most 60 % of a
+// sub-window (the failover, at most a quarter sub-window later, must come
+// before the next boundary).
+func (p *Protocol) publishDelay() time.Duration {
+	return min(p.maxJitter+p.cfg.Gossip.PublishDelay, p.cfg.Tracker.SubWindow()*3/5)
 }
 
 // publishDue publishes what is due at now: the first owner's aggregates,

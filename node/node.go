@@ -45,6 +45,9 @@ type Node struct {
 
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
+	// owned keeps the records of the destinations this node owns under
+	// protocol v2 (nil without gossip).
+	owned *tracker.Owned
 	cl    *cluster.Cluster // nil when DisableGossip
 	// proto seals this node's sub-windows: the cluster's with gossip on,
 	// the node's own (with no members) with gossip off.
@@ -113,6 +116,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	}
 	n.self = cluster.MemberName(cfg.Name, n.boot)
 	if !cfg.DisableGossip {
+		if n.owned, err = tracker.NewOwned(cfg.FleetConfig()); err != nil {
+			return nil, fmt.Errorf("node: owner records: %w", err)
+		}
 		if n.cl, err = cluster.New(n.clusterConfig()); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
@@ -224,6 +230,9 @@ func (n *Node) step(now time.Time) {
 	}
 	n.poll(now)
 	n.fleet.Advance(now)
+	if n.owned != nil {
+		n.owned.Advance(now)
+	}
 	n.sampleHistory(now)
 }
 
