@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -95,4 +96,74 @@ func TestGossipPoisonedPeerRefused(t *testing.T) {
 	got := victim.fleet.ViewCounts("evil-dest", cfg.EpochStart(e+1))
 	require.NotNil(t, got)
 	require.Equal(t, uint64(3), got[7], "the first copy counts, the conflicting one does not")
+
+	// Bad censored counts for a destination in the view, in epochs the
+	// victim has no batch of: each refused as malformed and counted, and
+	// the estimate does not move.
+	at := cfg.EpochStart(e + 1)
+	before, err := victim.fleet.Estimate("evil-dest", 0.99, at)
+	require.NoError(t, err)
+	for i, tc := range badCensored(t, "evil", 0xe411, e-1, layout, "evil-dest") {
+		n := victim.GossipStats().Rejected[RejectDecodeMalformed]
+		require.NoError(t, evil.SendReliable(victim.MemberName(), tc.msg))
+		eventually(t, fmt.Sprintf("%s (%d) refused as %s", tc.name, i, RejectDecodeMalformed), func() bool {
+			return victim.GossipStats().Rejected[RejectDecodeMalformed] == n+1
+		})
+	}
+	after, err := victim.fleet.Estimate("evil-dest", 0.99, at)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	require.Equal(t, s.Outcomes, victim.GossipStats().Outcomes, "nothing more reached the Store")
+
+	// The same batch without the flaw is taken, timed-out counts and all.
+	require.NoError(t, evil.SendReliable(victim.MemberName(), validCensored(t, "evil", 0xe411, e-1, layout, "evil-dest")))
+	eventually(t, "the valid batch stored", func() bool { return victim.GossipStats().Outcomes["new"] == 2 })
+	after, err = victim.fleet.Estimate("evil-dest", 0.99, at)
+	require.NoError(t, err)
+	require.Equal(t, before.Samples+6, after.Samples)
+	require.Equal(t, before.Censored+2, after.Censored)
+}
+
+// validCensored is a batch of one destination with buckets 7:3 and 9:3, of
+// which 7:1 and 9:1 timed out.
+func validCensored(t *testing.T, origin string, boot uint64, epoch int64, l tracker.Layout, dest string) []byte {
+	t.Helper()
+	msg, err := codec.AppendBatch(nil, tracker.Batch{
+		Key:    tracker.BatchKey{Origin: origin, Boot: boot, Epoch: epoch},
+		Layout: l,
+		Dests: []tracker.DestCounts{{Dest: dest, Total: 6,
+			Buckets:  []tracker.Bucket{{Index: 7, Count: 3}, {Index: 9, Count: 3}},
+			TimedOut: []tracker.Bucket{{Index: 7, Count: 1}, {Index: 9, Count: 1}}}},
+	})
+	require.NoError(t, err)
+	return msg
+}
+
+// badCensored returns batches of one destination whose timed-out counts
+// contradict its buckets, each as the codec would write it but for the
+// flaw: the bytes of a sender that bypasses the encoder's checks.
+func badCensored(t *testing.T, origin string, boot uint64, epoch int64, l tracker.Layout, dest string) []struct {
+	name string
+	msg  []byte
+} {
+	t.Helper()
+	// validCensored's message ends with the timed-out pairs [7, 1, Δ2, 1].
+	valid := validCensored(t, origin, boot, epoch, l, dest)
+	tail := len(valid) - 5
+	require.Equal(t, []byte{0x94, 7, 1, 2, 1}, valid[tail:])
+	patch := func(off int, b byte) []byte {
+		out := slices.Clone(valid)
+		out[tail+off] = b
+		return out
+	}
+	return []struct {
+		name string
+		msg  []byte
+	}{
+		{"timed out in no bucket", patch(3, 3)},      // 7, 10
+		{"timed out above the bucket", patch(4, 4)},  // 9: 4 > 3
+		{"timed-out count 0", patch(2, 0)},           // 7: 0
+		{"timed out twice in a bucket", patch(3, 0)}, // 7, 7
+		{"timed out descending", patch(3, 0xff)},     // 7, 6 (Δ −1)
+	}
 }

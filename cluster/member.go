@@ -77,8 +77,9 @@ type Member struct {
 	BootID uint64 `json:"boot_id"` // random per process start
 	// Protocol is the highest dissemination protocol the member speaks, as
 	// its metadata advertises (1 when it says none; ProtocolV2 for
-	// destination-owned aggregation).
-	Protocol uint8 `json:"protocol"`
+	// destination-owned aggregation). Not in GET /v1/members, whose fields
+	// are fixed.
+	Protocol uint8 `json:"-"`
 	// Since is when this node last saw the state change.
 	Since time.Time `json:"-"`
 }

@@ -31,14 +31,17 @@ import (
 //
 //	init nodes=(a,b,c) [members=(a,b)] [jitter=500ms] [ae=2s]
 //	     [bulk-peers=3] [bulk-delay=800ms] [max-dests=0] [max-buckets=0]
-//	     [skew=(c:-20s)] [v2] [v1=(c)] [owners=2]
+//	     [skew=(c:-20s)] [old=(c)] [v2] [v1=(c)] [owners=2]
 //	    the nodes (boot IDs 1, 2, …), each ticked once at t=0 to start its
 //	    schedule; members are those every node of them lists alive at the
-//	    start (default all); a node outside lists only itself. The nodes
-//	    speak protocol v1 only, or with v2 protocol v2 (destination-owned
-//	    aggregation) but those of v1= (as a node of an older release)
+//	    start (default all); a node outside lists only itself; an old node
+//	    seals as a node older than timed-out counts: its batches carry none
+//	    and decode with censoring unknown. The nodes speak protocol v1
+//	    only, or with v2 protocol v2 (destination-owned aggregation) but
+//	    those of v1= (as a node of an older release)
 //	owners [n=(a,b)] dest=db   each node's owners of dest (protocol v2)
-//	record n=a dest=db ms=12 [count=1]     samples in a's local tracker, now
+//	record n=a dest=db ms=12 [count=1] [timed-out]   samples in a's local
+//	    tracker, now; timed-out records attempts that timed out at ms
 //	tick [n=(a,b)] [t=6.5s]   tick the nodes (default all) at t, or else
 //	    at the earliest of their next ticks, only the nodes due then
 //	deliver [from=a] [to=b] [all]   deliver the matching messages held, in
@@ -51,7 +54,10 @@ import (
 //	inject from=a to=b epoch=+2 [dest=x]   deliver a batch of a's made by
 //	    hand, its epoch relative to b's current one (an origin that is no
 //	    node has boot 99)
-//	view [n=(a,b)] dest=db   each node's fleet view of dest: samples, peers
+//	view [n=(a,b)] dest=db [censored]   each node's fleet view of dest:
+//	    samples, peers; with censored also its timed-out samples, M
+//	    (max-completed), and what a timeout decision reads: failing, or the
+//	    value and the view it comes from
 //	keys [n=(a,b)]           the batch keys each node holds
 //	stats [n=(a,b)]          each node's ProtocolStats
 //	warnings [n=(a,b)]       each node's clock_skew warnings
@@ -126,6 +132,10 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 	if d.HasArg("members") {
 		s.cluster = argList(t, d, "members")
 	}
+	var old []string
+	if d.HasArg("old") {
+		old = argList(t, d, "old")
+	}
 	for i, name := range names {
 		n := &snode{name: name, boot: uint64(i + 1), view: map[string]Member{}, proto: ProtocolV2}
 		n.local, err = tracker.NewSync[string](s.trk)
@@ -140,9 +150,15 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		if !d.HasArg("v2") || slices.Contains(v1, name) {
 			ng.Protocol, n.proto = 1, 1
 		}
+		seal := func(e int64, now time.Time) []tracker.DestCounts { return tracker.SealedSubWindow(n.local, e, now) }
+		if slices.Contains(old, name) {
+			seal = func(e int64, now time.Time) []tracker.DestCounts {
+				return withoutCensoring(tracker.SealedSubWindow(n.local, e, now))
+			}
+		}
 		n.p, err = NewProtocol(ProtocolConfig{
 			Name: name, BootID: n.boot, Tracker: s.trk, Gossip: ng, Store: n.fleet, BulkSyncDelay: delay, SealLimits: lim,
-			Seal:  func(e int64, now time.Time) []tracker.DestCounts { return tracker.SealedSubWindow(n.local, e, now) },
+			Seal:  seal,
 			Owned: n.owned, Aggregates: n.fleet,
 		})
 		require.NoError(t, err)
@@ -242,7 +258,11 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		d.ScanArgs(t, "ms", &ms)
 		d.MaybeScanArgs(t, "count", &count)
 		for range count {
-			n.local.RecordMillis(dest, ms, at(n))
+			if d.HasArg("timed-out") {
+				n.local.RecordTimeoutMillis(dest, ms, at(n))
+			} else {
+				n.local.RecordMillis(dest, ms, at(n))
+			}
 		}
 		return ""
 	case "tick":
@@ -375,6 +395,10 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			e, err := n.fleet.Estimate(dest, 0.99, at(n))
 			require.NoError(t, err)
 			s.printf("%s: %s samples=%d peers=%d local=%d\n", n.name, dest, e.Samples, e.Peers, e.LocalSamples)
+			if d.HasArg("censored") {
+				s.printf("  censored=%d local-censored=%d max-completed=%s decision=%s\n",
+					e.Censored, e.LocalCensored, optMillis(e.MaxCompletedMillis, e.HasMaxCompleted), decision(e))
+			}
 		}
 		return s.out.String()
 	case "keys":
@@ -455,8 +479,17 @@ func (s *scenario) receiver(m Message) *snode {
 	panic("no member " + m.To)
 }
 
+func timedOut(dc tracker.DestCounts) uint64 {
+	var n uint64
+	for _, c := range dc.TimedOut {
+		n += uint64(c.Count)
+	}
+	return n
+}
+
 // describe prints a message: sender → receiver, type, and its keys (a
-// batch's key with its destinations).
+// batch's key with its destinations, their samples, and how many of them
+// timed out, or that the record does not say).
 func (s *scenario) describe(from string, m Message) string {
 	to := s.receiver(m).name
 	switch m.Type {
@@ -467,7 +500,13 @@ func (s *scenario) describe(from string, m Message) string {
 		}
 		var dests []string
 		for _, dc := range b.Dests {
-			dests = append(dests, fmt.Sprintf("%s:%d", dc.Dest, dc.Total))
+			d := fmt.Sprintf("%s:%d", dc.Dest, dc.Total)
+			if dc.CensoringUnknown {
+				d += "(censoring unknown)"
+			} else if n := timedOut(dc); n > 0 {
+				d += fmt.Sprintf("(%d timed out)", n)
+			}
+			dests = append(dests, d)
 		}
 		return fmt.Sprintf("%s→%s batch %s [%s]", from, to, s.key(b.Key), strings.Join(dests, " "))
 	case codec.TypeDigest:
@@ -575,6 +614,36 @@ func (s *scenario) keys(ks []tracker.BatchKey) string {
 		out = append(out, s.key(k))
 	}
 	return "[" + strings.Join(out, " ") + "]"
+}
+
+// withoutCensoring is a sealed sub-window as a node older than timed-out
+// counts seals it: its timeouts are plain samples, and the codec writes
+// its destinations without timed-out pairs, the bytes such a node sends.
+func withoutCensoring(dests []tracker.DestCounts) []tracker.DestCounts {
+	out := slices.Clone(dests)
+	for i := range out {
+		out[i].TimedOut, out[i].CensoringUnknown = nil, true
+	}
+	return out
+}
+
+func optMillis(ms uint64, ok bool) string {
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprintf("%dms", ms)
+}
+
+// decision prints what a timeout decision reads from e.
+func decision(e tracker.Estimate) string {
+	if e.Failing {
+		return "failing"
+	}
+	v, ok := e.DecisionValue()
+	if !ok {
+		return "none"
+	}
+	return fmt.Sprintf("%dms from %s (q %dms)", v, e.DecisionSource(), e.DecisionQuantileMillis())
 }
 
 // receipt prints what Receive did.

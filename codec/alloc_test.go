@@ -36,6 +36,7 @@ func TestHostileInputAllocatesLittle(t *testing.T) {
 		{"origin str32 4GiB", build(with(goodBatch(), 3, arr{huge, 1, 1, 0})), decBatch},
 		{"destinations array32 4G", build(with(goodBatch(), 4, raw{0xdd, 0xff, 0xff, 0xff, 0xff})), decBatch},
 		{"buckets array32 4G", build(batchWithDest(arr{"d", 1, raw{0xdd, 0xff, 0xff, 0xff, 0xfe}})), decBatch},
+		{"timed-out array32 4G", build(batchWithDest(destWithTimedOut(raw{0xdd, 0xff, 0xff, 0xff, 0xfe}))), decBatch},
 		{"extra bin32 4GiB", build(append(goodBatch(), raw{0xc6, 0xff, 0xff, 0xff, 0xff})), decBatch},
 		{"extra str32 4GiB", build(append(goodBatch(), huge)), decBatch},
 		{"extra ext32 4GiB", build(append(goodBatch(), raw{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01})), decBatch},
@@ -84,26 +85,27 @@ func TestNaiveDecodingAllocatesDeclaredLength(t *testing.T) {
 }
 
 // TestSteadyStateZeroAllocs: with reused buffers, encoding and decoding a
-// typical batch allocate nothing.
+// typical batch allocate nothing, with or without timed-out counts.
 func TestSteadyStateZeroAllocs(t *testing.T) {
-	b := typicalBatch(11, 100, 3000)
-	buf, err := AppendBatch(nil, b)
-	require.NoError(t, err)
-	require.Zero(t, testing.AllocsPerRun(20, func() { buf, _ = AppendBatch(buf[:0], b) }))
-
 	dec := newDecoder(t, defaultLayout)
-	_, err = dec.DecodeBatch(buf)
-	require.NoError(t, err)
-	require.Zero(t, testing.AllocsPerRun(20, func() {
-		if _, err := dec.DecodeBatch(buf); err != nil {
-			panic(err)
-		}
-	}))
+	for _, b := range []tracker.Batch{typicalBatch(11, 100, 3000), censoredBatch(11, 100, 3000)} {
+		buf, err := AppendBatch(nil, b)
+		require.NoError(t, err)
+		require.Zero(t, testing.AllocsPerRun(20, func() { buf, _ = AppendBatch(buf[:0], b) }))
 
-	var enc Encoder
-	_, err = enc.BatchParts(b, 8<<10)
-	require.NoError(t, err)
-	require.Zero(t, testing.AllocsPerRun(20, func() { _, _ = enc.BatchParts(b, 8<<10) }))
+		_, err = dec.DecodeBatch(buf)
+		require.NoError(t, err)
+		require.Zero(t, testing.AllocsPerRun(20, func() {
+			if _, err := dec.DecodeBatch(buf); err != nil {
+				panic(err)
+			}
+		}))
+
+		var enc Encoder
+		_, err = enc.BatchParts(b, 8<<10)
+		require.NoError(t, err)
+		require.Zero(t, testing.AllocsPerRun(20, func() { _, _ = enc.BatchParts(b, 8<<10) }))
+	}
 
 	keys := SortKeys(append([]tracker.BatchKey(nil), goldenKeys()...))
 	dmsg, err := AppendDigest(nil, Digest{Sender: "s", Keys: keys})

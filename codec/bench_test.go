@@ -25,7 +25,16 @@ func perDest(b *testing.B, cpu0 int64, dests int) {
 }
 
 func BenchmarkEncodeBatch(b *testing.B) {
-	bt := typicalBatch(1, benchDests, benchSamples)
+	benchEncode(b, typicalBatch(1, benchDests, benchSamples))
+}
+
+// BenchmarkEncodeBatchTimedOut is the typical batch with its tail timed
+// out: two timed-out buckets per destination (censoredBatch).
+func BenchmarkEncodeBatchTimedOut(b *testing.B) {
+	benchEncode(b, censoredBatch(1, benchDests, benchSamples))
+}
+
+func benchEncode(b *testing.B, bt tracker.Batch) {
 	buf, err := AppendBatch(nil, bt)
 	if err != nil {
 		b.Fatal(err)
@@ -77,7 +86,17 @@ func BenchmarkEncodeBatchNaive(b *testing.B) {
 }
 
 func BenchmarkDecodeBatch(b *testing.B) {
-	msg, err := AppendBatch(nil, typicalBatch(1, benchDests, benchSamples))
+	benchDecode(b, typicalBatch(1, benchDests, benchSamples))
+}
+
+// BenchmarkDecodeBatchTimedOut decodes the batch of
+// BenchmarkEncodeBatchTimedOut.
+func BenchmarkDecodeBatchTimedOut(b *testing.B) {
+	benchDecode(b, censoredBatch(1, benchDests, benchSamples))
+}
+
+func benchDecode(b *testing.B, bt tracker.Batch) {
+	msg, err := AppendBatch(nil, bt)
 	if err != nil {
 		b.Fatal(err)
 	}

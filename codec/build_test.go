@@ -1,6 +1,10 @@
 package codec
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
 
 // A tiny msgpack builder for hand-made (often hostile) messages:
 // int → compact int, uint64 → compact uint, string → str, arr → array
@@ -39,8 +43,18 @@ func appendAny(b []byte, v any) []byte {
 // A valid small batch, as builder values, for mutation in tests.
 func goodLayout() arr { return arr{1, 60000, 2} }
 func goodKey() arr    { return arr{"node-a", uint64(42), 1000, 0} }
-func goodDest() arr   { return arr{"db-1", 7, arr{3, 2, 1, 4, 100, 1}} } // indices 3, 4, 104
+func goodDest() arr   { return arr{"db-1", 7, arr{3, 2, 1, 4, 100, 1}, arr{4, 3, 100, 1}} } // indices 3, 4, 104; timed out: 3 at 4, 1 at 104
 func goodBatch() arr  { return arr{1, 1, goodLayout(), goodKey(), arr{goodDest()}} }
+
+// oldDest is goodDest as a sender older than timed-out counts writes it:
+// three fields, censoring unknown.
+func oldDest() arr { return goodDest()[:3] }
+
+// goodTimedOut is goodDest's timed-out buckets, decoded.
+var goodTimedOut = []tracker.Bucket{{Index: 4, Count: 3}, {Index: 104, Count: 1}}
+
+// destWithTimedOut is goodDest with other timed-out pairs.
+func destWithTimedOut(pairs any) arr { return with(goodDest(), 3, pairs) }
 
 // with returns a copy of a with element i replaced by v.
 func with(a arr, i int, v any) arr {

@@ -139,13 +139,14 @@ func SortKeys(keys []tracker.BatchKey) []tracker.BatchKey {
 	return slices.Compact(keys)
 }
 
-// CloneBatch returns a deep copy of b whose Dests and Buckets share nothing
-// with b: use it to keep a batch returned by Decoder.DecodeBatch past the
-// Decoder's next call. All buckets go into one allocation.
+// CloneBatch returns a deep copy of b whose Dests, Buckets and TimedOut
+// share nothing with b: use it to keep a batch returned by
+// Decoder.DecodeBatch past the Decoder's next call. All buckets go into one
+// allocation.
 func CloneBatch(b tracker.Batch) tracker.Batch {
 	n := 0
 	for _, d := range b.Dests {
-		n += len(d.Buckets)
+		n += len(d.Buckets) + len(d.TimedOut)
 	}
 	buckets := make([]tracker.Bucket, 0, n)
 	out := b
@@ -153,7 +154,13 @@ func CloneBatch(b tracker.Batch) tracker.Batch {
 	for i, d := range b.Dests {
 		start := len(buckets)
 		buckets = append(buckets, d.Buckets...)
-		out.Dests[i] = tracker.DestCounts{Dest: d.Dest, Total: d.Total, Buckets: buckets[start:len(buckets):len(buckets)]}
+		d.Buckets = buckets[start:len(buckets):len(buckets)]
+		if len(d.TimedOut) > 0 {
+			start = len(buckets)
+			buckets = append(buckets, d.TimedOut...)
+			d.TimedOut = buckets[start:len(buckets):len(buckets)]
+		}
+		out.Dests[i] = d
 	}
 	return out
 }

@@ -53,16 +53,26 @@ func refBatch(t *testing.T, b tracker.Batch) []byte {
 	must(e.EncodeInt(b.Key.Epoch))
 	must(e.EncodeUint(uint64(b.Key.Part)))
 	must(e.EncodeArrayLen(len(b.Dests)))
-	for _, d := range b.Dests {
-		must(e.EncodeArrayLen(3))
-		must(e.EncodeString(d.Dest))
-		must(e.EncodeUint(d.Total))
-		must(e.EncodeArrayLen(2 * len(d.Buckets)))
+	pairs := func(bs []tracker.Bucket) {
+		must(e.EncodeArrayLen(2 * len(bs)))
 		prev := uint16(0)
-		for _, bk := range d.Buckets {
+		for _, bk := range bs {
 			must(e.EncodeUint(uint64(bk.Index - prev)))
 			must(e.EncodeUint(uint64(bk.Count)))
 			prev = bk.Index
+		}
+	}
+	for _, d := range b.Dests {
+		if d.CensoringUnknown {
+			must(e.EncodeArrayLen(3))
+		} else {
+			must(e.EncodeArrayLen(4))
+		}
+		must(e.EncodeString(d.Dest))
+		must(e.EncodeUint(d.Total))
+		pairs(d.Buckets)
+		if !d.CensoringUnknown {
+			pairs(d.TimedOut)
 		}
 	}
 	return out.Bytes()
@@ -202,6 +212,35 @@ func TestAppendBatchRefuses(t *testing.T) {
 			b.Dests[0].Buckets[0].Count = 0
 		}, ErrMalformed},
 		{"wrong total", func(b *tracker.Batch) { b.Dests[5].Total-- }, ErrMalformed},
+		{"timed out, not a bucket", func(b *tracker.Batch) {
+			bk := b.Dests[2].Buckets
+			gap := bk[0].Index + 1
+			for i := 1; i < len(bk) && bk[i].Index == gap; i++ {
+				gap++
+			}
+			require.Less(t, gap, bk[len(bk)-1].Index)
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: gap, Count: 1}}
+		}, ErrMalformed},
+		{"timed out, beyond the buckets", func(b *tracker.Batch) { b.Dests[2].TimedOut = []tracker.Bucket{{Index: 1279, Count: 1}} }, ErrMalformed},
+		{"timed out, above the bucket's count", func(b *tracker.Batch) {
+			bk := b.Dests[2].Buckets[1]
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: bk.Index, Count: bk.Count + 1}}
+		}, ErrMalformed},
+		{"timed out, zero count", func(b *tracker.Batch) {
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: b.Dests[2].Buckets[1].Index, Count: 0}}
+		}, ErrMalformed},
+		{"timed out, descending", func(b *tracker.Batch) {
+			bk := b.Dests[2].Buckets
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: bk[1].Index, Count: 1}, {Index: bk[0].Index, Count: 1}}
+		}, ErrMalformed},
+		{"timed out, repeated", func(b *tracker.Batch) {
+			bk := b.Dests[2].Buckets[1]
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: bk.Index, Count: 1}, {Index: bk.Index, Count: 1}}
+		}, ErrMalformed},
+		{"timed out with censoring unknown", func(b *tracker.Batch) {
+			b.Dests[2].TimedOut = []tracker.Bucket{{Index: b.Dests[2].Buckets[1].Index, Count: 1}}
+			b.Dests[2].CensoringUnknown = true
+		}, ErrMalformed},
 		{"duplicate names, map path", func(b *tracker.Batch) { b.Dests[39].Dest = b.Dests[1].Dest }, ErrMalformed},
 		{"duplicate names, scan path", func(b *tracker.Batch) { b.Dests = b.Dests[:5]; b.Dests[4].Dest = b.Dests[1].Dest }, ErrMalformed},
 		{"too many destinations", func(b *tracker.Batch) {
@@ -290,6 +329,27 @@ func TestDecodeBatchRefuses(t *testing.T) {
 		{"total too small", build(batchWithDest(arr{"d", 6, arr{3, 2, 1, 4, 100, 1}})), ErrMalformed},
 		{"total overflowing", build(batchWithDest(arr{"d", uint64(math.MaxUint64), arr{3, huge32, 1, huge32}})), ErrMalformed},
 		{"total wraps to the sum", build(batchWithDest(arr{"d", 1, arr{3, huge32, 1, 2}})), ErrMalformed},
+		{"timed out nil", build(batchWithDest(destWithTimedOut(raw{0xc0}))), ErrMalformed},
+		{"timed out not an array", build(batchWithDest(destWithTimedOut(4))), ErrMalformed},
+		{"timed out odd", build(batchWithDest(destWithTimedOut(arr{4}))), ErrMalformed},
+		{"timed out declares 4G", build(batchWithDest(destWithTimedOut(raw{0xdd, 0xff, 0xff, 0xff, 0xfe}))), ErrMalformed},
+		{"more timed out than buckets", build(batchWithDest(destWithTimedOut(arr{3, 1, 1, 1, 100, 1, 1, 1}))), ErrMalformed},
+		{"timed out, not a bucket", build(batchWithDest(destWithTimedOut(arr{5, 1}))), ErrMalformed},
+		{"timed out, below the first bucket", build(batchWithDest(destWithTimedOut(arr{2, 1}))), ErrMalformed},
+		{"timed out, beyond the last bucket", build(batchWithDest(destWithTimedOut(arr{105, 1}))), ErrMalformed},
+		{"timed out, beyond the layout", build(batchWithDest(destWithTimedOut(arr{1280, 1}))), ErrMalformed},
+		{"timed out, first index negative", build(batchWithDest(destWithTimedOut(arr{-1, 1}))), ErrMalformed},
+		{"timed out, repeated (delta 0)", build(batchWithDest(destWithTimedOut(arr{4, 1, 0, 1}))), ErrMalformed},
+		{"timed out, descending (negative delta)", build(batchWithDest(destWithTimedOut(arr{4, 1, -1, 1}))), ErrMalformed},
+		{"timed out, delta overflowing", build(batchWithDest(destWithTimedOut(arr{4, 1, raw{0xcf, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x9c}, 1}))), ErrMalformed},
+		{"timed out, delta nil", build(batchWithDest(destWithTimedOut(arr{3, 1, raw{0xc0}, 1}))), ErrMalformed},
+		{"timed out, count 0", build(batchWithDest(destWithTimedOut(arr{4, 0}))), ErrMalformed},
+		{"timed out, count above the bucket's", build(batchWithDest(destWithTimedOut(arr{4, 5}))), ErrMalformed},
+		{"timed out, count above uint32", build(batchWithDest(destWithTimedOut(arr{4, uint64(1 << 32)}))), ErrMalformed},
+		{"timed out, count negative", build(batchWithDest(destWithTimedOut(arr{4, -1}))), ErrMalformed},
+		{"timed out, count nil", build(batchWithDest(destWithTimedOut(arr{4, raw{0xc0}}))), ErrMalformed},
+		{"timed out, count float", build(batchWithDest(destWithTimedOut(arr{4, raw{0xca, 0x3f, 0x80, 0, 0}}))), ErrMalformed},
+		{"timed out, count string", build(batchWithDest(destWithTimedOut(arr{4, "1"}))), ErrMalformed},
 		{"extra field declares 4 GiB", build(append(goodBatch(), 1, raw{0xc6, 0xff, 0xff, 0xff, 0xff})), ErrMalformed},
 		{"extra field nested too deep", build(append(goodBatch(), 1, raw(bytes.Repeat([]byte{0x91}, 100)))), ErrMalformed},
 		{"extra field reserved code", build(append(goodBatch(), 1, raw{0xc1})), ErrMalformed},
@@ -322,6 +382,7 @@ func TestDecodeBatchRefuses(t *testing.T) {
 	got, err := dec.DecodeBatch(build(goodBatch()))
 	require.NoError(t, err)
 	require.Equal(t, []tracker.Bucket{{Index: 3, Count: 2}, {Index: 4, Count: 4}, {Index: 104, Count: 1}}, got.Dests[0].Buckets)
+	require.Equal(t, goodTimedOut, got.Dests[0].TimedOut)
 }
 
 var sentinels = []error{ErrVersion, ErrType, ErrLayout, ErrTooLarge, ErrMalformed}
@@ -551,7 +612,10 @@ func TestKeysRefused(t *testing.T) {
 
 func TestCloneBatch(t *testing.T) {
 	dec := newDecoder(t, tracker.Layout{})
-	msg, err := AppendBatch(nil, typicalBatch(10, 5, 100))
+	want := censoredBatch(10, 5, 100)
+	want.Dests[1].TimedOut = nil
+	want.Dests[3].TimedOut, want.Dests[3].CensoringUnknown = nil, true
+	msg, err := AppendBatch(nil, want)
 	require.NoError(t, err)
 	got, err := dec.DecodeBatch(msg)
 	require.NoError(t, err)
@@ -559,7 +623,8 @@ func TestCloneBatch(t *testing.T) {
 	requireSameBatch(t, got, kept)
 	_, err = dec.DecodeBatch(build(goodBatch())) // overwrites the decoder's buffers
 	require.NoError(t, err)
-	requireSameBatch(t, typicalBatch(10, 5, 100), kept)
+	requireSameBatch(t, want, kept)
+	require.Equal(t, 1, cap(kept.Dests[0].TimedOut)-len(kept.Dests[0].TimedOut)+1, "capped: appending to one copy cannot reach the next")
 }
 
 func TestSortKeys(t *testing.T) {

@@ -50,22 +50,29 @@ type Decoder struct {
 	last      tracker.Layout // last layout validated, and its counts
 	lastCount int
 
-	name    [MaxNameBytes]byte
-	intern  map[string]string
-	seen    map[string]struct{}
-	dests   []tracker.DestCounts
-	spans   []int
-	buckets []tracker.Bucket
-	keys    []tracker.BatchKey
-	sentAt  int64 // sent_at of the message being or last decoded; 0 for none
+	name     [MaxNameBytes]byte
+	intern   map[string]string
+	seen     map[string]struct{}
+	dests    []tracker.DestCounts
+	spans    []destSpan
+	buckets  []tracker.Bucket
+	timedOut []tracker.Bucket
+	keys     []tracker.BatchKey
+	sentAt   int64 // sent_at of the message being or last decoded; 0 for none
 
 	// protocol v2 results
 	manifests []EpochManifest
 	aggs      []tracker.Aggregate
+	aggSpans  []int // per aggregate: where its buckets, censored counts end in buckets
 	digests   []tracker.AggregateDigest
 	entries   []tracker.AggregateEntry
 	epochs    []int64
 }
+
+// destSpan is where a decoded destination's buckets and timed-out buckets
+// end in the Decoder's buffers (they grow while a batch is decoded, so the
+// slices are cut once it is done).
+type destSpan struct{ buckets, timedOut int }
 
 // NewDecoder returns a Decoder. When expect is not the zero Layout, batches
 // in any other layout are refused with ErrLayout; with the zero Layout any
@@ -90,8 +97,8 @@ func (d *Decoder) Reset() {
 	d.md = msgpack.NewDecoder(&d.rd)
 	d.intern = make(map[string]string)
 	d.seen = make(map[string]struct{})
-	d.dests, d.spans, d.buckets, d.keys = nil, nil, nil, nil
-	d.manifests, d.aggs, d.digests, d.entries, d.epochs = nil, nil, nil, nil, nil
+	d.dests, d.spans, d.buckets, d.timedOut, d.keys = nil, nil, nil, nil, nil
+	d.manifests, d.aggs, d.aggSpans, d.digests, d.entries, d.epochs = nil, nil, nil, nil, nil, nil
 }
 
 // Type returns the type of msg after checking its size, array header and
@@ -453,8 +460,11 @@ func (d *Decoder) countsLen(l tracker.Layout) (int, error) {
 }
 
 // DecodeBatch decodes and validates a batch message. The result aliases
-// the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge, ErrVersion,
-// ErrType, ErrLayout or ErrMalformed.
+// the Decoder's buffers (see Decoder). A destination's TimedOut is nil when
+// nothing timed out; a destination record without timed-out pairs (from a
+// sender older than them) has CensoringUnknown set. Errors wrap
+// ErrTooLarge, ErrVersion, ErrType, ErrLayout or ErrMalformed (timed-out
+// pairs that are not a subset of the buckets among them).
 func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	extra, err := d.open(msg, TypeBatch, 3)
 	if err != nil {
@@ -523,22 +533,26 @@ func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 		return b, err
 	}
 
-	// Destinations: [[name, total, [index, count, Δindex, count, …]], …].
+	// Destinations: [[name, total, [index, count, Δindex, count, …],
+	// [timed-out pairs…]], …].
 	n, err := d.readArrayLen("destinations", MaxDests)
 	if err != nil {
 		return b, err
 	}
-	d.dests, d.spans, d.buckets = d.dests[:0], d.spans[:0], d.buckets[:0]
+	d.dests, d.spans, d.buckets, d.timedOut = d.dests[:0], d.spans[:0], d.buckets[:0], d.timedOut[:0]
 	clear(d.seen)
 	for i := range n {
 		if err := d.readDest(i, countsLen); err != nil {
 			return b, err
 		}
 	}
-	start := 0
+	var prev destSpan
 	for i, end := range d.spans {
-		d.dests[i].Buckets = d.buckets[start:end:end]
-		start = end
+		d.dests[i].Buckets = d.buckets[prev.buckets:end.buckets:end.buckets]
+		if end.timedOut > prev.timedOut {
+			d.dests[i].TimedOut = d.timedOut[prev.timedOut:end.timedOut:end.timedOut]
+		}
+		prev = end
 	}
 	b.Dests = d.dests
 	return b, nil
@@ -597,9 +611,61 @@ func (d *Decoder) readDest(i, countsLen int) error {
 	if sum != total {
 		return malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
 	}
-	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total})
-	d.spans = append(d.spans, len(d.buckets))
+	// The timed-out buckets, appended to the record by a minor revision: a
+	// record without them is from a sender that does not send them.
+	unknown := x == 0
+	if !unknown {
+		if err := d.readTimedOut(name, d.buckets[len(d.buckets)-m/2:]); err != nil {
+			return err
+		}
+		x--
+	}
+	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total, CensoringUnknown: unknown})
+	d.spans = append(d.spans, destSpan{len(d.buckets), len(d.timedOut)})
 	return d.finish(x)
+}
+
+// readTimedOut reads a destination's timed-out (index, count) pairs, coded
+// as its buckets are, into d.timedOut: each index one of buckets' (so
+// strictly ascending and in range), each count in [1, that bucket's count].
+func (d *Decoder) readTimedOut(name string, buckets []tracker.Bucket) error {
+	m, err := d.readArrayLen("timed-out buckets", math.MaxInt)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m%2 != 0:
+		return malformed("destination %q: odd timed-out array of %d elements", name, m)
+	case m/2 > len(buckets):
+		return malformed("destination %q: %d timed-out buckets, %d buckets", name, m/2, len(buckets))
+	case m == 0:
+		return nil
+	}
+	last := uint64(buckets[len(buckets)-1].Index)
+	idx, err := d.readUint("timed-out index", last)
+	if err != nil {
+		return err
+	}
+	for j := range m / 2 {
+		if j > 0 {
+			delta, err := d.readCount("timed-out index delta", last-idx)
+			if err != nil {
+				return malformed("destination %q: timed-out bucket %d: index not ascending or beyond its buckets: %w", name, j, err)
+			}
+			idx += delta
+		}
+		k := searchBucket(buckets, uint16(idx)) // < len(buckets): idx <= the last bucket's index
+		if buckets[k].Index != uint16(idx) {
+			return malformed("destination %q: timed-out index %d is not one of its buckets", name, idx)
+		}
+		buckets = buckets[k:] // the next index is above: search only the rest
+		c, err := d.readCount("timed-out count", uint64(buckets[0].Count))
+		if err != nil {
+			return malformed("destination %q: timed-out bucket %d: more than the bucket's count or 0: %w", name, idx, err)
+		}
+		d.timedOut = append(d.timedOut, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
+	}
+	return nil
 }
 
 // readKeys reads the key groups of a digest or pull into d.keys.

@@ -12,14 +12,16 @@
 // decoders accept any integer encoding whose value is in range, but never
 // nil, floats or a negative value where a non-negative one is expected.
 //
-//	batch   = [1, 1, layout, key, [dest, …] (, sent_at)]
-//	layout  = [lowest, highest, significant digits]          must be tracker-supported
-//	key     = [origin, boot, epoch, part]                    str, uint64, int64, uint16
-//	dest    = [name, total, [index₀, count₀, Δ₁, count₁, …]]
-//	digest  = [1, 2, sender, [group, …] (, sent_at)]
-//	pull    = [1, 3, sender, [group, …] (, sent_at)]
-//	group   = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
-//	sent_at = the sender's wall clock, Unix ms               uint in [0, 2^63−1]; optional
+//	batch     = [1, 1, layout, key, [dest, …] (, sent_at)]
+//	layout    = [lowest, highest, significant digits]    must be tracker-supported
+//	key       = [origin, boot, epoch, part]              str, uint64, int64, uint16
+//	dest      = [name, total, buckets, timed_out]
+//	buckets   = [index₀, count₀, Δ₁, count₁, …]
+//	timed_out = [index₀, count₀, Δ₁, count₁, …]          a subset of buckets; may be empty
+//	digest    = [1, 2, sender, [group, …] (, sent_at)]
+//	pull      = [1, 3, sender, [group, …] (, sent_at)]
+//	group     = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
+//	sent_at   = the sender's wall clock, Unix ms         uint in [0, 2^63−1]; optional
 //
 // Destination-owned aggregation (protocol v2) adds six message types
 // within the same version (v2.go; old decoders refuse them as ErrType and
@@ -45,6 +47,24 @@
 // total must equal their sum. Names (origin, sender, destination) are
 // non-empty valid UTF-8 of at most MaxNameBytes; a batch never names a
 // destination twice and holds at least one bucket per destination.
+//
+// The timed_out pairs (tracker.DestCounts.TimedOut) say how many of a
+// bucket's samples were attempts ended by their timeout, recorded at it
+// (tracker's RecordTimeout): coded as the buckets are, each index one of
+// the destination's bucket indices (so strictly ascending), each count in
+// [1, that bucket's count]. The list is empty when nothing timed out. The
+// field was appended to the destination record by a minor revision (see
+// "Versions and extensions"): a decoder older than it skips it, and a
+// record without it, from an older sender, decodes with
+// DestCounts.CensoringUnknown set: unknown, not none (a fleet view holding
+// it uses the quantile alone and is never failing). Encoders write it for
+// every destination except one whose censoring is unknown: that one is
+// written as it came, in the old three-field form, so a node forwarding an
+// older peer's batch sends the bytes the peer sent. The other way round a
+// node of the older revision forwards a newer batch without the field, a
+// copy that differs from the origin's: a receiver keeps whichever copy
+// arrived first and counts the other as a conflict, so while both
+// revisions run, a few views may hold a batch with censoring unknown.
 //
 // sent_at, appended to the message array by a minor revision (see
 // "Versions and extensions"), is the sender's wall clock when it encoded the
@@ -103,15 +123,18 @@
 // each a msgpack value nested at most 8 deep whose declared lengths must
 // fit the bytes left; str, bin and ext payloads are skipped without being
 // read. Fewer fields than known is ErrMalformed. Lists (destinations,
-// bucket pairs, groups, keys) never take extra elements. sent_at is such an
-// appended field of the message array: a decoder older than it skips it;
-// this one reads it as the first field after the known ones (an integer, or
+// bucket pairs, groups, keys) never take extra elements. sent_at and a
+// destination's timed_out are such appended fields, of the message array
+// and of the destination record: a decoder older than them skips them;
+// this one reads each as the first field after its record's known ones (an
+// integer, a list of pairs, or
 // ErrMalformed) and skips up to MaxExtraFields after it. Anything that an
 // older decoder must not ignore — new meaning for a known field, a changed
 // encoding, an extension that alters counts — needs a new Version; a node
 // that speaks two versions keeps the old encoder until every peer decodes
 // the new one. The bytes of every version and revision are pinned by
-// golden files under testdata/golden (see testdata/README.md).
+// golden files under testdata/golden (see testdata/README.md); those of
+// earlier revisions stay as fixtures that must still decode.
 //
 // # Splitting batches
 //

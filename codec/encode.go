@@ -108,7 +108,52 @@ func checkDest(d *tracker.DestCounts, countsLen int) error {
 	if sum != d.Total {
 		return malformed("destination %q: total %d, buckets sum to %d", d.Dest, d.Total, sum)
 	}
+	return checkTimedOut(d)
+}
+
+// checkTimedOut reports whether d's timed-out buckets obey the decoder's
+// rules: none when censoring is unknown, else strictly ascending, each at
+// the index of one of d's buckets with a count in [1, that bucket's].
+func checkTimedOut(d *tracker.DestCounts) error {
+	if len(d.TimedOut) == 0 {
+		return nil
+	}
+	if d.CensoringUnknown {
+		return malformed("destination %q: %d timed-out buckets with censoring unknown", d.Dest, len(d.TimedOut))
+	}
+	bs, prev := d.Buckets, -1
+	for _, c := range d.TimedOut {
+		if int(c.Index) <= prev {
+			return malformed("destination %q: timed-out index %d after %d, not ascending", d.Dest, c.Index, prev)
+		}
+		prev = int(c.Index)
+		k := searchBucket(bs, c.Index)
+		switch {
+		case k == len(bs) || bs[k].Index != c.Index:
+			return malformed("destination %q: timed-out index %d is not one of its buckets", d.Dest, c.Index)
+		case c.Count == 0 || c.Count > bs[k].Count:
+			return malformed("destination %q: timed-out bucket %d has count %d, want [1, %d]", d.Dest, c.Index, c.Count, bs[k].Count)
+		}
+		bs = bs[k+1:] // the next timed-out index is above this one
+	}
 	return nil
+}
+
+// searchBucket returns the position of the first of bs (ascending by
+// Index) whose Index is at least i, len(bs) when there is none: a binary
+// search, because timed-out buckets are few and sit in the tail of a
+// destination's.
+func searchBucket(bs []tracker.Bucket, i uint16) int {
+	lo, hi := 0, len(bs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bs[m].Index < i {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // checkBatchHead validates b's layout and origin and returns the layout's
@@ -165,14 +210,34 @@ func appendBatchHead(b []byte, bt *tracker.Batch, part uint16, sentAtMillis int6
 	return appendUint(b, uint64(part))
 }
 
+// appendDest writes d's record: [name, total, [pairs…], [timed-out
+// pairs…]], or without the timed-out pairs when d's censoring is unknown
+// (a record decoded from an older sender, forwarded as it came).
 func appendDest(b []byte, d *tracker.DestCounts) []byte {
-	b = append(b, 0x93)
+	if d.CensoringUnknown {
+		b = append(b, 0x93)
+	} else {
+		b = append(b, 0x94)
+	}
 	b = appendStr(b, d.Dest)
 	b = appendUint(b, d.Total)
-	b = appendArrayLen(b, 2*len(d.Buckets))
-	b = slices.Grow(b, 14*len(d.Buckets)) // the largest pair: uint16 delta, uint32 count
+	b = appendPairs(b, d.Buckets)
+	switch {
+	case d.CensoringUnknown:
+	case len(d.TimedOut) == 0: // the common case: nothing timed out
+		b = append(b, 0x90)
+	default:
+		b = appendPairs(b, d.TimedOut)
+	}
+	return b
+}
+
+// appendPairs writes bs as an array of delta-coded (index, count) pairs.
+func appendPairs(b []byte, bs []tracker.Bucket) []byte {
+	b = appendArrayLen(b, 2*len(bs))
+	b = slices.Grow(b, 14*len(bs)) // the largest pair: uint16 delta, uint32 count
 	prev := uint16(0)
-	for _, bk := range d.Buckets {
+	for _, bk := range bs {
 		delta := bk.Index - prev // the first index is absolute
 		prev = bk.Index
 		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
@@ -187,11 +252,14 @@ func appendDest(b []byte, d *tracker.DestCounts) []byte {
 
 // AppendBatch appends b, encoded as one batch message with b.Key as is and
 // no sent_at, to dst and returns the extended slice: AppendBatchAt with
-// sentAtMillis 0, the bytes of a sender older than sent_at. It validates b
-// first, with the rules the Decoder enforces: an error wraps ErrLayout,
-// ErrMalformed, or ErrTooLarge when b has more than MaxDests destinations
-// or does not fit MaxMessageBytes (use Encoder.BatchParts for those), and
-// dst is returned unchanged.
+// sentAtMillis 0. Every destination carries its TimedOut pairs (an empty
+// list when nothing timed out), except one with CensoringUnknown, written
+// without them, as an older sender wrote it. It validates b first, with
+// the rules the Decoder enforces (TimedOut a subset of Buckets, as
+// tracker.DestCounts documents, and empty when CensoringUnknown): an error
+// wraps ErrLayout, ErrMalformed, or ErrTooLarge when b has more than
+// MaxDests destinations or does not fit MaxMessageBytes (use
+// Encoder.BatchParts for those), and dst is returned unchanged.
 func AppendBatch(dst []byte, b tracker.Batch) ([]byte, error) { return AppendBatchAt(dst, b, 0) }
 
 // AppendBatchAt is AppendBatch with sent_at: the sender's wall clock in

@@ -14,7 +14,9 @@ func Example() {
 		Key:    tracker.BatchKey{Origin: "node-a", Boot: 42, Epoch: 291234567},
 		Layout: layout,
 		Dests: []tracker.DestCounts{
-			{Dest: "db-1", Total: 7, Buckets: []tracker.Bucket{{Index: 3, Count: 2}, {Index: 4, Count: 5}}},
+			// Of db-1's 5 samples in bucket 4, 2 were attempts that timed out.
+			{Dest: "db-1", Total: 7, Buckets: []tracker.Bucket{{Index: 3, Count: 2}, {Index: 4, Count: 5}},
+				TimedOut: []tracker.Bucket{{Index: 4, Count: 2}}},
 		},
 	}
 
@@ -41,7 +43,7 @@ func Example() {
 		}
 		fmt.Printf("%d bytes: %s boot %d epoch %d part %d\n", len(msg), got.Key.Origin, got.Key.Boot, got.Key.Epoch, got.Key.Part)
 		for _, d := range got.Dests {
-			fmt.Println(d.Dest, d.Total, d.Buckets)
+			fmt.Println(d.Dest, d.Total, d.Buckets, "timed out:", d.TimedOut)
 		}
 	}
 
@@ -49,7 +51,7 @@ func Example() {
 	_, err = dec.DecodeBatch([]byte{0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01})
 	fmt.Println(errors.Is(err, codec.ErrMalformed), err)
 	// Output:
-	// 37 bytes: node-a boot 42 epoch 291234567 part 0
-	// db-1 7 [{3 2} {4 5}]
+	// 40 bytes: node-a boot 42 epoch 291234567 part 0
+	// db-1 7 [{3 2} {4 5}] timed out: [{4 2}]
 	// true codec: malformed message: message: array of 4294967295 elements, only 2 bytes left
 }

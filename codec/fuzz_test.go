@@ -27,8 +27,10 @@ func requireTyped(t *testing.T, err error) {
 // messages, plus testdata/fuzz/<target>/.
 
 func FuzzDecodeBatch(f *testing.F) {
-	f.Add(goldenMessages(f)["v1-batch"])
-	f.Add(goldenMessages(f)["v1-batch-sent-at"])
+	f.Add(goldenMessages(f)["v1-batch-timed-out"])
+	f.Add(goldenMessages(f)["v1-batch-timed-out-sent-at"])
+	f.Add(readGolden(f, "v1-batch"))
+	f.Add(readGolden(f, "v1-batch-sent-at"))
 	dec := newDecoder(f, tracker.Layout{})
 	check := newDecoder(f, tracker.Layout{})
 	f.Fuzz(func(t *testing.T, msg []byte) {

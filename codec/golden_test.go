@@ -19,16 +19,29 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/golden and the seed corpora under testdata/fuzz")
 
-// goldenBatch exercises every integer width and both name encodings.
+// goldenBatch exercises every integer width, both name encodings, and
+// timed-out counts: some of a destination's buckets, all of one, none.
 func goldenBatch() tracker.Batch {
+	b := legacyBatch()
+	b.Dests[0].TimedOut = []tracker.Bucket{{Index: 1100, Count: 300}, {Index: 1279, Count: 1}}
+	b.Dests[0].CensoringUnknown = false
+	b.Dests[1].TimedOut = []tracker.Bucket{{Index: 42, Count: math.MaxUint32}}
+	b.Dests[1].CensoringUnknown = false
+	b.Dests = append(b.Dests, tracker.DestCounts{Dest: "db-2", Total: 3, Buckets: []tracker.Bucket{{Index: 7, Count: 3}}})
+	return b
+}
+
+// legacyBatch is the batch of v1-batch.hex, written before destinations
+// carried timed-out counts: decoded, its censoring is unknown.
+func legacyBatch() tracker.Batch {
 	return tracker.Batch{
 		Key:    tracker.BatchKey{Origin: "node-a", Boot: 0x0123456789abcdef, Epoch: 291_234_567, Part: 2},
 		Layout: defaultLayout,
 		Dests: []tracker.DestCounts{
-			{Dest: "db-1:7000", Total: 1 + 127 + 128 + 70000 + 1, Buckets: []tracker.Bucket{
+			{Dest: "db-1:7000", Total: 1 + 127 + 128 + 70000 + 1, CensoringUnknown: true, Buckets: []tracker.Bucket{
 				{Index: 0, Count: 1}, {Index: 5, Count: 127}, {Index: 133, Count: 128}, {Index: 1100, Count: 70000}, {Index: 1279, Count: 1},
 			}},
-			{Dest: "cache-é日本-and-a-longer-name-over-31-bytes", Total: math.MaxUint32, Buckets: []tracker.Bucket{{Index: 42, Count: math.MaxUint32}}},
+			{Dest: "cache-é日本-and-a-longer-name-over-31-bytes", Total: math.MaxUint32, CensoringUnknown: true, Buckets: []tracker.Bucket{{Index: 42, Count: math.MaxUint32}}},
 		},
 	}
 }
@@ -58,9 +71,30 @@ func goldenMessages(t testing.TB) map[string][]byte {
 	ps, err := AppendPull(nil, Pull{Sender: "node-c", Keys: goldenKeys()[1:3], SentAtMillis: goldenSentAt})
 	require.NoError(t, err)
 	return map[string][]byte{
-		"v1-batch": b, "v1-digest": d, "v1-pull": p,
-		"v1-batch-sent-at": bs, "v1-digest-sent-at": ds, "v1-pull-sent-at": ps,
+		"v1-batch-timed-out": b, "v1-digest": d, "v1-pull": p,
+		"v1-batch-timed-out-sent-at": bs, "v1-digest-sent-at": ds, "v1-pull-sent-at": ps,
 	}
+}
+
+// legacyGolden are the golden files of earlier revisions of version 1,
+// which the encoders no longer write for new data: decode-only fixtures,
+// never rewritten, each with the batch and sent_at it decodes to.
+var legacyGolden = map[string]struct {
+	batch  func() tracker.Batch
+	sentAt int64
+}{
+	"v1-batch":         {legacyBatch, 0},            // before timed-out counts and sent_at
+	"v1-batch-sent-at": {legacyBatch, goldenSentAt}, // with sent_at, before timed-out counts
+}
+
+// readGolden returns the bytes of testdata/golden/<name>.hex.
+func readGolden(t testing.TB, name string) []byte {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join("testdata", "golden", name+".hex"))
+	require.NoError(t, err)
+	msg, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
+	require.NoError(t, err)
+	return msg
 }
 
 // goldenSentAt is the sent_at of the golden messages that carry one:
@@ -87,10 +121,7 @@ func TestGolden(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 				require.NoError(t, os.WriteFile(path, []byte(toHex(msg)), 0o644))
 			}
-			text, err := os.ReadFile(path)
-			require.NoError(t, err)
-			want, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
-			require.NoError(t, err)
+			want := readGolden(t, name)
 			require.Equal(t, toHex(want), toHex(msg), "encoding changed: a format change needs a new version (see doc.go); regenerate with -update only if it is intended")
 
 			// The pinned bytes decode to the pinned values; the old bytes
@@ -100,7 +131,7 @@ func TestGolden(t *testing.T) {
 				sentAt = goldenSentAt
 			}
 			switch strings.TrimSuffix(name, "-sent-at") {
-			case "v1-batch":
+			case "v1-batch-timed-out":
 				got, err := dec.DecodeBatch(want)
 				require.NoError(t, err)
 				requireSameBatch(t, goldenBatch(), got)
@@ -116,6 +147,26 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("no check for %s", name)
 			}
 			require.Equal(t, sentAt, dec.SentAtMillis())
+		})
+	}
+}
+
+// TestGoldenLegacy: the bytes of earlier revisions still decode, to the
+// values they were written from, with censoring unknown; re-encoded (as a
+// node forwarding them to a peer does) they come out byte for byte the same,
+// so a forwarded copy never conflicts with the origin's.
+func TestGoldenLegacy(t *testing.T) {
+	dec := newDecoder(t, defaultLayout)
+	for name, want := range legacyGolden {
+		t.Run(name, func(t *testing.T) {
+			msg := readGolden(t, name)
+			got, err := dec.DecodeBatch(msg)
+			require.NoError(t, err)
+			requireSameBatch(t, want.batch(), got)
+			require.Equal(t, want.sentAt, dec.SentAtMillis())
+			again, err := AppendBatchAt(nil, got, want.sentAt)
+			require.NoError(t, err)
+			require.Equal(t, toHex(msg), toHex(again))
 		})
 	}
 }
@@ -167,37 +218,56 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 			"sent-at-then-bin32-4GiB": msg(int64(goldenSentAt), raw{0xc6, 0xff, 0xff, 0xff, 0xff}),
 		}
 	}
-	batch := common(g["v1-batch"])
-	maps.Copy(batch, sentAt(g["v1-batch"]))
+	batch := common(g["v1-batch-timed-out"])
+	maps.Copy(batch, sentAt(g["v1-batch-timed-out"]))
+	batch["valid-without-timed-out"] = readGolden(t, "v1-batch")
+	batch["valid-sent-at-without-timed-out"] = readGolden(t, "v1-batch-sent-at")
 	for name, m := range map[string]arr{
-		"index-out-of-range":         batchWithDest(arr{"d", 1, arr{1280, 1}}),
-		"index-descending":           batchWithDest(arr{"d", 2, arr{5, 1, -1, 1}}),
-		"index-repeated":             batchWithDest(arr{"d", 2, arr{5, 1, 0, 1}}),
-		"index-delta-overflow":       batchWithDest(arr{"d", 2, arr{5, 1, uint64(math.MaxUint64), 1}}),
-		"count-zero":                 batchWithDest(arr{"d", 0, arr{5, 0}}),
-		"count-over-uint32":          batchWithDest(arr{"d", uint64(1 << 32), arr{5, uint64(1 << 32)}}),
-		"count-negative":             batchWithDest(arr{"d", 1, arr{5, -1}}),
-		"total-overflow":             batchWithDest(arr{"d", uint64(math.MaxUint64), arr{5, uint64(math.MaxUint32), 1, uint64(math.MaxUint32)}}),
-		"total-mismatch":             batchWithDest(arr{"d", 3, arr{5, 1}}),
-		"buckets-array32-4G":         batchWithDest(arr{"d", 1, raw{0xdd, 0xff, 0xff, 0xff, 0xff}}),
-		"buckets-odd":                batchWithDest(arr{"d", 1, arr{5}}),
-		"dests-array32-4G":           with(goodBatch(), 4, raw{0xdd, 0xff, 0xff, 0xff, 0xff}),
-		"dests-4097":                 with(goodBatch(), 4, raw{0xdc, 0x10, 0x01}),
-		"dest-duplicate":             with(goodBatch(), 4, arr{goodDest(), goodDest()}),
-		"dest-name-str32-4GiB":       batchWithDest(arr{huge, 1, arr{5, 1}}),
-		"dest-name-257":              batchWithDest(arr{strings.Repeat("n", 257), 1, arr{5, 1}}),
-		"dest-name-invalid-utf8":     batchWithDest(arr{"\xff", 1, arr{5, 1}}),
-		"layout-unsupported":         with(goodBatch(), 2, arr{1, 60000, 6}),
-		"layout-huge":                with(goodBatch(), 2, arr{1, math.MaxInt64, 5}),
-		"layout-other":               with(goodBatch(), 2, arr{1, 3_600_000, 3}),
-		"layout-map":                 with(goodBatch(), 2, raw{0x81, 1, 2}),
-		"key-part-65536":             with(goodBatch(), 3, arr{"n", 1, 1, 65536}),
-		"key-epoch-uint64":           with(goodBatch(), 3, arr{"n", 1, uint64(math.MaxUint64), 0}),
-		"key-boot-negative":          with(goodBatch(), 3, arr{"n", -5, 1, 0}),
-		"extras-everywhere":          append(arr{1, 1, append(goodLayout(), 0), append(goodKey(), "k"), arr{append(goodDest(), arr{})}}, 1, 2),
-		"wrong-type-count-string":    batchWithDest(arr{"d", 1, arr{5, "1"}}),
-		"wrong-type-dests-string":    with(goodBatch(), 4, "dests"),
-		"dest-map-instead-of-record": with(goodBatch(), 4, arr{raw{0x81, 0xa1, 'd', 1}}),
+		"old-dest":                    batchWithDest(oldDest()),
+		"old-and-new-dests":           with(goodBatch(), 4, arr{oldDest(), with(goodDest(), 0, "db-2")}),
+		"timed-out-empty":             batchWithDest(destWithTimedOut(arr{})),
+		"timed-out-all":               batchWithDest(destWithTimedOut(arr{3, 2, 1, 4, 100, 1})),
+		"timed-out-not-a-bucket":      batchWithDest(destWithTimedOut(arr{5, 1})),
+		"timed-out-beyond-buckets":    batchWithDest(destWithTimedOut(arr{105, 1})),
+		"timed-out-above-count":       batchWithDest(destWithTimedOut(arr{4, 5})),
+		"timed-out-count-zero":        batchWithDest(destWithTimedOut(arr{4, 0})),
+		"timed-out-repeated":          batchWithDest(destWithTimedOut(arr{4, 1, 0, 1})),
+		"timed-out-descending":        batchWithDest(destWithTimedOut(arr{100, 1, -96, 1})),
+		"timed-out-more-than-dest":    batchWithDest(destWithTimedOut(arr{3, 1, 1, 1, 100, 1, 1, 1})),
+		"timed-out-odd":               batchWithDest(destWithTimedOut(arr{4})),
+		"timed-out-nil":               batchWithDest(destWithTimedOut(nil)),
+		"timed-out-array32-4G":        batchWithDest(destWithTimedOut(raw{0xdd, 0xff, 0xff, 0xff, 0xff})),
+		"timed-out-delta-overflow":    batchWithDest(destWithTimedOut(arr{4, 1, uint64(math.MaxUint64), 1})),
+		"timed-out-count-over-uint32": batchWithDest(destWithTimedOut(arr{4, uint64(1 << 32)})),
+		"timed-out-then-extra":        batchWithDest(append(goodDest(), "x", arr{1})),
+		"index-out-of-range":          batchWithDest(arr{"d", 1, arr{1280, 1}}),
+		"index-descending":            batchWithDest(arr{"d", 2, arr{5, 1, -1, 1}}),
+		"index-repeated":              batchWithDest(arr{"d", 2, arr{5, 1, 0, 1}}),
+		"index-delta-overflow":        batchWithDest(arr{"d", 2, arr{5, 1, uint64(math.MaxUint64), 1}}),
+		"count-zero":                  batchWithDest(arr{"d", 0, arr{5, 0}}),
+		"count-over-uint32":           batchWithDest(arr{"d", uint64(1 << 32), arr{5, uint64(1 << 32)}}),
+		"count-negative":              batchWithDest(arr{"d", 1, arr{5, -1}}),
+		"total-overflow":              batchWithDest(arr{"d", uint64(math.MaxUint64), arr{5, uint64(math.MaxUint32), 1, uint64(math.MaxUint32)}}),
+		"total-mismatch":              batchWithDest(arr{"d", 3, arr{5, 1}}),
+		"buckets-array32-4G":          batchWithDest(arr{"d", 1, raw{0xdd, 0xff, 0xff, 0xff, 0xff}}),
+		"buckets-odd":                 batchWithDest(arr{"d", 1, arr{5}}),
+		"dests-array32-4G":            with(goodBatch(), 4, raw{0xdd, 0xff, 0xff, 0xff, 0xff}),
+		"dests-4097":                  with(goodBatch(), 4, raw{0xdc, 0x10, 0x01}),
+		"dest-duplicate":              with(goodBatch(), 4, arr{goodDest(), goodDest()}),
+		"dest-name-str32-4GiB":        batchWithDest(arr{huge, 1, arr{5, 1}}),
+		"dest-name-257":               batchWithDest(arr{strings.Repeat("n", 257), 1, arr{5, 1}}),
+		"dest-name-invalid-utf8":      batchWithDest(arr{"\xff", 1, arr{5, 1}}),
+		"layout-unsupported":          with(goodBatch(), 2, arr{1, 60000, 6}),
+		"layout-huge":                 with(goodBatch(), 2, arr{1, math.MaxInt64, 5}),
+		"layout-other":                with(goodBatch(), 2, arr{1, 3_600_000, 3}),
+		"layout-map":                  with(goodBatch(), 2, raw{0x81, 1, 2}),
+		"key-part-65536":              with(goodBatch(), 3, arr{"n", 1, 1, 65536}),
+		"key-epoch-uint64":            with(goodBatch(), 3, arr{"n", 1, uint64(math.MaxUint64), 0}),
+		"key-boot-negative":           with(goodBatch(), 3, arr{"n", -5, 1, 0}),
+		"extras-everywhere":           append(arr{1, 1, append(goodLayout(), 0), append(goodKey(), "k"), arr{append(goodDest(), arr{})}}, 1, 2),
+		"wrong-type-count-string":     batchWithDest(arr{"d", 1, arr{5, "1"}}),
+		"wrong-type-dests-string":     with(goodBatch(), 4, "dests"),
+		"dest-map-instead-of-record":  with(goodBatch(), 4, arr{raw{0x81, 0xa1, 'd', 1}}),
 	} {
 		batch[name] = build(m)
 	}

@@ -94,7 +94,45 @@ func randomBatch(rng *rand.Rand) tracker.Batch {
 			d.Total += uint64(c)
 			idx += 1 + pick(rng, []int{0, 0, 1, 5, 126, 127, 128, countsLen / 3})
 		}
+		switch rng.IntN(8) {
+		case 0: // from a sender that does not send timed-out counts
+			d.CensoringUnknown = true
+		case 1, 2, 3: // nothing timed out
+		default:
+			d.TimedOut = randomTimedOut(rng, d.Buckets)
+		}
 		b.Dests = append(b.Dests, d)
+	}
+	return b
+}
+
+// randomTimedOut draws timed-out counts for buckets: a random subset (nil
+// when empty), each count 1, the bucket's count, or in between.
+func randomTimedOut(rng *rand.Rand, buckets []tracker.Bucket) []tracker.Bucket {
+	var out []tracker.Bucket
+	for _, bk := range buckets {
+		if rng.IntN(3) != 0 {
+			continue
+		}
+		c := pick(rng, []uint32{1, bk.Count, 1 + rng.Uint32N(bk.Count)})
+		out = append(out, tracker.Bucket{Index: bk.Index, Count: c})
+	}
+	return out
+}
+
+// censoredBatch is typicalBatch where timeouts cut each destination's
+// tail, as at a timeout just below its slowest samples: its last bucket
+// timed out entirely and half of the one before it.
+func censoredBatch(seed uint64, dests, samples int) tracker.Batch {
+	b := typicalBatch(seed, dests, samples)
+	for i := range b.Dests {
+		d := &b.Dests[i]
+		n := len(d.Buckets)
+		if n >= 2 {
+			prev := d.Buckets[n-2]
+			d.TimedOut = append(d.TimedOut, tracker.Bucket{Index: prev.Index, Count: (prev.Count + 1) / 2})
+		}
+		d.TimedOut = append(d.TimedOut, d.Buckets[n-1])
 	}
 	return b
 }

@@ -121,17 +121,6 @@ func v2TypeName(t MessageType) string {
 	return ""
 }
 
-func appendPairs(b []byte, bs []tracker.Bucket) []byte {
-	b = appendArrayLen(b, 2*len(bs))
-	prev := uint16(0)
-	for _, bk := range bs {
-		b = appendUint(b, uint64(bk.Index-prev))
-		b = appendUint(b, uint64(bk.Count))
-		prev = bk.Index
-	}
-	return b
-}
-
 func appendManifests(b []byte, ms []EpochManifest) []byte {
 	b = appendArrayLen(b, len(ms))
 	for _, m := range ms {
@@ -212,7 +201,7 @@ func checkAggregate(a *tracker.Aggregate, countsLen int) error {
 			return err
 		}
 	}
-	if err := checkTimedOut(a.Dest, a.TimedOut, a.Buckets); err != nil {
+	if err := checkAggTimedOut(a.Dest, a.TimedOut, a.Buckets); err != nil {
 		return err
 	}
 	if a.Peers < 0 || a.Peers > math.MaxUint32 {
@@ -224,9 +213,9 @@ func checkAggregate(a *tracker.Aggregate, countsLen int) error {
 	return nil
 }
 
-// checkTimedOut reports whether censored counts to are ascending, each at
+// checkAggTimedOut reports whether censored counts to are ascending, each at
 // an index of bs and at most its count.
-func checkTimedOut(dest string, to, bs []tracker.Bucket) error {
+func checkAggTimedOut(dest string, to, bs []tracker.Bucket) error {
 	k, last := 0, -1
 	for _, c := range to {
 		if int(c.Index) <= last || c.Count == 0 {

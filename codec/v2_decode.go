@@ -139,7 +139,7 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 		return m, err
 	}
 	aggs := d.aggs[:0]
-	d.buckets, d.spans = d.buckets[:0], d.spans[:0]
+	d.buckets, d.aggSpans = d.buckets[:0], d.aggSpans[:0]
 	clear(d.seen)
 	for range n {
 		a, err := d.readAggregate(countsLen)
@@ -158,7 +158,7 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 	}
 	// The buckets of each aggregate, now that d.buckets no longer grows.
 	for i := range aggs {
-		s := d.spans[3*i : 3*i+3]
+		s := d.aggSpans[3*i : 3*i+3]
 		aggs[i].Buckets = d.buckets[s[0]:s[1]:s[1]]
 		aggs[i].TimedOut = d.buckets[s[1]:s[2]:s[2]]
 		if s[1] == s[2] {
@@ -167,7 +167,7 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 		if s[0] == s[1] {
 			aggs[i].Buckets = nil
 		}
-		if err := checkTimedOut(aggs[i].Dest, aggs[i].TimedOut, aggs[i].Buckets); err != nil {
+		if err := checkAggTimedOut(aggs[i].Dest, aggs[i].TimedOut, aggs[i].Buckets); err != nil {
 			return Aggregates{}, err
 		}
 	}
@@ -238,7 +238,7 @@ func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
 	if err := d.finish(x); err != nil {
 		return a, err
 	}
-	d.spans = append(d.spans, b0, b1, b2)
+	d.aggSpans = append(d.aggSpans, b0, b1, b2)
 	return a, nil
 }
 

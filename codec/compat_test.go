@@ -1,0 +1,279 @@
+package codec
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// oldReader decodes batches by the grammar of version 1 before
+// destinations carried timed-out counts, dest = [name, total, [pairs…]]:
+// its decodeBatch and readDest below are copied verbatim from that
+// revision (only the receiver changed; the spans it needs are its own),
+// over the Decoder's primitives, which are unchanged. So what it accepts
+// is what a node of that revision accepts.
+type oldReader struct {
+	*Decoder
+	spans []int
+}
+
+func (d *oldReader) decodeBatch(msg []byte) (tracker.Batch, error) {
+	var b tracker.Batch
+	extra, err := d.open(msg, TypeBatch, 3)
+	if err != nil {
+		return b, err
+	}
+
+	// Layout: [lowest, highest, significant digits].
+	x, err := d.readRecord("layout", 3)
+	if err != nil {
+		return b, err
+	}
+	if b.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	if b.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return b, err
+	}
+	b.Layout.SignificantDigits = int(sig)
+	if err := d.finish(x); err != nil {
+		return b, err
+	}
+	countsLen, err := d.countsLen(b.Layout)
+	if err != nil {
+		return b, err
+	}
+
+	// Key: [origin, boot, epoch, part].
+	if x, err = d.readRecord("key", 4); err != nil {
+		return b, err
+	}
+	if b.Key.Origin, err = d.readName("origin"); err != nil {
+		return b, err
+	}
+	if b.Key.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
+		return b, err
+	}
+	if b.Key.Epoch, err = d.readInt("epoch", math.MinInt64, math.MaxInt64); err != nil {
+		return b, err
+	}
+	part, err := d.readUint("part", math.MaxUint16)
+	if err != nil {
+		return b, err
+	}
+	b.Key.Part = uint16(part)
+	if err := d.finish(x); err != nil {
+		return b, err
+	}
+
+	// Destinations: [[name, total, [index, count, Δindex, count, …]], …].
+	n, err := d.readArrayLen("destinations", MaxDests)
+	if err != nil {
+		return b, err
+	}
+	d.dests, d.spans, d.buckets = d.dests[:0], d.spans[:0], d.buckets[:0]
+	clear(d.seen)
+	for i := range n {
+		if err := d.readDest(i, countsLen); err != nil {
+			return b, err
+		}
+	}
+	if err := d.end(extra); err != nil {
+		return b, err
+	}
+	start := 0
+	for i, end := range d.spans {
+		d.dests[i].Buckets = d.buckets[start:end:end]
+		start = end
+	}
+	b.Dests = d.dests
+	return b, nil
+}
+
+func (d *oldReader) readDest(i, countsLen int) error {
+	x, err := d.readRecord("destination", 3)
+	if err != nil {
+		return err
+	}
+	name, err := d.readName("destination name")
+	if err != nil {
+		return err
+	}
+	if _, dup := d.seen[name]; dup {
+		return malformed("destination %q appears twice", name)
+	}
+	d.seen[name] = struct{}{}
+	total, err := d.readUint("destination total", math.MaxUint64)
+	if err != nil {
+		return err
+	}
+	m, err := d.readArrayLen("buckets", math.MaxInt)
+	if err != nil {
+		return err
+	}
+	switch {
+	case m == 0:
+		return malformed("destination %q: no buckets", name)
+	case m%2 != 0:
+		return malformed("destination %q: odd bucket array of %d elements", name, m)
+	case m/2 > countsLen:
+		return malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
+	}
+	last := uint64(countsLen - 1)
+	idx, err := d.readUint("bucket index", last)
+	if err != nil {
+		return err
+	}
+	var sum uint64
+	for j := range m / 2 {
+		if j > 0 {
+			delta, err := d.readCount("bucket index delta", last-idx)
+			if err != nil {
+				return malformed("destination %q: bucket %d: index not ascending or beyond %d: %w", name, j, last, err)
+			}
+			idx += delta
+		}
+		c, err := d.readCount("bucket count", math.MaxUint32)
+		if err != nil {
+			return err
+		}
+		sum += c // at most 65536 · (2^32−1): cannot overflow
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
+	}
+	if sum != total {
+		return malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
+	}
+	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total})
+	d.spans = append(d.spans, len(d.buckets))
+	return d.finish(x)
+}
+
+// withoutCensoring is b as a decoder without timed-out counts sees it.
+func withoutCensoring(b tracker.Batch) tracker.Batch {
+	b = CloneBatch(b)
+	for i := range b.Dests {
+		b.Dests[i].TimedOut, b.Dests[i].CensoringUnknown = nil, false
+	}
+	return b
+}
+
+// TestOldDecoderSkipsTimedOut: the bytes new encoders write decode by the
+// old grammar to the same batch without its timed-out counts (the field
+// is an unknown one there, skipped), so a node that predates them keeps
+// working beside one that sends them.
+func TestOldDecoderSkipsTimedOut(t *testing.T) {
+	old := &oldReader{Decoder: newDecoder(t, tracker.Layout{})}
+	cur := newDecoder(t, tracker.Layout{})
+	check := func(t *testing.T, b tracker.Batch) {
+		t.Helper()
+		msg, err := AppendBatch(nil, b)
+		require.NoError(t, err)
+		got, err := old.decodeBatch(msg)
+		require.NoError(t, err)
+		requireSameBatch(t, withoutCensoring(b), got)
+		got, err = cur.DecodeBatch(msg)
+		require.NoError(t, err)
+		requireSameBatch(t, b, got)
+	}
+	t.Run("golden", func(t *testing.T) {
+		got, err := old.decodeBatch(readGolden(t, "v1-batch-timed-out"))
+		require.NoError(t, err)
+		requireSameBatch(t, withoutCensoring(goldenBatch()), got)
+		check(t, goldenBatch())
+	})
+	t.Run("typical, timed out", func(t *testing.T) { check(t, censoredBatch(3, 100, 3000)) })
+	t.Run("typical, nothing timed out", func(t *testing.T) { check(t, typicalBatch(4, 100, 3000)) })
+	t.Run("random", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 300 {
+			check(t, randomBatch(rng))
+		}
+	})
+	t.Run("parts", func(t *testing.T) {
+		var enc Encoder
+		b := censoredBatch(7, 300, 3000)
+		parts, err := enc.BatchParts(b, 8<<10)
+		require.NoError(t, err)
+		var dests []tracker.DestCounts
+		for _, p := range parts {
+			got, err := old.decodeBatch(p)
+			require.NoError(t, err)
+			dests = append(dests, CloneBatch(got).Dests...)
+		}
+		b.Dests = dests
+		requireSameBatch(t, withoutCensoring(censoredBatch(7, 300, 3000)), b)
+	})
+}
+
+// TestTimedOut: timed-out counts round-trip; a destination record without
+// them (an older sender's) decodes as censoring unknown and re-encodes in
+// the same old form; an empty list is "none timed out", censoring known.
+func TestTimedOut(t *testing.T) {
+	dec := newDecoder(t, defaultLayout)
+	decode := func(t *testing.T, m arr) tracker.DestCounts {
+		t.Helper()
+		got, err := dec.DecodeBatch(build(m))
+		require.NoError(t, err)
+		require.Len(t, got.Dests, 1)
+		return got.Dests[0]
+	}
+	buckets := []tracker.Bucket{{Index: 3, Count: 2}, {Index: 4, Count: 4}, {Index: 104, Count: 1}}
+	tests := []struct {
+		name      string
+		dest      arr
+		want      tracker.DestCounts
+		canonical arr // how the encoder writes want, when not as dest
+	}{
+		{"some", goodDest(), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, TimedOut: goodTimedOut}, nil},
+		{"all", destWithTimedOut(arr{3, 2, 1, 4, 100, 1}), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, TimedOut: buckets}, nil},
+		{"the last bucket only", destWithTimedOut(arr{104, 1}), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, TimedOut: buckets[2:]}, nil},
+		{"none", destWithTimedOut(arr{}), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets}, nil},
+		{"no field: censoring unknown", oldDest(), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, CensoringUnknown: true}, nil},
+		{"non-compact integers", destWithTimedOut(arr{raw{0xcd, 0, 4}, raw{0xce, 0, 0, 0, 3}}), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, TimedOut: []tracker.Bucket{{Index: 4, Count: 3}}}, destWithTimedOut(arr{4, 3})},
+		{"then an unknown field", append(goodDest(), "later"), tracker.DestCounts{Dest: "db-1", Total: 7, Buckets: buckets, TimedOut: goodTimedOut}, goodDest()},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decode(t, batchWithDest(tc.dest))
+			require.Equal(t, tc.want, got)
+			// The canonical encoding: old records stay old.
+			msg, err := AppendBatch(nil, tracker.Batch{Key: tracker.BatchKey{Origin: "node-a", Boot: 42, Epoch: 1000}, Layout: defaultLayout, Dests: []tracker.DestCounts{tc.want}})
+			require.NoError(t, err)
+			canonical := tc.dest
+			if tc.canonical != nil {
+				canonical = tc.canonical
+			}
+			require.Equal(t, build(batchWithDest(canonical)), msg)
+		})
+	}
+
+	t.Run("mixed records in one batch", func(t *testing.T) {
+		got, err := dec.DecodeBatch(build(with(goodBatch(), 4, arr{oldDest(), with(goodDest(), 0, "db-2")})))
+		require.NoError(t, err)
+		require.True(t, got.Dests[0].CensoringUnknown)
+		require.Nil(t, got.Dests[0].TimedOut)
+		require.False(t, got.Dests[1].CensoringUnknown)
+		require.Equal(t, goodTimedOut, got.Dests[1].TimedOut)
+	})
+
+	t.Run("the largest counts", func(t *testing.T) {
+		b := tracker.Batch{Key: tracker.BatchKey{Origin: "o"}, Layout: defaultLayout, Dests: []tracker.DestCounts{{
+			Dest: "d", Total: 2 * math.MaxUint32,
+			Buckets:  []tracker.Bucket{{Index: 0, Count: math.MaxUint32}, {Index: 1279, Count: math.MaxUint32}},
+			TimedOut: []tracker.Bucket{{Index: 0, Count: math.MaxUint32}, {Index: 1279, Count: math.MaxUint32}},
+		}}}
+		msg, err := AppendBatch(nil, b)
+		require.NoError(t, err)
+		got, err := dec.DecodeBatch(msg)
+		require.NoError(t, err)
+		requireSameBatch(t, b, got)
+	})
+}
