@@ -116,6 +116,16 @@ func (p *Protocol) speaksV2() bool {
 // V2 reports whether the protocol runs v2 now.
 func (p *Protocol) V2() bool { return p.v2.on }
 
+// Owners returns dest's owners (peer names, first owner first) as this
+// node computes them at now under protocol v2; nil while it runs v1 or does
+// not know dest.
+func (p *Protocol) Owners(dest string, now time.Time) []string {
+	if !p.v2.on {
+		return nil
+	}
+	return p.ownersNow(now).Of(dest)
+}
+
 // setMembersV2 follows a new member list: the current member of each peer
 // name, whether every member up speaks v2, and the owners to recompute.
 func (p *Protocol) setMembersV2(now time.Time) {

@@ -77,20 +77,20 @@ func (d *Decoder) readPairs(what string, countsLen int) (int, uint64, error) {
 		return start, 0, nil
 	}
 	last := uint64(countsLen - 1)
-	idx, err := d.readUint(what+" index", last)
+	idx, err := d.readUint("bucket index", last)
 	if err != nil {
 		return 0, 0, err
 	}
 	var sum uint64
 	for j := range m / 2 {
 		if j > 0 {
-			delta, err := d.readCount(what+" index delta", last-idx)
+			delta, err := d.readCount("bucket index delta", last-idx)
 			if err != nil {
-				return 0, 0, err
+				return 0, 0, malformed("%s: %w", what, err)
 			}
 			idx += delta
 		}
-		c, err := d.readCount(what+" count", math.MaxUint32)
+		c, err := d.readCount("bucket count", math.MaxUint32)
 		if err != nil {
 			return 0, 0, err
 		}
