@@ -203,6 +203,8 @@ func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 		if e < s.first {
 			return nil
 		}
+		s.sealMu.Lock()
+		defer s.sealMu.Unlock()
 		n := s.nodes[i]
 		var dests []tracker.DestCounts
 		if n.tr != nil {

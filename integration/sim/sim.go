@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -196,8 +197,13 @@ type Sim struct {
 	events   uint64
 	err      error
 
-	peakHeap   uint64
-	scratch    *tracker.Tracker[string]
+	peakHeap uint64
+	scratch  *tracker.Tracker[string]
+	// sealMu serialises the seals: a protocol v2 node seals an old epoch
+	// again inside Receive (records resent to new owners, a record pull
+	// answered), which receiveBurst runs on several nodes at once, and
+	// the seals share the scratch tracker, the exact union and sealing.
+	sealMu     sync.Mutex
 	scratchNow time.Time
 	wall       time.Time
 }
