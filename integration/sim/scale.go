@@ -220,10 +220,9 @@ type ScaleResult struct {
 	UnionErrP50, UnionErrP90     float64
 	// FinalMismatches counts (protocol 2), of Batches, the (destination,
 	// epoch) aggregates whose largest coverage published by the end of the
-	// run was not bucket for bucket that exact union: what loss leaves
-	// once the pulls have repaired it (0 when every record reached an
-	// owner). A killed origin's records sealed but never sent count in the
-	// union and make mismatches of the epochs it died in.
+	// run was not bucket for bucket that exact union (without the killed
+	// origins, from when they are listed dead): what loss leaves once the
+	// pulls have repaired it, 0 when every record reached an owner.
 	FinalMismatches int
 	// BytesPerNodeSec is the mean bytes sent per node per second, counted
 	// at the sender over the measured epochs; MaxBytesPerNodeSec the busiest
@@ -350,6 +349,9 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 				}
 			})
 		}
+	}
+	if cfg.KillOwners {
+		s.TrackKills()
 	}
 	if err := s.Run(warm); err != nil {
 		return res, err

@@ -84,6 +84,7 @@ func TestScaleSmallV2(t *testing.T) {
 			case tc.kill:
 				require.Equal(t, 3, r.Killed)
 				require.Less(t, r.ConvergeMax, tracker.DefaultConfig().SubWindow(), "views recover within one epoch")
+				require.Zero(t, r.UnionMismatches, "the exact union without the dead, from the first aggregate published after the death")
 			case tc.loss == 0:
 				require.Zero(t, r.Refused)
 				require.Equal(t, r.UnionChecks, 3*tc.nodes)
@@ -194,11 +195,8 @@ func TestScaleSweepV2(t *testing.T) {
 	t.Run("nodes", func(t *testing.T) {
 		for _, n := range []int{100, 300, 1000} {
 			t.Run(fmt.Sprint(n), func(t *testing.T) {
-				epochs := 5
-				if n == 1000 {
-					epochs = 2
-				}
-				r, err := RunScale(ScaleConfig{Seed: 1, Nodes: n, Dests: n, Epochs: epochs, Protocol: 2, MeasureMemory: true, Progress: throttle(t)})
+				epochs := map[int]int{100: 5, 300: 3, 1000: 2}[n]
+				r, err := RunScale(ScaleConfig{Seed: 1, Nodes: n, Dests: n, RatePerNode: 10_000, Epochs: epochs, Protocol: 2, MeasureMemory: true, Progress: throttle(t)})
 				require.NoError(t, err)
 				check(t, r)
 				require.Zero(t, r.Refused)
@@ -215,16 +213,17 @@ func TestScaleSweepV2(t *testing.T) {
 	t.Run("loss", func(t *testing.T) {
 		lossy := DefaultNetworkConfig()
 		lossy.Loss = 0.01
-		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 300, Dests: 300, Epochs: 3, Network: lossy, Protocol: 2, Progress: throttle(t)})
+		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 300, Dests: 300, RatePerNode: 10_000, Epochs: 3, Network: lossy, Protocol: 2, Progress: throttle(t)})
 		require.NoError(t, err)
 		check(t, r)
 	})
 	t.Run("kill", func(t *testing.T) {
-		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 100, Dests: 100, Epochs: 5, Protocol: 2, KillOwners: true, Progress: throttle(t)})
+		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 100, Dests: 100, RatePerNode: 10_000, Epochs: 5, Protocol: 2, KillOwners: true, Progress: throttle(t)})
 		require.NoError(t, err)
 		check(t, r)
 		require.Equal(t, 5, r.Killed)
 		require.Less(t, r.ConvergeMax, tracker.DefaultConfig().SubWindow(), "views recover within one epoch")
+		require.Zero(t, r.UnionMismatches, "the exact union without the dead, from the first aggregate published after the death")
 	})
 }
 

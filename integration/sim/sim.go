@@ -103,6 +103,9 @@ type simNode struct {
 	// union (a resend seals an epoch again).
 	unionEpoch int64
 	dead       bool
+	// sealed is what the node sealed per (destination, epoch), kept only
+	// in runs that kill nodes (Sim.perOrigin non-nil).
+	sealed map[aggSlot][]tracker.Bucket
 
 	// Observers only.
 	tr    *tracker.Tracker[string]
@@ -192,10 +195,14 @@ type Sim struct {
 	aggTable *aggTable
 	aggDone  []aggResult // (destination, epoch) convergences of expired epochs
 	union    map[aggSlot][]uint64
-	aggDec   *codec.Decoder
-	lastAgg  *byte // the last aggregates payload registered (one payload goes to every member)
-	events   uint64
-	err      error
+	// perOrigin lists the nodes listed dead, whose sealed counts leave the
+	// exact union; non-nil (tracking what each node sealed) only in runs
+	// that kill nodes (TrackKills).
+	perOrigin []deadOrigin
+	aggDec    *codec.Decoder
+	lastAgg   *byte // the last aggregates payload registered (one payload goes to every member)
+	events    uint64
+	err       error
 
 	peakHeap uint64
 	scratch  *tracker.Tracker[string]
@@ -563,6 +570,12 @@ func (s *Sim) addUnion(n *simNode, e int64, dests []tracker.DestCounts) {
 		for _, b := range dc.Buckets {
 			u[b.Index] += uint64(b.Count)
 		}
+		if s.perOrigin != nil { // kept to take a killed origin out
+			if n.sealed == nil {
+				n.sealed = map[aggSlot][]tracker.Bucket{}
+			}
+			n.sealed[k] = slices.Clone(dc.Buckets)
+		}
 	}
 }
 
@@ -582,8 +595,32 @@ func (s *Sim) unionView(dest string, e int64) []uint64 {
 		for i, c := range u {
 			out[i] += c
 		}
+		// A member listed dead leaves the views with the first aggregates
+		// published after (v1 excludes its batches at once).
+		for _, d := range s.perOrigin {
+			if e <= d.since {
+				continue
+			}
+			for _, b := range s.nodes[d.node].sealed[aggSlot{dest, ep}] {
+				out[b.Index] -= uint64(b.Count)
+			}
+		}
 	}
 	return out
+}
+
+// deadOrigin is a node listed dead in epoch since.
+type deadOrigin struct {
+	node  int32
+	since int64
+}
+
+// TrackKills makes the exact union leave out the nodes Kill kills, from
+// when the others list them dead: call it before Run.
+func (s *Sim) TrackKills() {
+	if s.perOrigin == nil {
+		s.perOrigin = []deadOrigin{}
+	}
 }
 
 // Kill stops node i at now: it no longer ticks, receives or sends, and
@@ -600,6 +637,9 @@ func (s *Sim) Kill(i int, detect time.Duration) {
 	}
 	s.At(s.now+detect, func(now time.Time) {
 		s.memberList[i].State = cluster.StateDead
+		if s.perOrigin != nil {
+			s.perOrigin = append(s.perOrigin, deadOrigin{int32(i), s.cfg.Tracker.Epoch(now)})
+		}
 		for j, m := range s.nodes {
 			if m.dead {
 				continue
