@@ -195,7 +195,7 @@ func TestScaleSweepV2(t *testing.T) {
 	t.Run("nodes", func(t *testing.T) {
 		for _, n := range []int{100, 300, 1000} {
 			t.Run(fmt.Sprint(n), func(t *testing.T) {
-				epochs := map[int]int{100: 5, 300: 3, 1000: 2}[n]
+				epochs := map[int]int{100: 3, 300: 3, 1000: 2}[n]
 				r, err := RunScale(ScaleConfig{Seed: 1, Nodes: n, Dests: n, RatePerNode: 10_000, Epochs: epochs, Protocol: 2, MeasureMemory: true, Progress: throttle(t)})
 				require.NoError(t, err)
 				check(t, r)
