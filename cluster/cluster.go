@@ -45,20 +45,39 @@ type Cluster struct {
 	cfg  Config
 	log  *slog.Logger
 	boot uint64
-	self string    // member name
-	meta [2][]byte // metadata: [0] normal, [1] with the leaving flag
+	self string // member name
+	// level is the protocol level this member advertises (CurrentLevel).
+	level uint8
+	// meta is this member's metadata by version (meta[0] version 1,
+	// meta[1] version 2) and leaving flag (meta[v][1] has it).
+	meta [2][2][]byte
 	// settings are what this member advertises and judges others by (see
 	// judge); nil without a Store: a member that disseminates nothing
 	// judges nobody and advertises none (version 1 metadata).
 	settings *settings
 	warn     *warnings
-	leaving  atomic.Bool // set by Close before the leave: NodeMeta returns meta[1]
-	keyMu    sync.Mutex  // serializes ReloadKeys
-	keys     *memberlist.Keyring
-	events   chan Event
-	msgs     chan []byte
-	msgMu    sync.Mutex // orders queueing into msgs with the end of delivery
-	msgsEnd  bool       // guarded by msgMu: delivery ended, msgs is no longer read
+	leaving  atomic.Bool // set by Close before the leave: NodeMeta adds the leaving flag
+
+	// The metadata version negotiation (see negotiate.go).
+	metaVersion atomic.Uint32 // the version NodeMeta returns: 1 until metaLoop switches
+	metaMu      sync.Mutex    // serializes re-advertising (metaLoop) with Close's leaving flag
+	metaKick    chan struct{} // wakes metaLoop: the member table changed
+	joined      chan struct{} // closed when Start's initial joins succeeded: metaLoop starts then
+	joinMu      sync.Mutex    // guards dialing, dialRefusals and dialJudged
+	dialing     netip.AddrPort
+	// dialRefusals are the refusals of the seed being dialled that its
+	// push/pull state showed, dialJudged whether it showed settings (see
+	// judgeState).
+	dialRefusals []string
+	dialJudged   bool
+	// configure, if set, edits memberlist's config before Create (tests).
+	configure func(*memberlist.Config)
+	keyMu     sync.Mutex // serializes ReloadKeys
+	keys      *memberlist.Keyring
+	events    chan Event
+	msgs      chan []byte
+	msgMu     sync.Mutex // orders queueing into msgs with the end of delivery
+	msgsEnd   bool       // guarded by msgMu: delivery ended, msgs is no longer read
 
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
@@ -110,18 +129,26 @@ func New(cfg Config) (*Cluster, error) {
 		st = &s
 	}
 	c := &Cluster{
-		cfg:  cfg,
-		boot: boot,
-		self: MemberName(cfg.Name, boot),
-		meta: [2][]byte{encodeMeta(cfg.Name, boot, false, st, advertisedProtocol(cfg)),
-			encodeMeta(cfg.Name, boot, true, st, advertisedProtocol(cfg))},
+		cfg:      cfg,
+		boot:     boot,
+		self:     MemberName(cfg.Name, boot),
+		level:    advertisedLevel(cfg),
 		settings: st,
 		events:   make(chan Event, cfg.Limits.EventQueue),
 		msgs:     make(chan []byte, cfg.Limits.MessageQueue),
+		metaKick: make(chan struct{}, 1),
+		joined:   make(chan struct{}),
 		stop:     make(chan struct{}),
 		drained:  make(chan struct{}),
 		members:  make(map[string]*entry),
 	}
+	for leaving := range 2 {
+		c.meta[0][leaving] = encodeMeta(cfg.Name, boot, leaving == 1, nil)
+		if st != nil {
+			c.meta[1][leaving] = encodeMeta(cfg.Name, boot, leaving == 1, st)
+		}
+	}
+	c.metaVersion.Store(metaVersion1)
 	c.log = l.With("member", c.self)
 	c.warn = newWarnings(c.log)
 	c.onMessage = cfg.OnMessage
@@ -189,8 +216,11 @@ func (c *Cluster) AdvertiseAddr() netip.AddrPort {
 // be created, or with ErrJoinRefused when a seed refused the join because
 // this member's settings (window, sub-window, histogram layout) differ
 // from its cluster's: the error names each setting, and the cluster has
-// then been closed. ctx bounds the initial joins: when it ends, the
-// remaining seeds are left to the re-joins. Start may be called once.
+// then been closed. When no seed showed its settings (the seeds are of an
+// older release, or named by host name), Start compares them with one
+// member of this release it learned (see checkSettings). ctx bounds the
+// initial joins: when it ends, the remaining seeds are left to the
+// re-joins. Start may be called once.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.life.Lock()
 	switch {
@@ -208,11 +238,12 @@ func (c *Cluster) Start(ctx context.Context) error {
 	}
 	c.ml = ml
 	c.joining.Add(1)
-	c.wg.Add(4)
+	c.wg.Add(5)
 	go c.deliverEvents()
 	go c.deliverMessages()
 	go c.rejoinLoop()
 	go c.conflictLoop()
+	go c.metaLoop()
 	if c.gossip != nil {
 		c.gossip.start(&c.wg, c.stop)
 	}
@@ -221,12 +252,20 @@ func (c *Cluster) Start(ctx context.Context) error {
 	c.log.Info("cluster: started", "addr", c.bound, "advertise", c.adv,
 		"encrypted", c.keys != nil, "label", c.cfg.Label)
 	var refused []string
+	judged := false
 	for _, s := range c.seeds() {
 		if ctx.Err() != nil {
 			c.log.Warn("cluster: initial join cut short", "err", ctx.Err())
 			break
 		}
-		if r := c.joinSeed(ml, s, true); r != "" {
+		r, j := c.joinSeed(ml, s, true)
+		if r != "" {
+			refused = append(refused, r)
+		}
+		judged = judged || j
+	}
+	if len(refused) == 0 && !judged && ctx.Err() == nil {
+		if r := c.checkSettings(ml); r != "" {
 			refused = append(refused, r)
 		}
 	}
@@ -235,6 +274,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		_ = c.Close()
 		return fmt.Errorf("%w: %s", ErrJoinRefused, strings.Join(refused, "; "))
 	}
+	close(c.joined)
 	return nil
 }
 
@@ -256,9 +296,14 @@ func (c *Cluster) Close() error {
 		if ml != nil {
 			// Announce the leave in the metadata first, so that others
 			// report this member as left rather than dead (see encodeMeta).
+			// metaMu: a re-advertisement under way ends first, and none
+			// follows (it would drop the flag).
+			c.metaMu.Lock()
 			c.leaving.Store(true)
 			start := time.Now()
-			if uerr := ml.UpdateNode(c.cfg.Timing.LeaveTimeout / 2); uerr != nil {
+			uerr := ml.UpdateNode(c.cfg.Timing.LeaveTimeout / 2)
+			c.metaMu.Unlock()
+			if uerr != nil {
 				c.log.Warn("cluster: leaving flag not confirmed", "err", uerr)
 			}
 			rest := max(c.cfg.Timing.LeaveTimeout-time.Since(start), c.cfg.Timing.LeaveTimeout/2)

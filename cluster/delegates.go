@@ -15,16 +15,14 @@ func (e eventDelegate) NotifyUpdate(n *memberlist.Node) { e.c.observe(n, EventUp
 // which (memberlist v0.7.0 never sets it), so observe uses the leaving flag.
 func (e eventDelegate) NotifyLeave(n *memberlist.Node) { e.c.observe(n, EventDead, true) }
 
-// delegate is memberlist's Delegate: small metadata, user messages into a
-// bounded queue, and nothing in broadcasts or push/pull state (histogram
-// payloads travel by SendReliable only).
+// delegate is memberlist's Delegate: small metadata (its version
+// negotiated, see nodeMeta), user messages into a bounded queue, this
+// member's settings in push/pull state (see localState), and nothing in
+// broadcasts (histogram payloads travel by SendReliable only).
 type delegate struct{ c *Cluster }
 
 func (d delegate) NodeMeta(limit int) []byte {
-	meta := d.c.meta[0]
-	if d.c.leaving.Load() {
-		meta = d.c.meta[1]
-	}
+	meta := d.c.nodeMeta()
 	if len(meta) > limit {
 		return nil // cannot happen: 11 + MaxNameLen + 5 varints (at most 308 bytes) < memberlist.MetaMaxSize
 	}
@@ -36,5 +34,12 @@ func (d delegate) NodeMeta(limit int) []byte {
 func (d delegate) NotifyMsg(buf []byte) { d.c.enqueueMessage(buf) }
 
 func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (delegate) LocalState(join bool) []byte                { return nil }
-func (delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+// LocalState is this member's settings for the other side of a push/pull
+// (Cluster.localState); releases before the levels ignore it.
+func (d delegate) LocalState(join bool) []byte { return d.c.localState() }
+
+// MergeRemoteState judges the other side's settings (Cluster.judgeState).
+// memberlist calls it after merging the other side's member list, outside
+// its node lock.
+func (d delegate) MergeRemoteState(buf []byte, join bool) { d.c.judgeState(buf, join) }

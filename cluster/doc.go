@@ -7,17 +7,27 @@
 // process start, so a restarted process is a new member (the old one goes
 // dead) while staying the same peer. The full boot ID travels in memberlist's
 // node metadata, which is kept small (version, boot ID, a leaving flag,
-// name): histogram data never rides metadata, broadcasts or push/pull
-// state. Start joins every seed and re-joins them every
+// name, settings): histogram data never rides metadata, broadcasts or
+// push/pull state. Start joins every seed and re-joins them every
 // Timing.RejoinInterval with jitter, because memberlist alone never merges
 // the two sides of a healed partition.
 //
-// A member with a Store also advertises, in its metadata, the settings the
-// fleet must share (window, sub-window, histogram layout), and one whose
-// settings differ is refused in memberlist's alive and merge delegates: it
-// never becomes a member, and Start fails with ErrJoinRefused naming each
-// setting (atnode exits 1). A member advertising no settings (one without
-// a Store, or of an older release) is not judged.
+// A member with a Store also advertises the settings the fleet must share
+// (window, sub-window, histogram layout), and one whose settings differ is
+// refused: it is no member, and Start fails with ErrJoinRefused naming
+// each setting (atnode exits 1). The settings travel in version 2 of the
+// metadata, judged in memberlist's alive and merge delegates, and in
+// memberlist's push/pull state. Which metadata version a member advertises
+// is negotiated, so that a release from before version 2 (which reads it
+// as malformed) keeps counting every member during a rolling upgrade:
+// version 1, the old bytes, while it knows no other member or any member
+// up is of an older release; version 2 once every member up speaks
+// [Level2]. Each member advertises its protocol level beside its metadata
+// (memberlist's delegate protocol maximum); [ClusterLevel] is the one rule
+// by which the cluster switches to what a level brings. While an older
+// release is up, metadata shows nobody's settings: joiners are judged on
+// the push/pull states at join (see member.go). A member advertising no
+// settings (one without a Store, or of an older release) is not judged.
 //
 // Membership: [Cluster.Members] lists every member known, itself included,
 // with its state (alive, suspect, dead, left) for GET /v1/members;

@@ -108,8 +108,9 @@ func (g *gossiper) tick() {
 	g.c.warn.replace(WarnClockSkew, g.proto.clockWarnings(now), time.Now())
 }
 
-// syncMembers gives the protocol the member table if it changed since the
-// last time. The table (Cluster.Members) is exact even when events are
+// syncMembers gives the protocol the member table (protocolMembers: a
+// member refused for its settings as dead) if it changed since the last
+// time. The table (Cluster.Members) is exact even when events are
 // dropped; it is synced before every tick and every message received, so
 // the protocol never judges a message on a stale table.
 func (g *gossiper) syncMembers() {
@@ -119,7 +120,7 @@ func (g *gossiper) syncMembers() {
 	if v == g.members {
 		return
 	}
-	members := g.c.Members()
+	members := g.c.protocolMembers()
 	g.proto.SetMembers(members, g.clock())
 	g.members = v
 	select { // the schedule may have moved (a bulk sync armed): re-arm the timer
@@ -196,11 +197,12 @@ func aggregatesOf(cfg Config) AggregateStore {
 	return a
 }
 
-// advertisedProtocol is the protocol version this member advertises: v2
-// when it can run it (see Config.Owned), else 1.
-func advertisedProtocol(cfg Config) uint8 {
+// advertisedLevel is the protocol level this member advertises:
+// CurrentLevel (Level3, protocol v2) when it can run protocol v2 (see
+// Config.Owned), else Level2.
+func advertisedLevel(cfg Config) uint8 {
 	if cfg.Store != nil && cfg.Gossip.Protocol >= ProtocolV2 && aggregatesOf(cfg) != nil {
-		return ProtocolV2
+		return Level3
 	}
-	return 1
+	return Level2
 }

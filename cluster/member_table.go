@@ -14,6 +14,9 @@ import (
 type entry struct {
 	Member
 	leaving bool // its last metadata announced a leave
+	// refused: its settings differ from this node's (see refuse). It is
+	// left out of Members and NumAlive, and the protocol sees it as dead.
+	refused bool
 }
 
 // observe records a change reported by memberlist and queues its event;
@@ -31,8 +34,10 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 	if err != nil {
 		c.stats.badMeta.Add(1)
 		md = meta{name: nameFromMember(n.Name)}
+	} else {
+		m.Level = memberLevel(n.DMax)
 	}
-	m.Name, m.BootID, m.Protocol = md.name, md.boot, md.protocol
+	m.Name, m.BootID = md.name, md.boot
 
 	c.mu.Lock()
 	c.pruneLocked(m.Since)
@@ -47,11 +52,13 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 	if prev != nil && typ == EventUpdate && prev.State == m.State {
 		m.Since = prev.Since // an update is no state change: Since stays the join's
 	}
-	c.members[m.Member] = &entry{Member: m, leaving: leaving && !(typ == EventJoin)}
+	refused := prev != nil && prev.refused
+	c.members[m.Member] = &entry{Member: m, leaving: leaving && !(typ == EventJoin), refused: refused}
 	c.memberVersion.Add(1)
 	c.mu.Unlock()
-	if typ == EventUpdate && leaving {
-		return // the leaving flag itself is not news; the left event follows
+	c.kickMeta()
+	if (typ == EventUpdate && leaving) || refused {
+		return // the leaving flag itself is not news (the left event follows); a refused member is no member
 	}
 	select {
 	case c.events <- Event{Type: typ, Member: m}:
@@ -62,20 +69,58 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 
 // Members returns every member this node knows, itself included: alive
 // and suspect ones, and dead or left ones for Timing.DeadRetention after
-// they went. Sorted by peer name, then member name.
-func (c *Cluster) Members() []Member {
+// they went. A member refused for its settings (see WarnConfigMismatch)
+// is not one. Sorted by peer name, then member name.
+func (c *Cluster) Members() []Member { return c.memberList(false) }
+
+// protocolMembers is Members for the protocol: a member refused for its
+// settings is in it, as dead, so that the protocol excludes it from the
+// views (had it counted before it was found out), sends it nothing and
+// refuses its digests and pulls.
+func (c *Cluster) protocolMembers() []Member { return c.memberList(true) }
+
+func (c *Cluster) memberList(refusedAsDead bool) []Member {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pruneLocked(now)
 	out := make([]Member, 0, len(c.members))
 	for _, e := range c.members {
-		out = append(out, e.Member)
+		switch {
+		case !e.refused:
+			out = append(out, e.Member)
+		case refusedAsDead:
+			m := e.Member
+			if m.State.Up() {
+				m.State = StateDead
+			}
+			out = append(out, m)
+		}
 	}
 	slices.SortFunc(out, func(a, b Member) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Member, b.Member))
 	})
 	return out
+}
+
+// markRefused marks member, if this node lists it, as refused for its
+// settings, and returns its address ("" when it is not listed). It takes
+// only c.mu: memberlist's callbacks may call it.
+func (c *Cluster) markRefused(member string) string {
+	c.mu.Lock()
+	e := c.members[member]
+	if e == nil || member == c.self {
+		c.mu.Unlock()
+		return ""
+	}
+	if !e.refused {
+		e.refused = true
+		c.memberVersion.Add(1)
+	}
+	addr := e.Addr
+	c.mu.Unlock()
+	c.kickMeta()
+	return addr
 }
 
 // pruneLocked forgets members dead or left for longer than DeadRetention
@@ -96,7 +141,7 @@ func (c *Cluster) NumAlive() int {
 	defer c.mu.Unlock()
 	n := 0
 	for _, e := range c.members {
-		if e.State.Up() {
+		if e.State.Up() && !e.refused {
 			n++
 		}
 	}

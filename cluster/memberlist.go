@@ -53,11 +53,18 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 	mc.GossipInterval, mc.SuspicionMult = t.GossipInterval, t.SuspicionMult
 	mc.PushPullInterval, mc.TCPTimeout = t.PushPullInterval, t.StreamTimeout
 	mc.GossipToTheDeadTime = t.DeadRetention
+	// This release's level rides memberlist's delegate protocol maximum;
+	// the minimum and the current version stay 0, as older releases
+	// advertise them (see CurrentLevel).
+	mc.DelegateProtocolMin, mc.DelegateProtocolVersion, mc.DelegateProtocolMax = 0, 0, c.level
 	mc.Delegate = delegate{c}
 	mc.Events = eventDelegate{c}
 	mc.Alive = aliveDelegate{c}
 	mc.Merge = mergeDelegate{c}
 	mc.Logger = mlog
+	if c.configure != nil {
+		c.configure(mc)
+	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		_ = tr.Shutdown() // memberlist does not on every error path; a second call is harmless

@@ -138,8 +138,8 @@ func (p *Protocol) setMembersV2(now time.Time) {
 		if !m.State.Up() || m.BootID == 0 {
 			continue
 		}
-		if m.Member != p.self && m.Protocol < ProtocolV2 {
-			all = false
+		if m.Member != p.self && m.Level > 0 && m.Level < Level3 {
+			all = false // the one rule: every member up at Level3 (ClusterLevel)
 		}
 		if m.Name == p.cfg.Name && m.BootID != p.cfg.BootID {
 			continue // an old boot of this peer name
@@ -148,7 +148,7 @@ func (p *Protocol) setMembersV2(now time.Time) {
 			cur[m.Name] = m
 		}
 	}
-	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Protocol: ProtocolV2}
+	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: Level3}
 	if !sameCurrent(cur, p.v2.current) {
 		p.v2.dirty = true
 	}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -22,33 +23,59 @@ func (c *Cluster) seeds() []string {
 	return out
 }
 
-// joinSeed joins one seed. It returns the refusal's text when the seed
-// refused this member for its settings (see judge), "" otherwise; a
-// refusal while running (a re-join) is a config_mismatch warning.
-func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool) string {
+// joinSeed joins one seed (see pushPull) and counts the attempt.
+func (c *Cluster) joinSeed(ml *memberlist.Memberlist, seed string, initial bool) (refused string, judged bool) {
 	c.stats.joins.Add(1)
-	start := time.Now()
-	_, err := ml.Join([]string{seed})
-	if err != nil {
+	refused, judged, ok := c.pushPull(ml, "seed", seed, initial)
+	if !ok {
 		c.stats.joinFails.Add(1)
+	}
+	return refused, judged
+}
+
+// pushPull joins addr (a seed, or for checkSettings a member; what says
+// which): one push/pull with it. It returns the refusal's text when addr
+// refused this member for its settings (see judge), or, at Start's initial
+// joins, when addr's push/pull state showed other settings (see
+// judgeState); "" otherwise. judged says whether addr's state carried
+// settings at an initial join (compared, equal or not), ok whether the
+// join succeeded without a refusal. A refusal while running (a re-join)
+// is a config_mismatch warning.
+func (c *Cluster) pushPull(ml *memberlist.Memberlist, what, addr string, initial bool) (refused string, judged, ok bool) {
+	start := time.Now()
+	if ap, perr := netip.ParseAddrPort(addr); initial && perr == nil {
+		c.dial(ap)
+	}
+	_, err := ml.Join([]string{addr})
+	if initial {
+		var rs []string
+		if rs, judged = c.dial(netip.AddrPort{}); err == nil && len(rs) > 0 {
+			return what + " " + addr + ": " + strings.Join(rs, " and "), judged, false
+		}
+	}
+	if err != nil {
 		if r := refusal(err); r != "" {
-			r = "seed " + seed + ": " + r
+			r = what + " " + addr + ": " + r
 			if !initial {
 				now := time.Now()
-				c.warn.set("seed/"+seed, Warning{Kind: WarnConfigMismatch, Message: "join refused by " + r}, now, now.Add(mismatchRetention))
+				c.warn.set(what+"/"+addr, Warning{Kind: WarnConfigMismatch, Message: "join refused by " + r}, now, now.Add(mismatchRetention))
 			}
-			return r
+			return r, true, false
 		}
 		level := slog.LevelDebug
 		if initial {
 			level = slog.LevelWarn
 		}
-		c.log.Log(context.Background(), level, "cluster: seed join failed; will retry",
-			"seed", seed, "err", errText(err), "retry_every", c.cfg.Timing.RejoinInterval)
-		return ""
+		if what == "seed" {
+			c.log.Log(context.Background(), level, "cluster: seed join failed; will retry",
+				"seed", addr, "err", errText(err), "retry_every", c.cfg.Timing.RejoinInterval)
+		} else {
+			c.log.Log(context.Background(), level, "cluster: push/pull failed", what, addr, "err", errText(err))
+		}
+		return "", judged, false
 	}
-	c.log.Debug("cluster: joined seed", "seed", seed, "took", time.Since(start))
-	return ""
+	c.log.Debug("cluster: joined "+what, what, addr, "took", time.Since(start))
+	return "", judged, true
 }
 
 // rejoinLoop re-joins the seeds with jitter until Close. A push/pull with a

@@ -189,7 +189,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 
 // see sets m's state in n's view.
 func (n *snode) see(m *snode, st State) {
-	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st, Protocol: m.proto}
+	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st, Level: levelOf(m.proto)}
 }
 
 func (n *snode) member() string { return MemberName(n.name, n.boot) }
@@ -659,4 +659,12 @@ func receipt(r Receipt) string {
 		return r.Outcome.String()
 	}
 	return "ok"
+}
+
+// levelOf is the level a scenario node of protocol proto advertises.
+func levelOf(proto uint8) uint8 {
+	if proto >= ProtocolV2 {
+		return Level3
+	}
+	return Level2
 }

@@ -17,15 +17,19 @@ import (
 // refused, because the two sides advertise different settings (window,
 // sub-window or histogram layout): their batches would never count in each
 // other's fleet views. Start returns it when a seed refused the initial
-// join; the text names each setting that differs.
+// join, or a seed or member of this release showed other settings (see
+// checkSettings); the text names each setting that differs.
 var ErrJoinRefused = errors.New("cluster: join refused")
 
 // settings are what a member must share with the fleet to be one of it:
 // the epoch grid (window and sub-window) and the histogram layout.
-// Members with a Store advertise them in their metadata (version 2); a
-// member whose settings differ is refused in memberlist's alive and merge
-// delegates, so it never becomes a member: its batches would be refused
-// as stale_epoch, future_epoch or decode_layout, its data silently lost.
+// Members with a Store advertise them in their metadata (version 2, once
+// the cluster speaks Level2; see metaVersionFor) and in their push/pull
+// state; a member whose settings differ is refused in memberlist's alive
+// and merge delegates, or, when its metadata was version 1, as soon as its
+// push/pull state shows them (judgeState): it is no member, since its
+// batches would be refused as stale_epoch, future_epoch or decode_layout,
+// its data silently lost.
 type settings struct {
 	window, subWindow time.Duration
 	layout            tracker.Layout
@@ -95,12 +99,14 @@ func memberText(ds []difference) string {
 const mismatchRetention = 5 * time.Minute
 
 // judge decides whether node n may be a member: a member advertising
-// settings other than this node's is refused (the refusal is reported as a
-// config_mismatch warning, see warnings); one advertising none (version 1
-// metadata, or none readable) is not this node's to judge. joining is
-// true for memberlist's merge delegate (a join's push/pull), false for its
-// alive delegate. It runs inside memberlist's callbacks, under its node
-// lock: it takes only the warnings' lock.
+// settings other than this node's is refused (see refuse: a config_mismatch
+// warning, and the member, if this node lists it already — it joined
+// while it advertised version 1 —, marked refused); one advertising none
+// (version 1 metadata, or none readable) is not this node's to judge by
+// its metadata (see judgeState). joining is true for memberlist's merge
+// delegate (a join's push/pull), false for its alive delegate. It runs
+// inside memberlist's callbacks, under its node lock: it takes only c.mu
+// and the warnings' lock.
 func (c *Cluster) judge(n *memberlist.Node, joining bool) error {
 	if c.settings == nil || n.Name == c.self {
 		return nil
@@ -113,17 +119,8 @@ func (c *Cluster) judge(n *memberlist.Node, joining bool) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	addr := net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
-	how := "refused as a member"
-	if joining {
-		how = "refused at join"
-	}
-	now := time.Now()
-	c.warn.set("member/"+n.Name, Warning{
-		Kind:    WarnConfigMismatch,
-		Message: fmt.Sprintf("member %s (%s) %s: %s", n.Name, addr, memberText(ds), how),
-	}, now, now.Add(mismatchRetention))
-	return fmt.Errorf("%w: %s (member %s at %s)", ErrJoinRefused, joinText(ds), n.Name, addr)
+	_, refusal := c.refuse(n.Name, net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))), ds, joining)
+	return refusal
 }
 
 // aliveDelegate is memberlist's AliveDelegate: an alive message about a

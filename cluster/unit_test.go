@@ -195,7 +195,7 @@ func TestMemberNameAndMeta(t *testing.T) {
 	require.Equal(t, "db-1-89abcdef", MemberName("db-1", 0x0123456789abcdef))
 	require.Equal(t, "x-00000001", MemberName("x", 1))
 
-	v1 := encodeMeta("db-1", 0x0123456789abcdef, false, nil, 1)
+	v1 := encodeMeta("db-1", 0x0123456789abcdef, false, nil)
 	require.Len(t, v1, 14)
 	m, err := decodeMeta("db-1-89abcdef", v1)
 	require.NoError(t, err)
@@ -203,23 +203,18 @@ func TestMemberNameAndMeta(t *testing.T) {
 	require.Equal(t, uint64(0x0123456789abcdef), m.boot)
 	require.False(t, m.leaving)
 	require.Nil(t, m.settings, "version 1 advertises no settings")
-	m, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, true, nil, 1))
+	m, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, true, nil))
 	require.NoError(t, err)
 	require.True(t, m.leaving)
 
 	// Version 2 carries the settings.
 	st := newSettings(tracker.DefaultConfig())
-	v2 := encodeMeta("db-1", 0x0123456789abcdef, true, &st, 1)
+	v2 := encodeMeta("db-1", 0x0123456789abcdef, true, &st)
 	require.Equal(t, byte(2), v2[0])
 	require.Equal(t, "\x01\x23\x45\x67\x89\xab\xcd\xef\x01\x04db-1", string(v2[1:15]))
 	m, err = decodeMeta("db-1-89abcdef", v2)
 	require.NoError(t, err)
-	require.Equal(t, meta{name: "db-1", boot: 0x0123456789abcdef, leaving: true, settings: &st, protocol: 1}, m)
-	// The protocol follows the settings (none: 1).
-	m, err = decodeMeta("db-1-89abcdef", encodeMeta("db-1", 0x0123456789abcdef, false, &st, ProtocolV2))
-	require.NoError(t, err)
-	require.Equal(t, uint8(ProtocolV2), m.protocol)
-	require.Equal(t, st, *m.settings)
+	require.Equal(t, meta{name: "db-1", boot: 0x0123456789abcdef, leaving: true, settings: &st}, m)
 	// A later revision may append fields: they are ignored.
 	m, err = decodeMeta("db-1-89abcdef", append(append([]byte(nil), v2...), 7, 7, 7))
 	require.NoError(t, err)
@@ -227,7 +222,7 @@ func TestMemberNameAndMeta(t *testing.T) {
 	long := strings.Repeat("n", MaxNameLen)
 	big := settings{window: time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond, subWindow: time.Hour,
 		layout: tracker.Layout{Lowest: math.MinInt64, Highest: math.MaxInt64, SignificantDigits: math.MaxInt32}}
-	worst := encodeMeta(long, 1, true, &big, 1)
+	worst := encodeMeta(long, 1, true, &big)
 	require.LessOrEqual(t, len(worst), memberlist.MetaMaxSize)
 	m, err = decodeMeta(MemberName(long, 1), worst)
 	require.NoError(t, err)
@@ -239,15 +234,15 @@ func TestMemberNameAndMeta(t *testing.T) {
 		"version":          append([]byte{2}, v1[1:]...),
 		"version 3":        append([]byte{3}, v2[1:]...),
 		"unknown flag":     append(append(append([]byte(nil), v1[:9]...), 2), v1[10:]...),
-		"name mismatch":    encodeMeta("db-2", 0x0123456789abcdef, false, nil, 1),
-		"boot mismatch":    encodeMeta("db-1", 0x0123456789abcdee, false, nil, 1),
-		"empty name":       encodeMeta("", 0x0123456789abcdef, false, nil, 1),
+		"name mismatch":    encodeMeta("db-2", 0x0123456789abcdef, false, nil),
+		"boot mismatch":    encodeMeta("db-1", 0x0123456789abcdee, false, nil),
+		"empty name":       encodeMeta("", 0x0123456789abcdef, false, nil),
 		"invalid utf8":     append(append([]byte(nil), v1[:10]...), 0xff),
-		"unprintable":      encodeMeta("db\x00", 0x0123456789abcdef, false, nil, 1),
-		"name too long":    encodeMeta(strings.Repeat("n", 257), 1, false, nil, 1),
+		"unprintable":      encodeMeta("db\x00", 0x0123456789abcdef, false, nil),
+		"name too long":    encodeMeta(strings.Repeat("n", 257), 1, false, nil),
 		"trailing garbage": append(append([]byte(nil), v1...), 'x'),
 		"v2 unknown flag":  append(append(append([]byte(nil), v2[:9]...), 3), v2[10:]...),
-		"v2 name mismatch": encodeMeta("db-2", 0x0123456789abcdef, false, &st, 1),
+		"v2 name mismatch": encodeMeta("db-2", 0x0123456789abcdef, false, &st),
 		"v2 name length":   append(append(append([]byte(nil), v2[:10]...), 200), v2[11:]...),
 		"v2 no name":       v2[:10],
 		"v2 no settings":   v2[:15],

@@ -424,3 +424,24 @@ func TestEffectivePeersRounded(t *testing.T) {
 	est := getJSON(t, nodes[0].Handler(), "/v1/estimate?dest=db").(map[string]any)
 	require.Equal(t, "1.55", fmt.Sprint(est["effective_peers"]))
 }
+
+// TestCloseDoesNotWaitForFreshConnections checks that a connection which
+// has not sent a byte (a browser opens such connections ahead of need)
+// does not hold Close for its grace period: Close closes it and returns
+// nil, where http.Server.Shutdown alone would wait up to 5 s for it and
+// fail Close with its deadline.
+func TestCloseDoesNotWaitForFreshConnections(t *testing.T) {
+	n := startHTTP(t, nil)
+	fresh, err := net.DialTimeout("tcp", n.HTTPAddr(), clientWait)
+	require.NoError(t, err)
+	defer fresh.Close()
+	// The server accepts in order: once a later connection is answered,
+	// the fresh one has been accepted and is open, waiting for a request.
+	resp, err := (&http.Client{Timeout: clientWait}).Get("http://" + n.HTTPAddr() + "/healthz")
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, n.Close())
+	require.NoError(t, fresh.SetReadDeadline(time.Now().Add(clientWait)))
+	_, err = fresh.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "the fresh connection is closed by Close")
+}

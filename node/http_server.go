@@ -97,7 +97,8 @@ type connCounters interface {
 // server returns the HTTP server of h with c's bounds, serving through
 // listen's listener. errLog receives the server's own errors.
 func (c HTTPServerConfig) server(h http.Handler, errLog *log.Logger) *http.Server {
-	return &http.Server{
+	var fresh freshConns
+	srv := &http.Server{
 		Handler:           c.deadlines(h),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
 		ReadTimeout:       c.ReadTimeout,
@@ -105,7 +106,45 @@ func (c HTTPServerConfig) server(h http.Handler, errLog *log.Logger) *http.Serve
 		// would also make /debug/pprof/profile refuse to sample longer.
 		IdleTimeout: c.IdleTimeout,
 		ErrorLog:    errLog,
+		ConnState:   fresh.track,
 	}
+	srv.RegisterOnShutdown(fresh.closeAll)
+	return srv
+}
+
+// freshConns are the connections accepted that have not yet sent a byte
+// of a request. Shutdown closes idle connections at once but waits for a
+// fresh one for up to 5 s, as if a request were in flight on it (browsers
+// open such connections ahead of need), so Close would wait out its grace
+// period for nothing. closeAll, run by Shutdown once the listener is
+// closed, closes them: no request has begun on them.
+type freshConns struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+// track is the server's ConnState hook.
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st != http.StateNew {
+		delete(f.conns, c)
+		return
+	}
+	if f.conns == nil {
+		f.conns = make(map[net.Conn]struct{})
+	}
+	f.conns[c] = struct{}{}
+}
+
+// closeAll closes every fresh connection.
+func (f *freshConns) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+	clear(f.conns)
 }
 
 // deadlines sets each request's write deadline, WriteTimeout from now, and
@@ -170,10 +209,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
-			_ = c.Close()
 			if l.m != nil {
-				l.m.refused()
+				l.m.refused() // before the close: a client told by the close reads the count
 			}
+			_ = c.Close()
 			continue
 		}
 		if l.m != nil {

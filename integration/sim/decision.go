@@ -211,6 +211,7 @@ func (c counter) rate() float64 {
 func runPolicy(cfg DecisionConfig, p Policy) (DecisionResult, error) {
 	sc := DefaultConfig(cfg.Nodes)
 	sc.Seed, sc.Observers, sc.Tracker, sc.Progress = cfg.Seed, cfg.Nodes, cfg.Tracker, cfg.Progress
+	sc.Gossip.Protocol = 1 // the pinned decision table was measured on protocol v1
 	s, err := New(sc)
 	if err != nil {
 		return DecisionResult{}, err

@@ -259,7 +259,7 @@ func New(cfg Config) (*Sim, error) {
 			return nil, err
 		}
 		for i := range s.memberList {
-			s.memberList[i].Protocol = cluster.ProtocolV2
+			s.memberList[i].Level = cluster.Level3
 		}
 	}
 	fc := cfg.Fleet
