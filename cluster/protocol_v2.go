@@ -13,7 +13,7 @@ import (
 // first owner merges them and publishes one aggregate per destination and
 // epoch to every member, the second cross-checks and takes over, readers
 // keep the largest coverage. A node runs it once every member up
-// advertises v2 (Member.Protocol) and it has the stores for it
+// is at Level3 (Member.Level, ClusterLevel) and it has the stores for it
 // (ProtocolConfig.Owned and Aggregates); until then, v1.
 
 // ProtocolV2 is the protocol version of destination-owned aggregation, the

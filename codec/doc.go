@@ -25,7 +25,7 @@
 //
 // Destination-owned aggregation (protocol v2) adds six message types
 // within the same version (v2.go; old decoders refuse them as ErrType and
-// nodes send them only once every member advertises v2):
+// nodes send them only once every member up is at protocol level 3):
 //
 //	records     = [1, 4, layout, key, [dest, …], [[epoch, records, hash], …]]   a batch's fields plus manifests
 //	aggregates  = [1, 5, layout, sender, [agg, …]]
