@@ -162,6 +162,7 @@ func TestJoinRefusedInProcess(t *testing.T) {
 	eventually(t, "the seed reports it", func() (bool, string) {
 		return warned(t, c.nodes[0], cluster.WarnConfigMismatch, "advertises -sub-window 1s (this node's is 500ms): refused at join"), ""
 	})
-	ok, why := seeExactly(c.nodes, c.nodes)
-	require.True(t, ok, why)
+	// A member other than the seed may list the refused joiner (it
+	// advertised version 1 at join) until its leave arrives.
+	eventually(t, "every node sees the cluster unchanged", func() (bool, string) { return seeExactly(c.nodes, c.nodes) })
 }
