@@ -32,13 +32,14 @@ var (
 	ErrNeed = errors.New("node: need must be in 1..number of destinations")
 )
 
-// Record records one request's latency to dest, now. Latencies are kept in
-// whole milliseconds (truncated; negative counts as 0; above the maximum
-// trackable latency clamped). A dest that could not travel to peers (empty,
-// over 256 bytes or not UTF-8) is dropped and counted in
+// Record records one request's latency to dest, now: a completed attempt
+// (it also resets the failure detector's count for dest). Latencies are
+// kept in whole milliseconds (truncated; negative counts as 0; above the
+// maximum trackable latency clamped). A dest that could not travel to peers
+// (empty, over 256 bytes or not UTF-8) is dropped and counted in
 // atnode_records_rejected_total.
 func (n *Node) Record(dest string, latency time.Duration) {
-	n.recordMillis(dest, uint64(max(latency, 0)/time.Millisecond), n.clock())
+	n.learn(dest, timeout.Completed, uint64(max(latency, 0)/time.Millisecond), n.clock())
 }
 
 // RecordSince records the time from start to now as dest's latency and
@@ -46,17 +47,19 @@ func (n *Node) Record(dest string, latency time.Duration) {
 func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 	now := n.clock()
 	d := max(now.Sub(start), 0)
-	n.recordMillis(dest, uint64(d/time.Millisecond), now)
+	n.learn(dest, timeout.Completed, uint64(d/time.Millisecond), now)
 	return d
 }
 
-func (n *Node) recordMillis(dest string, ms uint64, now time.Time) {
+// learn hands one attempt's outcome to the decider (which records it and
+// counts it for the failure detector), or counts a dest that cannot be
+// recorded.
+func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
 	if !validDest(dest) {
 		n.met.rejected.Inc()
 		return
 	}
-	n.local.RecordMillis(dest, ms, now)
-	n.met.records.Inc()
+	n.dec.Record(dest, o, ms, now)
 }
 
 // validDest reports whether dest can be recorded and gossiped.
@@ -64,10 +67,28 @@ func validDest(dest string) bool {
 	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
 }
 
+// learner is where the decider records: the local tracker, counting each
+// sample in atnode_records_total.
+type learner struct{ n *Node }
+
+func (l learner) RecordMillis(dest string, ms uint64, now time.Time) {
+	l.n.local.RecordMillis(dest, ms, now)
+	l.n.met.records.Inc()
+}
+
+func (l learner) RecordTimeoutMillis(dest string, ms uint64, now time.Time) {
+	l.n.local.RecordTimeoutMillis(dest, ms, now)
+	l.n.met.records.Inc()
+}
+
 // Estimate returns the peer-count-aware estimate of quantile q of dest's
-// latency now (docs/design.md, Fleet view), field by field as GET
-// /v1/estimate.
-// q == 0 means the configured quantile; otherwise q must be in (0, 1].
+// latency now, field by field as GET /v1/estimate: the fleet view, the
+// local view and the decision input of both (tracker.Estimate;
+// docs/design.md, Fleet view and Failure-aware views). Its Failing
+// is true when this node's decision treats dest as failing: its deciding
+// view is failing, or the failure detector is (timeout.FailingAfter
+// consecutive timed-out or failed attempts of this node). q == 0 means the
+// configured quantile; otherwise q must be in (0, 1].
 func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	if q == 0 {
 		q = n.cfg.Timeout.Quantile
@@ -77,7 +98,11 @@ func (n *Node) Estimate(dest string, q float64) (tracker.Estimate, error) {
 	}
 	now := n.clock()
 	n.poll(now)
-	return n.fleet.Estimate(dest, q, now)
+	e, err := n.fleet.Estimate(dest, q, now)
+	if err == nil && !e.Failing {
+		e.Failing = n.dec.Failing(dest)
+	}
+	return e, err
 }
 
 // Decision is a timeout with its reason, as GET /v1/timeout answers it.
@@ -99,20 +124,45 @@ type Decision struct {
 	// same with and without the local guard; see Guarded.
 	// atnode_timeout_chosen_seconds{source} has the same meaning.
 	Source tracker.Source
-	// Guarded is true when the local guard applied to DecidedBy (the
-	// package doc): Source is SourceFleet, but this node's trusted local
-	// value exceeded the fleet's by more than 20 %, so the timeout was
-	// computed from the local value. False when the fallback decided.
+	// Guarded is true when this node's local view decided for DecidedBy in
+	// place of the fleet's (tracker.Decision.Guarded): Source is
+	// SourceFleet, but the local guard applied (the local value exceeded
+	// the fleet's by more than 20 %) or the fleet view is failing while the
+	// local one is not. False when the fallback decided.
 	Guarded bool
 	// Fallback is true when no destination's value exceeded the
 	// exponential fallback (timeout.Decision.Fallback).
 	Fallback bool
+	// Reason says what set Timeout: timeout.ReasonFailing when the
+	// fallback decided and some requested destination is failing,
+	// ReasonFallback when it decided and none is, ReasonCapped when the
+	// deciding destination's value was its highest completed latency,
+	// below its quantile, else ReasonEstimate.
+	Reason timeout.Reason
+	// Failing lists the requested destinations this node treats as failing
+	// (their timeout is the fallback), in request order; nil when none.
+	Failing []string
+	// ProbeTimeout is the probe timeout when a probe is due for the
+	// deciding destination (or, when the fallback decided, for the first
+	// requested destination one is due for), else 0. It is advisory:
+	// answering does not reserve the probe.
+	ProbeTimeout time.Duration
 }
 
 // MarshalJSON writes {"timeout_ms","attempt","need","decided_by","source",
-// "guarded","fallback"} (GET /v1/timeout); timeout_ms is whole
-// milliseconds.
+// "guarded","fallback","reason","failing","probe_ms"} (GET /v1/timeout);
+// timeout_ms and probe_ms are whole milliseconds, failing is [] when none
+// is, and probe_ms null when no probe is due.
 func (d Decision) MarshalJSON() ([]byte, error) {
+	failing := d.Failing
+	if failing == nil {
+		failing = []string{}
+	}
+	var probe *int64
+	if d.ProbeTimeout > 0 {
+		ms := d.ProbeTimeout.Milliseconds()
+		probe = &ms
+	}
 	return json.Marshal(struct {
 		TimeoutMs int64          `json:"timeout_ms"`
 		Attempt   int            `json:"attempt"`
@@ -121,21 +171,28 @@ func (d Decision) MarshalJSON() ([]byte, error) {
 		Source    tracker.Source `json:"source"`
 		Guarded   bool           `json:"guarded"`
 		Fallback  bool           `json:"fallback"`
-	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback})
+		Reason    timeout.Reason `json:"reason"`
+		Failing   []string       `json:"failing"`
+		ProbeMs   *int64         `json:"probe_ms"`
+	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback, d.Reason, failing, probe})
 }
 
 // Timeout returns the timeout of a request that needs every one of dests
-// to answer, for attempt (1 = the first try): per destination the
-// estimate's value after the local guard (docs/design.md, Fleet view), then
-// timeout.Explain. The result names the deciding destination, its
-// estimate source, and whether the guard applied to it.
+// to answer, for attempt (1 = the first try): the failure-aware rule of
+// timeout.Decider on each destination's decision value from the fleet view
+// (its precedence and local guard included) and this node's failure
+// detector (docs/design.md, Failure-aware views). The result names the deciding destination, its estimate
+// source, whether the local view decided for it, the reason, the
+// destinations treated as failing and the probe timeout when a probe is
+// due.
 func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
 	return n.TimeoutQuorum(dests, len(dests), attempt)
 }
 
 // TimeoutQuorum returns the timeout of a request that needs need of dests
 // to answer (a write to 2 of 3 replicas must not wait for the slowest):
-// timeout.ExplainQuorum on the values Timeout uses. need must be in
+// the need-th smallest of the destinations' own timeouts, as
+// timeout.ExplainQuorum, by the rule Timeout uses. need must be in
 // 1..len(dests).
 func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error) {
 	switch {
@@ -151,81 +208,107 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 	return d, nil
 }
 
-// decisionValue is one destination's input to a timeout decision.
-type decisionValue struct {
-	ms      uint64
-	src     tracker.Source // the estimate's source
-	guarded bool           // ms is the local value in place of the fleet's
-	ok      bool
-}
+// estimateBuf holds a decision's estimates; pooled, since an estimate is
+// over a hundred bytes and most decisions name a few destinations.
+type estimateBuf struct{ es []tracker.Estimate }
 
-// snapshot is a timeout.Estimator over destination indices: every
-// destination's value is read once, so the value that decided and its
-// source come from the same read. Snapshots are pooled: handing one to
-// timeout.Explain as an interface would otherwise cost two allocations.
-type snapshot struct{ v []decisionValue }
+var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, 8)} }}
 
-func (s *snapshot) QuantileMillis(i int, _ float64, _ time.Time) (uint64, bool) {
-	v := s.v[i]
-	return v.ms, v.ok
-}
-
-var snapshots = sync.Pool{New: func() any { return &snapshot{v: make([]decisionValue, 0, 8)} }}
-
-// indices holds 0..63, the destination indices of most decisions.
-var indices = func() (a [64]int) {
-	for i := range a {
-		a[i] = i
-	}
-	return a
-}()
-
+// decide is the one decision path of Timeout, TimeoutQuorum, Do and the
+// Policy methods: the decider on the fleet view at now.
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.poll(now)
-	q := n.cfg.Timeout.Quantile
-	vals := snapshots.Get().(*snapshot)
-	defer snapshots.Put(vals)
-	vals.v = vals.v[:0]
-	for _, d := range dests {
-		var v decisionValue
-		if e, err := n.fleet.Estimate(d, q, now); err == nil {
-			v.src, v.guarded = e.Source, e.Decision.Guarded
-			v.ms, v.ok = e.DecisionValue()
+	buf := estimateBufs.Get().(*estimateBuf)
+	defer estimateBufs.Put(buf)
+	es := buf.es
+	switch {
+	case len(dests) <= len(es):
+	case len(dests) <= maxTimeoutDests:
+		buf.es = make([]tracker.Estimate, len(dests))
+		es = buf.es
+	default: // the Go API has no limit; the pool keeps small buffers only
+		es = make([]tracker.Estimate, len(dests))
+	}
+	v := n.dec.Explain(dests, need, attempt, now, es)
+	out := Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
+	if v.DecidedBy >= 0 {
+		e := &es[v.DecidedBy]
+		out.DecidedBy, out.Source, out.Guarded = dests[v.DecidedBy], e.Source, e.Decision.Guarded
+	}
+	for i := range dests {
+		if es[i].Failing {
+			out.Failing = append(out.Failing, dests[i])
 		}
-		vals.v = append(vals.v, v)
-	}
-	var idx []int
-	if len(dests) <= len(indices) {
-		idx = indices[:len(dests)]
-	} else {
-		idx = make([]int, len(dests))
-		for i := range idx {
-			idx[i] = i
-		}
-	}
-	var td timeout.Decision
-	if need == len(dests) {
-		td = timeout.Explain(n.tocfg, vals, idx, attempt, now)
-	} else {
-		td = timeout.ExplainQuorum(n.tocfg, vals, idx, need, attempt, now)
-	}
-	out := Decision{Timeout: td.Timeout, Attempt: attempt, Need: need, Fallback: td.Fallback}
-	if td.DecidedBy >= 0 {
-		v := vals.v[td.DecidedBy]
-		out.DecidedBy, out.Source, out.Guarded = dests[td.DecidedBy], v.src, v.guarded
 	}
 	return out
 }
 
-// Do runs fn under the adaptive timeout of dest for attempt and records
-// its latency. fn gets a context that ends at the timeout or when ctx
-// ends, whichever is first: Do never extends a deadline ctx already has.
+// Decide returns the timeout of attempt to dest at now, implementing
+// timeout.Policy over the fleet view: the decision of Timeout for dest
+// alone, with Attempt.ProbeTimeout set when a probe is due. Counted in
+// atnode_timeout_chosen_seconds like Timeout.
+func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
+	attempt = max(attempt, 1)
+	d := n.decide([]string{dest}, 1, attempt, now)
+	n.met.observe(d)
+	return attemptOf(dest, d)
+}
+
+// attemptOf is a decision for dest alone as a timeout.Attempt.
+func attemptOf(dest string, d Decision) timeout.Attempt {
+	return timeout.Attempt{Dest: dest, Attempt: d.Attempt, Timeout: d.Timeout, Reason: d.Reason,
+		Failing: len(d.Failing) > 0, ProbeTimeout: d.ProbeTimeout}
+}
+
+// Probe reserves the probe Decide offered for a's attempt, which reached
+// its timeout at now (timeout.Policy): at most one probe of a destination
+// in flight on this node, and one started per sub-window. Counted in
+// atnode_probes_started_total.
+func (n *Node) Probe(a *timeout.Attempt, now time.Time) bool {
+	if !validDest(a.Dest) {
+		return false
+	}
+	return n.dec.Probe(a, now)
+}
+
+// Observe records how a's attempt ended at now, elapsed after its start
+// (timeout.Policy): completed at elapsed, timed out at its timeout (a probe
+// at its probe timeout) as censored, failed not as a sample, superseded
+// censored at elapsed, canceled not at all; timed-out and failed attempts
+// count for the failure detector, a completion resets it. Counted in
+// atnode_outcomes_total (and atnode_probes_finished_total for a probe).
+func (n *Node) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+	if !validDest(a.Dest) {
+		n.met.rejected.Inc()
+		return
+	}
+	n.dec.Observe(a, o, elapsed, now)
+	n.met.outcome(o)
+}
+
+// Do runs fn under the adaptive timeout of dest for attempt (the decision
+// of Decide) and learns from how it ended. fn gets a context that ends at
+// the timeout or when ctx ends, whichever is first: Do never extends a
+// deadline ctx already has.
 //
-// What is recorded: when fn returns nil, or returns an error of its own
-// before either end, the time fn took; when the adaptive timeout expired
-// first, the timeout itself (censoring: recording nothing would hide the
-// tail exactly when timeouts are too tight); when ctx ended first (the
-// caller's cancellation or deadline), nothing.
+// Caller probes: when a probe of dest is due (Decision.ProbeTimeout) and
+// ctx's deadline, if any, leaves room for it, fn's context carries the
+// probe's deadline; if fn is still running when the timeout comes and the
+// probe can be reserved (timeout.Policy.Probe), Do keeps waiting until the
+// probe timeout, and the context then ends there, else at the timeout as
+// usual. Either way its cause is ErrTimeout.
+//
+// What is learned: when fn returns nil, a completion at the time fn took;
+// when the adaptive timeout expired first, a timeout, recorded at its
+// timeout (a probe at its probe timeout; censoring: recording nothing
+// would hide the tail exactly when timeouts are too tight); when ctx ended
+// first (the caller's cancellation or deadline), nothing; when fn returned
+// an error of its own before either end, what Config.Classify says of it
+// (default: a completion at the time fn took, so a fast failure looks
+// like a fast answer; classify transport failures as timeout.Failed so
+// that they count for the failure detector and are no latency sample).
+// Timed-out and failed attempts count for the failure detector; a
+// completion resets it.
 //
 // Do returns fn's error. When the adaptive timeout expired first and fn
 // failed, the error also matches ErrTimeout (errors.Is), which the
@@ -233,35 +316,84 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 // ErrTimeout as its context.Cause. Do returns an error without running fn
 // only if attempt < 1.
 func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx context.Context) error) error {
-	d, err := n.Timeout([]string{dest}, attempt)
-	if err != nil {
-		return err
+	if attempt < 1 {
+		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
-	cctx, cancel := context.WithTimeoutCause(ctx, d.Timeout, ErrTimeout)
-	defer cancel()
 	start := n.clock()
+	d := n.decide([]string{dest}, 1, attempt, start)
+	n.met.observe(d)
+	a := attemptOf(dest, d)
+	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
+		return n.doProbing(ctx, a, start, fn)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, a.Timeout, ErrTimeout)
+	defer cancel()
 	ferr := fn(cctx)
+	return n.done(ctx, cctx, a, start, ferr)
+}
+
+// probeRoom reports whether ctx's deadline, if any, leaves room for a probe
+// of limit: a probe never outlives the caller's deadline.
+func probeRoom(ctx context.Context, limit time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return !ok || time.Until(dl) >= limit
+}
+
+// doProbing runs fn under a context that ends at the probe timeout, or at
+// the timeout unless the probe is reserved when the timeout comes.
+func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time, fn func(ctx context.Context) error) error {
+	pctx, pcancel := context.WithTimeoutCause(ctx, a.ProbeTimeout, ErrTimeout)
+	defer pcancel()
+	cctx, cancel := context.WithCancelCause(pctx)
+	defer cancel(nil)
+	reached := make(chan struct{})
+	p := a
+	timer := time.AfterFunc(a.Timeout, func() {
+		defer close(reached)
+		if ctx.Err() == nil && n.Probe(&p, n.clock()) {
+			return // a caller probe: fn goes on until the probe timeout
+		}
+		cancel(ErrTimeout)
+	})
+	ferr := fn(cctx)
+	if !timer.Stop() {
+		<-reached // p is settled
+		a = p
+	}
+	return n.done(ctx, cctx, a, start, ferr)
+}
+
+// done classifies how Do's attempt ended, learns from it, and returns fn's
+// error (wrapped with ErrTimeout when our timeout ended it).
+func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Time, ferr error) error {
 	now := n.clock()
+	elapsed := max(now.Sub(start), 0)
+	ours := cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
+	var o timeout.Outcome
+	var result string
 	switch {
 	case ferr == nil:
-		n.recordMillis(dest, uint64(max(now.Sub(start), 0)/time.Millisecond), now)
-		n.met.do.WithLabelValues("ok").Inc()
-		return nil
-	case ctx.Err() != nil && !errors.Is(context.Cause(cctx), ErrTimeout):
-		n.met.do.WithLabelValues("canceled").Inc()
-		return ferr
-	case cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout):
-		n.recordMillis(dest, uint64(d.Timeout/time.Millisecond), now)
-		n.met.do.WithLabelValues("timeout").Inc()
-		if errors.Is(ferr, ErrTimeout) {
-			return ferr
-		}
-		return fmt.Errorf("%w after %v: %w", ErrTimeout, d.Timeout, ferr)
+		o, result = timeout.Completed, "ok"
+	case ctx.Err() != nil && !ours:
+		o, result = timeout.Canceled, "canceled"
+	case ours:
+		o, result = timeout.TimedOut, "timeout"
 	default:
-		n.recordMillis(dest, uint64(max(now.Sub(start), 0)/time.Millisecond), now)
-		n.met.do.WithLabelValues("error").Inc()
+		o, result = timeout.Completed, "error"
+		if n.cfg.Classify != nil {
+			o = n.cfg.Classify(ferr)
+		}
+	}
+	n.Observe(a, o, elapsed, now)
+	n.met.do.WithLabelValues(result).Inc()
+	if result != "timeout" || errors.Is(ferr, ErrTimeout) {
 		return ferr
 	}
+	limit := a.Timeout
+	if a.Probe {
+		limit = a.ProbeTimeout
+	}
+	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
 }
 
 // latencyMillis converts a POST /v1/record latency (finite, >= 0) to whole

@@ -61,7 +61,9 @@ type Config struct {
 	// start a hedged attempt, in [0, 0.5]: the hedge delay is the fleet's
 	// estimate at quantile 1 − HedgeBudget, and a token bucket keeps hedges
 	// within it (plus a burst of 10) over any minute. 0 disables hedging
-	// but keeps DoHedged's replica ordering and failover. Used by DoHedged.
+	// but keeps DoHedged's replica ordering and failover. Used by DoHedged
+	// and by the transport adapters that hedge through the node
+	// (timeout.Hedger).
 	// Default 0.05.
 	HedgeBudget float64 `yaml:"hedge_budget"`
 
@@ -111,6 +113,15 @@ type Config struct {
 	// Clock is the wall clock every time the node records or queries comes
 	// from (the epoch grid is read from it). nil means time.Now. Default nil.
 	Clock func() time.Time `yaml:"-"`
+	// Classify tells Do what an error fn returned of its own (before the
+	// adaptive timeout and before the caller's context ended) says about
+	// the attempt: timeout.Completed (the destination answered, with an
+	// error of the application's), timeout.Failed (the transport failed
+	// fast: refused, reset; no latency sample, and it counts for the
+	// failure detector), or timeout.Canceled (nothing to learn). nil means
+	// every such error is a completion at the time fn took, as before the
+	// failure-aware rule. Default nil.
+	Classify func(err error) timeout.Outcome `yaml:"-"`
 }
 
 // DefaultConfig returns the defaults of the `atnode agent` flags. Name is

@@ -126,13 +126,17 @@ func TestDoAdapts(t *testing.T) {
 			require.ErrorIs(t, err, ErrTimeout)
 			took[a-1] = time.Since(start)
 		}
-		// Timeout = 2 × P99.99 × 2^(a−1), and each timed-out attempt is
-		// recorded at its timeout, which becomes the next P99.99 (as the
-		// highest equivalent value of its bucket):
-		//   a=1: 2 × 200 = 400; 400 is in [400, 401] → 401
-		//   a=2: 2 × 401 × 2 = 1604; 1604 is in [1600, 1607] → 1607
-		//   a=3: 2 × 1607 × 4 = 12856
-		require.Equal(t, [3]time.Duration{400 * time.Millisecond, 1604 * time.Millisecond, 12856 * time.Millisecond}, took)
+		// Timeout = 2 × v × 2^(a−1) with v = min(Q, M): each timed-out
+		// attempt is recorded at its timeout, censored, so Q (P99.99)
+		// becomes it (as the highest equivalent value of its bucket) while
+		// M, the highest completed latency, stays 200; and v < Q makes a
+		// probe due, with today's rule on Q:
+		//   a=1: 2 × 200 = 400; 400 is in [400, 401] → Q = 401
+		//   a=2: 2 × 200 × 2 = 800 (capped), but a probe is due: Do keeps
+		//        waiting until 2 × 401 × 2 = 1604; 1604 is in [1600, 1607] → Q = 1607
+		//   a=3: 2 × 200 × 4 = 1600, and no probe: one was started in this
+		//        sub-window. (Before the failure-aware rule: 2 × 1607 × 4 = 12856.)
+		require.Equal(t, [3]time.Duration{400 * time.Millisecond, 1604 * time.Millisecond, 1600 * time.Millisecond}, took)
 
 		ran := false
 		err := n.Do(t.Context(), "db", 0, func(context.Context) error { ran = true; return nil })

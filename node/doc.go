@@ -22,7 +22,11 @@
 //	if errors.Is(err, node.ErrTimeout) { /* our timeout: retry with attempt+1 */ }
 //
 // Do picks the timeout, runs the call under it, and records the latency
-// (a timed-out attempt at its timeout, so the tail is not lost). Callers
+// (a timed-out attempt at its timeout, so the tail is not lost). When any
+// of several replicas will do, [Node.DoHedged] tries the one with the
+// lowest fleet median first and hedges to the next when it has not
+// answered by its fleet quantile 1 − Config.HedgeBudget, within a token
+// bucket of HedgeBudget of the calls. Callers
 // that manage their own contexts use [Node.Timeout] or
 // [Node.TimeoutQuorum] for the timeout and [Node.Record] or
 // [Node.RecordSince] for the latency. [Node.Estimate] answers what backs a

@@ -108,7 +108,7 @@ func ExampleNode_Handler() {
 	}
 	// Output:
 	// 200 {"recorded":2}
-	// 200 {"timeout_ms":250,"attempt":1,"need":2,"decided_by":"","source":"none","guarded":false,"fallback":true}
+	// 200 {"timeout_ms":250,"attempt":1,"need":2,"decided_by":"","source":"none","guarded":false,"fallback":true,"reason":"fallback","failing":[],"probe_ms":null}
 	// 400 {"error":"samples[0]: \"latency_ms\" must be a finite number >= 0, got -1"}
 	// 404 {"error":"no such path: /v1/nope"}
 }

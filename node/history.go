@@ -35,6 +35,7 @@ type point struct {
 	LocalSamples uint64  // samples in the local view
 	Source       string  // the estimate's source: fleet, local or none
 	EffPeers     float64 // effective peers (not in the JSON; for metrics)
+	Failing      bool    // the decision treats the destination as failing (not in the JSON; for metrics)
 }
 
 func (p point) MarshalJSON() ([]byte, error) {
@@ -166,8 +167,29 @@ func (n *Node) samplePoint(dest string, now time.Time) point {
 		p.Peers, p.Samples, p.LocalSamples = e.Peers, e.Samples, e.LocalSamples
 		p.Source, p.EffPeers = e.Source.String(), e.EffectivePeers
 	}
-	p.TimeoutMs = n.decide([]string{dest}, 1, 1, now).Timeout.Milliseconds()
+	d := n.decide([]string{dest}, 1, 1, now)
+	p.TimeoutMs, p.Failing = d.Timeout.Milliseconds(), len(d.Failing) > 0
 	return p
+}
+
+// failingCount returns how many destinations this node treats as failing
+// at now: of dests (the local and fleet views' destinations, sorted) those
+// whose estimate is failing, and those the failure detector names (a
+// destination whose attempts all failed fast has no samples).
+func (n *Node) failingCount(dests []string, now time.Time) int {
+	q := n.cfg.Timeout.Quantile
+	c := 0
+	for _, d := range dests {
+		if e, err := n.fleet.Estimate(d, q, now); err == nil && e.Failing || n.dec.Failing(d) {
+			c++
+		}
+	}
+	for _, d := range n.dec.Detected() {
+		if _, ok := slices.BinarySearch(dests, d); !ok {
+			c++
+		}
+	}
+	return c
 }
 
 // destinations returns local ∪ fleet destinations at now, sorted.

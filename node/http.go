@@ -130,7 +130,9 @@ func (w *notFoundWriter) Write(p []byte) (int, error) {
 
 // serveRecord is POST /v1/record: a body declared over 1 MiB is refused
 // unread, any other is decoded as a stream (decodeRecord) and refused at
-// its first broken rule.
+// its first broken rule. The samples of a valid body are learned in body
+// order: a completion, a timed-out attempt (censored at latency_ms) or a
+// failed one (no sample), each counting for the failure detector.
 func (n *Node) serveRecord(w http.ResponseWriter, r *http.Request) {
 	if _, err := strictQuery(r); err != nil {
 		refuse(w, r, http.StatusBadRequest, "%v", err)
@@ -151,8 +153,10 @@ func (n *Node) serveRecord(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := n.clock()
-	for _, s := range samples {
-		n.recordMillis(s.Dest, latencyMillis(s.LatencyMs), now)
+	for _, s := range samples { // in body order, for the failure detector
+		o := s.Outcome()
+		n.learn(s.Dest, o, latencyMillis(s.LatencyMs), now)
+		n.met.outcome(o)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Recorded int `json:"recorded"`

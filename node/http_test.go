@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -148,6 +149,8 @@ func TestTimeoutDecisions(t *testing.T) {
 			"timeout_ms": json.Number(fmt.Sprint(ms)), "attempt": json.Number(fmt.Sprint(attempt)),
 			"need": json.Number(fmt.Sprint(need)), "decided_by": by, "source": src, "fallback": fb,
 			"guarded": by == "db", // the only destination the guard applies to
+			// Nothing here timed out: no destination is failing or capped, no probe is due.
+			"reason": map[bool]string{false: "estimate", true: "fallback"}[fb], "failing": []any{}, "probe_ms": nil,
 		}
 	}
 	// db: fleet 100, local 200 > 1.2×100, so the local guard uses 200: 2×200 = 400 ms;
@@ -190,10 +193,17 @@ func TestTimeoutDecisions(t *testing.T) {
 			Source: tracker.SourceFleet}, d, "no guard: local = fleet")
 		d, err = n.Timeout([]string{"cache"}, 1)
 		require.NoError(t, err)
-		require.Equal(t, Decision{Timeout: 250 * time.Millisecond, Attempt: 1, Need: 1, Source: tracker.SourceNone, Fallback: true}, d)
+		require.Equal(t, Decision{Timeout: 250 * time.Millisecond, Attempt: 1, Need: 1, Source: tracker.SourceNone, Fallback: true,
+			Reason: timeout.ReasonFallback}, d)
 		b, err := json.Marshal(Decision{Timeout: time.Second, Attempt: 1, Need: 1, DecidedBy: "db", Source: tracker.SourceFleet, Guarded: true})
 		require.NoError(t, err)
-		require.JSONEq(t, `{"timeout_ms":1000,"attempt":1,"need":1,"decided_by":"db","source":"fleet","guarded":true,"fallback":false}`, string(b))
+		require.JSONEq(t, `{"timeout_ms":1000,"attempt":1,"need":1,"decided_by":"db","source":"fleet","guarded":true,"fallback":false,
+			"reason":"estimate","failing":[],"probe_ms":null}`, string(b))
+		b, err = json.Marshal(Decision{Timeout: 250 * time.Millisecond, Attempt: 1, Need: 2, Fallback: true,
+			Reason: timeout.ReasonFailing, Failing: []string{"a", "b"}, ProbeTimeout: 1500 * time.Millisecond})
+		require.NoError(t, err)
+		require.JSONEq(t, `{"timeout_ms":250,"attempt":1,"need":2,"decided_by":"","source":"none","guarded":false,"fallback":true,
+			"reason":"failing","failing":["a","b"],"probe_ms":1500}`, string(b))
 		_, err = n.Timeout(nil, 1)
 		require.ErrorIs(t, err, ErrNoDestinations)
 		_, err = n.Timeout([]string{"db"}, 0)

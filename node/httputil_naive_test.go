@@ -69,9 +69,6 @@ func (rs rawSample) validate() (Sample, error) {
 	if isMissing(rs.Dest) {
 		return Sample{}, errors.New(`missing field "dest"`)
 	}
-	if isMissing(rs.LatencyMs) {
-		return Sample{}, errors.New(`missing field "latency_ms"`)
-	}
 	// encoding/json replaces invalid UTF-8 and lone surrogate escapes with
 	// U+FFFD, so both are checked in the raw JSON; a U+FFFD written as such
 	// (or as \ufffd) is a valid character and is kept.
@@ -88,12 +85,6 @@ func (rs rawSample) validate() (Sample, error) {
 	case len(s.Dest) > maxDestLen:
 		return Sample{}, fmt.Errorf(`"dest" is %d bytes, more than %d`, len(s.Dest), maxDestLen)
 	}
-	if err := json.Unmarshal(rs.LatencyMs, &s.LatencyMs); err != nil {
-		return Sample{}, errors.New(`"latency_ms" must be a number`)
-	}
-	if math.IsNaN(s.LatencyMs) || math.IsInf(s.LatencyMs, 0) || s.LatencyMs < 0 {
-		return Sample{}, fmt.Errorf(`"latency_ms" must be a finite number >= 0, got %v`, s.LatencyMs)
-	}
 	for _, f := range []struct {
 		name string
 		raw  json.RawMessage
@@ -102,6 +93,20 @@ func (rs rawSample) validate() (Sample, error) {
 		if !isMissing(f.raw) && json.Unmarshal(f.raw, f.dst) != nil {
 			return Sample{}, fmt.Errorf("%q must be true or false", f.name)
 		}
+	}
+	switch {
+	case s.TimedOut && s.Failed:
+		return Sample{}, errors.New(`"timed_out" and "failed" cannot both be true`)
+	case isMissing(rs.LatencyMs) && s.Failed: // a failed attempt needs no latency
+		return s, nil
+	case isMissing(rs.LatencyMs):
+		return Sample{}, errors.New(`missing field "latency_ms"`)
+	}
+	if err := json.Unmarshal(rs.LatencyMs, &s.LatencyMs); err != nil {
+		return Sample{}, errors.New(`"latency_ms" must be a number`)
+	}
+	if math.IsNaN(s.LatencyMs) || math.IsInf(s.LatencyMs, 0) || s.LatencyMs < 0 {
+		return Sample{}, fmt.Errorf(`"latency_ms" must be a finite number >= 0, got %v`, s.LatencyMs)
 	}
 	return s, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 // Limits of POST /v1/record: the rules of the package doc's HTTP section.
@@ -27,13 +29,25 @@ type Sample struct {
 	// LatencyMs is the latency in milliseconds: finite and >= 0.
 	LatencyMs float64
 	// TimedOut is the optional "timed_out": the attempt was ended by the
-	// caller's timeout at LatencyMs. Parsed and checked (a boolean), not
-	// acted on yet: the sample is recorded as any other.
+	// caller's timeout at LatencyMs, a censored sample (the latency was at
+	// least that).
 	TimedOut bool
-	// Failed is the optional "failed": the transport failed fast. Parsed
-	// and checked (a boolean), not acted on yet: latency_ms is still
-	// required and the sample is recorded as any other.
+	// Failed is the optional "failed": the transport failed fast (refused,
+	// reset). It is not a latency sample: latency_ms may then be omitted,
+	// and is ignored. A sample cannot be both timed out and failed.
 	Failed bool
+}
+
+// Outcome is the attempt outcome the sample reports: timeout.Failed,
+// timeout.TimedOut, else timeout.Completed.
+func (s Sample) Outcome() timeout.Outcome {
+	switch {
+	case s.Failed:
+		return timeout.Failed
+	case s.TimedOut:
+		return timeout.TimedOut
+	}
+	return timeout.Completed
 }
 
 // errBodyTooLarge marks a body over maxRecordBody; the handler answers 413.
@@ -314,7 +328,9 @@ func (d *recordDecoder) sample() (Sample, error) {
 	switch {
 	case !have[fieldDest]:
 		return smp, errors.New(`missing field "dest"`)
-	case !have[fieldLatency]:
+	case smp.Failed && smp.TimedOut:
+		return smp, errors.New(`"timed_out" and "failed" cannot both be true`)
+	case !have[fieldLatency] && !smp.Failed:
 		return smp, errors.New(`missing field "latency_ms"`)
 	}
 	return smp, nil

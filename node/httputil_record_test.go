@@ -11,6 +11,8 @@ import (
 	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 // recordSeeds are bodies that reach every branch of the stream decoder:
@@ -26,6 +28,9 @@ var recordSeeds = []string{
 	`{"samples":[{"dest":"a","latency_ms":1,"timed_out":1}]}`,
 	`{"samples":[{"dest":"a","latency_ms":1,"failed":"yes"}]}`,
 	`{"samples":[{"dest":"a","latency_ms":1,"timed_out":tru}]}`,
+	`{"samples":[{"dest":"a","failed":true}]}`, `{"samples":[{"dest":"a","failed":true,"latency_ms":null}]}`,
+	`{"samples":[{"dest":"a","failed":true,"latency_ms":-1}]}`, `{"samples":[{"dest":"a","failed":false}]}`,
+	`{"samples":[{"dest":"a","latency_ms":5,"timed_out":true,"failed":true}]}`, `{"samples":[{"dest":"a","timed_out":true}]}`,
 	`{"s\u0061mples":[{"d\u0065st":"\u0061","latency_ms":1}]}`,
 	`{"samples":[{"dest":"a","latency_ms":1}],"samples":[]}`,
 	`{"samples":[{"dest":"a","dest":"b","latency_ms":1}]}`,
@@ -183,6 +188,9 @@ func TestDecodeRecordChoices(t *testing.T) {
 		{`{"samples":[{"dest":"a","latency_ms":0.` + strings.Repeat("1", 1000) + `}]}`, `"latency_ms" must be a number of at most 1000 characters`},
 		{`{"samples":[{"dest":"a","latency_ms":1,"timed_out":1}]}`, `samples[0]: "timed_out" must be true or false`},
 		{`{"samples":[{"dest":"a","latency_ms":1,"failed":"yes"}]}`, `samples[0]: "failed" must be true or false`},
+		{`{"samples":[{"dest":"a","latency_ms":1,"timed_out":true,"failed":true}]}`, `samples[0]: "timed_out" and "failed" cannot both be true`},
+		{`{"samples":[{"dest":"a","timed_out":true}]}`, `samples[0]: missing field "latency_ms"`},
+		{`{"samples":[{"dest":"a","failed":true,"latency_ms":-1}]}`, `samples[0]: "latency_ms" must be a finite number >= 0, got -1`},
 		{`{"samples":[1]}`, `samples[0]: must be an object`},
 		{`{"samples":{}}`, `"samples" must be an array`},
 		{`{"samples":[{"dest":"a","latency_ms":1}]}x`, `invalid character 'x', want the end of the input after the top-level value at byte 41`},
@@ -191,9 +199,11 @@ func TestDecodeRecordChoices(t *testing.T) {
 		_, err := decodeRecord(strings.NewReader(tc.body))
 		require.ErrorContains(t, err, tc.err, tc.body)
 	}
-	got, err := decodeRecord(strings.NewReader(`{"samples":[{"dest":"a","latency_ms":1,"timed_out":true},{"dest":"a","latency_ms":2,"failed":true,"timed_out":false}]}`))
+	got, err := decodeRecord(strings.NewReader(`{"samples":[{"dest":"a","latency_ms":1,"timed_out":true},{"dest":"a","latency_ms":2,"failed":true,"timed_out":false},{"dest":"a","failed":true}]}`))
 	require.NoError(t, err)
-	require.Equal(t, []Sample{{Dest: "a", LatencyMs: 1, TimedOut: true}, {Dest: "a", LatencyMs: 2, Failed: true}}, got)
+	require.Equal(t, []Sample{{Dest: "a", LatencyMs: 1, TimedOut: true}, {Dest: "a", LatencyMs: 2, Failed: true}, {Dest: "a", Failed: true}}, got)
+	require.Equal(t, []timeout.Outcome{timeout.TimedOut, timeout.Failed, timeout.Failed}, []timeout.Outcome{got[0].Outcome(), got[1].Outcome(), got[2].Outcome()})
+	require.Equal(t, timeout.Completed, Sample{Dest: "a"}.Outcome())
 }
 
 // countingReader counts the bytes read through it.

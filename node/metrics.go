@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -16,10 +17,15 @@ type metrics struct {
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
+	outcomes  *prometheus.CounterVec
+	byOutcome [timeout.Canceled + 1]prometheus.Counter // outcomes' children
 	reloads   *prometheus.CounterVec
 	httpOpen  prometheus.Gauge
 	httpRefd  prometheus.Counter
 	state     *stateCollector
+
+	// DoHedged's calls and hedges (hedge.go).
+	hedgedCalls, hedgesSent, hedgesWon, hedgesRefused prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -57,10 +63,30 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_do_calls_total",
 			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
 		}, []string{"result"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "atnode_outcomes_total",
+			Help: "Attempts this node learned from, by outcome: completed, timed_out, failed, superseded, canceled (Do, the timeout.Policy methods, POST /v1/record samples; Record and RecordSince are counted in atnode_records_total only).",
+		}, []string{"outcome"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "atnode_key_reloads_total",
 			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
 		}, []string{"result"}),
+		hedgedCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedged_calls_total",
+			Help: "Calls of DoHedged, and requests a transport adapter may hedge through the node (timeout.Hedger): each deposits -hedge-budget of a hedge into the token bucket.",
+		}),
+		hedgesSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_sent_total",
+			Help: "Hedges sent by DoHedged or by a transport adapter through the node: an attempt had not answered after its destination's hedge delay (failovers are not counted).",
+		}),
+		hedgesWon: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_won_total",
+			Help: "DoHedged calls answered by a hedged attempt.",
+		}),
+		hedgesRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "atnode_hedges_refused_total",
+			Help: "Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10).",
+		}),
 		state: &stateCollector{n: n},
 	}
 	for _, r := range []string{"ok", "error"} {
@@ -72,11 +98,22 @@ func newMetrics(n *Node) *metrics {
 	for _, r := range []string{"ok", "error", "timeout", "canceled"} {
 		m.do.WithLabelValues(r)
 	}
+	for o := timeout.Completed; o <= timeout.Canceled; o++ {
+		m.byOutcome[o] = m.outcomes.WithLabelValues(o.String())
+	}
 	return m
 }
 
+// outcome counts one attempt's outcome.
+func (m *metrics) outcome(o timeout.Outcome) {
+	if int(o) < len(m.byOutcome) && m.byOutcome[o] != nil {
+		m.byOutcome[o].Inc()
+	}
+}
+
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.reloads, m.httpOpen, m.httpRefd, m.state}
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.outcomes, m.reloads,
+		m.hedgedCalls, m.hedgesSent, m.hedgesWon, m.hedgesRefused, m.httpOpen, m.httpRefd, m.state}
 }
 
 func (m *metrics) observe(d Decision) {
@@ -113,8 +150,18 @@ var (
 		"Distinct peers with samples in the destination's fleet view, self included.", "dest")
 	descDestEffPeers = desc("atnode_destination_effective_peers",
 		"(Σn)²/Σn² over the peers' sample counts in the destination's fleet view.", "dest")
+	descDestFailing = desc("atnode_destination_failing",
+		"1 when this node treats the destination as failing (its first attempt's timeout is the fallback: the deciding view is failing, or the failure detector is), else 0.", "dest")
 	descDests = desc("atnode_destinations",
 		"Destinations in the local or fleet view; per-destination metrics cover at most 100 of them.")
+	descFailing = desc("atnode_destinations_failing",
+		"Destinations this node treats as failing: the view deciding for them is failing (enough samples, some timed out, none completed), or the failure detector is (3 consecutive timed-out or failed attempts of this node, no completion since).")
+
+	descProbesStarted  = desc("atnode_probes_started_total", "Probes started: attempts that reached their timeout and went on until the probe timeout (at most one per destination in flight, one per sub-window).")
+	descProbesFinished = desc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, canceled.", "outcome")
+	descProbesInFlight = desc("atnode_probes_in_flight", "Probes in flight.")
+	descDetectorEvict  = desc("atnode_failure_state_evicted_total",
+		"Destinations whose failure-detector or probe state was dropped because state for too many destinations (-max-destinations) was held.")
 
 	descMembers = desc("atnode_cluster_members", "Members this node knows, by state.", "state")
 
@@ -168,7 +215,8 @@ type stateCollector struct{ n *Node }
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		descDestLocal, descDestFleet, descDestTimeout, descDestSamples, descDestLocalSamples, descDestPeers,
-		descDestEffPeers, descDests, descMembers, descFleetInserts, descFleetExpired, descFleetOrigEv,
+		descDestEffPeers, descDestFailing, descDests, descFailing, descProbesStarted, descProbesFinished,
+		descProbesInFlight, descDetectorEvict, descMembers, descFleetInserts, descFleetExpired, descFleetOrigEv,
 		descFleetDestEv, descFleetBatches, descFleetMembers, descFleetPeers, descFleetDests,
 		descFleetDestRef, descFleetExclEv, descFleetExcl, descFleetBuckets,
 		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
@@ -204,8 +252,22 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descDestLocalSamples, float64(p.LocalSamples), d)
 		gauge(descDestPeers, float64(p.Peers), d)
 		gauge(descDestEffPeers, p.EffPeers, d)
+		gauge(descDestFailing, b2f(p.Failing), d)
 	}
-	gauge(descDests, float64(len(n.destinations(now))))
+	dests := n.destinations(now)
+	gauge(descDests, float64(len(dests)))
+	gauge(descFailing, float64(n.failingCount(dests, now)))
+	ds := n.dec.Stats()
+	counter(descProbesStarted, ds.ProbesStarted)
+	for _, f := range []struct {
+		o timeout.Outcome
+		v uint64
+	}{{timeout.Completed, ds.ProbesEnded.Completed}, {timeout.TimedOut, ds.ProbesEnded.TimedOut},
+		{timeout.Failed, ds.ProbesEnded.Failed}, {timeout.Canceled, ds.ProbesEnded.Canceled}} {
+		counter(descProbesFinished, f.v, f.o.String())
+	}
+	gauge(descProbesInFlight, float64(ds.ProbesInFlight))
+	counter(descDetectorEvict, ds.Evicted)
 
 	states := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
 	for _, m := range n.members() {
@@ -291,4 +353,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstHistogram(descGossipDelay, h.Count, h.Sum, buckets)
 	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

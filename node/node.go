@@ -48,6 +48,12 @@ type Node struct {
 	// owned keeps the records of the destinations this node owns under
 	// protocol v2 (nil without gossip).
 	owned *tracker.Owned
+	// dec decides every timeout on the fleet view, with this node's
+	// failure detector and probe bookkeeping, and records what attempts
+	// teach into local.
+	dec *timeout.Decider
+	// hedge is DoHedged's token bucket (Config.HedgeBudget).
+	hedge *timeout.HedgeBudget
 	cl    *cluster.Cluster // nil when DisableGossip
 	// proto seals this node's sub-windows: the cluster's with gossip on,
 	// the node's own (with no members) with gossip off.
@@ -91,6 +97,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 		tcfg:  cfg.TrackerConfig(),
 		tocfg: cfg.Timeout,
 		stop:  make(chan struct{}),
+		hedge: timeout.NewHedgeBudget(cfg.HedgeBudget),
 	}
 	if n.clock == nil {
 		n.clock = time.Now
@@ -108,6 +115,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	}
 	if n.fleet, err = tracker.NewFleet(cfg.FleetConfig(), n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
+	}
+	if n.dec, err = timeout.NewDecider(n.tocfg, n.tcfg, n.fleet, learner{n}); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.boot = cfg.Cluster.BootID; n.boot == 0 {
 		if n.boot, err = cluster.NewBootID(); err != nil {

@@ -30,6 +30,16 @@
 // reads from JSON, YAML and flag.TextVar; BackoffIntervalJSONSchema describes
 // its text form for configuration tooling.
 //
+// # Hedging
+//
+// The pure parts of hedged requests, shared by node.DoHedged, the
+// transport adapters and the simulator: OrderReplicas (replicas by their
+// median, failing ones last), HedgeDelay (strictly above the bucket of the
+// quantile HedgeQuantile(budget) = 1 − budget) and HedgeBudget (the token
+// bucket: budget of the calls plus HedgeBurst). A Policy that is also a
+// Hedger lets timeouthttp and timeoutgrpc hedge a request to one
+// destination; the Decider is one (SetHedgeBudget).
+//
 // # Time and concurrency
 //
 // The package is pure: it has no state, starts no goroutines and reads no

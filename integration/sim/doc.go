@@ -5,8 +5,8 @@
 //
 // Like hashicorp/serf's coordinate package, it pairs the pure cores (package
 // cluster's Protocol, tracker's Tracker and Fleet, codec's encoder and
-// decoder, timeout's Select) with simulation helpers whose tests assert
-// accuracy.
+// decoder, timeout's Select and Decider) with simulation helpers whose
+// tests assert accuracy.
 //
 // # What is simulated
 //
@@ -36,10 +36,17 @@
 // RunScale measures convergence (seal until every node holds the batch),
 // bandwidth per node, memory per node, and the error of the fleet's and one
 // node's P99.99 against the exact quantile of known distributions (Dist).
-// RunDecision compares timeout policies (fixed, local adaptive, fleet
-// adaptive with and without the local guard) on spurious timeouts, time
-// wasted on a dead peer and how fast a timeout follows a step change.
-// ScaleTable and DecisionTable format the results as markdown.
+// RunDecision compares timeout policies side by side in one run (fixed,
+// local adaptive, fleet adaptive with and without the local guard, and the
+// failure-aware rule with shadow and with caller probes, which is each
+// simulated node's timeout.Decider over its fleet view: the code that
+// ships) on spurious timeouts, how fast a timeout follows a step change,
+// and the failure scenarios: a dead peer, hanging requests, slow requests
+// and a tight start. RunHedge compares hedging policies on replicas that
+// stall (no hedging, fixed delays, per-client quantiles, and node.DoHedged's
+// rule through its pure parts in package timeout) as time to a successful
+// answer. ScaleTable, DecisionTable, FailureTable and HedgeTable format the
+// results as markdown.
 //
 // # Time, randomness and concurrency
 //

@@ -208,6 +208,9 @@ func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 		n := s.nodes[i]
 		var dests []tracker.DestCounts
 		if n.tr != nil {
+			if s.beforeSeal != nil {
+				s.beforeSeal(int(i))
+			}
 			dests = tracker.SealedSubWindow(n.tr, e, now)
 		} else if s.cfg.Workload != nil {
 			dests = s.syntheticSeal(i, e)

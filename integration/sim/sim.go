@@ -204,6 +204,10 @@ type Sim struct {
 	events    uint64
 	err       error
 
+	// beforeSeal, when set, runs before an observer's tracker is sealed
+	// (RunDecision applies the node's pending completions there).
+	beforeSeal func(node int)
+
 	peakHeap uint64
 	scratch  *tracker.Tracker[string]
 	// sealMu serialises the seals: a protocol v2 node seals an old epoch

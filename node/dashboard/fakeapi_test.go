@@ -18,9 +18,10 @@ import (
 // (cluster.GossipStats). TestFakeAPIShapes (realnode_test.go) compares its
 // answers with a real node's field by field. Every scenario's /v1/status
 // carries "warnings", [] unless "troubled", whose warnings read as the
-// real node's do (cluster.Warning). The "troubled" scenario also serves
-// what the failure-aware phase adds and today's node does not send yet:
-// reason, failing and probe_ms in /v1/timeout, with a failing destination. Its clock is a tick counter that
+// real node's do (cluster.Warning). Every scenario's /v1/timeout carries
+// reason, failing ([] when none) and probe_ms (null unless a probe is due),
+// as the node's does; "troubled" has a failing destination. Its clock is a
+// tick counter that
 // every /v1/status call advances by two seconds, so each refresh of the page
 // sees a new point per destination and the data moves deterministically.
 type fakeAPI struct {
@@ -278,7 +279,7 @@ func (f *fakeAPI) dest(name string) *fakeDest {
 // timeout is GET /v1/timeout?dest=A&dest=B for a first attempt that needs
 // every destination: the largest of their timeouts decides. A destination
 // without points (unknown, or without a history here) gets the fallback.
-// The troubled scenario adds the failure-aware fields.
+// reason, failing and probe_ms follow the node's rules (node.Decision).
 func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 	dests := r.URL.Query()["dest"]
 	if len(dests) == 0 || len(dests) > 64 {
@@ -312,18 +313,16 @@ func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 		"timeout_ms": timeoutMs, "attempt": 1, "need": len(dests),
 		"decided_by": decidedBy, "source": source, "guarded": false, "fallback": source == "none",
 	}
-	if f.scenario == "troubled" {
-		reason := "estimate"
-		switch {
-		case source == "none" && len(failing) > 0:
-			reason = "failing"
-		case source == "none":
-			reason = "fallback"
-		}
-		body["reason"], body["failing"], body["probe_ms"] = reason, failing, nil
-		if decidedFailing {
-			body["probe_ms"] = 2000 // today's rule on the failing view's quantile
-		}
+	reason := "estimate"
+	switch {
+	case source == "none" && len(failing) > 0:
+		reason = "failing"
+	case source == "none":
+		reason = "fallback"
+	}
+	body["reason"], body["failing"], body["probe_ms"] = reason, failing, nil
+	if decidedFailing {
+		body["probe_ms"] = 2000 // the rule on the failing view's quantile
 	}
 	writeJSON(w, http.StatusOK, body)
 }

@@ -217,9 +217,9 @@ func TestFakeAPIShapes(t *testing.T) {
 			}
 		})
 	}
-	// /v1/timeout: the page reads only its failing field (absent today).
-	// Every field the fake serves, the real node serves with the same kind;
-	// the real node may have more (fields the page does not read).
+	// /v1/timeout: the page reads only its failing field. Every field the
+	// fake serves, the real node serves with the same kind, and the fake
+	// serves every field the real node does.
 	t.Run("/v1/timeout", func(t *testing.T) {
 		const p = "/v1/timeout?dest=db-1&dest=cache+eu%2Fwest%231"
 		var r, f map[string]any
@@ -231,7 +231,8 @@ func TestFakeAPIShapes(t *testing.T) {
 			shared[k] = r[k]
 		}
 		sameShape(t, p, shared, f)
-		require.Len(t, f, 7, "today's fields: timeout_ms, attempt, need, decided_by, source, guarded, fallback")
+		require.Len(t, f, len(r), "the real node's fields: timeout_ms, attempt, need, decided_by, source, guarded, fallback, reason, failing, probe_ms")
+		require.Len(t, r, 10)
 	})
 	// Unknown destinations have a history without points in both.
 	for _, h := range []http.Handler{real, fake} {

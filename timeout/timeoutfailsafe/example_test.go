@@ -9,36 +9,33 @@ import (
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout/timeoutfailsafe"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
-
-// backoffPolicy stands in for a real timeout.Policy (*node.Node, or
-// timeout.NewPolicy over a tracker): every attempt gets timeout.Config's
-// exponential fallback, nothing is probed, and it prints what it decides
-// and learns.
-type backoffPolicy struct{ cfg timeout.Config }
-
-func (p backoffPolicy) Decide(dest string, attempt int, _ time.Time) timeout.Attempt {
-	d := p.cfg.ExponentialBackoff(attempt)
-	fmt.Println("attempt", attempt, "to", dest, "timeout", d)
-	return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: d, Reason: timeout.ReasonFallback}
-}
-
-func (backoffPolicy) Probe(*timeout.Attempt, time.Time) bool { return false }
-
-func (backoffPolicy) Observe(a timeout.Attempt, o timeout.Outcome, _ time.Duration, _ time.Time) {
-	fmt.Println("observed attempt", a.Attempt, o)
-}
 
 // A retry loop whose attempts get growing adaptive timeouts: the destination
 // does not answer the first two, and answers the third.
 func Example() {
-	var p timeout.Policy = backoffPolicy{timeout.Config{Backoff: timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}}}
+	// The failure-aware Policy over this process's own tracker (a node
+	// would pass its *node.Node: the fleet's view). Until the tracker holds
+	// MinSamples latencies of db-1, its attempts get the fallback: 10ms,
+	// doubling per attempt.
+	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	cfg := timeout.DefaultConfig()
+	cfg.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
+	p, err := timeout.NewPolicy(cfg, tr)
+	if err != nil {
+		panic(err)
+	}
 
 	adaptive := timeoutfailsafe.New[string](p, "db-1")
 	retry := retrypolicy.NewBuilder[string]().HandleErrors(timeoutfailsafe.ErrTimeout).WithMaxRetries(3).Build()
 
 	calls := 0
 	got, err := failsafe.With(retry, adaptive).GetWithExecution(func(exec failsafe.Execution[string]) (string, error) {
+		fmt.Println("attempt", exec.Attempts(), "timeout", p.Decide("db-1", exec.Attempts(), time.Now()).Timeout)
 		if calls++; calls < 3 {
 			<-exec.Canceled() // no answer: only our timeout ends the attempt
 			return "", exec.Context().Err()
@@ -47,11 +44,8 @@ func Example() {
 	})
 	fmt.Println(got, err)
 	// Output:
-	// attempt 1 to db-1 timeout 10ms
-	// observed attempt 1 timed_out
-	// attempt 2 to db-1 timeout 20ms
-	// observed attempt 2 timed_out
-	// attempt 3 to db-1 timeout 40ms
-	// observed attempt 3 completed
+	// attempt 1 timeout 10ms
+	// attempt 2 timeout 20ms
+	// attempt 3 timeout 40ms
 	// hello <nil>
 }

@@ -33,6 +33,16 @@
 // the Policy learns a latency above the current timeout, or that a failing
 // destination answers again. Streams are never probed.
 //
+// # Hedging
+//
+// WithHedging names the idempotent methods whose unary calls may be
+// hedged when the Policy is a timeout.Hedger (*node.Node,
+// timeout.NewPolicy): a call that has not answered after its destination's
+// hedge delay is sent again to the same destination, within the Policy's
+// hedge budget; the first answer wins and the other attempt is observed as
+// timeout.Superseded. node.DoHedged's rule for one destination; streams are
+// never hedged.
+//
 // # Time and concurrency
 //
 // WithClock (default time.Now) is the clock of the Policy's decisions and of

@@ -15,25 +15,8 @@ import (
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout/timeoutgrpc"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
-
-// backoffPolicy stands in for a real timeout.Policy (*node.Node, or
-// timeout.NewPolicy over a tracker): every attempt gets timeout.Config's
-// exponential fallback, nothing is probed, and it prints what it decides
-// and learns.
-type backoffPolicy struct{ cfg timeout.Config }
-
-func (p backoffPolicy) Decide(dest string, attempt int, _ time.Time) timeout.Attempt {
-	d := p.cfg.ExponentialBackoff(attempt)
-	fmt.Println("attempt", attempt, "to", dest, "timeout", d)
-	return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: d, Reason: timeout.ReasonFallback}
-}
-
-func (backoffPolicy) Probe(*timeout.Attempt, time.Time) bool { return false }
-
-func (backoffPolicy) Observe(a timeout.Attempt, o timeout.Outcome, _ time.Duration, _ time.Time) {
-	fmt.Println("observed attempt", a.Attempt, o)
-}
 
 func Example() {
 	// A server to call: gRPC's health service, in memory.
@@ -44,7 +27,20 @@ func Example() {
 	defer srv.Stop()
 	dialer := func(ctx context.Context, _ string) (net.Conn, error) { return ln.DialContext(ctx) }
 
-	var p timeout.Policy = backoffPolicy{timeout.Config{Backoff: timeout.BackoffInterval{Min: time.Second, Max: time.Minute}}}
+	// The failure-aware Policy over this process's own tracker (a node
+	// would pass its *node.Node: the fleet's view). Until the tracker holds
+	// MinSamples latencies of a destination, its attempts get the fallback:
+	// 1s, doubling per attempt.
+	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	cfg := timeout.DefaultConfig()
+	cfg.Backoff = timeout.BackoffInterval{Min: time.Second, Max: time.Minute}
+	p, err := timeout.NewPolicy(cfg, tr)
+	if err != nil {
+		panic(err)
+	}
 	cc, err := grpc.NewClient("passthrough:///db-1",
 		grpc.WithContextDialer(dialer), grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithUnaryInterceptor(timeoutgrpc.UnaryClientInterceptor(p)),
@@ -57,6 +53,7 @@ func Example() {
 
 	for attempt := 1; attempt <= 2; attempt++ {
 		ctx := timeout.WithAttempt(context.Background(), attempt) // every retry's timeout grows
+		fmt.Println("attempt", attempt, "timeout", p.Decide(cc.Target(), attempt, time.Now()).Timeout)
 		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		if errors.Is(err, timeoutgrpc.ErrTimeout) {
 			continue // our adaptive timeout: retry with attempt+1
@@ -67,10 +64,8 @@ func Example() {
 		fmt.Println(resp.GetStatus())
 	}
 	// Output:
-	// attempt 1 to passthrough:///db-1 timeout 1s
-	// observed attempt 1 completed
+	// attempt 1 timeout 1s
 	// SERVING
-	// attempt 2 to passthrough:///db-1 timeout 2s
-	// observed attempt 2 completed
+	// attempt 2 timeout 2s
 	// SERVING
 }

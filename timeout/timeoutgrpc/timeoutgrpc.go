@@ -78,6 +78,8 @@ type options struct {
 	dest func(context.Context, string, *grpc.ClientConn) string
 	now  func() time.Time
 	real bool // now is time.Now: elapsed times read only the monotonic clock
+	// hedge says which unary methods may be hedged (WithHedging); nil: none.
+	hedge func(method string) bool
 }
 
 func newOptions(p timeout.Policy, opts []Option) *options {

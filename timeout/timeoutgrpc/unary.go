@@ -40,9 +40,29 @@ import (
 // timeout, never writing into the caller's reply or options, and is observed
 // once when it ends; its goroutine ends by the probe timeout. Otherwise the
 // call ends at its timeout as any other.
+//
+// Hedging (WithHedging, when p is a timeout.Hedger): a call of a method
+// WithHedging calls idempotent, with protobuf request and reply and no
+// grpc.Header, grpc.Trailer, grpc.Peer or grpc.OnFinish option, counts
+// toward p's hedge budget (Hedger.HedgeDelay). When it has not answered
+// after its destination's hedge delay and the budget allows
+// (Hedger.SpendHedge), the same call is sent again to the same
+// destination, on a copy of the request into a reply of its own. The first
+// answer (a reply or any status but Unavailable) wins and is copied to the
+// caller's reply; the other attempt is cancelled and observed as
+// timeout.Superseded at its elapsed time (timed out, if our timeout had
+// ended it). Each attempt has its own adaptive timeout; an attempt that
+// fails or times out leaves the other running, and when both end without
+// an answer the first one's error is returned. Hedged calls run no shadow
+// probe.
 func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	o := newOptions(p, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		if h, ok := o.hedger(method, req, reply, callOpts); ok {
+			if delay, ok := h.HedgeDelay(o.dest(ctx, method, cc), o.now()); ok {
+				return o.invokeHedged(ctx, method, req.(proto.Message), reply.(proto.Message), cc, invoker, callOpts, h, delay)
+			}
+		}
 		c := o.begin(ctx, method, cc)
 		if c.probeable(ctx, req, reply, callOpts) {
 			return c.invokeAsync(ctx, req.(proto.Message), reply.(proto.Message), cc, invoker, callOpts)

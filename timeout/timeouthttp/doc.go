@@ -39,13 +39,24 @@
 // probe timeout; it is then observed once. The caller never waits for it and
 // never sees its reply. RoundTrip documents the details.
 //
+// # Hedging
+//
+// With Options.Hedge and a Policy that is a timeout.Hedger (*node.Node,
+// timeout.NewPolicy), an idempotent request (GET, HEAD, OPTIONS, TRACE, or
+// one with an Idempotency-Key header) that has not answered after its
+// destination's hedge delay is sent again to the same destination, within
+// the Policy's hedge budget; the first response wins and the other attempt
+// is observed as timeout.Superseded. node.DoHedged's rule for one
+// destination; RoundTrip documents the details.
+//
 // # Time and concurrency
 //
 // Options.Now (default time.Now) is the clock of the Policy's decisions and
 // of latency; deadlines themselves are context and runtime timers. The
 // Transport is safe for concurrent use (every Policy is). It starts a
 // goroutine only for an attempt that may become a shadow probe, and that
-// goroutine ends by the probe timeout.
+// goroutine ends by the probe timeout, or for each attempt of a hedged
+// request, which ends with its round trip.
 //
 // The Transport does not retry: a retry loop sets timeout.WithAttempt(ctx, n)
 // on each try so that the retry's timeout grows. It is meant for

@@ -10,29 +10,28 @@ import (
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout/timeouthttp"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
-
-// backoffPolicy stands in for a real timeout.Policy (*node.Node, or
-// timeout.NewPolicy over a tracker): every attempt gets timeout.Config's
-// exponential fallback, nothing is probed, and it prints what it learns.
-type backoffPolicy struct{ cfg timeout.Config }
-
-func (p backoffPolicy) Decide(dest string, attempt int, _ time.Time) timeout.Attempt {
-	return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: p.cfg.ExponentialBackoff(attempt), Reason: timeout.ReasonFallback}
-}
-
-func (backoffPolicy) Probe(*timeout.Attempt, time.Time) bool { return false }
-
-func (backoffPolicy) Observe(a timeout.Attempt, o timeout.Outcome, _ time.Duration, _ time.Time) {
-	fmt.Println("observed attempt", a.Attempt, o)
-}
 
 func Example() {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "hello")
 	}))
 	defer srv.Close()
-	var p timeout.Policy = backoffPolicy{timeout.Config{Backoff: timeout.BackoffInterval{Min: time.Second, Max: time.Minute}}}
+	// The failure-aware Policy over this process's own tracker (a node
+	// would pass its *node.Node: the fleet's view). Until the tracker holds
+	// MinSamples latencies of a destination, its attempts get the fallback:
+	// 1s, doubling per attempt.
+	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
+	if err != nil {
+		panic(err)
+	}
+	cfg := timeout.DefaultConfig()
+	cfg.Backoff = timeout.BackoffInterval{Min: time.Second, Max: time.Minute}
+	p, err := timeout.NewPolicy(cfg, tr)
+	if err != nil {
+		panic(err)
+	}
 
 	rt, err := timeouthttp.New(timeouthttp.Options{Policy: p, Base: srv.Client().Transport})
 	if err != nil {
@@ -57,9 +56,7 @@ func Example() {
 	}
 	// Output:
 	// attempt 1 timeout 1s
-	// observed attempt 1 completed
 	// 200 hello
 	// attempt 2 timeout 2s
-	// observed attempt 2 completed
 	// 200 hello
 }

@@ -97,6 +97,12 @@ type Options struct {
 	// latency. Default time.Now. (Deadlines themselves are context and
 	// runtime timers.)
 	Now func() time.Time
+	// Hedge turns on hedging of idempotent requests to the same
+	// destination (opt-in) when the Policy is a timeout.Hedger (*node.Node,
+	// timeout.NewPolicy): when a request has not answered after its
+	// destination's hedge delay and the Policy's budget allows, a copy is
+	// sent and the first response wins. See RoundTrip. Default false.
+	Hedge bool
 }
 
 // Transport is an http.RoundTripper that gives each request the adaptive
@@ -110,6 +116,7 @@ type Transport struct {
 	classify func(error) timeout.Outcome
 	now      func() time.Time
 	real     bool // now is time.Now: elapsed times read only the monotonic clock
+	hedge    bool
 }
 
 // New returns a Transport, or ErrNoPolicy.
@@ -117,7 +124,7 @@ func New(o Options) (*Transport, error) {
 	if o.Policy == nil {
 		return nil, ErrNoPolicy
 	}
-	t := &Transport{base: o.Base, p: o.Policy, dest: o.Destination, classify: o.Classify, now: o.Now}
+	t := &Transport{base: o.Base, p: o.Policy, dest: o.Destination, classify: o.Classify, now: o.Now, hedge: o.Hedge}
 	if t.base == nil {
 		t.base = http.DefaultTransport
 	}
@@ -172,7 +179,26 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // timeout as any other. A probe sends nothing twice, but a non-idempotent
 // request that the caller retries after ErrTimeout may then run twice at
 // once, as it may after any timeout.
+//
+// Hedging (Options.Hedge, when the Policy is a timeout.Hedger): a request
+// that is idempotent (GET, HEAD, OPTIONS, TRACE, or one with an
+// Idempotency-Key or X-Idempotency-Key header) and whose body, if any, can
+// be read again (GetBody) counts toward the Policy's hedge budget
+// (Hedger.HedgeDelay). When its response headers have not arrived after
+// its destination's hedge delay (the estimate strictly above the bucket at
+// quantile 1 − budget, as node.DoHedged) and the budget allows
+// (Hedger.SpendHedge), a copy is sent to the same destination. The first
+// response wins; the other attempt is cancelled and observed as
+// timeout.Superseded at its elapsed time (timed out, if our timeout had
+// ended it). Each attempt has its own adaptive timeout; an attempt that
+// fails leaves the other running, and when both fail the first one's error
+// is returned. Hedged requests run no shadow probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h, ok := t.hedgeable(req); ok {
+		if delay, ok := h.HedgeDelay(t.dest(req), t.now()); ok {
+			return t.roundTripHedged(req, h, delay)
+		}
+	}
 	parent := req.Context()
 	a := &attempt{t: t, parent: parent, start: t.now()}
 	a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
@@ -201,10 +227,11 @@ type attempt struct {
 	cancel  context.CancelCauseFunc
 	release func()
 	body    io.ReadCloser
-	length  int64        // the response's ContentLength; <= 0 means unknown (EOF decides)
-	got     int64        // body bytes read (Read is never concurrent with itself)
-	last    atomic.Int64 // when body data (at first, the headers) last arrived, as time since start
-	done    atomic.Bool  // observed
+	length  int64         // the response's ContentLength; <= 0 means unknown (EOF decides)
+	got     int64         // body bytes read (Read is never concurrent with itself)
+	last    atomic.Int64  // when body data (at first, the headers) last arrived, as time since start
+	done    atomic.Bool   // observed
+	lost    time.Duration // a hedged attempt's elapsed time when another won (hedgeCall.mu)
 }
 
 func (a *attempt) elapsed() time.Duration {

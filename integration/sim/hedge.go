@@ -1,0 +1,546 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// HedgeKind is how a HedgePolicy hedges.
+type HedgeKind uint8
+
+const (
+	// HedgeNone sends one attempt at a time: the next replica only when an
+	// attempt ends by our timeout (failover).
+	HedgeNone HedgeKind = iota
+	// HedgeFixed hedges after a fixed delay, without a budget.
+	HedgeFixed
+	// HedgeClient hedges after a quantile (HedgePolicy.Quantile, default
+	// 0.9) of the calling node's own completed latencies (a sketch of its
+	// own calls over the tracker's window: ~1 % buckets, as DDSketch),
+	// within a token budget (HedgePolicy.Budget, default 0.1) of its calls:
+	// at the defaults, the rule of per-client hedging libraries such as
+	// bhope/hedge (P90, 10 %).
+	HedgeClient
+	// HedgeFleet is DoHedged's rule run through the same pure parts:
+	// replicas in the order of the fleet median (timeout.OrderReplicas),
+	// the delay strictly above the fleet's bucket at 1 − budget
+	// (timeout.HedgeDelay), and the node's token bucket
+	// (timeout.HedgeBudget).
+	HedgeFleet
+)
+
+// HedgeOrder is the order in which a HedgePolicy tries replicas.
+type HedgeOrder uint8
+
+const (
+	// OrderFleet is DoHedged's: by the fleet median (timeout.OrderReplicas
+	// on the node's fleet view).
+	OrderFleet HedgeOrder = iota
+	// OrderOwn is the same rule on the node's own calls only (its local
+	// view), as a client-side least-latency balancer would order them.
+	OrderOwn
+	// OrderRandom is a random order per request.
+	OrderRandom
+)
+
+// HedgePolicy is one way of hedging, compared by RunHedge.
+type HedgePolicy struct {
+	Name  string
+	Kind  HedgeKind
+	Delay time.Duration // HedgeFixed only
+	Order HedgeOrder
+	// Quantile and Budget of HedgeClient; defaults 0.9 and 0.1.
+	Quantile, Budget float64
+}
+
+// DefaultHedgePolicies returns no hedging, fixed delays of 10 to 80 ms
+// (the sweep for the best), per-client P90 with the client's own replica
+// order and with the fleet's, and ours (the fleet rule with the fleet's
+// order, as DoHedged). Every policy but the per-client one with its own
+// order tries replicas in the fleet's order, so that the rows differ by
+// the hedge rule alone.
+func DefaultHedgePolicies() []HedgePolicy {
+	return hedgePolicies(10, 15, 20, 25, 30, 40, 60, 80)
+}
+
+func hedgePolicies(fixedMs ...int) []HedgePolicy {
+	ps := []HedgePolicy{{Name: "no hedging", Kind: HedgeNone}}
+	for _, ms := range fixedMs {
+		ps = append(ps, HedgePolicy{Name: fmt.Sprintf("fixed %d ms", ms), Kind: HedgeFixed, Delay: time.Duration(ms) * time.Millisecond})
+	}
+	return append(ps,
+		HedgePolicy{Name: "per-client P90, 10 % budget, own order", Kind: HedgeClient, Order: OrderOwn},
+		HedgePolicy{Name: "per-client P90, 10 % budget", Kind: HedgeClient},
+		HedgePolicy{Name: "per-client P95, 5 % budget", Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
+		HedgePolicy{Name: "ours (DoHedged)", Kind: HedgeFleet},
+	)
+}
+
+// HedgeConfig configures RunHedge.
+type HedgeConfig struct {
+	// Seed makes the run. Every policy sees the same requests with the same
+	// latencies per replica (common random numbers).
+	Seed uint64
+	// Nodes is the number of calling nodes, >= 2: the first half call
+	// often (Rate per second), the others rarely (Rate/100). Default 20.
+	Nodes int
+	// Replicas is the number of replicas each request may use. Default 3.
+	Replicas int
+	// Duration is the simulated time per policy; Warmup the time before
+	// metrics count. Defaults 180s and 60s.
+	Duration, Warmup time.Duration
+	// DegradeAt is when replica 0 becomes Degrade times slower (its normal
+	// and stalled latencies alike). Defaults 120s and 2.
+	DegradeAt time.Duration
+	Degrade   float64
+	// Rate is a frequent caller's request rate per second. Default 50.
+	Rate float64
+	// MedianMillis and Sigma shape a replica's normal latency (lognormal);
+	// StallProb is the share of attempts that stall, taking 50–100× the
+	// median. Defaults 10 ms, 0.3, 0.02.
+	MedianMillis, Sigma, StallProb float64
+	// HedgeBudget is HedgeFleet's budget (node.Config.HedgeBudget).
+	// Default 0.05.
+	HedgeBudget float64
+	// Timeout is every attempt's timeout rule (the Decider on each node's
+	// fleet view, as node.DoHedged). Default: timeout.DefaultConfig with
+	// Backoff 10ms..1m.
+	Timeout timeout.Config
+	// Tracker is every node's tracker. Default tracker.DefaultConfig().
+	Tracker tracker.Config
+	// Policies to compare. Default DefaultHedgePolicies().
+	Policies []HedgePolicy
+	// Progress receives a line per simulated epoch when not nil.
+	Progress func(format string, args ...any)
+}
+
+func (c *HedgeConfig) defaults() {
+	if c.Nodes == 0 {
+		c.Nodes = 20
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 3
+	}
+	if c.Duration == 0 {
+		c.Duration = 180 * time.Second
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 60 * time.Second
+	}
+	if c.DegradeAt == 0 {
+		c.DegradeAt = 120 * time.Second
+	}
+	if c.Degrade == 0 {
+		c.Degrade = 2
+	}
+	if c.Rate == 0 {
+		c.Rate = 50
+	}
+	if c.MedianMillis == 0 {
+		c.MedianMillis = 10
+	}
+	if c.Sigma == 0 {
+		c.Sigma = 0.3
+	}
+	if c.StallProb == 0 {
+		c.StallProb = 0.02
+	}
+	if c.HedgeBudget == 0 {
+		c.HedgeBudget = 0.05
+	}
+	if c.Timeout == (timeout.Config{}) {
+		c.Timeout = timeout.DefaultConfig()
+		c.Timeout.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
+	}
+	if c.Tracker == (tracker.Config{}) {
+		c.Tracker = tracker.DefaultConfig()
+	}
+	if c.Policies == nil {
+		c.Policies = DefaultHedgePolicies()
+	}
+}
+
+// HedgeCallers is one class of callers' measurements: time to a
+// successful answer (from the request to the first completed attempt, an
+// attempt ended by our timeout retried as the next attempt number), extra
+// attempts per request, and attempts ended by our timeout per request.
+type HedgeCallers struct {
+	Requests       uint64
+	P50, P99, P999 time.Duration
+	Extra          float64
+	TimedOut       float64
+}
+
+// HedgeResult is one policy's measurements after the warm-up.
+type HedgeResult struct {
+	Policy           string
+	Kind             HedgeKind
+	Frequent, Rare   HedgeCallers
+	Hedges, Refused  uint64 // hedges sent, and refused by a budget
+	FailedRequests   uint64 // requests that gave up after maxHedgeRounds rounds
+	MedianMillis     float64
+	DegradedReplica  string
+	DegradeAtSeconds float64
+}
+
+// maxHedgeRounds bounds a request's retries (each round tries every
+// replica once at most).
+const maxHedgeRounds = 8
+
+// hedgeStall is a stalled attempt's latency factor range.
+const hedgeStallMin, hedgeStallMax = 50, 100
+
+// RunHedge runs the hedging scenario once per policy, on a simulated
+// cluster with the dissemination protocol running, and returns one result
+// per policy.
+//
+// Each request picks its replicas' order, then runs attempts as
+// node.DoHedged does: each attempt's timeout from the node's timeout.Decider
+// on its fleet view; a hedge to the next replica when the policy's delay
+// passes without an answer (and the budget allows); the next replica at
+// once when an attempt ends by our timeout and no other attempt is
+// running; the first answer wins, the others are superseded. A round in
+// which every replica's attempt timed out is retried with the next attempt
+// number. What the attempts teach is observed by the Decider at the time
+// each ends, so the fleet learns from superseded and timed-out attempts
+// as a node would. Two simplifications: a request's decisions are taken
+// at its arrival (an attempt started later is decided with the estimates
+// of then, at most a few timeouts older), and a caller probe is reserved
+// when the attempt starts rather than when it reaches its timeout.
+func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
+	cfg.defaults()
+	if cfg.Nodes < 2 {
+		return nil, errors.New("sim: HedgeConfig.Nodes must be >= 2")
+	}
+	if cfg.Replicas < 1 {
+		return nil, errors.New("sim: HedgeConfig.Replicas must be >= 1")
+	}
+	if err := cfg.Timeout.Validate(); err != nil {
+		return nil, err
+	}
+	var out []HedgeResult
+	for _, p := range cfg.Policies {
+		r, err := runHedgePolicy(cfg, p)
+		if err != nil {
+			return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// hedgeNode is one calling node's state for a policy.
+type hedgeNode struct {
+	dec    *timeout.Decider
+	budget *timeout.HedgeBudget
+	own    *tracker.Tracker[string] // HedgeClient: the node's own completed latencies
+}
+
+// hedgeAttempt is one attempt of a request round.
+type hedgeAttempt struct {
+	replica    int
+	a          timeout.Attempt
+	start, lat time.Duration // lat: its latency if it were let run
+	limit      time.Duration // when our timeout ends it, after start
+	hedge      bool
+	running    bool
+}
+
+func (h *hedgeAttempt) end() time.Duration { return h.start + min(h.lat, h.limit) }
+func (h *hedgeAttempt) answers() bool      { return h.lat <= h.limit }
+
+type hedgeClass struct {
+	waits                  []time.Duration
+	extra, timedOut, count uint64
+}
+
+func (c *hedgeClass) result() HedgeCallers {
+	r := HedgeCallers{Requests: c.count}
+	if c.count == 0 {
+		return r
+	}
+	slices.Sort(c.waits)
+	r.P50, r.P99, r.P999 = pctDur(c.waits, 0.5), pctDur(c.waits, 0.99), pctDur(c.waits, 0.999)
+	r.Extra, r.TimedOut = float64(c.extra)/float64(c.count), float64(c.timedOut)/float64(c.count)
+	return r
+}
+
+func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
+	sc := DefaultConfig(cfg.Nodes)
+	sc.Seed, sc.Observers, sc.Tracker, sc.Progress = cfg.Seed, cfg.Nodes, cfg.Tracker, cfg.Progress
+	s, err := New(sc)
+	if err != nil {
+		return HedgeResult{}, err
+	}
+	replicas := make([]string, cfg.Replicas)
+	for i := range replicas {
+		replicas[i] = fmt.Sprintf("replica-%d", i)
+	}
+	nodes := make([]hedgeNode, cfg.Nodes)
+	for i := range nodes {
+		if nodes[i].dec, err = timeout.NewDecider(cfg.Timeout, cfg.Tracker, s.Fleet(i), s.Tracker(i)); err != nil {
+			return HedgeResult{}, err
+		}
+		switch p.Kind {
+		case HedgeFleet:
+			nodes[i].budget = timeout.NewHedgeBudget(cfg.HedgeBudget)
+		case HedgeClient:
+			nodes[i].budget = timeout.NewHedgeBudget(cmp.Or(p.Budget, 0.1))
+			if nodes[i].own, err = tracker.New[string](cfg.Tracker); err != nil {
+				return HedgeResult{}, err
+			}
+		}
+	}
+	res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis, DegradedReplica: replicas[0], DegradeAtSeconds: cfg.DegradeAt.Seconds()}
+	var frequent, rare hedgeClass
+	hedgeQ := timeout.HedgeQuantile(cfg.HedgeBudget)
+	es := make([]tracker.Estimate, cfg.Replicas)
+	order := make([]int, cfg.Replicas)
+	var tries []hedgeAttempt
+
+	// latency draws replica r's latency for an attempt at elapsed time at.
+	latency := func(rng *rand.Rand, r int, at time.Duration) time.Duration {
+		ms := cfg.MedianMillis * math.Exp(cfg.Sigma*rng.NormFloat64())
+		if u := rng.Float64(); u < cfg.StallProb {
+			ms = cfg.MedianMillis * (hedgeStallMin + (hedgeStallMax-hedgeStallMin)*u/cfg.StallProb)
+		}
+		if r == 0 && at >= cfg.DegradeAt {
+			ms *= cfg.Degrade
+		}
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	// delay returns the hedge delay of an attempt to replica r by node i.
+	delay := func(i, r int, now time.Time) (time.Duration, bool) {
+		nd := &nodes[i]
+		switch p.Kind {
+		case HedgeFixed:
+			return p.Delay, true
+		case HedgeClient:
+			ms, ok := nd.own.QuantileMillis("all", cmp.Or(p.Quantile, 0.9), now)
+			return time.Duration(ms) * time.Millisecond, ok
+		case HedgeFleet:
+			e, err := s.Fleet(i).Estimate(replicas[r], hedgeQ, now)
+			if err != nil {
+				return 0, false
+			}
+			e.Failing = e.Failing || nd.dec.Failing(replicas[r])
+			return timeout.HedgeDelay(&e)
+		}
+		return 0, false
+	}
+
+	// request runs one request of node i arriving at elapsed time at, with
+	// its own random stream, and returns its time to a successful answer,
+	// extra attempts and attempts ended by our timeout.
+	request := func(i int, at time.Duration, now time.Time, rng *rand.Rand) (wait time.Duration, attempts, timedOut int, ok bool) {
+		nd := &nodes[i]
+		// The order: a random permutation, always drawn (the same draws for
+		// every policy), or the fleet's or the node's own.
+		for k := range order {
+			order[k] = k
+		}
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		if p.Order != OrderRandom {
+			for k := range order {
+				order[k] = k
+			}
+			for r := range es {
+				var e tracker.Estimate
+				var err error
+				if p.Order == OrderFleet {
+					e, err = s.Fleet(i).Estimate(replicas[r], timeout.MedianQuantile, now)
+				} else {
+					e, err = tracker.LocalEstimate(s.Tracker(i), replicas[r], timeout.MedianQuantile, now)
+				}
+				if err != nil {
+					e = tracker.Estimate{}
+				}
+				e.Failing = e.Failing || nd.dec.Failing(replicas[r])
+				es[r] = e
+			}
+			timeout.OrderReplicas(es, order)
+		}
+		if nd.budget != nil {
+			nd.budget.Deposit()
+		}
+		t0 := time.Duration(0) // the round's start, after at
+		for round := 1; round <= maxHedgeRounds; round++ {
+			tries = tries[:0]
+			// Every replica's latency for this round, drawn up front.
+			var lats [16]time.Duration
+			for r := range min(cfg.Replicas, len(lats)) {
+				lats[r] = latency(rng, r, at+t0)
+			}
+			launch := func(start time.Duration, hedge bool) {
+				r := order[len(tries)]
+				a := nd.dec.Decide(replicas[r], round, now)
+				h := hedgeAttempt{replica: r, a: a, start: start, lat: lats[r], limit: a.Timeout, hedge: hedge, running: true}
+				if h.lat > a.Timeout && a.ProbeTimeout > a.Timeout && nd.dec.Probe(&h.a, now) {
+					h.limit = a.ProbeTimeout // a caller probe: it may still answer
+				}
+				tries = append(tries, h)
+			}
+			hedgeAt := time.Duration(-1)
+			arm := func() { // the hedge timer of the latest attempt
+				hedgeAt = -1
+				if last := len(tries) - 1; len(tries) < len(order) {
+					if d, ok := delay(i, tries[last].replica, now); ok {
+						hedgeAt = tries[last].start + d
+					}
+				}
+			}
+			launch(t0, false)
+			arm()
+			winner := -1
+			var tWin time.Duration
+			for winner < 0 {
+				next, which := time.Duration(math.MaxInt64), -1
+				for k := range tries {
+					if h := &tries[k]; h.running && h.end() < next {
+						next, which = h.end(), k
+					}
+				}
+				if hedgeAt >= 0 && hedgeAt < next && len(tries) < len(order) {
+					at := hedgeAt
+					hedgeAt = -1
+					if nd.budget == nil || nd.budget.Spend() {
+						res.Hedges++
+						launch(at, true)
+						arm()
+					} else {
+						res.Refused++
+					}
+					continue
+				}
+				if which < 0 {
+					break // every attempt ended by our timeout, no replica left
+				}
+				h := &tries[which]
+				h.running = false
+				if h.answers() {
+					winner, tWin = which, next
+					break
+				}
+				// Ended by our timeout: fail over when no other attempt runs.
+				running := false
+				for k := range tries {
+					running = running || tries[k].running
+				}
+				if !running && len(tries) < len(order) {
+					launch(next, false)
+					arm()
+				}
+			}
+			// Learn: every attempt is observed at its end.
+			for k := range tries {
+				h := &tries[k]
+				var o timeout.Outcome
+				var end time.Duration
+				switch {
+				case k == winner:
+					o, end = timeout.Completed, tWin
+				case !h.running:
+					o, end = timeout.TimedOut, h.end()
+					timedOut++
+				default:
+					o, end = timeout.Superseded, tWin
+				}
+				dec, a, el := nd.dec, h.a, end-h.start
+				s.At(at+end, func(t time.Time) { dec.Observe(a, o, el, t) })
+				if o == timeout.Completed && nd.own != nil {
+					own := nd.own
+					s.At(at+end, func(t time.Time) { own.RecordMillis("all", uint64(el/time.Millisecond), t) })
+				}
+			}
+			attempts += len(tries)
+			if winner >= 0 {
+				return tWin, attempts, timedOut, true
+			}
+			for k := range tries {
+				t0 = max(t0, tries[k].end())
+			}
+		}
+		return t0, attempts, timedOut, false
+	}
+
+	seqs := make([]uint64, cfg.Nodes)
+	arrive := func(i int, rate float64, rng *rand.Rand) func(time.Time) {
+		var fn func(time.Time)
+		fn = func(now time.Time) {
+			at := s.Elapsed()
+			s.At(at+time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), fn)
+			seqs[i]++
+			rr := newRand(cfg.Seed, uint64(i)<<40|seqs[i])
+			wait, attempts, timedOut, ok := request(i, at, now, rr)
+			if at < cfg.Warmup {
+				return
+			}
+			c := &frequent
+			if i >= cfg.Nodes/2 {
+				c = &rare
+			}
+			c.count++
+			c.waits = append(c.waits, wait)
+			c.extra += uint64(attempts - 1)
+			c.timedOut += uint64(timedOut)
+			if !ok {
+				res.FailedRequests++
+			}
+		}
+		return fn
+	}
+	for i := range cfg.Nodes {
+		rate := cfg.Rate
+		if i >= cfg.Nodes/2 {
+			rate = cfg.Rate / 100
+		}
+		rng := newRand(cfg.Seed, uint64(i)|1<<61)
+		s.At(time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), arrive(i, rate, rng))
+	}
+	if err := s.Run(cfg.Duration); err != nil {
+		return res, err
+	}
+	res.Frequent, res.Rare = frequent.result(), rare.result()
+	return res, nil
+}
+
+// HedgeTable formats results as a markdown table: for frequent and rare
+// callers, the time to a successful answer (p50, p99, p99.9), extra
+// attempts per request, and attempts ended by our timeout per request.
+func HedgeTable(rs []HedgeResult) string {
+	var b strings.Builder
+	b.WriteString("| policy | frequent: p50 | p99 | p99.9 | extra requests | ended by our timeout | rare: p50 | p99 | p99.9 | extra requests | ended by our timeout |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+	for _, r := range rs {
+		fmt.Fprintf(&b, "| %s", r.Policy)
+		for _, c := range []HedgeCallers{r.Frequent, r.Rare} {
+			fmt.Fprintf(&b, " | %s | %s | %s | %.2f %% | %.3f %%", ms(c.P50), ms(c.P99), ms(c.P999), 100*c.Extra, 100*c.TimedOut)
+		}
+		b.WriteString(" |\n")
+	}
+	return b.String()
+}
+
+// BestFixed returns the fixed-delay result with the lowest frequent-caller
+// p99 among those whose frequent callers' extra requests are at most
+// maxExtra, and false when there is none.
+func BestFixed(rs []HedgeResult, maxExtra float64) (HedgeResult, bool) {
+	var best HedgeResult
+	found := false
+	for _, r := range rs {
+		if r.Kind == HedgeFixed && r.Frequent.Extra <= maxExtra && (!found || r.Frequent.P99 < best.Frequent.P99) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}

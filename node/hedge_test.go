@@ -1,0 +1,533 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// replicas is a set of simulated replicas for DoHedged tests: each call's
+// latency per replica is drawn before the call (so the draws do not depend
+// on goroutine scheduling), and fn waits for it or for its context.
+type replicas struct {
+	names []string
+	lat   map[string]time.Duration // this call's latency per replica; < 0: never answers
+	mu    sync.Mutex
+	// counts, over every call
+	calls    atomic.Int64 // fn invocations
+	timedOut atomic.Int64 // fn saw ErrTimeout as its context's cause
+	canceled atomic.Int64 // fn saw context.Canceled as its cause
+}
+
+func newReplicas(names ...string) *replicas {
+	return &replicas{names: names, lat: map[string]time.Duration{}}
+}
+
+// set fixes the latencies of the next call.
+func (r *replicas) set(lat func(dest string) time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range r.names {
+		r.lat[d] = lat(d)
+	}
+}
+
+func (r *replicas) fn(ctx context.Context, dest string) error {
+	r.calls.Add(1)
+	r.mu.Lock()
+	l := r.lat[dest]
+	r.mu.Unlock()
+	var wait <-chan time.Time
+	if l >= 0 {
+		wait = time.After(l)
+	}
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		switch context.Cause(ctx) {
+		case ErrTimeout:
+			r.timedOut.Add(1)
+		case context.Canceled:
+			r.canceled.Add(1)
+		}
+		return ctx.Err()
+	}
+}
+
+// hedgeStats is what a run of hedged calls measured.
+type hedgeStats struct {
+	calls             int
+	p50, p99, p999    time.Duration
+	extra, timedOutSh float64 // extra fn calls and attempts ended by our timeout, per call
+}
+
+// stallCalls makes calls sequential requests over the replicas, 2 % of
+// attempts stalling for 1 s and the others taking 10–30 ms, and measures
+// the time to a successful answer (a call that fails is retried with the
+// next attempt number, as a caller would).
+func stallCalls(t *testing.T, n *Node, r *replicas, rng *rand.Rand, calls int) hedgeStats {
+	t.Helper()
+	c0, to0 := r.calls.Load(), r.timedOut.Load()
+	waits := make([]time.Duration, 0, calls)
+	for range calls {
+		start := time.Now()
+		for attempt := 1; ; attempt++ {
+			r.set(func(string) time.Duration {
+				if rng.Float64() < 0.02 {
+					return time.Second
+				}
+				return time.Duration(10+rng.IntN(21)) * time.Millisecond
+			})
+			_, err := n.DoHedged(t.Context(), r.names, attempt, r.fn)
+			if err == nil {
+				break
+			}
+			require.ErrorIs(t, err, ErrTimeout)
+			require.Less(t, attempt, 10)
+		}
+		waits = append(waits, time.Since(start))
+	}
+	slices.Sort(waits)
+	q := func(p float64) time.Duration { return waits[min(int(p*float64(len(waits))), len(waits)-1)] }
+	return hedgeStats{calls: calls, p50: q(0.5), p99: q(0.99), p999: q(0.999),
+		extra:      float64(r.calls.Load()-c0-int64(calls)) / float64(calls),
+		timedOutSh: float64(r.timedOut.Load()-to0) / float64(calls)}
+}
+
+// TestDoHedgedStalls is issue 22's acceptance: three replicas where 2 % of
+// calls stall for 1 s and the rest take 10–30 ms. With hedging, as time to
+// a successful answer, p99 ≤ 100 ms, attempts ended by our timeout ≤ 0.5 %
+// of requests and at most 7 % extra calls; without (HedgeBudget 0, the same
+// draws), p99 ≥ 200 ms or ≥ 1 % of requests meet our timeout.
+func TestDoHedgedStalls(t *testing.T) {
+	const warm, calls = 300, 2000
+	run := func(budget float64) (s hedgeStats, sent, refused float64) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = budget })
+			r := newReplicas("r0", "r1", "r2")
+			rng := rand.New(rand.NewPCG(22, 1))
+			stallCalls(t, n, r, rng, warm)
+			s = stallCalls(t, n, r, rng, calls)
+			sent, refused = counterValue(t, n.met.hedgesSent), counterValue(t, n.met.hedgesRefused)
+		})
+		return
+	}
+	h, sent, refused := run(0.05)
+	t.Logf("hedged: p50 %v p99 %v p99.9 %v, extra calls %.2f %%, ended by our timeout %.3f %% (hedges sent %v, refused %v)",
+		h.p50, h.p99, h.p999, 100*h.extra, 100*h.timedOutSh, sent, refused)
+	u, _, _ := run(0)
+	t.Logf("no hedging: p50 %v p99 %v p99.9 %v, extra calls %.2f %%, ended by our timeout %.3f %%",
+		u.p50, u.p99, u.p999, 100*u.extra, 100*u.timedOutSh)
+
+	require.LessOrEqual(t, h.p99, 100*time.Millisecond)
+	require.LessOrEqual(t, h.timedOutSh, 0.005)
+	require.LessOrEqual(t, h.extra, 0.07)
+	require.True(t, u.p99 >= 200*time.Millisecond || u.timedOutSh >= 0.01)
+}
+
+// TestDoHedgedBudget: under a burst of stalls (every first attempt stalls: the replica tried first),
+// hedges never exceed HedgeBudget of the calls plus the burst of 10 over
+// any stretch of calls, and the refused ones are counted.
+func TestDoHedgedBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, nil)
+		r := newReplicas("r0", "r1", "r2")
+		rng := rand.New(rand.NewPCG(22, 2))
+		stallCalls(t, n, r, rng, 300) // warm
+		type point struct {
+			at     time.Time
+			calls  float64
+			hedges float64
+		}
+		pts := []point{{time.Now(), counterValue(t, n.met.hedgedCalls), counterValue(t, n.met.hedgesSent)}}
+		for range 400 {
+			first := n.replicaOrder(r.names, time.Now())[0]
+			r.set(func(d string) time.Duration {
+				if d == first {
+					return time.Second // the burst: the first replica stalls
+				}
+				return 20 * time.Millisecond
+			})
+			_, err := n.DoHedged(t.Context(), r.names, 1, r.fn)
+			require.NoError(t, err)
+			pts = append(pts, point{time.Now(), counterValue(t, n.met.hedgedCalls), counterValue(t, n.met.hedgesSent)})
+		}
+		for i := range pts {
+			for j := i + 1; j < len(pts); j++ {
+				calls, hedges := pts[j].calls-pts[i].calls, pts[j].hedges-pts[i].hedges
+				require.LessOrEqual(t, hedges, n.cfg.HedgeBudget*calls+timeout.HedgeBurst+1e-9,
+					"calls %d..%d (%v)", i, j, pts[j].at.Sub(pts[i].at))
+			}
+		}
+		refused := counterValue(t, n.met.hedgesRefused)
+		t.Logf("burst: %v calls over %v, %v hedges, %v refused", pts[len(pts)-1].calls-pts[0].calls,
+			pts[len(pts)-1].at.Sub(pts[0].at), pts[len(pts)-1].hedges-pts[0].hedges, refused)
+		require.Positive(t, refused)
+	})
+}
+
+// TestDoHedgedCancel: a context cancelled by the caller while a hedge and
+// the first attempt run cancels both and records nothing.
+func TestDoHedgedCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, nil)
+		for range 100 {
+			n.Record("a", 20*time.Millisecond)
+			n.Record("b", 30*time.Millisecond)
+		}
+		before := map[string][2]uint64{}
+		for _, d := range []string{"a", "b"} {
+			e, err := n.Estimate(d, 0)
+			require.NoError(t, err)
+			before[d] = [2]uint64{e.LocalSamples, e.LocalCensored}
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var started, ended atomic.Int32
+		var causes sync.Map
+		time.AfterFunc(100*time.Millisecond, cancel) // after a's hedge delay (21 ms)
+		dest, err := n.DoHedged(ctx, []string{"b", "a"}, 1, func(ctx context.Context, dest string) error {
+			started.Add(1)
+			defer ended.Add(1)
+			<-ctx.Done()
+			causes.Store(dest, context.Cause(ctx))
+			return ctx.Err()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		require.Empty(t, dest)
+		synctest.Wait()
+		require.EqualValues(t, 2, started.Load())
+		require.EqualValues(t, 2, ended.Load())
+		for _, d := range []string{"a", "b"} {
+			c, _ := causes.Load(d)
+			require.Equal(t, context.Canceled, c, d)
+			e, err := n.Estimate(d, 0)
+			require.NoError(t, err)
+			require.Equal(t, before[d], [2]uint64{e.LocalSamples, e.LocalCensored}, "%s: nothing recorded", d)
+		}
+		require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent))
+		require.Equal(t, 2.0, counterValue(t, n.met.byOutcome[timeout.Canceled]))
+	})
+}
+
+// TestDoHedged pins the rules one by one.
+func TestDoHedged(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	classify := func(c *Config) {
+		c.Classify = func(err error) timeout.Outcome {
+			if errors.Is(err, errRefused) {
+				return timeout.Failed
+			}
+			return timeout.Completed
+		}
+	}
+	seed := func(n *Node) {
+		for range 100 {
+			n.Record("fast", 20*time.Millisecond)
+			n.Record("slow", 40*time.Millisecond)
+		}
+	}
+
+	t.Run("no destinations, bad attempt", func(t *testing.T) {
+		n := newAlone(t, nil, nil)
+		ran := false
+		fn := func(context.Context, string) error { ran = true; return nil }
+		_, err := n.DoHedged(t.Context(), nil, 1, fn)
+		require.ErrorIs(t, err, ErrNoDestinations)
+		_, err = n.DoHedged(t.Context(), []string{"a"}, 0, fn)
+		require.ErrorIs(t, err, ErrAttempt)
+		require.False(t, ran)
+	})
+
+	t.Run("order: by median, no estimate after, failing last, ties in caller's order", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			seed(n)
+			for range 100 {
+				n.Record("tie", 20*time.Millisecond)
+			}
+			for range timeout.FailingAfter {
+				n.Observe(timeout.Attempt{Dest: "down", Attempt: 1, Timeout: time.Second}, timeout.Failed, 0, time.Now())
+			}
+			require.Equal(t, []string{"fast", "tie", "slow", "new", "down"},
+				n.replicaOrder([]string{"down", "new", "slow", "fast", "tie"}, time.Now()))
+			require.Equal(t, []string{"tie", "fast"}, n.replicaOrder([]string{"tie", "fast"}, time.Now()))
+		})
+	})
+
+	t.Run("hedge after the delay; the hedge wins; the loser is superseded at its elapsed time", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			seed(n)
+			loser := make(chan error, 1)
+			start := time.Now()
+			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
+				if dest == "fast" { // tried first: the lower median; stalls
+					<-ctx.Done()
+					loser <- context.Cause(ctx)
+					return ctx.Err()
+				}
+				time.Sleep(5 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "slow", dest)
+			// fast's P95 is 20 ms, in the bucket [20, 20]: the hedge starts at 21 ms.
+			require.Equal(t, 26*time.Millisecond, time.Since(start))
+			require.Equal(t, context.Canceled, <-loser)
+			e, err := n.Estimate("fast", 1)
+			require.NoError(t, err)
+			require.EqualValues(t, 101, e.LocalSamples)
+			require.EqualValues(t, 1, e.LocalCensored)
+			require.EqualValues(t, 26, e.LocalValueMillis, "censored at its elapsed time")
+			require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent))
+			require.Equal(t, 1.0, counterValue(t, n.met.hedgesWon))
+			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Superseded]))
+			require.Zero(t, counterValue(t, n.met.byOutcome[timeout.TimedOut]))
+		})
+	})
+
+	t.Run("the first attempt wins; no hedge when it answers in time", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			seed(n)
+			var called []string
+			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
+				called = append(called, dest)
+				time.Sleep(15 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "fast", dest)
+			require.Equal(t, []string{"fast"}, called)
+			require.Zero(t, counterValue(t, n.met.hedgesSent))
+		})
+	})
+
+	t.Run("an answer with an application error wins", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, classify)
+			seed(n)
+			errApp := errors.New("not found")
+			dest, err := n.DoHedged(t.Context(), []string{"fast", "slow"}, 1, func(ctx context.Context, dest string) error {
+				return errApp
+			})
+			require.Equal(t, "fast", dest)
+			require.Equal(t, errApp, err)
+		})
+	})
+
+	t.Run("failover at once on a failure, without spending budget", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { classify(c); c.HedgeBudget = 0 })
+			seed(n)
+			start := time.Now()
+			var called []string
+			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
+				called = append(called, dest)
+				if dest == "fast" {
+					time.Sleep(2 * time.Millisecond)
+					return errRefused
+				}
+				time.Sleep(10 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "slow", dest)
+			require.Equal(t, []string{"fast", "slow"}, called)
+			require.Equal(t, 12*time.Millisecond, time.Since(start))
+			require.Zero(t, counterValue(t, n.met.hedgesSent))
+			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Failed]))
+		})
+	})
+
+	t.Run("failover at the timeout; our timeout is the cause; every attempt failing joins their errors", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { classify(c); c.HedgeBudget = 0 })
+			start := time.Now()
+			var mu sync.Mutex
+			causes := map[string]error{}
+			var at []time.Duration
+			dest, err := n.DoHedged(t.Context(), []string{"x", "y", "z"}, 1, func(ctx context.Context, dest string) error {
+				mu.Lock()
+				at = append(at, time.Since(start))
+				mu.Unlock()
+				if dest == "y" {
+					return errRefused
+				}
+				<-ctx.Done()
+				mu.Lock()
+				causes[dest] = context.Cause(ctx)
+				mu.Unlock()
+				return ctx.Err()
+			})
+			require.Empty(t, dest)
+			require.ErrorIs(t, err, ErrTimeout)
+			require.ErrorIs(t, err, errRefused)
+			// No estimates: the fallback, 250 ms; y fails at once.
+			require.Equal(t, []time.Duration{0, 250 * time.Millisecond, 250 * time.Millisecond}, at)
+			require.Equal(t, 500*time.Millisecond, time.Since(start))
+			require.Equal(t, map[string]error{"x": ErrTimeout, "z": ErrTimeout}, causes)
+			require.EqualError(t, err, "node: adaptive timeout expired after 250ms: context deadline exceeded\n"+
+				"connection refused\nnode: adaptive timeout expired after 250ms: context deadline exceeded")
+			require.Equal(t, 2.0, counterValue(t, n.met.byOutcome[timeout.TimedOut]))
+		})
+	})
+
+	t.Run("a caller probe fails over at its timeout and may still win", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })
+			for range 100 {
+				n.Record("a", 200*time.Millisecond)
+				n.Record("b", 300*time.Millisecond)
+			}
+			// One attempt of a times out at 2 × 200 = 400 ms, censored: its
+			// value is now capped at M = 200 below Q = 401, so a probe is due.
+			_, err := n.DoHedged(t.Context(), []string{"a"}, 1, func(ctx context.Context, _ string) error {
+				<-ctx.Done()
+				return ctx.Err()
+			})
+			require.ErrorIs(t, err, ErrTimeout)
+			d, err := n.Timeout([]string{"a"}, 1)
+			require.NoError(t, err)
+			require.Equal(t, 400*time.Millisecond, d.Timeout)
+			require.Positive(t, d.ProbeTimeout)
+
+			start := time.Now()
+			var mu sync.Mutex
+			var called []string
+			dest, err := n.DoHedged(t.Context(), []string{"b", "a"}, 1, func(ctx context.Context, dest string) error {
+				mu.Lock()
+				called = append(called, dest)
+				mu.Unlock()
+				lat := 500 * time.Millisecond // a: past its timeout, within its probe's
+				if dest == "b" {
+					lat = 300 * time.Millisecond
+				}
+				select {
+				case <-time.After(lat):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			})
+			require.NoError(t, err)
+			require.Equal(t, "a", dest, "the probe answered first")
+			require.Equal(t, 500*time.Millisecond, time.Since(start))
+			require.Equal(t, []string{"a", "b"}, called, "b started at a's timeout")
+			ds := n.dec.Stats()
+			require.EqualValues(t, 1, ds.ProbesStarted)
+			require.EqualValues(t, 1, ds.ProbesEnded.Completed)
+			require.Zero(t, counterValue(t, n.met.hedgesSent), "a failover is not a hedge")
+			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Superseded]))
+		})
+	})
+
+	t.Run("budget 0: no hedge, ordering kept", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })
+			seed(n)
+			var called []string
+			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
+				called = append(called, dest)
+				time.Sleep(100 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "fast", dest)
+			require.Equal(t, []string{"fast"}, called)
+		})
+	})
+
+	t.Run("no trusted estimate: no hedge", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			var called []string
+			_, err := n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, dest string) error {
+				called = append(called, dest)
+				time.Sleep(200 * time.Millisecond)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, []string{"a"}, called)
+		})
+	})
+}
+
+// TestDoHedgedConcurrent: callers on several goroutines, with stalls,
+// failures and their own cancellations mixed in: every attempt fn ran is
+// observed exactly once, and every fn's context ends.
+func TestDoHedgedConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errRefused := errors.New("connection refused")
+		n := newAlone(t, nil, func(c *Config) {
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errRefused) {
+					return timeout.Failed
+				}
+				return timeout.Completed
+			}
+		})
+		var attempts atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 6 {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(g), 22))
+				for range 150 {
+					ctx, cancel := context.WithCancel(t.Context())
+					if rng.IntN(10) == 0 {
+						time.AfterFunc(time.Duration(rng.IntN(60))*time.Millisecond, cancel)
+					}
+					var mu sync.Mutex
+					lat := map[string]time.Duration{}
+					for _, d := range []string{"a", "b", "c"} {
+						switch r := rng.IntN(100); {
+						case r < 3:
+							lat[d] = time.Second
+						case r < 5:
+							lat[d] = -1 // refused
+						default:
+							lat[d] = time.Duration(5+rng.IntN(20)) * time.Millisecond
+						}
+					}
+					_, _ = n.DoHedged(ctx, []string{"a", "b", "c"}, 1, func(ctx context.Context, dest string) error {
+						attempts.Add(1)
+						mu.Lock()
+						l := lat[dest]
+						mu.Unlock()
+						if l < 0 {
+							return errRefused
+						}
+						select {
+						case <-time.After(l):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					})
+					cancel()
+				}
+			})
+		}
+		wg.Wait()
+		synctest.Wait() // every fn returned: its context ended
+		var observed float64
+		for o := timeout.Completed; o <= timeout.Canceled; o++ {
+			observed += counterValue(t, n.met.byOutcome[o])
+		}
+		require.Equal(t, float64(attempts.Load()), observed, "every attempt observed once")
+		require.Zero(t, n.dec.Stats().ProbesInFlight, "no probe left reserved")
+		t.Logf("%d calls, %d attempts, %v hedges, %v refused", 6*150, attempts.Load(),
+			counterValue(t, n.met.hedgesSent), counterValue(t, n.met.hedgesRefused))
+	})
+}

@@ -1,0 +1,670 @@
+package timeout
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// Estimates is where a Decider reads each destination's decision input
+// (tracker.Estimate.Decision, Failing and the quantile of the deciding
+// view). *tracker.Fleet satisfies it: the fleet view with its precedence of
+// failing views and its local guard. NewPolicy reads one tracker through
+// tracker.LocalEstimate. Estimate is called with the Decider's quantile, so
+// it never fails for a valid Config; it must be safe for concurrent use when
+// the Decider is used concurrently.
+type Estimates interface {
+	Estimate(dest string, q float64, now time.Time) (tracker.Estimate, error)
+}
+
+// Learner takes what attempts teach a Decider: a completed attempt's
+// latency (RecordMillis) and a timed-out one, censored at its timeout
+// (RecordTimeoutMillis). *tracker.Tracker[string] and
+// *tracker.SyncTracker[string] satisfy it.
+type Learner interface {
+	RecordMillis(dest string, ms uint64, now time.Time)
+	RecordTimeoutMillis(dest string, ms uint64, now time.Time)
+}
+
+// FailingAfter is how many consecutive timed-out or failed attempts make a
+// Decider treat a destination as failing; a completed attempt resets the
+// count.
+const FailingAfter = 3
+
+// DefaultMaxTracked is the most destinations a Decider keeps state for when
+// its tracker configuration sets no MaxDestinations.
+const DefaultMaxTracked = 10_000
+
+// ProbePause is how long, as a multiple of its probe timeout, a probe that
+// timed out holds off the next probe of its destination after it ended: 2,
+// so that probes of a destination that never answers take at most a third
+// of the time.
+const ProbePause = 2
+
+// Errors of NewDecider and NewPolicy.
+var (
+	ErrNoTracker   = errors.New("timeout: tracker is nil")
+	ErrNoEstimates = errors.New("timeout: estimates or learner is nil")
+)
+
+// Verdict is a Decider's timeout decision for the destinations of one
+// request, with its reasons.
+type Verdict struct {
+	// Decision is the timeout, the deciding destination and whether the
+	// exponential fallback decided, exactly as Explain (or ExplainQuorum
+	// for a quorum) gives them for the destinations' decision values, a
+	// failing destination counting as one without data.
+	Decision
+	// Reason says what set Timeout: ReasonFailing or ReasonFallback when
+	// the fallback decided (failing when some destination is failing),
+	// ReasonCapped when the deciding destination's value is its highest
+	// completed latency, below its quantile, else ReasonEstimate.
+	Reason Reason
+	// Probe is the index of the destination a probe is due for, -1 when
+	// none is: the deciding destination, or when the fallback decided, the
+	// first in request order for which one is due. ProbeTimeout is that
+	// probe's timeout, longer than Timeout (0 when Probe is -1).
+	Probe        int
+	ProbeTimeout time.Duration
+}
+
+// Decider is the failure-aware Policy: the timeout rule on each
+// destination's decision value, this process's consecutive-failure
+// detector, and its probe bookkeeping, over any source of estimates. It is
+// the one implementation of the rule: NewPolicy runs it over one tracker,
+// *node.Node over the fleet view, and the simulator over each simulated
+// node's fleet view.
+//
+// The rule, per destination d and attempt a (1 is the first):
+//
+//   - d is failing when its estimate says so (the view deciding for it
+//     holds enough samples, some timed out, none completed), or after
+//     FailingAfter consecutive timed-out or failed attempts observed here;
+//     a completed attempt resets the count (superseded and canceled
+//     attempts count as neither).
+//   - d's own timeout is the exponential fallback when it is failing or has
+//     no trusted value, else max(fallback, clamp(SafetyFactor · v · 2^(a−1)))
+//     with v = min(Q, M), the estimate's decision value; the request's
+//     timeout is the largest (or for a quorum the need-th smallest) of them,
+//     as in Explain and ExplainQuorum.
+//   - A probe of d is due when its estimate is trusted, v < Q or d is
+//     failing, no probe of d is in flight here, none was started in the
+//     current sub-window, and the pause after the last timed-out probe is
+//     over (below). Its timeout is today's rule on Q,
+//     max(fallback, clamp(SafetyFactor · Q · 2^(a−1))), and it is due only
+//     when that is longer than the attempt's timeout. A timed-out probe is
+//     recorded at its probe timeout, so Q rises to it and the next probe
+//     doubles, up to the ceiling.
+//   - A probe that timed out after P holds off the next probe of its
+//     destination until ProbePause·P after it ended. One probe per
+//     sub-window bounds the share of attempts that probe, but once probes
+//     outgrow a sub-window they would run back to back: a caller that waits
+//     for its probes (node.Do) would spend nearly all its time on a
+//     destination that never answers. With the pause, probes take at most
+//     1/(1+ProbePause) of the time, so a sequential caller of a dead
+//     destination waits about 1.5 times the fallback per call; a probe that
+//     completes (the destination answered) is not followed by a pause.
+//
+// What Observe records: Completed at its elapsed time, TimedOut at its
+// timeout (a probe at its probe timeout) as a censored sample, Failed
+// nothing, Superseded censored at its elapsed time, Canceled nothing.
+//
+// Memory is bounded: a destination has state only while its failure count
+// is above zero, a probe of it is in flight, one was started in the
+// current sub-window, or a pause after a timed-out probe runs; entries are dropped once none of that holds, and at
+// most the tracker's MaxDestinations (DefaultMaxTracked when unlimited) are
+// kept, the least recently used without a probe in flight evicted first.
+//
+// A Decider is safe for concurrent use. Like the rest of the package it
+// reads no clock and starts no goroutines: time is an argument. When no
+// destination has state, Decide and Observe of a completion take no lock.
+type Decider struct {
+	cfg  Config
+	grid tracker.Config
+	src  Estimates
+	rec  Learner
+	max  int
+
+	n     atomic.Int64 // len(dests), read without the lock
+	mu    sync.Mutex
+	dests map[string]health
+	touch uint64
+	stats DeciderStats
+
+	hedge atomic.Pointer[deciderHedge] // Hedger's budget
+}
+
+// deciderHedge is a Decider's hedge budget and the quantile of its delay.
+type deciderHedge struct {
+	share  float64
+	bucket *HedgeBudget
+}
+
+// health is one destination's detector and probe state.
+type health struct {
+	fails      uint32 // consecutive timed-out or failed attempts
+	probing    bool   // a probe is in flight
+	probed     bool   // probeEpoch is set
+	probeEpoch int64  // the sub-window the last probe started in
+	resume     int64  // Unix ms before which no probe starts (the pause after a timed-out probe)
+	touched    uint64 // for eviction: the Decider's touch count when last used
+}
+
+// mayProbe reports whether h's bookkeeping lets a probe start in epoch ep
+// at Unix millisecond ms: none in flight, none started in ep, no pause.
+func (h *health) mayProbe(ep, ms int64) bool {
+	return !h.probing && !(h.probed && h.probeEpoch >= ep) && ms >= h.resume
+}
+
+// droppable reports whether h holds nothing worth keeping at epoch ep and
+// Unix millisecond ms.
+func (h *health) droppable(ep, ms int64) bool {
+	return h.fails == 0 && h.mayProbe(ep, ms)
+}
+
+// OutcomeCounts counts attempts by outcome.
+type OutcomeCounts struct {
+	Completed, TimedOut, Failed, Superseded, Canceled uint64
+}
+
+func (c *OutcomeCounts) add(o Outcome) {
+	switch o {
+	case Completed:
+		c.Completed++
+	case TimedOut:
+		c.TimedOut++
+	case Failed:
+		c.Failed++
+	case Superseded:
+		c.Superseded++
+	case Canceled:
+		c.Canceled++
+	}
+}
+
+// DeciderStats are a Decider's counters and the size of its state.
+type DeciderStats struct {
+	// Tracked is how many destinations have state; Failing how many of
+	// them the detector treats as failing; ProbesInFlight how many have a
+	// probe in flight.
+	Tracked, Failing, ProbesInFlight int
+	// ProbesStarted counts probes reserved (Probe returned true);
+	// ProbesEnded counts those observed, by outcome.
+	ProbesStarted uint64
+	ProbesEnded   OutcomeCounts
+	// Evicted counts destinations whose state was dropped to stay within
+	// the cap while it still mattered (a failure count above zero, a probe
+	// started in the current sub-window, a pause).
+	Evicted uint64
+}
+
+// NewDecider returns a Decider that decides with cfg on the estimates of
+// src and records what it learns into rec. grid is the tracker
+// configuration of the estimates' views: its sub-window grid paces the
+// probes (one per destination per sub-window) and its MaxDestinations caps
+// the state kept.
+func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*Decider, error) {
+	if err := errors.Join(cfg.Validate(), grid.Validate()); err != nil {
+		return nil, err
+	}
+	if src == nil || rec == nil {
+		return nil, ErrNoEstimates
+	}
+	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
+	if d.max <= 0 {
+		d.max = DefaultMaxTracked
+	}
+	d.SetHedgeBudget(DefaultHedgeBudget)
+	return d, nil
+}
+
+// NewPolicy returns the failure-aware Policy over one process's tracker: the
+// decision values of tr's window alone (tracker.LocalEstimate), with the
+// same rule, detector and probes as a node's fleet view. Attempts are
+// recorded into tr. What a standalone transport (timeouthttp, timeoutgrpc,
+// timeoutfailsafe) takes when there is no fleet.
+func NewPolicy(cfg Config, tr *tracker.SyncTracker[string]) (*Decider, error) {
+	if tr == nil {
+		return nil, ErrNoTracker
+	}
+	return NewDecider(cfg, tr.Config(), localEstimates{tr}, tr)
+}
+
+// localEstimates reads a tracker's own window as Estimates.
+type localEstimates struct{ t *tracker.SyncTracker[string] }
+
+func (l localEstimates) Estimate(dest string, q float64, now time.Time) (tracker.Estimate, error) {
+	return tracker.LocalEstimate(l.t, dest, q, now)
+}
+
+// SetHedgeBudget sets the share of requests that may hedge through the
+// Decider as a Hedger (clamped to [0, MaxHedgeBudget]; 0 turns hedging
+// off), with a full token bucket. Default DefaultHedgeBudget.
+func (d *Decider) SetHedgeBudget(share float64) {
+	b := NewHedgeBudget(share)
+	d.hedge.Store(&deciderHedge{share: float64(b.deposit) / hedgeUnit, bucket: b})
+}
+
+// HedgeDelay implements Hedger: it deposits the hedge budget's share of a
+// token and returns HedgeDelay of dest's estimate at HedgeQuantile(budget),
+// failing when the detector says so.
+func (d *Decider) HedgeDelay(dest string, now time.Time) (time.Duration, bool) {
+	h := d.hedge.Load()
+	if h.share == 0 {
+		return 0, false
+	}
+	h.bucket.Deposit()
+	e, err := d.src.Estimate(dest, HedgeQuantile(h.share), now)
+	if err != nil {
+		return 0, false
+	}
+	e.Failing = e.Failing || d.Failing(dest)
+	return HedgeDelay(&e)
+}
+
+// SpendHedge implements Hedger: it spends one token of the hedge budget.
+func (d *Decider) SpendHedge(time.Time) bool { return d.hedge.Load().bucket.Spend() }
+
+// Config returns the timeout configuration the Decider decides with.
+func (d *Decider) Config() Config { return d.cfg }
+
+// Decide returns the timeout of attempt to dest at now (Policy.Decide): the
+// rule of the type doc for one destination, with the probe timeout set when
+// a probe is due.
+func (d *Decider) Decide(dest string, attempt int, now time.Time) Attempt {
+	dests := [1]string{dest}
+	var es [1]tracker.Estimate
+	v := d.Explain(dests[:], 1, attempt, now, es[:])
+	a := Attempt{Dest: dest, Attempt: max(attempt, 1), Timeout: v.Timeout, Reason: v.Reason, Failing: es[0].Failing}
+	if v.Probe == 0 {
+		a.ProbeTimeout = v.ProbeTimeout
+	}
+	return a
+}
+
+// Explain decides the timeout of a request that needs need of dests to
+// answer (need is clamped to 1..len(dests); len(dests) for all), for
+// attempt, at now: the rule of the type doc. It fills es[i] with dests[i]'s
+// estimate, Failing set when the detector treats it as failing, so the
+// caller can tell each destination's source and failing state; es must be
+// at least as long as dests, or nil (then Explain allocates). It does not
+// reserve a probe: Verdict.Probe is advisory.
+func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es []tracker.Estimate) Verdict {
+	if len(es) < len(dests) {
+		es = make([]tracker.Estimate, len(dests))
+	}
+	es = es[:len(dests)]
+	for i, dest := range dests {
+		e, err := d.src.Estimate(dest, d.cfg.Quantile, now)
+		if err != nil {
+			e = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
+		}
+		es[i] = e
+	}
+	if d.n.Load() > 0 {
+		d.mu.Lock()
+		for i := range es {
+			if h, ok := d.dests[dests[i]]; ok && h.fails >= FailingAfter {
+				es[i].Failing = true
+			}
+		}
+		d.mu.Unlock()
+	}
+	r := rule{c: d.cfg, attempt: attempt}
+	r.init()
+	v := r.verdict(es, need)
+	if v.Probe < 0 {
+		return v
+	}
+	// The rule offers probes; the bookkeeping says which may go.
+	if d.n.Load() == 0 {
+		return v
+	}
+	ep, ms := d.grid.Epoch(now), now.UnixMilli()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.mayProbe(dests[v.Probe], ep, ms) {
+		return v
+	}
+	v.Probe, v.ProbeTimeout = -1, 0
+	if v.DecidedBy >= 0 {
+		return v // only the deciding destination's probe counts
+	}
+	for i := range es {
+		if pt, ok := r.probe(&es[i], millis(v.Timeout)); ok && d.mayProbe(dests[i], ep, ms) {
+			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
+			return v
+		}
+	}
+	return v
+}
+
+// mayProbe reports whether the bookkeeping allows a probe of dest in epoch
+// ep at Unix millisecond ms. d.mu is held.
+func (d *Decider) mayProbe(dest string, ep, ms int64) bool {
+	h, ok := d.dests[dest]
+	return !ok || h.mayProbe(ep, ms)
+}
+
+// Probe reserves the probe Decide offered for a's attempt, which reached
+// its timeout at now (Policy.Probe): it reports false when none was offered
+// (a.ProbeTimeout not beyond a.Timeout), when a is already a probe, or when
+// a probe of a.Dest is in flight, was started in now's sub-window, or timed
+// out too recently (ProbePause). Otherwise it sets a.Probe and the attempt
+// may go on until a.ProbeTimeout.
+func (d *Decider) Probe(a *Attempt, now time.Time) bool {
+	if a.Probe || a.ProbeTimeout <= a.Timeout {
+		return false
+	}
+	ep, ms := d.grid.Epoch(now), now.UnixMilli()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.entry(a.Dest, ep, ms)
+	if !ok || !h.mayProbe(ep, ms) {
+		return false
+	}
+	h.probing, h.probed, h.probeEpoch = true, true, ep
+	d.dests[a.Dest] = h
+	d.stats.ProbesStarted++
+	a.Probe = true
+	return true
+}
+
+// Observe records how a's attempt ended at now, elapsed after its start
+// (Policy.Observe): Completed at elapsed, TimedOut at a.Timeout (a probe at
+// a.ProbeTimeout) as censored, Failed not as a sample, Superseded censored
+// at elapsed, Canceled not at all; the detector counts TimedOut and Failed,
+// and a completion resets it. It releases a probe's reservation.
+func (d *Decider) Observe(a Attempt, o Outcome, elapsed time.Duration, now time.Time) {
+	ms := durationMillis(elapsed)
+	if o == TimedOut {
+		ms = durationMillis(a.Timeout)
+		if a.Probe {
+			ms = durationMillis(a.ProbeTimeout)
+		}
+	}
+	var pause int64
+	if a.Probe && o == TimedOut {
+		pause = int64(ms) * ProbePause
+	}
+	d.record(a.Dest, o, ms, now, a.Probe, pause)
+}
+
+// Record learns one attempt of dest that ended at now with outcome o after
+// ms milliseconds, without a Policy's Attempt (what a caller that measures
+// attempts itself reports, as POST /v1/record does): Completed is a sample
+// at ms, TimedOut and Superseded a censored sample at ms, Failed and
+// Canceled no sample; the detector counts TimedOut and Failed and resets on
+// Completed.
+func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
+	d.record(dest, o, ms, now, false, 0)
+}
+
+// record learns an outcome; a probe's reservation ends, and pause (ms) is
+// the time no probe of dest may start from now.
+func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
+	switch o {
+	case Completed:
+		d.rec.RecordMillis(dest, ms, now)
+	case TimedOut, Superseded:
+		d.rec.RecordTimeoutMillis(dest, ms, now)
+	}
+	failure := o == TimedOut || o == Failed
+	if !probe && !failure && d.n.Load() == 0 {
+		return // nothing to reset: the common case takes no lock
+	}
+	ep, nowMs := d.grid.Epoch(now), now.UnixMilli()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.dests[dest]
+	if failure && !ok {
+		if h, ok = d.entry(dest, ep, nowMs); !ok {
+			return // the cap is full of probes in flight
+		}
+	}
+	if !ok {
+		return
+	}
+	switch {
+	case failure && h.fails < 1<<31:
+		h.fails++
+	case o == Completed:
+		h.fails = 0
+	}
+	if probe && h.probing {
+		h.probing = false
+		h.resume = max(h.resume, nowMs+pause)
+		d.stats.ProbesEnded.add(o)
+	}
+	d.touch++
+	h.touched = d.touch
+	if h.droppable(ep, nowMs) {
+		delete(d.dests, dest)
+		d.n.Store(int64(len(d.dests)))
+		return
+	}
+	d.dests[dest] = h
+}
+
+// entry returns dest's state, creating it (and making room under the cap)
+// when it has none; false when the cap is full of probes in flight. d.mu
+// is held.
+func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
+	d.touch++
+	if h, ok := d.dests[dest]; ok {
+		h.touched = d.touch
+		return h, true
+	}
+	if len(d.dests) >= d.max {
+		d.shrink(ep, ms)
+		if len(d.dests) >= d.max {
+			return health{}, false
+		}
+	}
+	h := health{touched: d.touch}
+	d.dests[dest] = h
+	d.n.Store(int64(len(d.dests)))
+	return h, true
+}
+
+// shrink makes room: it drops the entries that hold nothing, and if that is
+// not an eighth of the cap, evicts the least recently used entries without
+// a probe in flight down to seven eighths of it, so a flood of new
+// destinations costs O(log n) per insert. d.mu is held.
+func (d *Decider) shrink(ep, ms int64) {
+	for dest, h := range d.dests {
+		if h.droppable(ep, ms) {
+			delete(d.dests, dest)
+		}
+	}
+	keep := d.max - max(d.max/8, 1)
+	if len(d.dests) > keep {
+		type aged struct {
+			dest    string
+			touched uint64
+		}
+		var old []aged
+		for dest, h := range d.dests {
+			if !h.probing {
+				old = append(old, aged{dest, h.touched})
+			}
+		}
+		slices.SortFunc(old, func(a, b aged) int { return cmp.Compare(a.touched, b.touched) })
+		for _, o := range old[:min(len(old), len(d.dests)-keep)] {
+			delete(d.dests, o.dest)
+			d.stats.Evicted++
+		}
+	}
+	d.n.Store(int64(len(d.dests)))
+}
+
+// Failing reports whether the detector treats dest as failing: at least
+// FailingAfter consecutive timed-out or failed attempts and no completion
+// since. (An estimate's own Failing is the view's verdict; Decide and
+// Explain combine both.)
+func (d *Decider) Failing(dest string) bool {
+	if d.n.Load() == 0 {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, ok := d.dests[dest]
+	return ok && h.fails >= FailingAfter
+}
+
+// Detected returns the destinations the detector treats as failing, sorted.
+func (d *Decider) Detected() []string {
+	if d.n.Load() == 0 {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for dest, h := range d.dests {
+		if h.fails >= FailingAfter {
+			out = append(out, dest)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Stats returns the Decider's counters and the size of its state.
+func (d *Decider) Stats() DeciderStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Tracked = len(d.dests)
+	for _, h := range d.dests {
+		if h.fails >= FailingAfter {
+			s.Failing++
+		}
+		if h.probing {
+			s.ProbesInFlight++
+		}
+	}
+	return s
+}
+
+// String describes the Decider's configuration, for logs.
+func (d *Decider) String() string {
+	return fmt.Sprintf("timeout.Decider{backoff %v, quantile %v, safety %v, sub-window %v}",
+		d.cfg.Backoff, d.cfg.Quantile, d.cfg.SafetyFactor, d.grid.SubWindow())
+}
+
+// durationMillis converts a duration to whole milliseconds, truncated;
+// negative gives 0.
+func durationMillis(t time.Duration) uint64 {
+	if t <= 0 {
+		return 0
+	}
+	return uint64(t / time.Millisecond)
+}
+
+// rule is the stateless part of the failure-aware decision for one
+// attempt: the per-destination timeouts, the verdict over a request's
+// destinations, and each destination's probe.
+type rule struct {
+	c                        Config
+	attempt                  int
+	floor, ceiling, fallback uint64
+	k                        uint
+}
+
+func (r *rule) init() {
+	r.floor, r.ceiling, r.k = millis(r.c.Backoff.Min), millis(r.c.Backoff.Max), exponent(r.attempt)
+	r.fallback = fallbackMillis(r.floor, r.ceiling, r.k)
+}
+
+// own returns a destination's own timeout: the fallback when it is failing
+// or has no trusted value, else max(fallback, clamp(v)).
+func (r *rule) own(e *tracker.Estimate) uint64 {
+	v, ok := e.DecisionValue()
+	if !ok {
+		return r.fallback
+	}
+	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+}
+
+// capped reports whether e's decision value is below its quantile (v = M <
+// Q: too many attempts timed out for the quantile to be known).
+func capped(e *tracker.Estimate) bool {
+	v, ok := e.DecisionValue()
+	return ok && v < e.DecisionQuantileMillis()
+}
+
+// probe returns e's probe timeout when the rule makes a probe of it due
+// for an attempt whose timeout is timeoutMs: e is trusted, v < Q or it is
+// failing, and today's rule on Q gives more than timeoutMs.
+func (r *rule) probe(e *tracker.Estimate, timeoutMs uint64) (uint64, bool) {
+	if !e.Trusted() || !e.Failing && !capped(e) {
+		return 0, false
+	}
+	pt := max(r.fallback, clampedMillis(e.DecisionQuantileMillis(), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	return pt, pt > timeoutMs
+}
+
+// verdict decides over es (need of them must answer) without the probe
+// bookkeeping: the timeout as Explain or ExplainQuorum on the own
+// timeouts, the reason, and the probe the rule offers.
+func (r *rule) verdict(es []tracker.Estimate, need int) Verdict {
+	v := Verdict{Decision: Decision{DecidedBy: -1}, Probe: -1}
+	var ms uint64
+	switch {
+	case len(es) == 0:
+		ms = r.fallback
+	case need >= len(es):
+		ms = r.fallback
+		for i := range es {
+			if t := r.own(&es[i]); t > ms {
+				ms, v.DecidedBy = t, i
+			}
+		}
+	default:
+		var a, b [quorumStack]uint64
+		own, sorted := buffers(len(es), &a, &b)
+		for i := range es {
+			own[i] = r.own(&es[i])
+		}
+		copy(sorted, own)
+		slices.Sort(sorted)
+		ms = sorted[max(need, 1)-1]
+		if ms != r.fallback {
+			v.DecidedBy = slices.Index(own, ms)
+		}
+	}
+	v.Timeout, v.Fallback = fromMillis(ms), v.DecidedBy < 0
+	switch {
+	case v.Fallback:
+		v.Reason = ReasonFallback
+		for i := range es {
+			if es[i].Failing {
+				v.Reason = ReasonFailing
+				break
+			}
+		}
+	case capped(&es[v.DecidedBy]):
+		v.Reason = ReasonCapped
+	default:
+		v.Reason = ReasonEstimate
+	}
+	if v.DecidedBy >= 0 {
+		if pt, ok := r.probe(&es[v.DecidedBy], ms); ok {
+			v.Probe, v.ProbeTimeout = v.DecidedBy, fromMillis(pt)
+		}
+		return v
+	}
+	for i := range es {
+		if pt, ok := r.probe(&es[i], ms); ok {
+			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
+			break
+		}
+	}
+	return v
+}

@@ -1,0 +1,161 @@
+package timeout
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// The pure parts of hedged requests (Tail at Scale's hedged request with
+// the delay taken from the fleet's quantile), shared by node.DoHedged, the
+// transport adapters and the simulator: which replica to try first, when
+// to hedge, and the budget that bounds hedges.
+
+// HedgeBurst is how many hedges a HedgeBudget allows beyond its share of
+// calls: the bucket's capacity, and what it holds when new.
+const HedgeBurst = 10
+
+// MaxHedgeBudget is the largest hedge budget: half of all calls.
+const MaxHedgeBudget = 0.5
+
+// MedianQuantile is the quantile replicas are ordered by.
+const MedianQuantile = 0.5
+
+// HedgeQuantile returns the quantile whose estimate is the hedge delay for
+// budget b (Finagle's rule): 1 − b, so that about b of the attempts are
+// still running when it passes.
+func HedgeQuantile(b float64) float64 { return 1 - b }
+
+// HedgeDelay returns the hedge delay from e, a destination's estimate at
+// HedgeQuantile(budget): strictly above the bucket that holds that
+// quantile, its highest equivalent value plus 1 ms (an attempt still
+// running then is slower than every latency in that bucket). The value is
+// the deciding view's quantile (tracker.Estimate.DecisionQuantileMillis:
+// the local view when the local guard or a failing fleet view put it in
+// charge). It reports false when no view is trusted or the destination is
+// failing: without a trusted estimate there is no hedge.
+func HedgeDelay(e *tracker.Estimate) (time.Duration, bool) {
+	if !e.Trusted() || e.Failing {
+		return 0, false
+	}
+	return fromMillis(e.DecisionQuantileMillis() + 1), true
+}
+
+// OrderReplicas sorts order, the indices of es, into the order replicas are
+// tried in, es[i] being replica i's estimate at MedianQuantile: trusted,
+// non-failing replicas first by their median (the deciding view's
+// quantile), then those without a trusted estimate, then failing ones; ties
+// keep the order given. order must hold each index of es once (as
+// 0..len(es)−1 in the caller's order does).
+func OrderReplicas(es []tracker.Estimate, order []int) {
+	class := func(e *tracker.Estimate) int {
+		switch {
+		case e.Failing:
+			return 2
+		case !e.Trusted():
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ea, eb := &es[a], &es[b]
+		if c := cmp.Compare(class(ea), class(eb)); c != 0 {
+			return c
+		}
+		if class(ea) != 0 {
+			return 0
+		}
+		return cmp.Compare(ea.DecisionQuantileMillis(), eb.DecisionQuantileMillis())
+	})
+}
+
+// HedgeBudget is the token bucket that keeps hedges within a share of
+// calls: each hedgeable call deposits the share (Deposit), each hedge
+// spends one token (Spend), and the bucket holds at most HedgeBurst tokens
+// (it starts full). Over any stretch of time, then, hedges never exceed
+// share × the calls deposited in it plus HedgeBurst, and in particular over
+// any minute. A share of 0 allows no hedge at all, not even the burst.
+//
+// Tokens are kept in millionths, so shares are rounded to 1e-6. It is safe
+// for concurrent use and takes no lock.
+type HedgeBudget struct {
+	deposit int64 // micro-tokens a call deposits
+	tokens  atomic.Int64
+}
+
+// hedgeUnit is one token in micro-tokens.
+const hedgeUnit = 1_000_000
+
+// NewHedgeBudget returns a full bucket for share (clamped to [0,
+// MaxHedgeBudget]; NaN counts as 0).
+func NewHedgeBudget(share float64) *HedgeBudget {
+	if !(share > 0) {
+		share = 0
+	}
+	b := &HedgeBudget{deposit: int64(math.Round(min(share, MaxHedgeBudget) * hedgeUnit))}
+	if b.deposit > 0 {
+		b.tokens.Store(HedgeBurst * hedgeUnit)
+	}
+	return b
+}
+
+// Deposit counts one call that may hedge: it adds the share to the bucket,
+// up to HedgeBurst tokens.
+func (b *HedgeBudget) Deposit() {
+	if b.deposit == 0 {
+		return
+	}
+	for {
+		t := b.tokens.Load()
+		n := min(t+b.deposit, HedgeBurst*hedgeUnit)
+		if n == t || b.tokens.CompareAndSwap(t, n) {
+			return
+		}
+	}
+}
+
+// Spend takes one token for a hedge, and reports false (taking nothing)
+// when the bucket holds less than one.
+func (b *HedgeBudget) Spend() bool {
+	for {
+		t := b.tokens.Load()
+		if t < hedgeUnit {
+			return false
+		}
+		if b.tokens.CompareAndSwap(t, t-hedgeUnit) {
+			return true
+		}
+	}
+}
+
+// Tokens returns the tokens the bucket holds.
+func (b *HedgeBudget) Tokens() float64 { return float64(b.tokens.Load()) / hedgeUnit }
+
+// DefaultHedgeBudget is the hedge budget of a Decider until
+// SetHedgeBudget changes it, as node.Config.HedgeBudget's default.
+const DefaultHedgeBudget = 0.05
+
+// Hedger is what a Policy offers a transport that hedges a request to the
+// same destination (timeouthttp, timeoutgrpc; opt-in there): the rule of
+// node.DoHedged for one destination. *node.Node implements it over the
+// fleet view with its Config.HedgeBudget, and the Decider NewPolicy
+// returns over its own estimates (DefaultHedgeBudget; SetHedgeBudget).
+// It is optional: a transport asks a Policy for it with a type assertion
+// and hedges nothing when it is missing.
+type Hedger interface {
+	// HedgeDelay counts one request to dest that may hedge at now toward
+	// the hedge budget, and returns the delay after which, without an
+	// answer, a hedge may be sent: HedgeDelay of dest's estimate at
+	// HedgeQuantile(budget). It reports false when no hedge may follow (no
+	// trusted estimate, dest failing, or a budget of 0).
+	HedgeDelay(dest string, now time.Time) (time.Duration, bool)
+	// SpendHedge reports whether the budget allows a hedge at now, and if
+	// so spends it.
+	SpendHedge(now time.Time) bool
+}
+
+var _ Hedger = (*Decider)(nil)

@@ -1,0 +1,180 @@
+package timeoutgrpc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// WithHedging turns on hedging of unary calls whose method idempotent
+// reports true (opt-in; gRPC cannot tell an idempotent method), when the
+// Policy is a timeout.Hedger (*node.Node, timeout.NewPolicy): when a call
+// has not answered after its destination's hedge delay (the estimate
+// strictly above the bucket at quantile 1 − budget, as node.DoHedged) and
+// the Policy's budget allows, the same call is sent again to the same
+// destination, and the first answer wins. See UnaryClientInterceptor.
+func WithHedging(idempotent func(method string) bool) Option {
+	return func(o *options) { o.hedge = idempotent }
+}
+
+// hedger returns the Policy as a Hedger when the call may be hedged: the
+// method is idempotent, request and reply are protobuf messages, and no
+// call option asks for the call's header, trailer or peer or for a
+// callback when it finishes (they would have two calls to describe).
+func (o *options) hedger(method string, req, reply any, callOpts []grpc.CallOption) (timeout.Hedger, bool) {
+	if o.hedge == nil || !o.hedge(method) {
+		return nil, false
+	}
+	h, ok := o.p.(timeout.Hedger)
+	if !ok {
+		return nil, false
+	}
+	if _, ok := req.(proto.Message); !ok {
+		return nil, false
+	}
+	if _, ok := reply.(proto.Message); !ok {
+		return nil, false
+	}
+	for _, opt := range callOpts {
+		switch opt.(type) {
+		case grpc.HeaderCallOption, grpc.TrailerCallOption, grpc.PeerCallOption, grpc.OnFinishCallOption:
+			return nil, false
+		}
+	}
+	return h, true
+}
+
+// hedgeTry is one attempt of a hedged unary call.
+type hedgeTry struct {
+	c      call
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   context.CancelFunc
+	reply  proto.Message
+	ended  bool          // observed
+	lost   time.Duration // elapsed when another attempt won (hedgeCall.mu)
+}
+
+type hedgeResult struct {
+	i   int
+	err error
+}
+
+// hedgeCall is a hedged call's shared state: once won, attempts that
+// return later observe themselves.
+type hedgeCall struct {
+	mu      sync.Mutex
+	won     bool
+	results chan hedgeResult
+}
+
+// invokeHedged runs a unary call and, when it has not answered after delay
+// and the budget allows, the same call again: the first answer wins and
+// its reply is the caller's; the other attempt is cancelled and observed
+// as superseded at its elapsed time (timed out, if our timeout had ended
+// it). Each attempt has its own adaptive timeout and its own reply; one
+// that fails or times out leaves the other running; when both end without
+// an answer, the first attempt's error is returned.
+func (o *options) invokeHedged(ctx context.Context, method string, req, reply proto.Message, cc *grpc.ClientConn,
+	invoker grpc.UnaryInvoker, callOpts []grpc.CallOption, h timeout.Hedger, delay time.Duration) error {
+	req = proto.Clone(req) // a loser may still be sending it when we return
+	hc := &hedgeCall{results: make(chan hedgeResult, 2)}
+	var tries []*hedgeTry
+	launch := func() {
+		t := &hedgeTry{c: o.begin(ctx, method, cc), reply: reply.ProtoReflect().New().Interface()}
+		var cctx context.Context
+		cctx, t.cancel = context.WithCancelCause(ctx)
+		t.ctx, t.stop = context.WithTimeoutCause(cctx, t.c.a.Timeout, ErrTimeout)
+		i := len(tries)
+		tries = append(tries, t)
+		go func() {
+			err := invoker(t.ctx, method, req, t.reply, cc, callOpts...)
+			hc.mu.Lock()
+			defer hc.mu.Unlock()
+			if !hc.won {
+				hc.results <- hedgeResult{i, err}
+				return
+			}
+			t.superseded(ctx, err)
+		}()
+	}
+	launch()
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	timerC := timer.C
+	var first error
+	for pending := 1; ; {
+		select {
+		case <-timerC:
+			timerC = nil
+			if ctx.Err() == nil && h.SpendHedge(o.now()) {
+				launch()
+				pending++
+			}
+		case res := <-hc.results:
+			pending--
+			t := tries[res.i]
+			elapsed := t.c.elapsed()
+			oc := outcome(ctx, t.ctx, res.err)
+			if oc == timeout.Completed {
+				hc.mu.Lock()
+				hc.won = true
+				for _, l := range tries {
+					if l != t && !l.ended {
+						l.lost = l.c.elapsed()
+						l.cancel(context.Canceled)
+					}
+				}
+				for len(hc.results) > 0 { // returned, not yet handled: lost too
+					late := <-hc.results
+					tries[late.i].superseded(ctx, late.err)
+				}
+				hc.mu.Unlock()
+				t.end(oc, elapsed)
+				if res.err == nil {
+					proto.Reset(reply)
+					proto.Merge(reply, t.reply)
+				}
+				return res.err
+			}
+			t.end(oc, elapsed)
+			err := res.err
+			if oc == timeout.TimedOut {
+				err = t.c.timeoutError(err)
+			}
+			if res.i == 0 {
+				first = err
+			}
+			if pending == 0 { // the first attempt ended, and the hedge if one was sent
+				return first
+			}
+		}
+	}
+}
+
+// end observes the attempt and releases its context.
+func (t *hedgeTry) end(oc timeout.Outcome, elapsed time.Duration) {
+	t.ended = true
+	t.c.observe(oc, elapsed)
+	t.stop()
+	t.cancel(nil)
+}
+
+// superseded ends a loser: timed out if our timeout had ended it, else
+// superseded at its elapsed time when it lost. hc.mu is held.
+func (t *hedgeTry) superseded(parent context.Context, err error) {
+	if t.ended {
+		return
+	}
+	switch oc := outcome(parent, t.ctx, err); {
+	case oc == timeout.TimedOut:
+		t.end(oc, t.c.elapsed())
+	default:
+		t.end(timeout.Superseded, t.lost)
+	}
+}

@@ -1,0 +1,163 @@
+package timeouthttp
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// hedgeable reports whether req may be hedged: the Transport hedges, its
+// Policy is a timeout.Hedger, req is idempotent (GET, HEAD, OPTIONS or
+// TRACE, or it carries an Idempotency-Key or X-Idempotency-Key header, as
+// net/http decides what it may replay) and its body, if any, can be read
+// again (GetBody).
+func (t *Transport) hedgeable(req *http.Request) (timeout.Hedger, bool) {
+	if !t.hedge {
+		return nil, false
+	}
+	h, ok := t.p.(timeout.Hedger)
+	if !ok {
+		return nil, false
+	}
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+	default:
+		if _, ok := req.Header["Idempotency-Key"]; !ok {
+			if _, ok := req.Header["X-Idempotency-Key"]; !ok {
+				return nil, false
+			}
+		}
+	}
+	return h, req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// hedgeResult is one hedged attempt's round trip.
+type hedgeResult struct {
+	i    int
+	resp *http.Response
+	err  error
+}
+
+// hedgeCall is a hedged request's shared state: once won, attempts that
+// return later are superseded by their own goroutine.
+type hedgeCall struct {
+	mu      sync.Mutex
+	won     bool
+	results chan hedgeResult
+}
+
+// roundTripHedged sends req, and when it has not answered after its
+// destination's hedge delay and the budget allows, a copy of it to the
+// same destination: the first response wins, the other attempt is
+// cancelled and observed as superseded at its elapsed time. Each attempt
+// has its own adaptive timeout and is observed as RoundTrip's are; an
+// attempt that fails leaves the other running. When both fail, the first
+// attempt's error is returned. Hedged attempts run no shadow probe.
+func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay time.Duration) (*http.Response, error) {
+	parent := req.Context()
+	hc := &hedgeCall{results: make(chan hedgeResult, 2)}
+	var tries []*attempt
+	launch := func(r *http.Request) {
+		a := &attempt{t: t, parent: parent, start: t.now()}
+		a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
+		cctx, cancel := context.WithCancelCause(parent)
+		a.cancel = cancel
+		if t.real {
+			a.ctx, a.stop = context.WithDeadlineCause(cctx, a.start.Add(a.a.Timeout), ErrTimeout)
+		} else {
+			a.ctx, a.stop = context.WithTimeoutCause(cctx, a.a.Timeout, ErrTimeout)
+		}
+		i := len(tries)
+		tries = append(tries, a)
+		go func(r *http.Request) {
+			resp, err := t.base.RoundTrip(r.WithContext(a.ctx))
+			hc.mu.Lock()
+			defer hc.mu.Unlock()
+			if !hc.won {
+				hc.results <- hedgeResult{i, resp, err}
+				return
+			}
+			a.superseded(resp)
+		}(r)
+	}
+	launch(req)
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	timerC := timer.C
+	var first error
+	for pending := 1; pending > 0; {
+		select {
+		case <-timerC:
+			timerC = nil
+			if parent.Err() != nil || !h.SpendHedge(t.now()) {
+				continue
+			}
+			r := req.Clone(parent)
+			if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
+				body, err := req.GetBody()
+				if err != nil {
+					continue
+				}
+				r.Body = body
+			}
+			launch(r)
+			pending++
+		case res := <-hc.results:
+			pending--
+			a := tries[res.i]
+			if res.err == nil {
+				hc.mu.Lock()
+				hc.won = true
+				for _, o := range tries {
+					if o != a {
+						o.supersede()
+					}
+				}
+				for len(hc.results) > 0 { // returned, not yet handled: lost too
+					late := <-hc.results
+					tries[late.i].superseded(late.resp)
+				}
+				hc.mu.Unlock()
+				return a.response(res.resp, nil)
+			}
+			if err := a.fail(res.err); res.i == 0 {
+				first = err
+			}
+			if pending == 0 { // the first attempt failed, and the hedge if one was sent
+				return nil, first
+			}
+		}
+	}
+	return nil, first
+}
+
+// supersede marks a still-running hedged attempt as the loser, at its
+// elapsed time now, and cancels it; its goroutine observes it when its
+// round trip returns. hc.mu is held.
+func (a *attempt) supersede() {
+	if a.done.Load() {
+		return
+	}
+	a.lost = a.elapsed()
+	a.cancel(context.Canceled)
+}
+
+// superseded ends a loser's round trip: it discards a late response and
+// observes the attempt as superseded at the time it lost (or as timed out,
+// if our timeout had ended it first).
+func (a *attempt) superseded(resp *http.Response) {
+	if resp != nil && resp.Body != nil {
+		_ = resp.Body.Close()
+	}
+	if a.done.CompareAndSwap(false, true) {
+		if context.Cause(a.ctx) == ErrTimeout {
+			a.observe(timeout.TimedOut, a.elapsed())
+		} else {
+			a.observe(timeout.Superseded, a.lost)
+		}
+	}
+	a.end()
+}
