@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -203,7 +204,7 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 			"array32-4G":            {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
 			"str32-4GiB-in-8-bytes": {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
 			"bin32-4GiB-extra":      withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
-			"nested-deep-extra":     withExtra(valid, bytes100(0x91)...),
+			"nested-deep-extra":     withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
 			"valid-with-extra":      withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
 			"nil-everywhere":        build(arr{nil, nil, nil, nil, nil}),
 		}

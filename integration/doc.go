@@ -30,7 +30,8 @@
 // import, who may import memberlist, Prometheus, grpc-go and failsafe-go,
 // and that tracker, timeout and codec do no I/O.
 //
-// The simulator for hundreds of nodes is the subpackage sim.
+// The simulator for hundreds of nodes is the subpackage sim. The command
+// in load measures the HTTP sidecar on one core (go run, never in CI).
 //
 // # Time
 //

@@ -61,12 +61,13 @@ func TestImportBoundaries(t *testing.T) {
 		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":              {"cluster", "node", "tracker"},
 		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
+		"integration/load":        {"node"},
 		"internal/memtransport":   {},
 		"internal/testutil":       {},
 		"internal/netfail":        {},
 		"internal/fielderr":       {},
 		"internal/smallfile":      {},
-		"internal/policytest":     {"timeout"},
+		"internal/policytest":     {"timeout", "tracker"}, // the adapters' tests: fakes, and the real NewPolicy over a tracker
 	}
 	for pkg, imps := range imports {
 		for _, imp := range imps {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -65,20 +66,6 @@ func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
 // validDest reports whether dest can be recorded and gossiped.
 func validDest(dest string) bool {
 	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
-}
-
-// learner is where the decider records: the local tracker, counting each
-// sample in atnode_records_total.
-type learner struct{ n *Node }
-
-func (l learner) RecordMillis(dest string, ms uint64, now time.Time) {
-	l.n.local.RecordMillis(dest, ms, now)
-	l.n.met.records.Inc()
-}
-
-func (l learner) RecordTimeoutMillis(dest string, ms uint64, now time.Time) {
-	l.n.local.RecordTimeoutMillis(dest, ms, now)
-	l.n.met.records.Inc()
 }
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest's
@@ -153,28 +140,56 @@ type Decision struct {
 // "guarded","fallback","reason","failing","probe_ms"} (GET /v1/timeout);
 // timeout_ms and probe_ms are whole milliseconds, failing is [] when none
 // is, and probe_ms null when no probe is due.
-func (d Decision) MarshalJSON() ([]byte, error) {
-	failing := d.Failing
-	if failing == nil {
-		failing = []string{}
+func (d Decision) MarshalJSON() ([]byte, error) { return d.appendJSON(nil), nil }
+
+// appendJSON appends MarshalJSON's object to b by hand: the bytes
+// json.Marshal wrote for it, without reflection.
+func (d Decision) appendJSON(b []byte) []byte {
+	b = append(b, `{"timeout_ms":`...)
+	b = strconv.AppendInt(b, d.Timeout.Milliseconds(), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(d.Attempt), 10)
+	b = append(b, `,"need":`...)
+	b = strconv.AppendInt(b, int64(d.Need), 10)
+	b = append(b, `,"decided_by":`...)
+	b = appendJSONString(b, d.DecidedBy)
+	b = append(b, `,"source":"`...)
+	b = append(b, d.Source.String()...)
+	b = append(b, `","guarded":`...)
+	b = strconv.AppendBool(b, d.Guarded)
+	b = append(b, `,"fallback":`...)
+	b = strconv.AppendBool(b, d.Fallback)
+	b = append(b, `,"reason":"`...)
+	b = append(b, d.Reason.String()...)
+	b = append(b, `","failing":[`...)
+	for i, f := range d.Failing {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendJSONString(b, f)
 	}
-	var probe *int64
+	b = append(b, `],"probe_ms":`...)
 	if d.ProbeTimeout > 0 {
-		ms := d.ProbeTimeout.Milliseconds()
-		probe = &ms
+		b = strconv.AppendInt(b, d.ProbeTimeout.Milliseconds(), 10)
+	} else {
+		b = append(b, "null"...)
 	}
-	return json.Marshal(struct {
-		TimeoutMs int64          `json:"timeout_ms"`
-		Attempt   int            `json:"attempt"`
-		Need      int            `json:"need"`
-		DecidedBy string         `json:"decided_by"`
-		Source    tracker.Source `json:"source"`
-		Guarded   bool           `json:"guarded"`
-		Fallback  bool           `json:"fallback"`
-		Reason    timeout.Reason `json:"reason"`
-		Failing   []string       `json:"failing"`
-		ProbeMs   *int64         `json:"probe_ms"`
-	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback, d.Reason, failing, probe})
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string, as json.Marshal writes it
+// (HTML characters escaped): printable ASCII but '"', '\', '<', '>' and
+// '&' as is, anything else through json.Marshal.
+func appendJSONString(b []byte, s string) []byte {
+	for i := range len(s) {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // Timeout returns the timeout of a request that needs every one of dests
@@ -208,27 +223,33 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 	return d, nil
 }
 
-// estimateBuf holds a decision's estimates; pooled, since an estimate is
-// over a hundred bytes and most decisions name a few destinations.
-type estimateBuf struct{ es []tracker.Estimate }
-
-var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, 8)} }}
-
 // decide is the one decision path of Timeout, TimeoutQuorum, Do and the
-// Policy methods: the decider on the fleet view at now.
+// Policy methods: the decider on the fleet view at now. The estimates of up
+// to stackDests destinations stay on the stack.
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	n.poll(now)
+	switch {
+	case len(dests) == 1: // Do, Decide: the smallest buffer to zero
+		var es [1]tracker.Estimate
+		return n.decideIn(dests, need, attempt, now, es[:])
+	case len(dests) <= stackDests:
+		var es [stackDests]tracker.Estimate
+		return n.decideIn(dests, need, attempt, now, es[:])
+	}
 	buf := estimateBufs.Get().(*estimateBuf)
 	defer estimateBufs.Put(buf)
-	es := buf.es
 	switch {
-	case len(dests) <= len(es):
+	case len(dests) <= len(buf.es):
 	case len(dests) <= maxTimeoutDests:
 		buf.es = make([]tracker.Estimate, len(dests))
-		es = buf.es
 	default: // the Go API has no limit; the pool keeps small buffers only
-		es = make([]tracker.Estimate, len(dests))
+		buf = &estimateBuf{es: make([]tracker.Estimate, len(dests))}
 	}
+	return n.decideIn(dests, need, attempt, now, buf.es)
+}
+
+// decideIn is decide with es (at least len(dests) long) for the estimates.
+func (n *Node) decideIn(dests []string, need, attempt int, now time.Time, es []tracker.Estimate) Decision {
 	v := n.dec.Explain(dests, need, attempt, now, es)
 	out := Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
 	if v.DecidedBy >= 0 {
@@ -368,25 +389,27 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Time, ferr error) error {
 	now := n.clock()
 	elapsed := max(now.Sub(start), 0)
-	ours := cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
+	// Whether our timeout ended the context matters only when fn failed
+	// (Err takes the context's lock).
+	ours := ferr != nil && cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
 	var o timeout.Outcome
-	var result string
+	var result doResult
 	switch {
 	case ferr == nil:
-		o, result = timeout.Completed, "ok"
+		o, result = timeout.Completed, doOK
 	case ctx.Err() != nil && !ours:
-		o, result = timeout.Canceled, "canceled"
+		o, result = timeout.Canceled, doCanceled
 	case ours:
-		o, result = timeout.TimedOut, "timeout"
+		o, result = timeout.TimedOut, doTimeout
 	default:
-		o, result = timeout.Completed, "error"
+		o, result = timeout.Completed, doError
 		if n.cfg.Classify != nil {
 			o = n.cfg.Classify(ferr)
 		}
 	}
 	n.Observe(a, o, elapsed, now)
-	n.met.do.WithLabelValues(result).Inc()
-	if result != "timeout" || errors.Is(ferr, ErrTimeout) {
+	n.met.doBy[result].Inc()
+	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr
 	}
 	limit := a.Timeout
@@ -395,6 +418,16 @@ func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Tim
 	}
 	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
 }
+
+// stackDests is how many destinations' estimates a decision keeps on the
+// stack: most requests name a few.
+const stackDests = 4
+
+// estimateBuf holds the estimates of a decision over more than stackDests
+// destinations; pooled, since an estimate is over a hundred bytes.
+type estimateBuf struct{ es []tracker.Estimate }
+
+var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, maxTimeoutDests)} }}
 
 // latencyMillis converts a POST /v1/record latency (finite, >= 0) to whole
 // milliseconds, truncated; values beyond any trackable latency saturate.

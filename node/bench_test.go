@@ -62,8 +62,8 @@ func BenchmarkRecordParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkTimeout3 is Node.Timeout over 3 destinations: one read of each
-// destination's value, then timeout.Explain on the snapshot.
+// BenchmarkTimeout3 is Node.Timeout over 3 destinations: one cached
+// estimate of each (see BenchmarkTimeout3Uncached), then the rule.
 func BenchmarkTimeout3(b *testing.B) {
 	n, dests := benchNode(b)
 	ds := dests[:3]
@@ -76,8 +76,8 @@ func BenchmarkTimeout3(b *testing.B) {
 }
 
 // BenchmarkTimeout3Naive is timeout.Explain on the fleet (a
-// timeout.Estimator whose values are the guarded decision values), then a
-// second read of the decider for its source.
+// timeout.Estimator whose values are the guarded decision values, cached
+// like the node's), then a second read of the fleet for its source.
 func BenchmarkTimeout3Naive(b *testing.B) {
 	n, dests := benchNode(b)
 	ds := dests[:3]

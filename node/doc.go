@@ -91,8 +91,10 @@
 // # Concurrency
 //
 // Every method is safe for concurrent use. Record costs the tracker's
-// sharded record plus a counter; Estimate and Timeout take the
-// fleet view's mutex once per destination. Start starts one loop (once a
+// sharded record (which also counts it: no shared counter); Estimate and
+// Timeout read each destination's estimate from the cache in its tracker
+// entry, under that entry's shard lock, and take the fleet view's mutex
+// only after the fleet view or the destination's window changed. Start starts one loop (once a
 // second: poll the protocol, slide the fleet view, sample the history),
 // the HTTP server and the cluster's goroutines; Close stops them all and
 // waits.

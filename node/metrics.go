@@ -11,9 +11,11 @@ import (
 // metrics are the node's Prometheus metrics: instruments updated on the
 // request path, and a collector that reads everything else at scrape time.
 type metrics struct {
-	records   prometheus.Counter
+	records   prometheus.CounterFunc // the local tracker's count: no shared counter on the record path
 	rejected  prometheus.Counter
 	chosen    *prometheus.HistogramVec
+	chosenBy  [tracker.SourceFleet + 1]prometheus.Observer // chosen's children by source
+	doBy      [len(doResults)]prometheus.Counter           // do's children by result
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
@@ -30,10 +32,10 @@ type metrics struct {
 
 func newMetrics(n *Node) *metrics {
 	m := &metrics{
-		records: prometheus.NewCounter(prometheus.CounterOpts{
+		records: prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "atnode_records_total",
 			Help: "Latency samples recorded locally (Record, RecordSince, Do, POST /v1/record).",
-		}),
+		}, func() float64 { return float64(n.local.Recorded()) }),
 		rejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_records_rejected_total",
 			Help: "Latency samples dropped because the destination name was empty, over 256 bytes or not UTF-8.",
@@ -93,16 +95,30 @@ func newMetrics(n *Node) *metrics {
 		m.reloads.WithLabelValues(r)
 	}
 	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
-		m.chosen.WithLabelValues(s.String())
+		m.chosenBy[s] = m.chosen.WithLabelValues(s.String())
 	}
-	for _, r := range []string{"ok", "error", "timeout", "canceled"} {
-		m.do.WithLabelValues(r)
+	for r, name := range doResults {
+		m.doBy[r] = m.do.WithLabelValues(name)
 	}
 	for o := timeout.Completed; o <= timeout.Canceled; o++ {
 		m.byOutcome[o] = m.outcomes.WithLabelValues(o.String())
 	}
 	return m
 }
+
+// doResults are the values of atnode_do_calls_total's result label, indexed
+// by doResult.
+var doResults = [...]string{doOK: "ok", doError: "error", doTimeout: "timeout", doCanceled: "canceled"}
+
+// doResult is how a call of Do ended, as atnode_do_calls_total counts it.
+type doResult uint8
+
+const (
+	doOK doResult = iota
+	doError
+	doTimeout
+	doCanceled
+)
 
 // outcome counts one attempt's outcome.
 func (m *metrics) outcome(o timeout.Outcome) {
@@ -117,7 +133,11 @@ func (m *metrics) collectors() []prometheus.Collector {
 }
 
 func (m *metrics) observe(d Decision) {
-	m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
+	if int(d.Source) < len(m.chosenBy) {
+		m.chosenBy[d.Source].Observe(d.Timeout.Seconds())
+	} else {
+		m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
+	}
 	if d.Fallback {
 		m.fallbacks.Inc()
 	}

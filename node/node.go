@@ -50,7 +50,7 @@ type Node struct {
 	owned *tracker.Owned
 	// dec decides every timeout on the fleet view, with this node's
 	// failure detector and probe bookkeeping, and records what attempts
-	// teach into local.
+	// teach into local (which counts them for atnode_records_total).
 	dec *timeout.Decider
 	// hedge is DoHedged's token bucket (Config.HedgeBudget).
 	hedge *timeout.HedgeBudget
@@ -116,7 +116,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	if n.fleet, err = tracker.NewFleet(cfg.FleetConfig(), n.local); err != nil {
 		return nil, fmt.Errorf("node: fleet: %w", err)
 	}
-	if n.dec, err = timeout.NewDecider(n.tocfg, n.tcfg, n.fleet, learner{n}); err != nil {
+	if n.dec, err = timeout.NewDecider(n.tocfg, n.tcfg, n.fleet, n.local); err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if n.boot = cfg.Cluster.BootID; n.boot == 0 {

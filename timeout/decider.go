@@ -128,8 +128,16 @@ type Decider struct {
 	cfg  Config
 	grid tracker.Config
 	src  Estimates
-	rec  Learner
-	max  int
+	// fleet is src when it is a *tracker.Fleet, called directly: its
+	// EstimateTo writes in place (an estimate is large and a decision reads
+	// one per destination), and a static call keeps the caller's estimates
+	// on its stack.
+	fleet *tracker.Fleet
+	rec   Learner
+	// local is rec when it is a *tracker.SyncTracker[string], called
+	// directly (the record path is the hottest).
+	local *tracker.SyncTracker[string]
+	max   int
 
 	n     atomic.Int64 // len(dests), read without the lock
 	mu    sync.Mutex
@@ -217,6 +225,8 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 		return nil, ErrNoEstimates
 	}
 	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
+	d.fleet, _ = src.(*tracker.Fleet)
+	d.local, _ = rec.(*tracker.SyncTracker[string])
 	if d.max <= 0 {
 		d.max = DefaultMaxTracked
 	}
@@ -301,11 +311,15 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 	}
 	es = es[:len(dests)]
 	for i, dest := range dests {
-		e, err := d.src.Estimate(dest, d.cfg.Quantile, now)
-		if err != nil {
-			e = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
+		var err error
+		if d.fleet != nil {
+			err = d.fleet.EstimateTo(&es[i], dest, d.cfg.Quantile, now)
+		} else {
+			es[i], err = d.src.Estimate(dest, d.cfg.Quantile, now)
 		}
-		es[i] = e
+		if err != nil {
+			es[i] = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
+		}
 	}
 	if d.n.Load() > 0 {
 		d.mu.Lock()
@@ -409,10 +423,12 @@ func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
 // record learns an outcome; a probe's reservation ends, and pause (ms) is
 // the time no probe of dest may start from now.
 func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
-	switch o {
-	case Completed:
+	switch {
+	case o == Completed && d.local != nil:
+		d.local.RecordMillis(dest, ms, now)
+	case o == Completed:
 		d.rec.RecordMillis(dest, ms, now)
-	case TimedOut, Superseded:
+	case o == TimedOut || o == Superseded:
 		d.rec.RecordTimeoutMillis(dest, ms, now)
 	}
 	failure := o == TimedOut || o == Failed
@@ -585,28 +601,45 @@ func (r *rule) init() {
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
 func (r *rule) own(e *tracker.Estimate) uint64 {
-	v, ok := e.DecisionValue()
+	v, ok := decisionValue(e)
 	if !ok {
 		return r.fallback
 	}
 	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 }
 
+// decisionValue is e.DecisionValue() read through the pointer: the
+// estimate is large, and a decision reads it several times.
+func decisionValue(e *tracker.Estimate) (uint64, bool) {
+	if e.Source == tracker.SourceNone || e.Failing {
+		return 0, false
+	}
+	return e.Decision.ValueMillis, true
+}
+
+// decisionQuantile is e.DecisionQuantileMillis() read through the pointer.
+func decisionQuantile(e *tracker.Estimate) uint64 {
+	if e.Decision.Guarded {
+		return e.LocalValueMillis
+	}
+	return e.ValueMillis
+}
+
 // capped reports whether e's decision value is below its quantile (v = M <
 // Q: too many attempts timed out for the quantile to be known).
 func capped(e *tracker.Estimate) bool {
-	v, ok := e.DecisionValue()
-	return ok && v < e.DecisionQuantileMillis()
+	v, ok := decisionValue(e)
+	return ok && v < decisionQuantile(e)
 }
 
 // probe returns e's probe timeout when the rule makes a probe of it due
 // for an attempt whose timeout is timeoutMs: e is trusted, v < Q or it is
 // failing, and today's rule on Q gives more than timeoutMs.
 func (r *rule) probe(e *tracker.Estimate, timeoutMs uint64) (uint64, bool) {
-	if !e.Trusted() || !e.Failing && !capped(e) {
+	if e.Source == tracker.SourceNone || !e.Failing && !capped(e) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(e.DecisionQuantileMillis(), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(decisionQuantile(e), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 

@@ -536,3 +536,21 @@ func TestNewDeciderErrors(t *testing.T) {
 	require.Error(t, err)
 	var _ Policy = (*Decider)(nil)
 }
+
+// TestDecisionAccessors: the rule's pointer reads of an estimate are the
+// estimate's own methods.
+func TestDecisionAccessors(t *testing.T) {
+	for _, e := range []tracker.Estimate{
+		{},
+		{Source: tracker.SourceFleet, ValueMillis: 80, LocalValueMillis: 120, Decision: tracker.Decision{ValueMillis: 70}},
+		{Source: tracker.SourceFleet, ValueMillis: 80, LocalValueMillis: 120, Decision: tracker.Decision{ValueMillis: 110, Guarded: true}},
+		{Source: tracker.SourceLocal, ValueMillis: 80, Failing: true},
+		{Source: tracker.SourceNone, ValueMillis: 80, Decision: tracker.Decision{ValueMillis: 70}},
+	} {
+		v, ok := decisionValue(&e)
+		wv, wok := e.DecisionValue()
+		require.Equal(t, wv, v)
+		require.Equal(t, wok, ok)
+		require.Equal(t, e.DecisionQuantileMillis(), decisionQuantile(&e))
+	}
+}

@@ -88,7 +88,10 @@
 // the local guard); Fleet.QuantileMillis returns that value, so a Fleet
 // passed to timeout.Explain never skips the guard. Like Tracker, a Fleet
 // takes time as an argument and starts no goroutines; it is safe for
-// concurrent use, with one mutex around each call.
+// concurrent use, with one mutex around each call but an estimate answered
+// from the cache a local SyncTracker keeps in each destination's entry
+// (valid until the Fleet or that window changes; EstimateUncached is the
+// reference it always equals).
 //
 // What a Fleet holds is bounded (FleetConfig documents each cap and the
 // memory formula): members (MaxOrigins), buckets per member epoch

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -91,7 +92,13 @@ type destState struct {
 // leaves the view, when it expires or when its member is excluded. A query
 // never merges batches.
 type Fleet struct {
-	mu sync.Mutex // guards everything below but the fixed configuration
+	mu sync.Mutex // guards everything below but the fixed configuration and ver
+
+	// ver counts the changes of the Fleet's state (inserts, exclusions,
+	// live members, slides): written under mu after each change, read
+	// without it by the estimate cache (estCache), which holds while ver
+	// stays.
+	ver atomic.Uint64
 
 	cfg   FleetConfig
 	geo   geometry
@@ -183,6 +190,7 @@ func (f *Fleet) Config() FleetConfig { return f.cfg }
 func (f *Fleet) SetLiveMembers(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.live = max(n, 1)
 }
 
@@ -200,3 +208,7 @@ func (f *Fleet) Stats() FleetStats {
 	s.Aggregates = f.aggCount
 	return s
 }
+
+// changed marks a change of the Fleet's state, after it is made; f.mu is
+// held.
+func (f *Fleet) changed() { f.ver.Add(1) }

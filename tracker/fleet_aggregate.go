@@ -71,6 +71,9 @@ func (f *Fleet) InsertAggregate(a Aggregate, now time.Time) InsertOutcome {
 	f.slide(now)
 	o := f.insertAggregate(&a)
 	f.stats.AggregateInserts[o]++
+	if o == InsertNew {
+		f.changed() // the estimate cache reads the aggregate view
+	}
 	return o
 }
 
@@ -175,26 +178,26 @@ func (f *Fleet) aggregateView(dest string) *aggView {
 	return v
 }
 
-// aggregateFacts fills e's fleet fields and fv from dest's aggregate view,
-// and reports whether there is one.
-func (f *Fleet) aggregateFacts(dest string, q float64, now time.Time, e *Estimate, fv *viewFacts) bool {
+// aggregateFacts fills ff from dest's aggregate view, when it has one;
+// f.mu is held.
+func (f *Fleet) aggregateFacts(dest string, q float64, ff *fleetFacts) bool {
 	v := f.aggregateView(dest)
 	if v == nil {
 		return false
 	}
 	a := v.src
-	*fv = viewFacts{samples: v.h.total, censored: v.c.total, unknown: a.CensoringUnknown}
+	ff.hasFleet = true
+	ff.fv = viewFacts{samples: v.h.total, censored: v.c.total, unknown: a.CensoringUnknown}
 	if qv, ok := v.h.quantileValue(&f.geo, q); ok {
-		fv.q = uint64(qv)
+		ff.fv.q = uint64(qv)
 		if v.hasM {
-			fv.m, fv.hasM = uint64(f.geo.highestEquivalent(v.m)), true
+			ff.fv.m, ff.fv.hasM = uint64(f.geo.highestEquivalent(v.m)), true
 		}
-		e.FleetValueMillis, e.HasFleetValue = fv.q, true
+		ff.hasFleetValue = true
 	}
-	e.Samples, e.Censored, e.Peers, e.EffectivePeers = v.h.total, fv.censored, a.Peers, a.EffectivePeers()
-	if v.h.total > 0 {
-		e.Staleness, e.HasStaleness = sinceMillis(now, v.newestEnd), true
-	}
+	ff.samples, ff.peers, ff.effPeers = v.h.total, a.Peers, a.EffectivePeers()
+	ff.newestEnd, ff.hasNewest = v.newestEnd, v.h.total > 0
+	ff.trusted = ff.hasFleetValue && ff.samples >= f.minSamples() && ff.peers >= f.minPeers()
 	return true
 }
 

@@ -98,44 +98,78 @@ func (f *Fleet) summary(d *destState) *destSummary {
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest at
 // now, with the input of a timeout decision (Estimate.Decision), or
-// ErrQuantile when q is outside (0, 1]. It costs the lock, a map lookup, a
-// block-indexed quantile walk and the local view; the first query after a
-// change of dest's view also recomputes its peers and share cap.
-func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err error) {
-	e.Dest, e.Quantile = dest, q
+// ErrQuantile when q is outside (0, 1].
+//
+// With a *SyncTracker[string] as the local view, what the fleet view says
+// of a destination the local tracker holds is cached in its tracker entry
+// until the Fleet changes (an insert, an exclusion, a change of live
+// members, a slide to a later epoch): such an estimate costs the tracker's
+// shard lock and lookup, and the local view's quantile walk only when the
+// destination's window changed since the last estimate; it never takes the
+// Fleet's lock. The answer is always EstimateUncached's. Otherwise, and
+// after a change, it costs the lock, a map lookup, a block-indexed quantile
+// walk and the local view; the first query after a change of dest's view
+// also recomputes its peers and share cap.
+func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
+	var e Estimate
+	err := f.EstimateTo(&e, dest, q, now)
+	return e, err
+}
+
+// EstimateTo is Estimate into *e, which it overwrites: the same answer
+// without copying the estimate out (timeout.Decider reads the fleet
+// through it).
+func (f *Fleet) EstimateTo(e *Estimate, dest string, q float64, now time.Time) error {
 	if !(q > 0 && q <= 1) {
-		return e, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
+		*e = Estimate{Dest: dest, Quantile: q}
+		return fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.slide(now)
-	var fv viewFacts
-	var d *destState
-	hasFleet := len(f.aggs) > 0 && f.aggregateFacts(dest, q, now, &e, &fv)
-	if !hasFleet {
-		d = f.dests[dest]
-		hasFleet = d != nil
+	if t := f.localSync; t != nil && t.s.subMs == f.swMs && t.cached(e, dest, dest, q, now, f.ver.Load(), f.minSamples()) {
+		return nil
 	}
-	if d != nil {
-		s := f.summary(d)
-		h, c := &d.h, &d.c
-		if s.capped {
-			h, c = &s.ch, &s.cc
-		}
-		fv = viewFacts{samples: h.total, censored: c.total, unknown: d.unknown > 0}
-		if qv, ok := h.quantileValue(&f.geo, q); ok {
-			fv.q = uint64(qv)
-			if s.hasM {
-				fv.m, fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
-			}
-			e.FleetValueMillis, e.HasFleetValue = fv.q, true
-		}
-		e.Samples, e.Censored, e.Peers, e.EffectivePeers = s.samples, fv.censored, s.peers, s.effPeers
-		if s.hasNewest {
-			e.Staleness, e.HasStaleness = sinceMillis(now, s.newestEnd), true
-		}
+	f.estimate(e, dest, q, now, true)
+	return nil
+}
+
+// minSamples is the trust threshold of the local view, max(MinSamples, 1).
+func (f *Fleet) minSamples() uint64 { return max(uint64(f.cfg.Tracker.MinSamples), 1) }
+
+// EstimateUncached is Estimate computed from the views every time, without
+// reading or filling the cache: the reference the cache is tested and
+// measured against.
+func (f *Fleet) EstimateUncached(dest string, q float64, now time.Time) (Estimate, error) {
+	if !(q > 0 && q <= 1) {
+		return Estimate{Dest: dest, Quantile: q}, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
 	}
+	var e Estimate
+	f.estimate(&e, dest, q, now, false)
+	return e, nil
+}
+
+// fleetFacts is what the fleet view says of a destination for an estimate
+// (apart from the time since its newest epoch, which is computed from
+// newestEnd at each estimate): what the cache keeps.
+type fleetFacts struct {
+	fv            viewFacts
+	hasFleet      bool // the Fleet holds a state for the destination
+	trusted       bool // MinSamples samples from MinPeers peers
+	hasFleetValue bool
+	hasNewest     bool
+	samples       uint64
+	peers         int
+	effPeers      float64
+	newestEnd     int64 // end of the newest epoch with data, Unix ms
+}
+
+// estimate is Estimate from the views at now into *e; fill stores the
+// fleet's facts in the local tracker's cache.
+func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
+	var ff fleetFacts
 	var lv viewFacts
+	f.mu.Lock()
+	f.slide(now)
+	f.facts(dest, q, &ff)
+	ver, ep := f.ver.Load(), f.epoch
 	switch {
 	case f.localSync != nil:
 		lv = f.localSync.localView(dest, q, now)
@@ -144,11 +178,58 @@ func (f *Fleet) Estimate(dest string, q float64, now time.Time) (e Estimate, err
 	case f.local != nil:
 		lv = f.local.localView(dest, q, now)
 	}
-	e.localView(&lv)
-	minSamples := max(uint64(f.cfg.Tracker.MinSamples), 1)
-	trusted := e.HasFleetValue && e.Samples >= minSamples && e.Peers >= f.minPeers()
-	decide(&e, &fv, &lv, hasFleet, f.local != nil, trusted, minSamples)
-	return e, nil
+	f.mu.Unlock()
+	if fill && f.localSync != nil {
+		f.localSync.fill(dest, q, ver, ep, &ff)
+	}
+	assemble(e, dest, q, now, &ff, &lv, f.local != nil, f.minSamples())
+}
+
+// facts fills ff with what the fleet view says of dest for quantile q;
+// f.mu is held.
+func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
+	if len(f.aggs) > 0 && f.aggregateFacts(dest, q, ff) {
+		return // protocol v2: the aggregate of E−1 (else E−2)
+	}
+	d := f.dests[dest]
+	if d == nil {
+		return
+	}
+	ff.hasFleet = true
+	s := f.summary(d)
+	h, c := &d.h, &d.c
+	if s.capped {
+		h, c = &s.ch, &s.cc
+	}
+	ff.fv = viewFacts{samples: h.total, censored: c.total, unknown: d.unknown > 0}
+	if qv, ok := h.quantileValue(&f.geo, q); ok {
+		ff.fv.q = uint64(qv)
+		if s.hasM {
+			ff.fv.m, ff.fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
+		}
+		ff.hasFleetValue = true
+	}
+	ff.samples, ff.peers, ff.effPeers = s.samples, s.peers, s.effPeers
+	ff.newestEnd, ff.hasNewest = s.newestEnd, s.hasNewest
+	ff.trusted = ff.hasFleetValue && ff.samples >= f.minSamples() && ff.peers >= f.minPeers()
+}
+
+// assemble makes dest's estimate at now in *e from the fleet's facts and
+// the local view (hasLocal: whether there is one); minSamples is
+// max(MinSamples, 1).
+func assemble(e *Estimate, dest string, q float64, now time.Time, ff *fleetFacts, lv *viewFacts, hasLocal bool, minSamples uint64) {
+	*e = Estimate{Dest: dest, Quantile: q}
+	if ff.hasFleet {
+		if ff.hasFleetValue {
+			e.FleetValueMillis, e.HasFleetValue = ff.fv.q, true
+		}
+		e.Samples, e.Censored, e.Peers, e.EffectivePeers = ff.samples, ff.fv.censored, ff.peers, ff.effPeers
+		if ff.hasNewest {
+			e.Staleness, e.HasStaleness = sinceMillis(now, ff.newestEnd), true
+		}
+	}
+	e.localView(lv)
+	decide(e, &ff.fv, lv, ff.hasFleet, hasLocal, ff.trusted, minSamples)
 }
 
 // QuantileMillis returns the value a timeout decision uses for dest:
@@ -172,14 +253,6 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	if len(f.aggs) > 0 {
-		if v := f.aggregateView(dest); v != nil {
-			if v.h.total == 0 {
-				return nil
-			}
-			return slices.Clone(v.h.counts)
-		}
-	}
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -200,14 +273,9 @@ func (f *Fleet) Destinations(now time.Time) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	out := make([]string, 0, len(f.dests)+len(f.aggs))
+	out := make([]string, 0, len(f.dests))
 	for name := range f.dests {
 		out = append(out, name)
-	}
-	for name := range f.aggs {
-		if f.dests[name] == nil {
-			out = append(out, name)
-		}
 	}
 	slices.Sort(out)
 	return out

@@ -15,6 +15,7 @@ import (
 func (f *Fleet) Insert(b Batch, now time.Time) InsertOutcome {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.slide(now)
 	o := f.insert(&b)
 	f.stats.Inserts[o]++

@@ -103,6 +103,7 @@ const minEpoch = -1 << 63
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.slide(now)
 	k := memberKey{name, boot}
 	if _, ok := f.excluded[k]; !ok && len(f.excluded) >= f.maxExclusions() {
@@ -150,6 +151,7 @@ func (f *Fleet) evictExclusion() {
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.changed()
 	f.slide(now)
 	k := memberKey{name, boot}
 	delete(f.excluded, k)

@@ -22,11 +22,13 @@ func (f *Fleet) slot(ep int64) int64 { return floorMod(ep, f.ring) }
 func (f *Fleet) advance(e int64) {
 	if !f.started {
 		f.started, f.epoch = true, e
+		f.changed()
 		return
 	}
 	if e <= f.epoch {
 		return
 	}
+	defer f.changed()
 	old := f.epoch
 	oldIn := func(ep int64) bool { return ep >= old-f.n+1 && ep <= old-1 }
 	f.epoch = e

@@ -99,6 +99,7 @@ type entry[D comparable] struct {
 	stamp   uint64              // SyncTracker: sequence number of the last Record
 	hash    uint64              // SyncTracker: maphash of key
 	hnext   *entry[D]           // SyncTracker: next entry with the same hash
+	ec      *estCaches          // SyncTracker under a Fleet: the cached estimates, nil until queried
 }
 
 // newEntry returns an empty destination at epoch e.

@@ -51,6 +51,7 @@ type syncShard[D comparable] struct {
 	dests map[uint64]*entry[D]
 	n     atomic.Int64 // entries; written under mu, read without it to skip empty shards
 	lru   list[*entry[D]]
+	recs  uint64   // samples recorded into the shard, under mu (Recorded)
 	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
 
@@ -153,6 +154,7 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
+	sh.recs++
 	en := sh.get(h, dest)
 	if en == nil {
 		en = t.create(sh, h, dest, e)
@@ -181,6 +183,7 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	e := t.advance(now)
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
+	sh.recs++
 	en.recordTimeout(i)
 	sh.mu.Unlock()
 	if created {
@@ -419,6 +422,22 @@ func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (v viewFact
 	}
 	sh.mu.Unlock()
 	return v
+}
+
+// Recorded returns how many samples were recorded (Record, RecordMillis,
+// RecordTimeout, RecordTimeoutMillis and RecordSince calls, timed-out ones
+// included) since the tracker was made; Clear does not reset it. Counted per
+// shard under its lock, so recording takes no shared counter; Recorded
+// locks each shard in turn.
+func (t *SyncTracker[D]) Recorded() uint64 {
+	var n uint64
+	for k := range t.shards {
+		sh := &t.shards[k]
+		sh.mu.Lock()
+		n += sh.recs
+		sh.mu.Unlock()
+	}
+	return n
 }
 
 // destinations returns the number of destinations held.

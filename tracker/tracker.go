@@ -91,7 +91,7 @@ func (t *Tracker[D]) create(dest D, e int64) *entry[D] {
 		delete(t.dests, en.key)
 		t.evicted++
 		en.clear(e)
-		en.key = dest
+		en.key, en.ec = dest, nil // (a Tracker's entries have no cache; a reused one keeps none)
 	} else {
 		en = newEntry(&t.s.geo, t.s.n, e, dest)
 	}

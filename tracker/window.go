@@ -128,6 +128,9 @@ type window struct {
 	sum     hist        // cur plus every sealed sub-window in the ring
 	ring    []sealedSub // sealed sub-windows by epoch mod N; empty slots hold neither form
 	cens    *censoring  // nil while no sample in the window timed out
+	// ver counts the changes of the window (records, rotations, clears):
+	// a view computed at one ver holds while ver stays (estCache).
+	ver uint64
 }
 
 // censoring is a window's censored counts: the current sub-window's and
@@ -167,6 +170,7 @@ func (w *window) record(i int) {
 	}
 	w.cur[i] = c + 1
 	w.curN++
+	w.ver++
 	w.sum.add(i, 1)
 }
 
@@ -206,6 +210,7 @@ func (w *window) rotate(e int64) {
 }
 
 func (w *window) rotateTo(e int64) {
+	w.ver++
 	n := uint64(len(w.ring))
 	if uint64(e)-uint64(w.epoch) >= n { // exact even if e−w.epoch overflows int64
 		w.clear(e)
@@ -343,6 +348,7 @@ func (w *window) emptyCur() {
 
 // clear empties the window and moves it to epoch e.
 func (w *window) clear(e int64) {
+	w.ver++
 	if w.curN != 0 {
 		w.emptyCur()
 	}

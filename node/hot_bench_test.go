@@ -1,0 +1,101 @@
+package node
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The embedded hot path: each benchmark beside its naive (uncached)
+// reference, in one run so that their ratio is what to read on a shared
+// machine.
+
+// BenchmarkTimeout1 is Node.Timeout for one destination: its estimate
+// from the cache in the local tracker's entry, the rule, the metrics.
+func BenchmarkTimeout1(b *testing.B) {
+	n, dests := benchNode(b)
+	benchTimeout(b, n, dests[:1])
+}
+
+// BenchmarkTimeout1Uncached is BenchmarkTimeout1 on EstimateUncached.
+func BenchmarkTimeout1Uncached(b *testing.B) {
+	n, dests := benchNode(b)
+	useUncached(b, n)
+	benchTimeout(b, n, dests[:1])
+}
+
+// BenchmarkTimeout3Uncached is BenchmarkTimeout3 on EstimateUncached.
+func BenchmarkTimeout3Uncached(b *testing.B) {
+	n, dests := benchNode(b)
+	useUncached(b, n)
+	benchTimeout(b, n, dests[:3])
+}
+
+func benchTimeout(b *testing.B, n *Node, ds []string) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := n.Timeout(ds, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func noop(context.Context) error { return nil }
+
+// BenchmarkDo is Node.Do around a no-op fn with the clock injected: the
+// decision, the context, and learning the completion (which changes the
+// destination's window, so the local view is walked again each time).
+func BenchmarkDo(b *testing.B) {
+	n, dests := benchNode(b)
+	benchDo(b, n, dests[0])
+}
+
+// BenchmarkDoUncached is BenchmarkDo on EstimateUncached.
+func BenchmarkDoUncached(b *testing.B) {
+	n, dests := benchNode(b)
+	useUncached(b, n)
+	benchDo(b, n, dests[0])
+}
+
+func benchDo(b *testing.B, n *Node, dest string) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := n.Do(ctx, dest, 1, noop); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDoBare is a bare context.WithTimeout around the same fn: what
+// BenchmarkDo is compared with (target: at most 1.25 times it).
+func BenchmarkDoBare(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		if err := noop(cctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+}
+
+// BenchmarkRecordParallelSharedCounter is BenchmarkRecordParallel plus
+// the shared Prometheus counter Record used to increment (now the local
+// tracker counts samples per shard under the lock it already holds).
+func BenchmarkRecordParallelSharedCounter(b *testing.B) {
+	n, dests := benchNode(b)
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "c"})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			n.Record(dests[i&63], 12*time.Millisecond)
+			c.Inc()
+			i++
+		}
+	})
+}

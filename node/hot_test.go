@@ -1,0 +1,235 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// uncachedFleet reads the fleet view through EstimateUncached: the decision
+// path without the estimate cache.
+type uncachedFleet struct{ f *tracker.Fleet }
+
+func (u uncachedFleet) Estimate(dest string, q float64, now time.Time) (tracker.Estimate, error) {
+	return u.f.EstimateUncached(dest, q, now)
+}
+
+// useUncached makes n decide on uncached estimates: a fresh Decider (no
+// detector or probe state) over EstimateUncached, recording into n's
+// tracker as before.
+func useUncached(tb testing.TB, n *Node) {
+	tb.Helper()
+	d, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(tb, err)
+	n.dec = d
+}
+
+// TestDecisionCacheNeverChangesADecision drives two nodes with the same
+// seeded random sequence — completed, timed-out and failed attempts (the
+// failure detector), caller probes, records, peer batches (censored ones
+// and ones whose censoring is unknown), seals at each epoch boundary and
+// clock steps within a sub-window, across one and across the window — one
+// node deciding on the cached estimates, the other on EstimateUncached,
+// and after every step requires equal decisions from Timeout,
+// TimeoutQuorum and Decide for several destination sets and attempts. CI
+// runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
+func TestDecisionCacheNeverChangesADecision(t *testing.T) {
+	seeds, steps := uint64(2), 500
+	if os.Getenv("ATNODE_LONG") == "1" {
+		seeds, steps = 5, 3000
+	}
+	for seed := uint64(1); seed <= seeds; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			clk := &testClock{now: epochStart(e0)}
+			mk := func() *Node {
+				return newAlone(t, clk, func(c *Config) {
+					c.Cluster.BootID = 0xb007
+					c.Tracker.MinSamples = 5
+				})
+			}
+			cached, naive := mk(), mk()
+			useUncached(t, naive)
+			nodes := []*Node{cached, naive}
+			r := rand.New(rand.NewPCG(seed, 24))
+			dests := []string{"a", "b", "c"}
+			sets := [][]string{{"a"}, {"b"}, {"c"}, {"a", "b", "c"}, {"c", "a"}}
+			var part uint16
+			seen := map[string]int{}
+			for step := range steps {
+				now := clk.Now()
+				var what string
+				switch k := r.IntN(100); {
+				case k < 30:
+					d, lat := dests[r.IntN(3)], time.Duration(1+r.IntN(400))*time.Millisecond
+					what = fmt.Sprintf("record %s %v", d, lat)
+					for _, n := range nodes {
+						n.Record(d, lat)
+					}
+				case k < 55: // an attempt through the Policy methods
+					d, attempt := dests[r.IntN(3)], 1+r.IntN(3)
+					o := []timeout.Outcome{timeout.Completed, timeout.TimedOut, timeout.TimedOut, timeout.Failed, timeout.Superseded, timeout.Canceled}[r.IntN(6)]
+					elapsed := time.Duration(r.IntN(500)) * time.Millisecond
+					probe := r.IntN(2) == 0
+					what = fmt.Sprintf("attempt %s %d %v probe %v", d, attempt, o, probe)
+					var as []timeout.Attempt
+					for _, n := range nodes {
+						a := n.Decide(d, attempt, now)
+						if probe {
+							n.Probe(&a, now)
+						}
+						n.Observe(a, o, elapsed, now)
+						as = append(as, a)
+					}
+					require.Equal(t, as[0], as[1], "step %d: %s", step, what)
+				case k < 70:
+					part++
+					origin := fmt.Sprintf("peer-%d", r.IntN(4))
+					ep := cached.tcfg.Epoch(now) - int64(1+r.IntN(3))
+					b := tracker.Batch{Key: tracker.BatchKey{Origin: origin, Boot: 1, Epoch: ep, Part: part % 3}, Layout: cached.tcfg.Layout()}
+					for _, d := range dests {
+						if r.IntN(3) == 0 {
+							continue
+						}
+						dc := tracker.DestCounts{Dest: d, Total: uint64(10 + r.IntN(50))}
+						dc.Buckets = []tracker.Bucket{{Index: uint16(20 + r.IntN(200)), Count: uint32(dc.Total)}}
+						switch r.IntN(4) {
+						case 0:
+							dc.TimedOut = slices.Clone(dc.Buckets)
+						case 1:
+							dc.CensoringUnknown = true
+						}
+						b.Dests = append(b.Dests, dc)
+					}
+					what = fmt.Sprintf("insert %v", b.Key)
+					for _, n := range nodes {
+						n.fleet.Insert(b, now)
+					}
+				case k < 75:
+					n := 1 + r.IntN(4)
+					what = fmt.Sprintf("live %d", n)
+					for _, nd := range nodes {
+						nd.fleet.SetLiveMembers(n)
+					}
+				case k < 92:
+					what = "step"
+					clk.Set(now.Add(time.Duration(r.IntN(3000)) * time.Millisecond))
+				case k < 98:
+					what = "next sub-window"
+					clk.Set(now.Add(subMs * time.Millisecond))
+				default:
+					what = "past the window"
+					clk.Set(now.Add(time.Minute + time.Duration(r.IntN(2))*subMs*time.Millisecond))
+				}
+				for _, ds := range sets {
+					for attempt := 1; attempt <= 3; attempt++ {
+						got, err := cached.Timeout(ds, attempt)
+						require.NoError(t, err)
+						want, err := naive.Timeout(ds, attempt)
+						require.NoError(t, err)
+						require.Equal(t, want, got, "step %d (%s): Timeout(%v, %d)", step, what, ds, attempt)
+						seen["source "+got.Source.String()]++
+						seen["reason "+got.Reason.String()]++
+						if got.Guarded {
+							seen["guarded"]++
+						}
+						if got.ProbeTimeout > 0 {
+							seen["probe due"]++
+						}
+						if len(ds) > 1 {
+							got, err := cached.TimeoutQuorum(ds, 1, attempt)
+							require.NoError(t, err)
+							want, err := naive.TimeoutQuorum(ds, 1, attempt)
+							require.NoError(t, err)
+							require.Equal(t, want, got, "step %d (%s): TimeoutQuorum(%v, 1, %d)", step, what, ds, attempt)
+						}
+					}
+				}
+			}
+			// The sequence reaches every kind of decision.
+			for _, k := range []string{"source fleet", "source local", "source none", "reason estimate",
+				"reason capped", "reason failing", "reason fallback", "guarded", "probe due"} {
+				require.Positive(t, seen[k], "%s never decided: %v", k, seen)
+			}
+		})
+	}
+}
+
+// naiveDecision is a Decision with the MarshalJSON it had through
+// encoding/json: the reference of its hand-written encoding.
+type naiveDecision Decision
+
+func (n naiveDecision) MarshalJSON() ([]byte, error) {
+	d := Decision(n)
+	failing := d.Failing
+	if failing == nil {
+		failing = []string{}
+	}
+	var probe *int64
+	if d.ProbeTimeout > 0 {
+		ms := d.ProbeTimeout.Milliseconds()
+		probe = &ms
+	}
+	return json.Marshal(struct {
+		TimeoutMs int64          `json:"timeout_ms"`
+		Attempt   int            `json:"attempt"`
+		Need      int            `json:"need"`
+		DecidedBy string         `json:"decided_by"`
+		Source    tracker.Source `json:"source"`
+		Guarded   bool           `json:"guarded"`
+		Fallback  bool           `json:"fallback"`
+		Reason    timeout.Reason `json:"reason"`
+		Failing   []string       `json:"failing"`
+		ProbeMs   *int64         `json:"probe_ms"`
+	}{d.Timeout.Milliseconds(), d.Attempt, d.Need, d.DecidedBy, d.Source, d.Guarded, d.Fallback, d.Reason, failing, probe})
+}
+
+// naiveDecisionJSON is what GET /v1/timeout wrote for d: writeJSON's
+// encoder on the reference MarshalJSON.
+func naiveDecisionJSON(d Decision) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(naiveDecision(d))
+	return buf.Bytes()
+}
+
+// TestDecisionJSON: the hand-written encoding of GET /v1/timeout's answer
+// (and of Decision.MarshalJSON) is what encoding/json wrote, byte for byte, names with quotes, controls, HTML
+// characters and non-ASCII included.
+func TestDecisionJSON(t *testing.T) {
+	names := []string{"", "db-1", `a"b`, `back\slash`, "tab\there", "<&>", "ünï", "\u2028", "del\x7f", "nul\x00"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 500 {
+		d := Decision{
+			Timeout:      time.Duration(r.Int64N(1 << 40)),
+			Attempt:      1 + r.IntN(5),
+			Need:         1 + r.IntN(3),
+			DecidedBy:    names[r.IntN(len(names))],
+			Source:       tracker.Source(r.IntN(3)),
+			Guarded:      r.IntN(2) == 0,
+			Fallback:     r.IntN(2) == 0,
+			Reason:       timeout.Reason(r.IntN(4)),
+			ProbeTimeout: time.Duration(r.Int64N(1<<40)) * time.Duration(r.IntN(2)),
+		}
+		for range r.IntN(3) {
+			d.Failing = append(d.Failing, names[r.IntN(len(names))])
+		}
+		want := naiveDecisionJSON(d)
+		require.Equal(t, string(want), string(append(d.appendJSON(nil), '\n')), "decision %d", i)
+		got, err := json.Marshal(d)
+		require.NoError(t, err)
+		wantM, err := json.Marshal(naiveDecision(d))
+		require.NoError(t, err)
+		require.Equal(t, string(wantM), string(got), "decision %d", i)
+	}
+}

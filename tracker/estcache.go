@@ -1,0 +1,118 @@
+package tracker
+
+import "time"
+
+// estCaches are one destination's cached estimates, kept in its entry of
+// the Fleet's local *SyncTracker[string] (one lookup finds both the local
+// window and the cache) under the entry's shard lock, one per quantile
+// asked for, up to estSlots (a decision's quantile, and hedging's median
+// and hedge quantile): about 400 bytes each, allocated at the first
+// estimate of the destination at that quantile; further quantiles replace
+// the slots in turn.
+type estCaches struct {
+	slots []estCache
+	next  int // the slot a further quantile replaces
+}
+
+// estSlots is how many quantiles a destination's cache holds.
+const estSlots = 3
+
+// slot returns the cache of quantile q, nil when there is none.
+func (cs *estCaches) slot(q float64) *estCache {
+	for i := range cs.slots {
+		if cs.slots[i].q == q {
+			return &cs.slots[i]
+		}
+	}
+	return nil
+}
+
+// claim returns the cache of quantile q, making one (or replacing one)
+// when there is none.
+func (cs *estCaches) claim(q float64) *estCache {
+	if c := cs.slot(q); c != nil {
+		return c
+	}
+	if len(cs.slots) < estSlots {
+		cs.slots = append(cs.slots, estCache{q: q})
+		return &cs.slots[len(cs.slots)-1]
+	}
+	c := &cs.slots[cs.next]
+	cs.next = (cs.next + 1) % estSlots
+	*c = estCache{q: q}
+	return c
+}
+
+// estCache is the cache of one quantile q: the fleet's facts, valid while
+// the Fleet's version is fver and now's epoch is at most fepoch (the Fleet
+// would not slide); the local view, valid while the window's version is
+// lver; and the estimate assembled from both.
+type estCache struct {
+	q      float64
+	fver   uint64
+	fepoch int64
+	ff     fleetFacts
+	lver   uint64
+	lv     viewFacts
+	est    Estimate // assembled from ff and lv (but for its staleness), when eok
+	fok    bool
+	lok    bool
+	eok    bool
+}
+
+// cached sets *e to dest's estimate (its Dest set to name) at now for q from the cache and
+// reports whether the cache held valid fleet facts: fver is the Fleet's
+// version now, its grid is the tracker's, and minSamples is max(MinSamples,
+// 1). The local view, and the estimate assembled from both, are recomputed
+// (and cached) when the window changed; the staleness is recomputed at
+// each call.
+func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
+	te := t.advance(now)
+	// The epoch of now: the tracker's current one when now is in it.
+	fepoch := te
+	if ms, c := now.UnixMilli(), t.clock.Load(); ms < c.start || ms >= c.end {
+		fepoch = floorDiv(ms, t.s.subMs)
+	}
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	en := sh.get(h, dest)
+	if en == nil || en.ec == nil {
+		sh.mu.Unlock()
+		return false
+	}
+	c := en.ec.slot(q)
+	if c == nil || !c.fok || c.fver != fver || fepoch > c.fepoch {
+		sh.mu.Unlock()
+		return false
+	}
+	en.rotate(te)
+	if !c.lok || c.lver != en.ver {
+		t.s.view(&en.window, q, &c.lv)
+		c.lver, c.lok, c.eok = en.ver, true, false
+	}
+	if !c.eok {
+		assemble(&c.est, name, q, now, &c.ff, &c.lv, true, minSamples)
+		c.eok = true
+	}
+	*e = c.est
+	if c.ff.hasNewest {
+		e.Staleness = sinceMillis(now, c.ff.newestEnd)
+	}
+	sh.mu.Unlock()
+	return true
+}
+
+// fill caches ff, the fleet's facts of dest for q read at the Fleet's
+// version fver and epoch fepoch, when the tracker holds dest.
+func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *fleetFacts) {
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	if en := sh.get(h, dest); en != nil {
+		if en.ec == nil {
+			en.ec = new(estCaches)
+		}
+		c := en.ec.claim(q)
+		c.fver, c.fepoch, c.ff, c.fok, c.eok = fver, fepoch, *ff, true, false
+	}
+	sh.mu.Unlock()
+}

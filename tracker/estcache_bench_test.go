@@ -1,0 +1,63 @@
+package tracker
+
+import "testing"
+
+// benchCachedFleet is benchFleet with a SyncTracker holding 500 samples of
+// dest-042 as the local view: the node's request path.
+func benchCachedFleet(b *testing.B) (*Fleet, *SyncTracker[string]) {
+	c := testFleetConfig()
+	local, err := NewSync[string](c.Tracker)
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := fleetAt(c, testE, 100)
+	for i := range 500 {
+		local.RecordMillis("dest-042", uint64(40+i%40), now)
+	}
+	f, _ := benchFleet(b, c, local)
+	return f, local
+}
+
+// BenchmarkFleetEstimateCached is the estimate of one destination at 100
+// origins × 100 destinations with a SyncTracker as the local view and no
+// change between estimates: the fleet's facts and the local view from the
+// cache in the tracker entry, no Fleet lock.
+func BenchmarkFleetEstimateCached(b *testing.B) {
+	f, _ := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if e, _ := f.Estimate("dest-042", 0.9999, now); e.Source != SourceFleet {
+			b.Fatal(e)
+		}
+	}
+}
+
+// BenchmarkFleetEstimateCachedRecorded is BenchmarkFleetEstimateCached
+// with a record of the destination before each estimate (the record is
+// included): the fleet's facts from the cache, the local view walked again.
+func BenchmarkFleetEstimateCachedRecorded(b *testing.B) {
+	f, local := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		local.RecordMillis("dest-042", 50, now)
+		if e, _ := f.Estimate("dest-042", 0.9999, now); e.Source != SourceFleet {
+			b.Fatal(e)
+		}
+	}
+}
+
+// BenchmarkFleetEstimateUncached is BenchmarkFleetEstimateCached through
+// EstimateUncached: the Fleet's lock, its view and the local view every
+// time (the path before the cache).
+func BenchmarkFleetEstimateUncached(b *testing.B) {
+	f, _ := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		if e, _ := f.EstimateUncached("dest-042", 0.9999, now); e.Source != SourceFleet {
+			b.Fatal(e)
+		}
+	}
+}
