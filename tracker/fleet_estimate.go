@@ -253,6 +253,14 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
+	if len(f.aggs) > 0 {
+		if v := f.aggregateView(dest); v != nil {
+			if v.h.total == 0 {
+				return nil
+			}
+			return slices.Clone(v.h.counts)
+		}
+	}
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -273,7 +281,12 @@ func (f *Fleet) Destinations(now time.Time) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	out := make([]string, 0, len(f.dests))
+	out := make([]string, 0, len(f.dests)+len(f.aggs))
+	for name := range f.aggs {
+		if f.dests[name] == nil {
+			out = append(out, name)
+		}
+	}
 	for name := range f.dests {
 		out = append(out, name)
 	}
