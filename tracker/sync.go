@@ -168,7 +168,11 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 		en.stamp = t.seq.Add(1)
 		sh.lru.moveToFront(&en.recency)
 	}
+	v := en.ver
 	en.record(i)
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, false, v, en.ver)
+	}
 	sh.mu.Unlock()
 }
 
@@ -184,7 +188,11 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
 	sh.recs++
+	v := en.ver
 	en.recordTimeout(i)
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, true, v, en.ver)
+	}
 	sh.mu.Unlock()
 	if created {
 		t.created(en, e)
