@@ -19,7 +19,7 @@ type metrics struct {
 	records   prometheus.CounterFunc // the local tracker's count: no shared counter on the record path
 	rejected  prometheus.Counter
 	chosen    *chosenHist
-	doBy      [len(doResults)]prometheus.Counter           // do's children by result
+	doBy      [len(doResults)]prometheus.Counter // do's children by result
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
