@@ -8,8 +8,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -308,4 +310,24 @@ func TestChosenHistMatchesPrometheus(t *testing.T) {
 	}
 	require.Equal(t, want[0].String(), got[0].String())
 	require.Equal(t, uint64(len(ds)), got[0].Metric[0].Histogram.GetSampleCount()+got[0].Metric[1].Histogram.GetSampleCount()+got[0].Metric[2].Histogram.GetSampleCount())
+}
+
+// TestValidDestMatchesNaive: validDest's ASCII scan answers as the check it
+// replaced, for ASCII names, valid and invalid UTF-8 after an ASCII prefix,
+// and at the length limit.
+func TestValidDestMatchesNaive(t *testing.T) {
+	naive := func(d string) bool { return d != "" && len(d) <= maxDestLen && utf8.ValidString(d) }
+	r := rand.New(rand.NewPCG(5, 6))
+	parts := []string{"a", "db-1", "ü", "\xff", "\xe2\x82", "€", "\x00", strings.Repeat("x", 100)}
+	names := []string{"", strings.Repeat("y", maxDestLen), strings.Repeat("y", maxDestLen+1), strings.Repeat("y", maxDestLen-1) + "ü"}
+	for range 3000 {
+		var b strings.Builder
+		for range r.IntN(5) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		names = append(names, b.String())
+	}
+	for _, d := range names {
+		require.Equal(t, naive(d), validDest(d), "%q", d)
+	}
 }
