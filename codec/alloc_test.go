@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"runtime"
 	"testing"
 
@@ -41,7 +42,7 @@ func TestHostileInputAllocatesLittle(t *testing.T) {
 		{"extra str32 4GiB", build(append(goodBatch(), huge)), decBatch},
 		{"extra ext32 4GiB", build(append(goodBatch(), raw{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01})), decBatch},
 		{"extra map32 4G", build(append(goodBatch(), raw{0xdf, 0xff, 0xff, 0xff, 0xff})), decBatch},
-		{"extra nested 1000 deep", build(append(goodBatch(), raw(make1000(0x91)))), decBatch},
+		{"extra nested 1000 deep", build(append(goodBatch(), raw(bytes.Repeat([]byte{0x91}, 1000)))), decBatch},
 		{"digest groups array32 4G", build(arr{1, 2, "s", raw{0xdd, 0xff, 0xff, 0xff, 0xff}}), decDigest},
 		{"digest keys array32 4G", build(arr{1, 2, "s", arr{arr{"o", 1, 0, raw{0xdd, 0xff, 0xff, 0xff, 0xfe}}}}), decDigest},
 		{"pull sender str32 4GiB", build(arr{1, 3, huge}), decPull},
@@ -62,14 +63,6 @@ func TestHostileInputAllocatesLittle(t *testing.T) {
 func decBatch(d *Decoder, m []byte) error  { _, err := d.DecodeBatch(m); return err }
 func decDigest(d *Decoder, m []byte) error { _, err := d.DecodeDigest(m); return err }
 func decPull(d *Decoder, m []byte) error   { _, err := d.DecodePull(m); return err }
-
-func make1000(b byte) []byte {
-	out := make([]byte, 1000)
-	for i := range out {
-		out[i] = b
-	}
-	return out
-}
 
 // TestNaiveDecodingAllocatesDeclaredLength documents why reflection
 // decoding is not used on peer bytes: 6 bytes declaring a 32 MiB []byte

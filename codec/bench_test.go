@@ -25,17 +25,20 @@ func perDest(b *testing.B, cpu0 int64, dests int) {
 }
 
 func BenchmarkEncodeBatch(b *testing.B) {
-	benchEncode(b, typicalBatch(1, benchDests, benchSamples))
+	benchEncode(b, typicalBatch(1, benchDests, benchSamples), AppendBatch)
 }
 
 // BenchmarkEncodeBatchTimedOut is the typical batch with its tail timed
 // out: two timed-out buckets per destination (censoredBatch).
 func BenchmarkEncodeBatchTimedOut(b *testing.B) {
-	benchEncode(b, censoredBatch(1, benchDests, benchSamples))
+	benchEncode(b, censoredBatch(1, benchDests, benchSamples), AppendBatch)
 }
 
-func benchEncode(b *testing.B, bt tracker.Batch) {
-	buf, err := AppendBatch(nil, bt)
+// benchEncode measures encode(buf[:0], bt) (AppendBatch, or the naive
+// encoder) and reports the message's bytes per destination of bt, which
+// holds benchDests destinations.
+func benchEncode(b *testing.B, bt tracker.Batch, encode func([]byte, tracker.Batch) ([]byte, error)) {
+	buf, err := encode(nil, bt)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +46,7 @@ func benchEncode(b *testing.B, bt tracker.Batch) {
 	b.SetBytes(int64(len(buf)))
 	cpu0 := cpuNanos()
 	for b.Loop() {
-		buf, _ = AppendBatch(buf[:0], bt)
+		buf, _ = encode(buf[:0], bt)
 	}
 	perDest(b, cpu0, benchDests)
 	b.ReportMetric(float64(len(buf))/benchDests, "B/dest")
@@ -70,32 +73,23 @@ func BenchmarkEncodeBatchParts(b *testing.B) {
 // BenchmarkEncodeBatchNaive is msgpack/v5's reflection encoder on the same
 // struct (field names as map keys, no delta encoding).
 func BenchmarkEncodeBatchNaive(b *testing.B) {
-	bt := typicalBatch(1, benchDests, benchSamples)
-	buf, err := msgpack.Marshal(&bt)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(buf)))
-	cpu0 := cpuNanos()
-	for b.Loop() {
-		buf, _ = msgpack.Marshal(&bt)
-	}
-	perDest(b, cpu0, benchDests)
-	b.ReportMetric(float64(len(buf))/benchDests, "B/dest")
+	benchEncode(b, typicalBatch(1, benchDests, benchSamples), func(_ []byte, bt tracker.Batch) ([]byte, error) {
+		return msgpack.Marshal(&bt)
+	})
 }
 
 func BenchmarkDecodeBatch(b *testing.B) {
-	benchDecode(b, typicalBatch(1, benchDests, benchSamples))
+	benchDecodeBatch(b, typicalBatch(1, benchDests, benchSamples))
 }
 
 // BenchmarkDecodeBatchTimedOut decodes the batch of
 // BenchmarkEncodeBatchTimedOut.
 func BenchmarkDecodeBatchTimedOut(b *testing.B) {
-	benchDecode(b, censoredBatch(1, benchDests, benchSamples))
+	benchDecodeBatch(b, censoredBatch(1, benchDests, benchSamples))
 }
 
-func benchDecode(b *testing.B, bt tracker.Batch) {
+// benchDecodeBatch measures a reused Decoder's DecodeBatch of bt's message.
+func benchDecodeBatch(b *testing.B, bt tracker.Batch) {
 	msg, err := AppendBatch(nil, bt)
 	if err != nil {
 		b.Fatal(err)
@@ -107,11 +101,19 @@ func benchDecode(b *testing.B, bt tracker.Batch) {
 	if _, err := dec.DecodeBatch(msg); err != nil { // warm: grow the reused buffers once
 		b.Fatal(err)
 	}
+	benchDecode(b, msg, func(msg []byte) error {
+		_, err := dec.DecodeBatch(msg)
+		return err
+	})
+}
+
+// benchDecode measures decode(msg) of a message of benchDests destinations.
+func benchDecode(b *testing.B, msg []byte, decode func([]byte) error) {
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))
 	cpu0 := cpuNanos()
 	for b.Loop() {
-		if _, err := dec.DecodeBatch(msg); err != nil {
+		if err := decode(msg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -150,19 +152,13 @@ func BenchmarkDecodeBatchNaive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.SetBytes(int64(len(msg)))
-	cpu0 := cpuNanos()
-	for b.Loop() {
+	benchDecode(b, msg, func(msg []byte) error {
 		var got tracker.Batch
 		if err := msgpack.Unmarshal(msg, &got); err != nil {
-			b.Fatal(err)
+			return err
 		}
-		if err := naiveValidate(&got); err != nil {
-			b.Fatal(err)
-		}
-	}
-	perDest(b, cpu0, benchDests)
+		return naiveValidate(&got)
+	})
 }
 
 // BenchmarkEncodedSize reports the encoded bytes per destination of a

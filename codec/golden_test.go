@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"bytes"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -189,7 +190,7 @@ func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 			"version-2":                 build(arr{2, 1}),
 			"version-string":            build(arr{"1", 1}),
 			"type-unknown":              build(arr{1, 77}),
-			"nested-deep-extra":         withExtra(valid, bytes100(0x91)...),
+			"nested-deep-extra":         withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
 			"map32-4G-extra":            withExtra(valid, 0xdf, 0xff, 0xff, 0xff, 0xff),
 			"valid-with-extra":          withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
 			"name-str32-4GiB":           build(arr{1, 2, huge}),
@@ -319,14 +320,6 @@ func appendSentAtRaw(valid []byte, values ...any) []byte {
 	out := append([]byte{0xdd, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}, valid[1:]...)
 	for _, v := range values {
 		out = appendAny(out, v)
-	}
-	return out
-}
-
-func bytes100(b byte) []byte {
-	out := make([]byte, 100)
-	for i := range out {
-		out[i] = b
 	}
 	return out
 }

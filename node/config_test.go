@@ -298,13 +298,8 @@ func TestAddrListFromFlagAndYAML(t *testing.T) {
 
 func TestLoadYAML(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
-		return p
-	}
 	c := DefaultConfig()
-	require.NoError(t, c.LoadYAML(write("ok.yaml", "name: n7\nsub_window: 2s\nbackoff: 10ms..5s\nmin_samples: 9\n"+
+	require.NoError(t, c.LoadYAML(writeFile(t, dir, "ok.yaml", "name: n7\nsub_window: 2s\nbackoff: 10ms..5s\nmin_samples: 9\n"+
 		"window: 20s\nmin_peers: 2\nmax_origin_share: 0.5\nquantile: 0.999\nsafety_factor: 3\nlabel: blue\n"+
 		"max_destinations: 10\nhedge_budget: 0.2\nsecret_key_file: k\nhttp_token_file: tok\ninsecure: true\nadvertise: 10.0.0.1:7946\n")))
 	require.Equal(t, "n7", c.Name)
@@ -326,30 +321,25 @@ func TestLoadYAML(t *testing.T) {
 	require.Equal(t, "127.0.0.1:7946", c.Cluster.Bind, "keys not in the file keep their value")
 	require.Equal(t, 10, c.TrackerConfig().SubWindows)
 
-	require.NoError(t, c.LoadYAML(write("empty.yaml", "")))
-	require.ErrorContains(t, c.LoadYAML(write("typo.yaml", "nmae: x\n")), "field nmae not found")
+	require.NoError(t, c.LoadYAML(writeFile(t, dir, "empty.yaml", "")))
+	require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "typo.yaml", "nmae: x\n")), "field nmae not found")
 	for _, hidden := range []string{"timing: {probe_interval: 1s}\n", "sub_windows: 3\n", "self: x\n", "max_origins: 5\n", "boot_id: 1\n"} {
-		require.ErrorContains(t, c.LoadYAML(write("hidden.yaml", hidden)), "not found", "no YAML key without a flag: %q", hidden)
+		require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "hidden.yaml", hidden)), "not found", "no YAML key without a flag: %q", hidden)
 	}
-	require.ErrorContains(t, c.LoadYAML(write("bad.yaml", "backoff: 5s..1s\n")), "min timeout (5000ms) exceeds max timeout (1000ms)")
+	require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "bad.yaml", "backoff: 5s..1s\n")), "min timeout (5000ms) exceeds max timeout (1000ms)")
 	require.Error(t, c.LoadYAML(filepath.Join(dir, "missing.yaml")))
 }
 
 func TestReadTokenFile(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
-		return p
-	}
-	tok, err := ReadTokenFile(write("tok", "  s3cret\n"))
+	tok, err := ReadTokenFile(writeFile(t, dir, "tok", "  s3cret\n"))
 	require.NoError(t, err)
 	require.Equal(t, "s3cret", tok)
 
 	for name, path := range map[string]string{
-		"empty":     write("empty", " \n"),
+		"empty":     writeFile(t, dir, "empty", " \n"),
 		"directory": dir,
-		"too large": write("big", strings.Repeat("t", 64<<10+1)),
+		"too large": writeFile(t, dir, "big", strings.Repeat("t", 64<<10+1)),
 	} {
 		_, err := ReadTokenFile(path)
 		require.ErrorIs(t, err, ErrTokenFile, name)
@@ -365,8 +355,7 @@ func TestReadTokenFile(t *testing.T) {
 func TestReloadKeysCounted(t *testing.T) {
 	key, err := cluster.GenerateKey()
 	require.NoError(t, err)
-	keyFile := filepath.Join(t.TempDir(), "cluster.key")
-	require.NoError(t, os.WriteFile(keyFile, []byte(key+"\n"), 0o600))
+	keyFile := writeFile(t, t.TempDir(), "cluster.key", key+"\n")
 	cfg := DefaultConfig()
 	cfg.Name, cfg.HTTP = "k", ""
 	cfg.Cluster.Bind, cfg.Cluster.KeyFile = "127.0.0.1:0", keyFile

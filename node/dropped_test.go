@@ -52,7 +52,7 @@ func TestDestinationsDroppedCounted(t *testing.T) {
 // samples), and what was dropped is counted. The control is the same run
 // without junk.
 func TestJunkDestinationsKeepRealData(t *testing.T) {
-	const steps = 7 // 2 s apart: 14 s, two sealed sub-windows
+	const steps = 4 // 2 s apart: 8 s, a sealed sub-window
 	run := func(t *testing.T, junk bool) (fleet uint64, n *Node) {
 		clk := &testClock{now: epochStart(e0).Add(100 * time.Millisecond)}
 		n = newAlone(t, clk, nil)

@@ -9,7 +9,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -350,15 +349,7 @@ func TestFailureMetrics(t *testing.T) {
 	require.True(t, n.Probe(&a, now.Add(a.Timeout)))
 	n.step(now)
 
-	mfs, err := n.gather.Gather()
-	require.NoError(t, err)
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	require.NoError(t, err)
-	require.Empty(t, problems)
-	code, body := do(t, n.Handler(), "GET", "/metrics", "")
-	require.Equal(t, 200, code)
-	text := string(body)
-	for _, line := range []string{
+	requireMetrics(t, n,
 		`atnode_destinations_failing 2`,
 		`atnode_destination_failing{dest="dead"} 1`,
 		`atnode_destination_failing{dest="ok"} 0`,
@@ -367,11 +358,7 @@ func TestFailureMetrics(t *testing.T) {
 		`atnode_probes_finished_total{outcome="timed_out"} 0`,
 		`atnode_outcomes_total{outcome="timed_out"} 3`,
 		`atnode_failure_state_evicted_total 0`,
-	} {
-		require.Contains(t, text, line+"\n")
-	}
+	)
 	n.Observe(a, timeout.TimedOut, a.ProbeTimeout, now.Add(a.ProbeTimeout))
-	_, body = do(t, n.Handler(), "GET", "/metrics", "")
-	require.Contains(t, string(body), `atnode_probes_finished_total{outcome="timed_out"} 1`+"\n")
-	require.Contains(t, string(body), `atnode_probes_in_flight 0`+"\n")
+	requireMetrics(t, n, `atnode_probes_finished_total{outcome="timed_out"} 1`, `atnode_probes_in_flight 0`)
 }

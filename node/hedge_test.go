@@ -297,21 +297,38 @@ func TestDoHedged(t *testing.T) {
 		})
 	})
 
-	t.Run("the first attempt wins; no hedge when it answers in time", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			n := newAlone(t, nil, nil)
-			seed(n)
-			var called []string
-			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
-				called = append(called, dest)
-				time.Sleep(15 * time.Millisecond)
-				return nil
+	t.Run("no hedge: the first attempt wins", func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			mutate func(*Config)
+			seeded bool
+			dests  []string
+			answer time.Duration // every attempt's latency
+			first  string        // the one attempt made
+		}{
+			{"answered in time", nil, true, []string{"slow", "fast"}, 15 * time.Millisecond, "fast"},
+			{"budget 0, ordering kept", func(c *Config) { c.HedgeBudget = 0 }, true, []string{"slow", "fast"}, 100 * time.Millisecond, "fast"},
+			{"no trusted estimate", nil, false, []string{"a", "b"}, 200 * time.Millisecond, "a"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					n := newAlone(t, nil, tc.mutate)
+					if tc.seeded {
+						seed(n)
+					}
+					var called []string
+					dest, err := n.DoHedged(t.Context(), tc.dests, 1, func(ctx context.Context, dest string) error {
+						called = append(called, dest)
+						time.Sleep(tc.answer)
+						return nil
+					})
+					require.NoError(t, err)
+					require.Equal(t, tc.first, dest)
+					require.Equal(t, []string{tc.first}, called)
+					require.Zero(t, counterValue(t, n.met.hedgesSent))
+				})
 			})
-			require.NoError(t, err)
-			require.Equal(t, "fast", dest)
-			require.Equal(t, []string{"fast"}, called)
-			require.Zero(t, counterValue(t, n.met.hedgesSent))
-		})
+		}
 	})
 
 	t.Run("an answer with an application error wins", func(t *testing.T) {
@@ -433,35 +450,6 @@ func TestDoHedged(t *testing.T) {
 		})
 	})
 
-	t.Run("budget 0: no hedge, ordering kept", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })
-			seed(n)
-			var called []string
-			dest, err := n.DoHedged(t.Context(), []string{"slow", "fast"}, 1, func(ctx context.Context, dest string) error {
-				called = append(called, dest)
-				time.Sleep(100 * time.Millisecond)
-				return nil
-			})
-			require.NoError(t, err)
-			require.Equal(t, "fast", dest)
-			require.Equal(t, []string{"fast"}, called)
-		})
-	})
-
-	t.Run("no trusted estimate: no hedge", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			n := newAlone(t, nil, nil)
-			var called []string
-			_, err := n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, dest string) error {
-				called = append(called, dest)
-				time.Sleep(200 * time.Millisecond)
-				return nil
-			})
-			require.NoError(t, err)
-			require.Equal(t, []string{"a"}, called)
-		})
-	})
 }
 
 // TestDoHedgedConcurrent: callers on several goroutines, with stalls,

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -88,6 +91,34 @@ func do(t *testing.T, h http.Handler, method, target string, body string, hdr ..
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w.Code, w.Body.Bytes()
+}
+
+// writeFile writes body to the file name in dir, readable by its owner
+// only, and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+// requireMetrics requires n's metric families to pass promlint and GET
+// /metrics to answer 200 with every one of lines as a whole line, and
+// returns the text.
+func requireMetrics(t *testing.T, n *Node, lines ...string) string {
+	t.Helper()
+	mfs, err := n.gather.Gather()
+	require.NoError(t, err)
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems)
+	code, body := do(t, n.Handler(), "GET", "/metrics", "")
+	require.Equal(t, 200, code)
+	text := string(body)
+	for _, line := range lines {
+		require.Contains(t, text, line+"\n")
+	}
+	return text
 }
 
 // getJSON GETs target, requires status 200 and decodes the body into a

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -71,9 +69,7 @@ func handDataset(t *testing.T, hdr ...string) (*Node, *testClock) {
 }
 
 func writeToken(t *testing.T, tok string) string {
-	p := filepath.Join(t.TempDir(), "token")
-	require.NoError(t, os.WriteFile(p, []byte(tok+"\n"), 0o600))
-	return p
+	return writeFile(t, t.TempDir(), "token", tok+"\n")
 }
 
 func TestEstimateFieldByField(t *testing.T) {
@@ -641,16 +637,7 @@ func TestMetrics(t *testing.T) {
 	require.NoError(t, err)
 	n.step(n.clock())
 
-	mfs, err := n.gather.Gather()
-	require.NoError(t, err)
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	require.NoError(t, err)
-	require.Empty(t, problems)
-
-	code, body := do(t, n.Handler(), "GET", "/metrics", "")
-	require.Equal(t, 200, code)
-	text := string(body)
-	for _, line := range []string{
+	text := requireMetrics(t, n,
 		`atnode_records_total 125`,
 		`atnode_records_rejected_total 2`,
 		`atnode_destination_fleet_quantile_seconds{dest="db"} 0.1`,
@@ -684,9 +671,7 @@ func TestMetrics(t *testing.T) {
 		`atnode_destinations_dropped_total{where="tracker"} 0`,
 		`atnode_destinations_dropped_total{where="seal"} 0`,
 		`atnode_destinations_dropped_total{where="fleet"} 0`,
-	} {
-		require.Contains(t, text, line+"\n")
-	}
+	)
 	require.NotContains(t, text, `atnode_destination_fleet_quantile_seconds{dest="new"}`) // no fleet samples
 
 	t.Run("registerer", func(t *testing.T) {

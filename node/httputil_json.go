@@ -222,6 +222,13 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 			n++
 		}
 	}
+	someDigits := func(where string) error { // 1 or more digits
+		n, err := digits()
+		if err == nil && n == 0 {
+			err = s.digitDue(where)
+		}
+		return err
+	}
 	add(c)
 	if c == '-' {
 		d, ok := peek()
@@ -244,12 +251,8 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 	if d, ok := peek(); ok && d == '.' {
 		add(d)
 		s.pos++
-		n, err := digits()
-		if err != nil {
+		if err := someDigits("after the decimal point"); err != nil {
 			return nil, false, err
-		}
-		if n == 0 {
-			return nil, false, s.digitDue("after the decimal point")
 		}
 	} else if !ok && s.err != io.EOF {
 		return nil, false, s.ended()
@@ -261,12 +264,8 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 			add(d)
 			s.pos++
 		}
-		n, err := digits()
-		if err != nil {
+		if err := someDigits("in the exponent"); err != nil {
 			return nil, false, err
-		}
-		if n == 0 {
-			return nil, false, s.digitDue("in the exponent")
 		}
 	} else if !ok && s.err != io.EOF {
 		return nil, false, s.ended()
@@ -582,6 +581,29 @@ func (s *jsonScanner) memberValue(c byte) (byte, error) {
 		return 0, err
 	}
 	return s.next()
+}
+
+// afterMember consumes what follows an object member's value: a ',' and
+// the first byte of the next member's key, or the object's '}'. It returns
+// that byte.
+func (s *jsonScanner) afterMember() (byte, error) {
+	c, err := s.next()
+	if err != nil {
+		return 0, err
+	}
+	switch c {
+	case ',':
+		if c, err = s.next(); err != nil {
+			return 0, err
+		}
+		if c == '}' {
+			return 0, s.unexpected(c, "a string (an object key)")
+		}
+	case '}':
+	default:
+		return 0, s.unexpected(c, "',' or '}'")
+	}
+	return c, nil
 }
 
 // hex4 decodes the 4 hex digits at the start of b.

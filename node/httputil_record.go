@@ -173,20 +173,8 @@ func (d *recordDecoder) decode() ([]Sample, error) {
 				return nil, err
 			}
 		}
-		if c, err = s.next(); err != nil {
+		if c, err = s.afterMember(); err != nil {
 			return nil, err
-		}
-		switch c {
-		case ',':
-			if c, err = s.next(); err != nil {
-				return nil, err
-			}
-			if c == '}' {
-				return nil, s.unexpected(c, "a string (an object key)")
-			}
-		case '}':
-		default:
-			return nil, s.unexpected(c, "',' or '}'")
 		}
 	}
 	if err := s.atEnd(); err != nil {
@@ -309,20 +297,8 @@ func (d *recordDecoder) sample() (Sample, error) {
 		if err != nil {
 			return smp, err
 		}
-		if c, err = s.next(); err != nil {
+		if c, err = s.afterMember(); err != nil {
 			return smp, err
-		}
-		switch c {
-		case ',':
-			if c, err = s.next(); err != nil {
-				return smp, err
-			}
-			if c == '}' {
-				return smp, s.unexpected(c, "a string (an object key)")
-			}
-		case '}':
-		default:
-			return smp, s.unexpected(c, "',' or '}'")
 		}
 	}
 	switch {

@@ -106,6 +106,18 @@ func getJSON(t *testing.T, url string, v any) int {
 	return resp.StatusCode
 }
 
+// metrics returns p's /metrics, requiring status 200.
+func (p *agentProc) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := httpClient.Get("http://" + p.http + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	return string(body)
+}
+
 type memberJSON struct {
 	Name   string `json:"name"`
 	Member string `json:"member"`
@@ -281,13 +293,9 @@ func TestAgentKeyRotation(t *testing.T) {
 	waitFor(t, 10*time.Second, "FIFO refused", func() bool { return strings.Count(a.stderr.String(), "not reloaded") == 2 })
 	require.Contains(t, a.stderr.String(), "not a regular file (a FIFO)")
 
-	resp, err := httpClient.Get("http://" + a.http + "/metrics")
-	require.NoError(t, err)
-	metrics, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Contains(t, string(metrics), `atnode_key_reloads_total{result="ok"} 1`)
-	require.Contains(t, string(metrics), `atnode_key_reloads_total{result="error"} 2`)
+	metrics := a.metrics(t)
+	require.Contains(t, metrics, `atnode_key_reloads_total{result="ok"} 1`)
+	require.Contains(t, metrics, `atnode_key_reloads_total{result="error"} 2`)
 
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGHUP)) // one more read of the FIFO, then at once:
 	require.Equal(t, 0, a.stop(t, syscall.SIGTERM), "SIGTERM is not held up by the key file")
@@ -377,12 +385,8 @@ func TestAgentJoinRefusedForSubWindow(t *testing.T) {
 	require.Equal(t, "config_mismatch", st.Warnings[0].Kind)
 	require.Regexp(t, `^member b-[0-9a-f]{8} \(127\.0\.0\.1:\d+\) advertises -sub-window 3s \(this node's is 6s\): refused at join$`, st.Warnings[0].Message)
 	require.Equal(t, map[string]string{"a": "alive"}, a.states(t))
-	resp, err := httpClient.Get("http://" + a.http + "/metrics")
-	require.NoError(t, err)
-	metrics, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Contains(t, string(metrics), `atnode_warnings{kind="config_mismatch"} 1`)
-	require.Contains(t, string(metrics), `atnode_warnings_raised_total{kind="config_mismatch"} 1`)
+	metrics := a.metrics(t)
+	require.Contains(t, metrics, `atnode_warnings{kind="config_mismatch"} 1`)
+	require.Contains(t, metrics, `atnode_warnings_raised_total{kind="config_mismatch"} 1`)
 	require.Equal(t, 0, a.stop(t, syscall.SIGTERM))
 }

@@ -12,6 +12,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// twoHosts returns a network of the given seed, closed when t ends, and two
+// transports on it.
+func twoHosts(t *testing.T, seed uint64) (n *Network, a, b *Transport) {
+	n = New(seed)
+	t.Cleanup(n.Close)
+	return n, n.NewTransport(), n.NewTransport()
+}
+
 // recv returns the next packet or fails after a wide deadline.
 func recv(t *testing.T, tr *Transport) *memberlist.Packet {
 	t.Helper()
@@ -28,9 +36,7 @@ func pending(tr *Transport) int { return len(tr.packetCh) }
 
 func TestPackets(t *testing.T) {
 	t.Parallel()
-	n := New(1)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 1)
 	require.NotEqual(t, a.Addr(), b.Addr())
 	ip, port, err := a.FinalAdvertiseAddr("1.2.3.4", 1)
 	require.NoError(t, err)
@@ -72,9 +78,7 @@ func TestFaultsAreSeededAndCounted(t *testing.T) {
 
 func TestDelay(t *testing.T) {
 	t.Parallel()
-	n := New(2)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 2)
 	n.SetFaults(Faults{Delay: 20 * time.Millisecond})
 	before := time.Now()
 	_, err := a.WriteTo([]byte("late"), b.Addr())
@@ -123,9 +127,7 @@ func TestPartitionAndHeal(t *testing.T) {
 
 func TestStreams(t *testing.T) {
 	t.Parallel()
-	n := New(4)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 4)
 	conn, err := a.DialAddressTimeout(memberlist.Address{Addr: b.Addr(), Name: "ignored"}, time.Second)
 	require.NoError(t, err)
 	var acc interface {
@@ -151,9 +153,7 @@ func TestStreams(t *testing.T) {
 
 func TestCrashAndShutdown(t *testing.T) {
 	t.Parallel()
-	n := New(5)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 5)
 	conn, err := b.DialTimeout(a.Addr(), time.Second)
 	require.NoError(t, err)
 	require.True(t, n.Crash(a.Addr()))

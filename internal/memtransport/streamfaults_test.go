@@ -45,9 +45,7 @@ func acceptAll(b *Transport, done <-chan struct{}) func() []string {
 
 func TestStreamDrop(t *testing.T) {
 	t.Parallel()
-	n := New(9)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 9)
 	n.SetFaults(Faults{StreamDrop: 1})
 	c, err := a.DialTimeout(b.Addr(), time.Second)
 	require.NoError(t, err, "a lost stream dials fine")
@@ -68,9 +66,7 @@ func TestStreamDrop(t *testing.T) {
 
 func TestStreamDuplicate(t *testing.T) {
 	t.Parallel()
-	n := New(10)
-	defer n.Close()
-	a, b := n.NewTransport(), n.NewTransport()
+	n, a, b := twoHosts(t, 10)
 	n.SetFaults(Faults{StreamDuplicate: 1})
 	done := make(chan struct{})
 	results := acceptAll(b, done)

@@ -1,6 +1,6 @@
 // Package policytest holds timeout.Policy fakes for the transport adapters'
-// tests and benchmarks, until the real policies (timeout.NewPolicy,
-// *node.Node) are there to test against.
+// tests and benchmarks, and Hedging, the real timeout.NewPolicy over a
+// fixed history, for their hedging tests.
 package policytest
 
 import (

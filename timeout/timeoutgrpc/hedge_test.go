@@ -13,8 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/adaptivetimeout/adaptivetimeout/timeout"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 )
 
 // seqInvoker answers its n-th call after delays[n] (bubble time) with the
@@ -45,27 +44,13 @@ func (s *seqInvoker) invoke(ctx context.Context, _ string, _, reply any, _ *grpc
 	}
 }
 
-// hedgingPolicy is timeout.NewPolicy over a tracker where "h" answered in
-// 20 ms 100 times: hedge delay 21 ms, timeout the 250 ms floor.
-func hedgingPolicy(t *testing.T) (*timeout.Decider, *tracker.SyncTracker[string]) {
-	t.Helper()
-	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
-	require.NoError(t, err)
-	for range 100 {
-		tr.Record("h", 20*time.Millisecond, time.Now())
-	}
-	p, err := timeout.NewPolicy(timeout.DefaultConfig(), tr)
-	require.NoError(t, err)
-	return p, tr
-}
-
 func TestHedgeUnary(t *testing.T) {
 	toH := WithDestination(func(context.Context, string, *grpc.ClientConn) string { return "h" })
 	all := WithHedging(func(string) bool { return true })
 
 	t.Run("a stalled call is hedged; the hedge's reply wins, the first is superseded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			inv := &seqInvoker{delays: []time.Duration{time.Second, 5 * time.Millisecond}}
 			ic := UnaryClientInterceptor(p, toH, all)
 			reply := new(wrapperspb.StringValue)
@@ -77,8 +62,7 @@ func TestHedgeUnary(t *testing.T) {
 			synctest.Wait()
 			require.Equal(t, 2, inv.calls)
 			require.Equal(t, context.Canceled, inv.causes[0])
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 102, e.LocalSamples)
 			require.EqualValues(t, 1, e.LocalCensored)
 			require.EqualValues(t, 26, e.LocalValueMillis, "superseded at its elapsed time")
@@ -87,7 +71,7 @@ func TestHedgeUnary(t *testing.T) {
 	t.Run("not an idempotent method, or not opted in: no hedge", func(t *testing.T) {
 		for _, opts := range [][]Option{{toH}, {toH, WithHedging(func(m string) bool { return m == "/test.Echo/Get" })}} {
 			synctest.Test(t, func(t *testing.T) {
-				p, _ := hedgingPolicy(t)
+				p, _ := policytest.Hedging(t)
 				inv := &seqInvoker{delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
 				reply := new(wrapperspb.StringValue)
 				err := UnaryClientInterceptor(p, opts...)(t.Context(), "/test.Echo/Unary", wrapperspb.String("x"), reply, nil, inv.invoke)
@@ -99,21 +83,20 @@ func TestHedgeUnary(t *testing.T) {
 	})
 	t.Run("both time out: the first one's error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			inv := &seqInvoker{delays: []time.Duration{time.Hour}}
 			start := time.Now()
 			err := UnaryClientInterceptor(p, toH, all)(t.Context(), "/m", wrapperspb.String("x"), new(wrapperspb.StringValue), nil, inv.invoke)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
 			require.Equal(t, 271*time.Millisecond, time.Since(start))
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 2, e.LocalCensored)
 		})
 	})
 	t.Run("the caller's cancellation ends both and records nothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			inv := &seqInvoker{delays: []time.Duration{time.Hour}}
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(50*time.Millisecond, cancel)
@@ -121,8 +104,7 @@ func TestHedgeUnary(t *testing.T) {
 			require.Equal(t, codes.Canceled, status.Code(err))
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 2, inv.calls)
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 100, e.LocalSamples)
 		})
 	})

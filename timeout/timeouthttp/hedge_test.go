@@ -12,8 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adaptivetimeout/adaptivetimeout/timeout"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 )
 
 // seqBase answers its n-th call after delays[n] (bubble time) with body
@@ -47,25 +46,10 @@ func (s *seqBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 }
 
-// hedgingPolicy is timeout.NewPolicy over a tracker where "h" answered in
-// 20 ms 100 times: its P95 is 20 ms, so the hedge delay is 21 ms, and its
-// timeout the 250 ms floor.
-func hedgingPolicy(t *testing.T) (*timeout.Decider, *tracker.SyncTracker[string]) {
-	t.Helper()
-	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
-	require.NoError(t, err)
-	for range 100 {
-		tr.Record("h", 20*time.Millisecond, time.Now())
-	}
-	p, err := timeout.NewPolicy(timeout.DefaultConfig(), tr)
-	require.NoError(t, err)
-	return p, tr
-}
-
 func TestHedge(t *testing.T) {
 	t.Run("a stalled GET is hedged; the hedge wins, the first is superseded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Second, 5 * time.Millisecond}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
@@ -81,8 +65,7 @@ func TestHedge(t *testing.T) {
 			synctest.Wait()
 			require.Equal(t, 2, base.calls)
 			require.Equal(t, context.Canceled, base.causes[0], "the loser is cancelled")
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 102, e.LocalSamples, "the hedge completed, the loser superseded")
 			require.EqualValues(t, 1, e.LocalCensored)
 			require.EqualValues(t, 26, e.LocalValueMillis, "censored at its elapsed time")
@@ -103,7 +86,7 @@ func TestHedge(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					p, _ := hedgingPolicy(t)
+					p, _ := policytest.Hedging(t)
 					delays := []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}
 					if tc.name == "in time" {
 						delays[0] = 15 * time.Millisecond
@@ -127,7 +110,7 @@ func TestHedge(t *testing.T) {
 	})
 	t.Run("a budget of 0 never hedges", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, _ := hedgingPolicy(t)
+			p, _ := policytest.Hedging(t)
 			p.SetHedgeBudget(0)
 			base := &seqBase{delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
@@ -141,7 +124,7 @@ func TestHedge(t *testing.T) {
 	})
 	t.Run("both time out: the first one's error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Hour}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
@@ -150,14 +133,13 @@ func TestHedge(t *testing.T) {
 			_, err = rt.RoundTrip(req)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 271*time.Millisecond, time.Since(start), "the hedge's own timeout, from 21 ms")
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 2, e.LocalCensored)
 		})
 	})
 	t.Run("the caller's cancellation ends both and records nothing", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			p, tr := hedgingPolicy(t)
+			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Hour}}
 			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			ctx, cancel := context.WithCancel(t.Context())
@@ -168,8 +150,7 @@ func TestHedge(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 2, base.calls)
-			e, err := tracker.LocalEstimate(tr, "h", 1, time.Now())
-			require.NoError(t, err)
+			e := policytest.HedgedLocal(t, tr)
 			require.EqualValues(t, 100, e.LocalSamples)
 		})
 	})

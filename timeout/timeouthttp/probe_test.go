@@ -127,19 +127,7 @@ func TestShadowProbe(t *testing.T) {
 	t.Run("answered in time: the caller's reply, cut at the timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := probing()
-			tr := newTransport(t, Options{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				time.Sleep(30 * time.Millisecond)
-				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
-					Body: io.NopCloser(io.MultiReader(strings.NewReader("part"), ctxReader{r.Context()}))}, nil
-			})})
-			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
-			resp, err := tr.RoundTrip(req)
-			require.NoError(t, err)
-			got, err := io.ReadAll(resp.Body)
-			require.Equal(t, "part", string(got))
-			require.ErrorIs(t, err, ErrTimeout)
-			require.NoError(t, resp.Body.Close())
+			readStalledBody(t, newTransport(t, Options{Policy: p, Base: stallingBody(30 * time.Millisecond)}))
 			require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond}}, p.Observed())
 			require.Zero(t, p.Probes(), "a response in the caller's hands is never probed")
 		})

@@ -416,21 +416,35 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 func TestBodyStalledPastTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := policy("h", 80*time.Millisecond)
-		tr := newTransport(t, Options{Policy: p,
-			Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
-					Body: io.NopCloser(io.MultiReader(strings.NewReader("part"), ctxReader{r.Context()}))}, nil
-			})})
-		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-		require.NoError(t, err)
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		require.Equal(t, "part", string(got))
-		require.ErrorIs(t, err, ErrTimeout)
-		require.NoError(t, resp.Body.Close())
+		readStalledBody(t, newTransport(t, Options{Policy: p, Base: stallingBody(0)}))
 		require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 80 * time.Millisecond}}, p.Observed())
 	})
+}
+
+// stallingBody answers after delay (bubble time) with a body whose data
+// stops after "part": its next read blocks until the request's context
+// ends.
+func stallingBody(delay time.Duration) roundTripFunc {
+	return func(r *http.Request) (*http.Response, error) {
+		time.Sleep(delay)
+		return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+			Body: io.NopCloser(io.MultiReader(strings.NewReader("part"), ctxReader{r.Context()}))}, nil
+	}
+}
+
+// readStalledBody sends a GET to h over tr, whose base is stallingBody,
+// and requires its body to yield "part" and then be cut by the adaptive
+// timeout.
+func readStalledBody(t *testing.T, tr http.RoundTripper) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	require.Equal(t, "part", string(got))
+	require.ErrorIs(t, err, ErrTimeout)
+	require.NoError(t, resp.Body.Close())
 }
 
 // ctxReader blocks until ctx ends, then fails with its cause, as net/http's
