@@ -132,7 +132,7 @@ func New(cfg Config) (*Cluster, error) {
 		cfg:      cfg,
 		boot:     boot,
 		self:     MemberName(cfg.Name, boot),
-		level:    CurrentLevel,
+		level:    advertisedLevel(cfg),
 		settings: st,
 		events:   make(chan Event, cfg.Limits.EventQueue),
 		msgs:     make(chan []byte, cfg.Limits.MessageQueue),

@@ -428,7 +428,8 @@ func TestMetaVersionFor(t *testing.T) {
 	require.Equal(t, uint8(0), ClusterLevel(nil))
 	require.Equal(t, uint8(0), ClusterLevel([]Member{m("x", StateAlive, 0), m("c", StateDead, Level1)}))
 	require.Equal(t, Level1, ClusterLevel([]Member{self, m("c", StateSuspect, Level1)}))
-	require.Equal(t, Level2, ClusterLevel([]Member{self, m("b", StateAlive, 3)}))
+	require.Equal(t, Level2, ClusterLevel([]Member{self, m("b", StateAlive, Level2)}), "the lowest: a member that cannot run protocol v2")
+	require.Equal(t, CurrentLevel, ClusterLevel([]Member{self, m("b", StateAlive, CurrentLevel+1)}), "a later release does not raise it above ours")
 	require.Equal(t, Level1, memberLevel(0), "a release before the levels advertises 0")
 	require.Equal(t, Level2, memberLevel(2))
 }

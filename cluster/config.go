@@ -119,6 +119,13 @@ type Config struct {
 	// nil means this node has no latencies of its own to share.
 	Seal func(epoch int64, now time.Time) []tracker.DestCounts `yaml:"-"`
 
+	// Owned keeps the records of the destinations this node owns under
+	// protocol v2 (a *tracker.Owned made from the Store's configuration).
+	// With it, a Store that is also an AggregateStore (*tracker.Fleet) and
+	// Gossip.Protocol 2, this member advertises Level3 and runs v2 once every
+	// member up does; nil (the default) advertises Level2 and runs v1 only.
+	Owned OwnedStore `yaml:"-"`
+
 	// SealLimits caps this node's sealed batch per epoch: set it to the
 	// Store's per-member caps (tracker.FleetConfig.MaxDestinations and
 	// MaxEpochBuckets). The destinations with the fewest samples are left

@@ -52,6 +52,8 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 		SealLimits:    cfg.SealLimits,
 		BulkSyncDelay: 4 * cfg.Timing.GossipInterval,
 		Logger:        c.log,
+		Owned:         cfg.Owned,
+		Aggregates:    aggregatesOf(cfg),
 	})
 	if err != nil {
 		return nil, err
@@ -183,4 +185,24 @@ func (g *gossiper) worker(wg *sync.WaitGroup) {
 			g.log.Debug("cluster: gossip send failed", "to", m.To, "type", m.Type, "err", err)
 		}
 	}
+}
+
+// aggregatesOf is the Store as an AggregateStore when it is one and the
+// node has an OwnedStore: what protocol v2 needs besides it.
+func aggregatesOf(cfg Config) AggregateStore {
+	if cfg.Owned == nil {
+		return nil
+	}
+	a, _ := cfg.Store.(AggregateStore)
+	return a
+}
+
+// advertisedLevel is the protocol level this member advertises:
+// CurrentLevel (Level3, protocol v2) when it can run protocol v2 (see
+// Config.Owned), else Level2.
+func advertisedLevel(cfg Config) uint8 {
+	if cfg.Store != nil && cfg.Gossip.Protocol >= ProtocolV2 && aggregatesOf(cfg) != nil {
+		return Level3
+	}
+	return Level2
 }

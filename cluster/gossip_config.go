@@ -73,6 +73,41 @@ type Gossip struct {
 	// destinations). In [1 KiB, Limits.MaxMessageBytes]; default 64 KiB
 	// (about 800 destinations of typical latencies).
 	MaxPartBytes int `yaml:"max_part_bytes"`
+
+	// Protocol is the highest dissemination protocol this node speaks and
+	// advertises: 2 (destination-owned aggregation, used once every member
+	// up advertises 2) or 1 (every node holds every origin's batches). A
+	// node of an older release advertises none and counts as 1, so a
+	// rolling upgrade runs v1 until its last node is upgraded. Default 2.
+	Protocol int `yaml:"protocol"`
+
+	// Owners is how many members own each destination under protocol v2
+	// (A): the first merges and publishes its aggregate, the second
+	// cross-checks it and takes over when the first has not published
+	// within FailoverDelay or died. Each origin sends each destination's
+	// records to all its owners: the cost of records is A × what one owner
+	// would take. In [1, 8]; default 2.
+	Owners int `yaml:"owners"`
+
+	// PublishDelay is how long a first owner waits after an epoch boundary
+	// plus the largest seal jitter before merging and publishing the
+	// epoch's aggregates: time for every origin's records to arrive. It
+	// adds to the seal-to-convergence time; records later than it make a
+	// second aggregate (RepublishDelay after the first late one, at most
+	// once per destination and epoch). With the jitter it is at most 60 %
+	// of a sub-window. Default 400ms.
+	PublishDelay time.Duration `yaml:"publish_delay"`
+
+	// FailoverDelay is how long after the first owner's publish time the
+	// second owner checks that the aggregate arrived with its own
+	// coverage, and publishes its own when none arrived or a smaller one.
+	// At most a quarter sub-window. Default 1s.
+	FailoverDelay time.Duration `yaml:"failover_delay"`
+
+	// RepublishDelay is how long a publisher waits after the first record
+	// that arrived after its publish before publishing again, to take in
+	// the other late ones. Default 200ms.
+	RepublishDelay time.Duration `yaml:"republish_delay"`
 }
 
 // DefaultGossip returns the defaults: anti-entropy every 2 s, seal jitter up
@@ -87,6 +122,11 @@ func DefaultGossip() Gossip {
 		BulkSyncPeers:       3,
 		BulkSyncBytes:       4 << 20,
 		MaxPartBytes:        64 << 10,
+		Protocol:            ProtocolV2,
+		Owners:              2,
+		PublishDelay:        400 * time.Millisecond,
+		FailoverDelay:       time.Second,
+		RepublishDelay:      200 * time.Millisecond,
 	}
 }
 
@@ -118,6 +158,15 @@ func (g Gossip) validate(maxMessage int) []error {
 	}
 	if g.BulkSyncBytes < 1 {
 		bad("bulk sync bytes must be >= 1, got %d", g.BulkSyncBytes)
+	}
+	if g.Protocol != 1 && g.Protocol != ProtocolV2 {
+		bad("protocol must be 1 or 2, got %d", g.Protocol)
+	}
+	if g.Owners < 1 || g.Owners > 8 {
+		bad("owners must be in [1, 8], got %d", g.Owners)
+	}
+	if g.PublishDelay < 0 || g.FailoverDelay <= 0 || g.RepublishDelay <= 0 {
+		bad("publish delay must be >= 0, failover and republish delays > 0, got %v, %v, %v", g.PublishDelay, g.FailoverDelay, g.RepublishDelay)
 	}
 	limit := min(maxMessage, codec.MaxMessageBytes)
 	if g.MaxPartBytes < 1024 || g.MaxPartBytes > limit {

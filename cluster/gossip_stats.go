@@ -115,7 +115,7 @@ func NewGossipStats() GossipStats {
 }
 
 func typeName(t codec.MessageType) string {
-	if t >= codec.TypeBatch && t <= codec.TypePull {
+	if t >= codec.TypeBatch && t <= codec.TypeRecordPull {
 		return t.String()
 	}
 	return "invalid"

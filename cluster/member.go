@@ -108,8 +108,13 @@ const (
 	// Level2 also reads and writes version 2 metadata (the settings) and
 	// sends its settings in memberlist's push/pull state.
 	Level2 uint8 = 2
+	// Level3 also runs destination-owned aggregation (dissemination
+	// protocol v2, its message types): a cluster runs it while
+	// ClusterLevel is at least Level3. A member of this release that
+	// cannot run it (no fleet, or Gossip.Protocol 1) advertises Level2.
+	Level3 uint8 = 3
 	// CurrentLevel is this release's level.
-	CurrentLevel = Level2
+	CurrentLevel = Level3
 )
 
 // ClusterLevel returns the level every member up in members speaks: the

@@ -85,6 +85,15 @@ type ProtocolConfig struct {
 	BulkSyncDelay time.Duration
 	// Logger receives seal warnings; nil discards them.
 	Logger *slog.Logger
+
+	// Owned and Aggregates are this node's stores for protocol v2
+	// (destination-owned aggregation): the records of the destinations it
+	// owns (*tracker.Owned) and the aggregates it reads (*tracker.Fleet,
+	// usually Store itself). With both set and Gossip.Protocol 2, the
+	// protocol runs v2 once every member up advertises it; nil runs v1
+	// only.
+	Owned      OwnedStore
+	Aggregates AggregateStore
 }
 
 // Message is one message the protocol wants sent.
@@ -114,6 +123,9 @@ type Receipt struct {
 	Key      tracker.BatchKey
 	// Repair is true for a new batch that this node had pulled.
 	Repair bool
+	// NewAggregates lists the aggregates of an aggregates message kept as
+	// new (protocol v2).
+	NewAggregates []tracker.AggregateEntry
 }
 
 // ProtocolStats counts what the protocol sealed; all counts are cumulative.
@@ -124,6 +136,8 @@ type ProtocolStats struct {
 	// DestinationsDropped counts the destinations left out of sealed
 	// batches by SealLimits (those with the fewest samples).
 	DestinationsDropped uint64
+	// V2 counts what destination-owned aggregation did.
+	V2 V2Stats
 }
 
 // Protocol is one node's dissemination logic, with no goroutines, clock or
@@ -146,7 +160,10 @@ type Protocol struct {
 	dec    *codec.Decoder
 	log    *slog.Logger
 	jitter time.Duration // seal delay after each epoch boundary, when there are peers
-	rng    *mrand.Rand   // anti-entropy waits, peer choice, bulk-sync shuffle
+	// maxJitter is the largest seal delay of any node: min(SealJitter, sub-window/2).
+	maxJitter time.Duration
+	lastNow   time.Time   // the latest time given to Tick, Receive or SetMembers
+	rng       *mrand.Rand // anti-entropy waits, peer choice, bulk-sync shuffle
 
 	// Membership, as last given to SetMembers.
 	members  []Member
@@ -172,6 +189,8 @@ type Protocol struct {
 	avgBatch  float64                        // running mean of batch message sizes, to size pulls
 
 	stats ProtocolStats
+
+	v2 v2 // destination-owned aggregation
 }
 
 // NewProtocol returns a Protocol, or an error if cfg's name, tracker
@@ -219,6 +238,8 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 		dec:       dec,
 		log:       l,
 		jitter:    time.Duration(u * float64(maxJitter)),
+		maxJitter: maxJitter,
+		v2:        newV2(),
 		rng:       mrand.New(mrand.NewPCG(cfg.BootID, seedAntiEntropy)),
 		byMember:  map[string]int{},
 		clocks:    map[string]*peerClock{},
@@ -251,6 +272,7 @@ func (p *Protocol) Stats() ProtocolStats { return p.stats }
 // first anti-entropy round and bulk sync come later. A Tick before Next
 // does nothing.
 func (p *Protocol) Tick(now time.Time) []Message {
+	p.lastNow = later(p.lastNow, now)
 	if !p.started {
 		p.started = true
 		p.lastSealed = p.cfg.Tracker.Epoch(now) - int64(p.cfg.Tracker.SubWindows)
@@ -259,7 +281,19 @@ func (p *Protocol) Tick(now time.Time) []Message {
 	}
 	msgs := p.sealDue(now, nil)
 	msgs = p.bulkSyncDue(now, msgs)
-	return p.antiEntropyDue(now, msgs)
+	msgs = p.antiEntropyDue(now, msgs)
+	if p.v2.on {
+		p.ownersNow(now)
+		p.publishDue(now)
+	}
+	return p.flush(msgs)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Next returns when the protocol next needs a Tick: the earliest of the
@@ -278,6 +312,9 @@ func (p *Protocol) Next() time.Time {
 	}
 	if p.bulkArmed() && p.bulkAt.Before(next) {
 		next = p.bulkAt
+	}
+	if v := p.nextV2(); !v.IsZero() && v.Before(next) {
+		next = v
 	}
 	return next
 }
@@ -312,7 +349,12 @@ func (p *Protocol) antiEntropyDue(now time.Time, msgs []Message) []Message {
 		p.applyMembership(now)
 	}
 	if len(p.peers) > 0 {
-		msgs = append(msgs, p.digests(p.peers[p.rng.IntN(len(p.peers))], now)...)
+		to := p.peers[p.rng.IntN(len(p.peers))]
+		if p.v2.on {
+			msgs = append(msgs, p.aggDigests(to, now)...)
+		} else {
+			msgs = append(msgs, p.digests(to, now)...)
+		}
 	} else {
 		p.alone()
 	}
@@ -345,7 +387,11 @@ func (p *Protocol) bulkSyncDue(now time.Time, msgs []Message) []Message {
 	peers := append([]string(nil), p.peers...)
 	p.rng.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	for _, to := range peers[:min(len(peers), p.cfg.Gossip.BulkSyncPeers)] {
-		msgs = append(msgs, p.digests(to, now)...)
+		if p.v2.on {
+			msgs = append(msgs, p.aggDigests(to, now)...)
+		} else {
+			msgs = append(msgs, p.digests(to, now)...)
+		}
 	}
 	return msgs
 }

@@ -13,6 +13,7 @@ import "time"
 // members is not retained.
 func (p *Protocol) SetMembers(members []Member, now time.Time) {
 	p.given = true
+	p.lastNow = later(p.lastNow, now)
 	p.members = append(p.members[:0], members...)
 	clear(p.byMember)
 	p.peers = p.peers[:0]
@@ -33,6 +34,7 @@ func (p *Protocol) SetMembers(members []Member, now time.Time) {
 		}
 	}
 	p.applyMembership(now)
+	p.setMembersV2(now)
 	if len(p.peers) == 0 {
 		p.alone()
 	} else {
@@ -78,8 +80,14 @@ func (p *Protocol) applyMembership(now time.Time) {
 		}
 		if cur {
 			p.cfg.Store.Include(m.Name, m.BootID, now)
+			if p.cfg.Owned != nil {
+				p.cfg.Owned.Include(m.Name, m.BootID, now)
+			}
 		} else {
 			p.cfg.Store.Exclude(m.Name, m.BootID, now)
+			if p.cfg.Owned != nil {
+				p.cfg.Owned.Exclude(m.Name, m.BootID, now)
+			}
 		}
 	}
 	p.cfg.Store.SetLiveMembers(live)

@@ -20,11 +20,16 @@ import (
 // Next.
 func (p *Protocol) Receive(msg []byte, now time.Time) (Receipt, []Message) {
 	var r Receipt
+	p.lastNow = later(p.lastNow, now)
 	t, err := p.dec.Type(msg)
 	r.Type = t
 	if err != nil {
 		r.Reject = decodeReason(err)
 		return r, nil
+	}
+	if t > codec.TypePull {
+		p.receiveV2(msg, t, now, &r)
+		return r, p.flush(nil)
 	}
 	switch t {
 	case codec.TypeBatch:

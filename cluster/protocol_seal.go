@@ -32,10 +32,25 @@ func (p *Protocol) sealDue(now time.Time, msgs []Message) []Message {
 				"epoch", ep, "destinations", len(dests), "dropped", dropped,
 				"max_destinations", p.cfg.SealLimits.MaxDestinations, "max_buckets", p.cfg.SealLimits.MaxBuckets)
 		}
+		if p.v2.on {
+			if len(kept) > 0 {
+				p.stats.Seals++
+			}
+			p.sealV2(ep, kept, now) // with nothing of its own: the manifests of the window
+			continue
+		}
 		if len(kept) == 0 {
 			continue
 		}
 		p.stats.Seals++
+		if p.speaksV2() { // what v2 sends again after a switch
+			names := make([]string, len(kept))
+			for i := range kept {
+				names[i] = kept[i].Dest
+				p.see(kept[i].Dest, ep)
+			}
+			p.v2.own[ep] = names
+		}
 		out, err := p.seal(ep, kept, now)
 		if err != nil {
 			p.stats.SealErrors++

@@ -31,12 +31,15 @@ import (
 //
 //	init nodes=(a,b,c) [members=(a,b)] [jitter=500ms] [ae=2s]
 //	     [bulk-peers=3] [bulk-delay=800ms] [max-dests=0] [max-buckets=0]
-//	     [skew=(c:-20s)] [old=(c)]
+//	     [skew=(c:-20s)] [old=(c)] [v2] [v1=(c)] [owners=2]
 //	    the nodes (boot IDs 1, 2, …), each ticked once at t=0 to start its
 //	    schedule; members are those every node of them lists alive at the
 //	    start (default all); a node outside lists only itself; an old node
 //	    seals as a node older than timed-out counts: its batches carry none
-//	    and decode with censoring unknown
+//	    and decode with censoring unknown. The nodes speak protocol v1
+//	    only, or with v2 protocol v2 (destination-owned aggregation) but
+//	    those of v1= (as a node of an older release)
+//	owners [n=(a,b)] dest=db   each node's owners of dest (protocol v2)
 //	record n=a dest=db ms=12 [count=1] [timed-out]   samples in a's local
 //	    tracker, now; timed-out records attempts that timed out at ms
 //	tick [n=(a,b)] [t=6.5s]   tick the nodes (default all) at t, or else
@@ -94,9 +97,11 @@ type scenario struct {
 type snode struct {
 	name  string
 	boot  uint64
+	proto uint8 // the protocol it advertises
 	p     *Protocol
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
+	owned *tracker.Owned
 	view  map[string]Member // member name → member, as this node lists them
 	skew  time.Duration     // its clock minus the scenario's
 }
@@ -114,6 +119,11 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 	d.MaybeScanArgs(t, "ae", &g.AntiEntropyInterval)
 	d.MaybeScanArgs(t, "bulk-delay", &delay)
 	d.MaybeScanArgs(t, "bulk-peers", &g.BulkSyncPeers)
+	d.MaybeScanArgs(t, "owners", &g.Owners)
+	var v1 []string
+	if d.HasArg("v1") {
+		v1 = argList(t, d, "v1")
+	}
 	var lim SealLimits
 	d.MaybeScanArgs(t, "max-dests", &lim.MaxDestinations)
 	d.MaybeScanArgs(t, "max-buckets", &lim.MaxBuckets)
@@ -127,13 +137,19 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		old = argList(t, d, "old")
 	}
 	for i, name := range names {
-		n := &snode{name: name, boot: uint64(i + 1), view: map[string]Member{}}
+		n := &snode{name: name, boot: uint64(i + 1), view: map[string]Member{}, proto: ProtocolV2}
 		n.local, err = tracker.NewSync[string](s.trk)
 		require.NoError(t, err)
 		fc := tracker.DefaultFleetConfig()
 		fc.Tracker, fc.Self, fc.MaxOriginShare = s.trk, name, 0
 		n.fleet, err = tracker.NewFleet(fc, n.local)
 		require.NoError(t, err)
+		n.owned, err = tracker.NewOwned(fc)
+		require.NoError(t, err)
+		ng := g
+		if !d.HasArg("v2") || slices.Contains(v1, name) {
+			ng.Protocol, n.proto = 1, 1
+		}
 		seal := func(e int64, now time.Time) []tracker.DestCounts { return tracker.SealedSubWindow(n.local, e, now) }
 		if slices.Contains(old, name) {
 			seal = func(e int64, now time.Time) []tracker.DestCounts {
@@ -141,8 +157,9 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 			}
 		}
 		n.p, err = NewProtocol(ProtocolConfig{
-			Name: name, BootID: n.boot, Tracker: s.trk, Gossip: g, Store: n.fleet, BulkSyncDelay: delay, SealLimits: lim,
-			Seal: seal,
+			Name: name, BootID: n.boot, Tracker: s.trk, Gossip: ng, Store: n.fleet, BulkSyncDelay: delay, SealLimits: lim,
+			Seal:  seal,
+			Owned: n.owned, Aggregates: n.fleet,
 		})
 		require.NoError(t, err)
 		s.nodes = append(s.nodes, n)
@@ -172,7 +189,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 
 // see sets m's state in n's view.
 func (n *snode) see(m *snode, st State) {
-	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st}
+	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st, Level: levelOf(m.proto)}
 }
 
 func (n *snode) member() string { return MemberName(n.name, n.boot) }
@@ -393,6 +410,20 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		for _, n := range s.chosen(t, d) {
 			st := n.p.Stats()
 			s.printf("%s: seals=%d seal_errors=%d destinations_dropped=%d\n", n.name, st.Seals, st.SealErrors, st.DestinationsDropped)
+			if v := st.V2; v != (V2Stats{}) {
+				s.printf("%s: v2 %+v\n", n.name, v)
+			}
+		}
+		return s.out.String()
+	case "owners":
+		var dest string
+		d.ScanArgs(t, "dest", &dest)
+		for _, n := range s.chosen(t, d) {
+			mode := "v1"
+			if n.p.V2() {
+				mode = "v2"
+			}
+			s.printf("%s: %s owners %v\n", n.name, mode, n.p.ownersNow(now()).Of(dest))
 		}
 		return s.out.String()
 	case "warnings":
@@ -484,13 +515,84 @@ func (s *scenario) describe(from string, m Message) string {
 			return fmt.Sprintf("%s→%s digest (undecodable: %v)", from, to, err)
 		}
 		return fmt.Sprintf("%s→%s digest %s", from, to, s.keys(dg.Keys))
-	default:
+	case codec.TypePull:
 		pl, err := s.dec.DecodePull(m.Payload)
 		if err != nil {
 			return fmt.Sprintf("%s→%s pull (undecodable: %v)", from, to, err)
 		}
 		return fmt.Sprintf("%s→%s pull %s", from, to, s.keys(pl.Keys))
 	}
+	return s.describeV2(from, to, m)
+}
+
+// describeV2 prints a protocol v2 message: records with their keys,
+// destinations and manifests (epoch:records); aggregates as
+// dest/epoch:samples (peers, coverage records); digests as epoch:count;
+// lists and pulls as dest/epoch (coverage records).
+func (s *scenario) describeV2(from, to string, m Message) string {
+	head := fmt.Sprintf("%s→%s %s", from, to, m.Type)
+	fail := func(err error) string { return fmt.Sprintf("%s (undecodable: %v)", head, err) }
+	ep := func(e int64) string { return fmt.Sprintf("e%d", e-s.e0) }
+	switch m.Type {
+	case codec.TypeRecords:
+		r, err := s.dec.DecodeRecords(m.Payload)
+		if err != nil {
+			return fail(err)
+		}
+		var dests, ms []string
+		for _, dc := range r.Batch.Dests {
+			dests = append(dests, fmt.Sprintf("%s:%d", dc.Dest, dc.Total))
+		}
+		for _, x := range r.Manifests {
+			ms = append(ms, fmt.Sprintf("%s:%d", ep(x.Epoch), x.Manifest.Records))
+		}
+		return fmt.Sprintf("%s %s [%s] manifests [%s]", head, s.key(r.Batch.Key), strings.Join(dests, " "), strings.Join(ms, " "))
+	case codec.TypeAggregates:
+		a, err := s.dec.DecodeAggregates(m.Payload)
+		if err != nil {
+			return fail(err)
+		}
+		var out []string
+		for _, x := range a.Aggregates {
+			out = append(out, fmt.Sprintf("%s/%s:%d (peers %d, cov %d)", x.Dest, ep(x.Epoch), x.Total, x.Peers, x.Coverage.Records))
+		}
+		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+	case codec.TypeAggDigest:
+		g, err := s.dec.DecodeAggDigest(m.Payload)
+		if err != nil {
+			return fail(err)
+		}
+		var out []string
+		for _, x := range g.Epochs {
+			n := uint32(0)
+			for _, sl := range x.Slices {
+				n += sl.Count
+			}
+			out = append(out, fmt.Sprintf("%s:%d", ep(x.Epoch), n))
+		}
+		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+	case codec.TypeAggList, codec.TypeAggPull:
+		e, err := s.dec.DecodeAggEntries(m.Payload, m.Type)
+		if err != nil {
+			return fail(err)
+		}
+		var out []string
+		for _, x := range e.Entries {
+			out = append(out, fmt.Sprintf("%s/%s (cov %d)", x.Dest, ep(x.Epoch), x.Coverage.Records))
+		}
+		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+	case codec.TypeRecordPull:
+		pl, err := s.dec.DecodeRecordPull(m.Payload)
+		if err != nil {
+			return fail(err)
+		}
+		var out []string
+		for _, e := range pl.Epochs {
+			out = append(out, ep(e))
+		}
+		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+	}
+	return head
 }
 
 // key prints a batch key as origin/epoch, the epoch relative to e0, with
@@ -551,8 +653,18 @@ func receipt(r Receipt) string {
 		return "refused: " + r.Reject
 	case r.Inserted && r.Repair:
 		return r.Outcome.String() + " (repair)"
+	case r.Inserted && len(r.NewAggregates) > 0:
+		return fmt.Sprintf("new (%d)", len(r.NewAggregates))
 	case r.Inserted:
 		return r.Outcome.String()
 	}
 	return "ok"
+}
+
+// levelOf is the level a scenario node of protocol proto advertises.
+func levelOf(proto uint8) uint8 {
+	if proto >= ProtocolV2 {
+		return Level3
+	}
+	return Level2
 }

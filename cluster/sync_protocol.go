@@ -113,3 +113,10 @@ func (s *SyncProtocol) MemberName() string { return s.p.self }
 
 // Jitter is Protocol.Jitter.
 func (s *SyncProtocol) Jitter() time.Duration { return s.p.jitter }
+
+// V2 is Protocol.V2.
+func (s *SyncProtocol) V2() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p.V2()
+}

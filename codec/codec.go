@@ -87,6 +87,9 @@ func (t MessageType) String() string {
 	case TypePull:
 		return "pull"
 	}
+	if n := v2TypeName(t); n != "" {
+		return n
+	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
@@ -165,6 +168,15 @@ func CloneBatch(b tracker.Batch) tracker.Batch {
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrMalformed}, args...)...)
 }
+
+func layoutErr(err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: an aggregate's layout differs from its message's", ErrLayout)
+	}
+	return fmt.Errorf("%w: %w", ErrLayout, err)
+}
+
+func typeErr(t MessageType) error { return fmt.Errorf("%w: %s", ErrType, t) }
 
 func tooLarge(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrTooLarge}, args...)...)

@@ -59,6 +59,14 @@ type Decoder struct {
 	timedOut []tracker.Bucket
 	keys     []tracker.BatchKey
 	sentAt   int64 // sent_at of the message being or last decoded; 0 for none
+
+	// protocol v2 results
+	manifests []EpochManifest
+	aggs      []tracker.Aggregate
+	aggSpans  []int // per aggregate: where its buckets, censored counts end in buckets
+	digests   []tracker.AggregateDigest
+	entries   []tracker.AggregateEntry
+	epochs    []int64
 }
 
 // destSpan is where a decoded destination's buckets and timed-out buckets
@@ -90,6 +98,7 @@ func (d *Decoder) Reset() {
 	d.intern = make(map[string]string)
 	d.seen = make(map[string]struct{})
 	d.dests, d.spans, d.buckets, d.timedOut, d.keys = nil, nil, nil, nil, nil
+	d.manifests, d.aggs, d.aggSpans, d.digests, d.entries, d.epochs = nil, nil, nil, nil, nil, nil
 }
 
 // Type returns the type of msg after checking its size, array header and
@@ -97,7 +106,7 @@ func (d *Decoder) Reset() {
 // DecodePull. An unknown type is returned with an error wrapping ErrType.
 func (d *Decoder) Type(msg []byte) (MessageType, error) {
 	t, _, err := d.begin(msg)
-	if err == nil && (t < TypeBatch || t > TypePull) {
+	if err == nil && (t < TypeBatch || t > TypeRecordPull) {
 		err = fmt.Errorf("%w: %s", ErrType, t)
 	}
 	return t, err
@@ -457,7 +466,16 @@ func (d *Decoder) countsLen(l tracker.Layout) (int, error) {
 // ErrTooLarge, ErrVersion, ErrType, ErrLayout or ErrMalformed (timed-out
 // pairs that are not a subset of the buckets among them).
 func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
-	b, err := d.decodeBatch(msg)
+	extra, err := d.open(msg, TypeBatch, 3)
+	if err != nil {
+		return tracker.Batch{}, err
+	}
+	b, err := d.decodeBatch()
+	if err == nil {
+		if extra, err = d.readSentAt(extra); err == nil {
+			err = d.end(extra)
+		}
+	}
 	if err != nil {
 		d.sentAt = 0
 		return tracker.Batch{}, err
@@ -465,12 +483,9 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	return b, nil
 }
 
-func (d *Decoder) decodeBatch(msg []byte) (tracker.Batch, error) {
+// decodeBatch reads a batch's layout, key and destinations.
+func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 	var b tracker.Batch
-	extra, err := d.open(msg, TypeBatch, 3)
-	if err != nil {
-		return b, err
-	}
 
 	// Layout: [lowest, highest, significant digits].
 	x, err := d.readRecord("layout", 3)
@@ -530,12 +545,6 @@ func (d *Decoder) decodeBatch(msg []byte) (tracker.Batch, error) {
 		if err := d.readDest(i, countsLen); err != nil {
 			return b, err
 		}
-	}
-	if extra, err = d.readSentAt(extra); err != nil {
-		return b, err
-	}
-	if err := d.end(extra); err != nil {
-		return b, err
 	}
 	var prev destSpan
 	for i, end := range d.spans {

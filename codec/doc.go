@@ -23,6 +23,23 @@
 //	group     = [origin, boot, base epoch, [Δepoch₀, part₀, Δepoch₁, part₁, …]]
 //	sent_at   = the sender's wall clock, Unix ms         uint in [0, 2^63−1]; optional
 //
+// Destination-owned aggregation (protocol v2) adds six message types
+// within the same version (v2.go; old decoders refuse them as ErrType and
+// nodes send them only once every member up is at protocol level 3):
+//
+//	records     = [1, 4, layout, key, [dest, …], [[epoch, records, hash], …]]   a batch's fields plus manifests
+//	aggregates  = [1, 5, layout, sender, [agg, …]]
+//	agg         = [dest, epoch, total, [pairs], [censored pairs], flags, peers,
+//	               square sum hi, lo, epoch − newest, coverage records, coverage hash]
+//	agg_digest  = [1, 6, sender, [[epoch, [count₀, hash₀, …, count₁₅, hash₁₅]], …]]
+//	agg_list    = [1, 7, sender, [[dest, epoch, coverage records, coverage hash], …]]
+//	agg_pull    = [1, 8, sender, [[dest, epoch, coverage records, coverage hash], …]]
+//	record_pull = [1, 9, sender, [epoch, …]]
+//
+// with the same rules for names, pairs and lengths, and caps of their own
+// (MaxManifests, MaxAggregates, MaxDigestEpochs, MaxAggEntries,
+// MaxPullEpochs).
+//
 // A destination's buckets are (index, count) pairs: the first index is
 // absolute, each later one is the difference Δ >= 1 from the previous
 // index, so indices are strictly ascending by construction of a valid

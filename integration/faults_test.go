@@ -21,10 +21,18 @@ var testDests = []string{"db-1", "db-2", "cache-7"}
 // union, each batch counted once; anti-entropy must have repaired losses and
 // the fleet must have recognised duplicates; and the message counters must
 // account for every message: none missing beyond the streams the network
-// dropped, none extra beyond those it replayed.
+// dropped, none extra beyond those it replayed. On protocol v1 and v2: on
+// v2 the repairs are record pulls (an owner lacking what an origin's
+// manifest says) and aggregate pulls (anti-entropy of aggregates).
 func TestFaultLossDuplicationReordering(t *testing.T) {
 	t.Parallel()
-	c := newMemCluster(t, 21, 5, nil)
+	for _, proto := range protocols { // one after the other: each is load enough
+		t.Run(fmt.Sprintf("v%d", proto), func(t *testing.T) { testFaultLoss(t, proto) })
+	}
+}
+
+func testFaultLoss(t *testing.T, proto int) {
+	c := newMemClusterProto(t, 21, 5, nil, proto)
 	c.nw.SetFaults(memtransport.Faults{
 		Drop: 0.05, Duplicate: 0.1, Jitter: 20 * time.Millisecond,
 		StreamDrop: 0.2, StreamDuplicate: 0.2,
@@ -40,7 +48,9 @@ func TestFaultLossDuplicationReordering(t *testing.T) {
 
 	for _, m := range c.nodes {
 		s := m.gossip()
-		require.Equal(t, uint64(4*epochs), s.Outcomes["new"], "%s: each peer's batch of each epoch stored once", m.Name())
+		if proto == 1 {
+			require.Equal(t, uint64(4*epochs), s.Outcomes["new"], "%s: each peer's batch of each epoch stored once", m.Name())
+		}
 		requireNoRefusedData(t, m)
 		require.Zero(t, s.QueueDrops)
 	}
@@ -50,9 +60,13 @@ func TestFaultLossDuplicationReordering(t *testing.T) {
 	require.Positive(t, ns.PacketsDropped)
 	require.Positive(t, ns.PacketsDuplicated)
 	repairs := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return s.Repairs })
+	if proto == cluster.ProtocolV2 {
+		requireV2(t, c.nodes)
+		repairs = v2Stats(c.nodes, func(s cluster.V2Stats) uint64 { return s.RecordPulls + s.AggPulls })
+	}
 	dups := sumStats(c.nodes, func(s cluster.GossipStats) uint64 { return s.Outcomes["duplicate"] })
-	require.Positive(t, repairs, "lost batches came back through anti-entropy")
-	require.Positive(t, dups, "replayed and re-pulled batches were recognised as duplicates")
+	require.Positive(t, repairs, "lost batches (v1), records or aggregates (v2) came back through anti-entropy")
+	require.Positive(t, dups, "replayed and re-pulled messages were recognised as duplicates")
 
 	// Every message sent and never received was on a stream the network
 	// dropped; every message received twice was on one it replayed. Digests
@@ -114,7 +128,7 @@ func TestFaultPartitionHeal(t *testing.T) {
 		}
 	}
 	for _, m := range c.nodes {
-		require.Equal(t, uint64(2), m.gossip().Outcomes["new"], "%s: only its own side's two batches", m.Name())
+		requireStoredOnce(t, m, 2, "%s: only its own side's two batches", m.Name())
 	}
 	// What the cut lost is what the senders counted: every message sent
 	// (SendReliable succeeded) was received, so every message that never
@@ -130,9 +144,15 @@ func TestFaultPartitionHeal(t *testing.T) {
 	took += waitUnion(t, c.nodes, all, 6)
 	t.Logf("heal: exact union of all six on every node %v after the heal", took)
 	for _, m := range c.nodes {
-		s := m.gossip()
-		require.Equal(t, uint64(5), s.Outcomes["new"], "%s: each peer's batch stored once", m.Name())
-		require.GreaterOrEqual(t, s.Repairs, uint64(3), "%s: the other side's three batches were pulled", m.Name())
+		requireStoredOnce(t, m, 5, "%s: each peer's batch stored once", m.Name())
+		if m.Cluster().Protocol().V2() {
+			// The owners changed with the members: origins sent their
+			// window's records again to the new owners, or these pulled.
+			v := m.Cluster().Protocol().Stats().V2
+			require.Positive(t, v.Resent+v.RecordPulls+v.AggPulls, "%s: the other side's records or aggregates came after the heal", m.Name())
+		} else {
+			require.GreaterOrEqual(t, m.gossip().Repairs, uint64(3), "%s: the other side's three batches were pulled", m.Name())
+		}
 		requireNoRefusedData(t, m)
 	}
 	t.Logf("after the heal: %s", waitAccounted(t, c.nodes))

@@ -83,8 +83,7 @@ func TestFaultFloodingPeer(t *testing.T) {
 		require.GreaterOrEqual(t, all.quantile(t, d, 0.5), uint64(600), "without the cap the flooder would own the median")
 	}
 	for _, m := range c.nodes {
-		s := m.gossip()
-		require.Equal(t, uint64(4), s.Outcomes["new"], m.Name())
+		requireStoredOnce(t, m, 4, m.Name())
 		requireNoRefusedData(t, m)
 	}
 }

@@ -179,7 +179,30 @@ func TestLongLoopback50(t *testing.T) {
 	})
 	defer func() { close(stop); driver.Wait() }()
 
+	// Protocol v1: every node holds every node's batch of e. Protocol v2:
+	// every node holds, for every destination, the aggregate of e with the
+	// same coverage, and it merged one record of e from every node.
+	v2 := ns[0].Cluster().Protocol().V2()
+	t.Logf("protocol v2: %v", v2)
 	holdsAll := func(e int64) bool {
+		if v2 {
+			for d := range dests {
+				dest := fmt.Sprintf("dest-%02d", d)
+				want, ok := ns[0].Fleet().AggregateCoverage(dest, e)
+				if !ok {
+					return false
+				}
+				if a, ok := ns[0].Fleet().LookupAggregate(dest, e); !ok || a.Peers != nodes {
+					return false
+				}
+				for _, n := range ns[1:] {
+					if c, ok := n.Fleet().AggregateCoverage(dest, e); !ok || c != want {
+						return false
+					}
+				}
+			}
+			return true
+		}
 		for _, n := range ns {
 			for _, o := range ns {
 				if _, ok := n.Fleet().Lookup(tracker.BatchKey{Origin: o.Name(), Boot: o.BootID(), Epoch: e}); !ok {

@@ -88,12 +88,13 @@ func TestThreeNodes(t *testing.T) {
 	}
 	requireFleetViews(t, nodes)
 
-	// Gossip counters: bytes and messages by direction and type in /metrics.
+	// Gossip counters: bytes and messages by direction and type in /metrics
+	// (protocol v2: records to owners, aggregates from them).
 	code, metrics := do(t, nodes[1].Handler(), "GET", "/metrics", "")
 	require.Equal(t, 200, code)
-	require.Regexp(t, `atnode_gossip_bytes_total\{direction="in",type="batch"\} [1-9]`, string(metrics))
-	require.Regexp(t, `atnode_gossip_bytes_total\{direction="out",type="batch"\} [1-9]`, string(metrics))
-	require.Regexp(t, `atnode_gossip_messages_total\{direction="out",type="batch"\} [1-9]`, string(metrics))
+	require.Regexp(t, `atnode_gossip_bytes_total\{direction="in",type="records"\} [1-9]`, string(metrics))
+	require.Regexp(t, `atnode_gossip_bytes_total\{direction="out",type="records"\} [1-9]`, string(metrics))
+	require.Regexp(t, `atnode_gossip_messages_total\{direction="in",type="aggregates"\} [1-9]`, string(metrics))
 
 	// The real HTTP listener of n0.
 	addr := nodes[0].HTTPAddr()

@@ -31,6 +31,9 @@ func (n *Node) clusterConfig() cluster.Config {
 	// fleet view, spreads them, and keeps the fleet's membership. Its
 	// Tracker is the fleet view's (cluster.Config.Validate checks it).
 	cc.Store, cc.Seal, cc.SealLimits, cc.Tracker, cc.Clock = n.fleet, n.sealed, n.sealLimits(), n.tcfg, n.clock
+	if n.owned != nil { // protocol v2: this node owns some destinations' records
+		cc.Owned = n.owned
+	}
 	return cc
 }
 

@@ -45,6 +45,9 @@ type Node struct {
 
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
+	// owned keeps the records of the destinations this node owns under
+	// protocol v2 (nil without gossip).
+	owned *tracker.Owned
 	// dec decides every timeout on the fleet view, with this node's
 	// failure detector and probe bookkeeping, and records what attempts
 	// teach into local (which counts them for atnode_records_total).
@@ -123,6 +126,9 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	}
 	n.self = cluster.MemberName(cfg.Name, n.boot)
 	if !cfg.DisableGossip {
+		if n.owned, err = tracker.NewOwned(cfg.FleetConfig()); err != nil {
+			return nil, fmt.Errorf("node: owner records: %w", err)
+		}
 		if n.cl, err = cluster.New(n.clusterConfig()); err != nil {
 			return nil, fmt.Errorf("node: %w", err)
 		}
@@ -234,6 +240,9 @@ func (n *Node) step(now time.Time) {
 	}
 	n.poll(now)
 	n.fleet.Advance(now)
+	if n.owned != nil {
+		n.owned.Advance(now)
+	}
 	n.sampleHistory(now)
 }
 

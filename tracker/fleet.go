@@ -125,6 +125,10 @@ type Fleet struct {
 	excluded map[memberKey]int64
 	dests    map[string]*destState
 	lists    [2]list[*destState] // eviction candidates by level
+	// aggs holds the aggregates (protocol v2) by destination, aggCount
+	// how many over all destinations and epochs.
+	aggs     map[string]*aggDest
+	aggCount int
 
 	stats   FleetStats
 	batches int
@@ -165,6 +169,7 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		peers:    make(map[string]*fleetPeer),
 		excluded: make(map[memberKey]int64),
 		dests:    make(map[string]*destState),
+		aggs:     make(map[string]*aggDest),
 		scratch:  make([]uint64, g.countsLen),
 	}
 	switch l := local.(type) {
@@ -200,6 +205,7 @@ func (f *Fleet) Stats() FleetStats {
 	s.Destinations = len(f.dests)
 	s.Batches = f.batches
 	s.Buckets = f.buckets
+	s.Aggregates = f.aggCount
 	return s
 }
 

@@ -188,6 +188,9 @@ func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fil
 // facts fills ff with what the fleet view says of dest for quantile q;
 // f.mu is held.
 func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
+	if len(f.aggs) > 0 && f.aggregateFacts(dest, q, ff) {
+		return // protocol v2: the aggregate of E−1 (else E−2)
+	}
 	d := f.dests[dest]
 	if d == nil {
 		return
@@ -250,6 +253,14 @@ func (f *Fleet) ViewCounts(dest string, now time.Time) []uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
+	if len(f.aggs) > 0 {
+		if v := f.aggregateView(dest); v != nil {
+			if v.h.total == 0 {
+				return nil
+			}
+			return slices.Clone(v.h.counts)
+		}
+	}
 	d := f.dests[dest]
 	if d == nil {
 		return nil
@@ -270,7 +281,12 @@ func (f *Fleet) Destinations(now time.Time) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	out := make([]string, 0, len(f.dests))
+	out := make([]string, 0, len(f.dests)+len(f.aggs))
+	for name := range f.aggs {
+		if f.dests[name] == nil {
+			out = append(out, name)
+		}
+	}
 	for name := range f.dests {
 		out = append(out, name)
 	}

@@ -64,4 +64,7 @@ func (f *Fleet) advance(e int64) {
 			delete(f.excluded, k) // any batch it sent before ep+2 is too old
 		}
 	}
+	if len(f.aggs) > 0 {
+		f.slideAggregates()
+	}
 }

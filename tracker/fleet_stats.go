@@ -36,13 +36,17 @@ const (
 	// InsertBucketsCapped: holding the batch would take the buckets held
 	// over all batches beyond MaxBuckets.
 	InsertBucketsCapped
+	// InsertSuperseded: an aggregate whose coverage is smaller than that of
+	// the aggregate held for its destination and epoch (InsertAggregate);
+	// the larger stays.
+	InsertSuperseded
 
 	numInsertOutcomes
 )
 
 var insertOutcomeNames = [numInsertOutcomes]string{
 	"new", "duplicate", "conflict", "too_old", "too_new", "layout_mismatch", "malformed", "too_large", "origin_capped",
-	"buckets_capped",
+	"buckets_capped", "superseded",
 }
 
 // String returns the outcome in snake_case, as used for metric labels.
@@ -57,6 +61,8 @@ func (o InsertOutcome) String() string {
 type FleetStats struct {
 	// Inserts counts Insert calls by outcome, indexed by InsertOutcome.
 	Inserts [numInsertOutcomes]uint64
+	// AggregateInserts counts InsertAggregate calls by outcome.
+	AggregateInserts [numInsertOutcomes]uint64
 	// Expired counts batches dropped because they aged out.
 	Expired uint64
 	// OriginsEvicted counts members evicted by the MaxOrigins cap.
@@ -85,6 +91,9 @@ type FleetStats struct {
 	// Buckets is the number of sparse buckets held over all batches,
 	// censored counts (DestCounts.TimedOut entries) included.
 	Buckets int
+	// Aggregates is the number of aggregates held (protocol v2), over all
+	// destinations and epochs.
+	Aggregates int
 }
 
 // Outcome returns how many inserts had outcome o.

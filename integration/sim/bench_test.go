@@ -70,7 +70,7 @@ func BenchmarkScaleEpoch(b *testing.B) {
 	}{{"sequential", 1}, {"parallel", runtime.GOMAXPROCS(0)}} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := DefaultConfig(100)
-			cfg.Workload = &scaleWorkload{seed: 1, dests: ScaleDests(1, 100), per: 60}
+			cfg.Workload = newScaleWorkload(1, ScaleDests(1, 100), 60)
 			s, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)

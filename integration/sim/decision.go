@@ -304,6 +304,7 @@ func RunDecision(cfg DecisionConfig) ([]DecisionResult, error) {
 	}
 	sc := DefaultConfig(cfg.Nodes)
 	sc.Seed, sc.Observers, sc.Tracker, sc.Progress = cfg.Seed, cfg.Nodes, cfg.Tracker, cfg.Progress
+	sc.Gossip.Protocol = 1 // the pinned decision tables were measured on protocol v1
 	s, err := New(sc)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strings"
@@ -38,6 +39,16 @@ type ScaleConfig struct {
 	Tracker tracker.Config
 	Network NetworkConfig
 	Gossip  cluster.Gossip
+	// Protocol is the dissemination protocol: 2, destination-owned
+	// aggregation (the default), or 1, every node holding every origin's
+	// batches (for comparison).
+	Protocol int
+	// KillOwners kills, 50 ms into each measured epoch, the first owner of
+	// one destination (another each epoch, never an observer), before it
+	// publishes; the others list it dead DetectAfter later (default 2 s,
+	// about memberlist's LAN failure detection). Protocol 2 only.
+	KillOwners  bool
+	DetectAfter time.Duration
 	// MeasureMemory measures the observers' fleet memory by difference of
 	// the live heap (two forced garbage collections at the end). Do not run
 	// other tests in parallel when it is set.
@@ -71,6 +82,13 @@ func (c *ScaleConfig) defaults() {
 	if c.Gossip == (cluster.Gossip{}) {
 		c.Gossip = cluster.DefaultGossip()
 	}
+	if c.Protocol != 0 {
+		c.Gossip.Protocol = c.Protocol
+	}
+	c.Protocol = c.Gossip.Protocol
+	if c.DetectAfter == 0 {
+		c.DetectAfter = 2 * time.Second
+	}
 }
 
 // NamedDist is a destination and its latency distribution.
@@ -98,35 +116,114 @@ func ScaleDests(seed uint64, d int) []NamedDist {
 // destination (the fraction drawn as a Bernoulli), from a random stream
 // derived from (seed, node, epoch).
 type scaleWorkload struct {
-	seed  uint64
-	dests []NamedDist
-	per   float64 // samples per destination per node per epoch
+	seed     uint64
+	dests    []NamedDist
+	per      float64 // samples per destination per node per epoch
+	samplers []millisSampler
+}
+
+func newScaleWorkload(seed uint64, dests []NamedDist, per float64) *scaleWorkload {
+	w := &scaleWorkload{seed: seed, dests: dests, per: per}
+	for _, d := range dests {
+		w.samplers = append(w.samplers, newMillisSampler(d.Dist))
+	}
+	return w
 }
 
 func (w *scaleWorkload) Samples(node int, epoch int64, record func(string, uint64)) {
 	r := newRand(w.seed, uint64(node)<<40^uint64(epoch))
 	whole, frac := math.Modf(w.per)
-	for _, d := range w.dests {
+	for i, d := range w.dests {
 		k := int(whole)
 		if r.Float64() < frac {
 			k++
 		}
+		s := &w.samplers[i]
 		for range k {
-			record(d.Name, uint64(d.Dist.SampleMillis(r)))
+			record(d.Name, s.sample(r))
 		}
 	}
+}
+
+// millisSampler draws a latency of a Dist in whole milliseconds as the
+// tracker records it, floor(X), by inversion: floor(X) = k exactly when
+// CDF(k) <= u < CDF(k+1) for u uniform, found from a guide table in a step
+// or two (the ten million samples an epoch of a 1000-node run draws would
+// otherwise spend most of its time in exp). The rare u beyond the table
+// (above CDF(k) = 1 − 10⁻⁶) take the exact quantile.
+type millisSampler struct {
+	d     Dist
+	cdf   []float64 // cdf[k] = P(X < k+1) = P(floor(X) <= k)
+	guide []int32   // guide[j] = the smallest k with cdf[k] > j/len(guide)
+}
+
+func newMillisSampler(d Dist) millisSampler {
+	s := millisSampler{d: d}
+	for k := 1; ; k++ {
+		c := d.CDF(float64(k))
+		s.cdf = append(s.cdf, c)
+		if c >= 1-1e-6 || k >= 1<<20 {
+			break
+		}
+	}
+	s.guide = make([]int32, 4096)
+	k := 0
+	for j := range s.guide {
+		for k < len(s.cdf)-1 && s.cdf[k] <= float64(j)/float64(len(s.guide)) {
+			k++
+		}
+		s.guide[j] = int32(k)
+	}
+	return s
+}
+
+func (s *millisSampler) sample(r *rand.Rand) uint64 {
+	u := r.Float64()
+	if u >= s.cdf[len(s.cdf)-1] {
+		return uint64(s.d.Quantile(u))
+	}
+	k := int(s.guide[int(u*float64(len(s.guide)))])
+	for s.cdf[k] <= u {
+		k++
+	}
+	return uint64(k)
 }
 
 // ScaleResult is what one scale run measured.
 type ScaleResult struct {
 	Nodes, Dests int
-	// ConvergeP50 and ConvergeP99 are the time from a batch's seal until
-	// every node held it, over the batches sealed in the measured epochs.
-	ConvergeP50, ConvergeP99 time.Duration
-	// Batches is how many batches were sealed in the measured epochs;
-	// Unconverged how many of them some node still lacked one epoch after
-	// the last measured one.
+	// Protocol is the dissemination protocol run (1 or 2).
+	Protocol int
+	// ConvergeP50, ConvergeP99 and ConvergeMax are the time from a
+	// sub-window's seal until every node's view of it is identical, over
+	// the measured epochs: under protocol 1 until every node held each
+	// batch (from its seal), under protocol 2 until every live node held
+	// the aggregate of each (destination, epoch) with the largest coverage
+	// (from the end of the epoch).
+	ConvergeP50, ConvergeP99, ConvergeMax time.Duration
+	// Batches is how many batches (protocol 1) or (destination, epoch)
+	// aggregates (protocol 2) the measured epochs made; Unconverged how
+	// many of them were still not identical on every live node one epoch
+	// after the last measured one.
 	Batches, Unconverged int
+	// Refused counts messages refused that the run expects (from a member
+	// killed since); any other refusal fails the run. Killed is how many
+	// nodes KillOwners killed.
+	Refused uint64
+	Killed  int
+	// UnionMismatches counts, of UnionChecks (destination, measured epoch)
+	// checks, the fleet views of observer 0 that were not bucket for bucket
+	// the exact union of every origin's sealed counts over the view (v1's
+	// fleet view with every batch arrived); UnionErrP50 and UnionErrP90 are
+	// the relative errors of its fleet value against that union's.
+	UnionMismatches, UnionChecks int
+	UnionErrP50, UnionErrP90     float64
+	// FinalMismatches counts (protocol 2), of Batches, the (destination,
+	// epoch) aggregates whose largest coverage published by the end of the
+	// run was not bucket for bucket that exact union (without the killed
+	// origins, from when they are listed dead): what loss leaves once the
+	// pulls have repaired it, 0 when every record reached an owner.
+	FinalMismatches int
 	// BytesPerNodeSec is the mean bytes sent per node per second, counted
 	// at the sender over the measured epochs; MaxBytesPerNodeSec the busiest
 	// node's; ByKind the mean split by message kind.
@@ -177,7 +274,10 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	wallStart := time.Now()
 	dests := ScaleDests(cfg.Seed, cfg.Dests)
 	sw := cfg.Tracker.SubWindow()
-	w := &scaleWorkload{seed: cfg.Seed, dests: dests, per: cfg.RatePerNode * sw.Seconds() / float64(cfg.Dests)}
+	w := newScaleWorkload(cfg.Seed, dests, cfg.RatePerNode*sw.Seconds()/float64(cfg.Dests))
+	if cfg.KillOwners && cfg.Protocol < cluster.ProtocolV2 {
+		return ScaleResult{}, errors.New("sim: KillOwners needs protocol 2")
+	}
 	sc := Config{
 		Seed: cfg.Seed, Nodes: cfg.Nodes, Observers: cfg.Observers,
 		Tracker: cfg.Tracker, Fleet: tracker.DefaultFleetConfig(),
@@ -191,7 +291,13 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	n := cfg.Tracker.SubWindows
 	warm := time.Duration(n+1) * sw
 	end := warm + time.Duration(cfg.Epochs)*sw
-	res := ScaleResult{Nodes: cfg.Nodes, Dests: cfg.Dests}
+	res := ScaleResult{Nodes: cfg.Nodes, Dests: cfg.Dests, Protocol: cfg.Protocol}
+	ref, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil) // the exact union's quantiles
+	if err != nil {
+		return res, err
+	}
+	var unionErr []float64
+	refCov := uint32(0)
 
 	truth := make([]uint64, len(dests))
 	for i, d := range dests {
@@ -220,6 +326,14 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 				v := f.ViewCounts(d.Name, now)
 				if o == 0 {
 					first = v
+					u := s.unionView(d.Name, cfg.Tracker.Epoch(now))
+					res.UnionChecks++
+					if !slices.Equal(u, v) {
+						res.UnionMismatches++
+					}
+					if q, ok := unionQuantile(ref, &refCov, cfg.Tracker, d.Name, u, cfg.Quantile, now); ok && est.HasFleetValue {
+						unionErr = append(unionErr, relErr(est.FleetValueMillis, q))
+					}
 				} else if !slices.Equal(first, v) {
 					res.ViewMismatches++
 				}
@@ -228,6 +342,16 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	}
 	for k := range cfg.Epochs {
 		s.At(warm+time.Duration(k)*sw+sw/2, measure)
+		if cfg.KillOwners {
+			s.At(warm+time.Duration(k)*sw+50*time.Millisecond, func(time.Time) {
+				if killOwner(s, dests, k, cfg.Observers, cfg.DetectAfter) {
+					res.Killed++
+				}
+			})
+		}
+	}
+	if cfg.KillOwners {
+		s.TrackKills()
 	}
 	if err := s.Run(warm); err != nil {
 		return res, err
@@ -251,6 +375,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		res.Duplicates += st.Duplicates - before[i].Duplicates
 		res.SendDrops += st.SendDrops - before[i].SendDrops
 		res.Lost += st.Lost - before[i].Lost
+		res.Refused += st.Refused - before[i].Refused
 	}
 	// Give the last measured epoch's batches time to spread (not counted in
 	// the bandwidth figures).
@@ -258,15 +383,34 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		return res, err
 	}
 	var took []time.Duration
-	for _, c := range s.Converged() {
-		if c.SealAt >= warm && c.SealAt < end {
-			took = append(took, c.Took)
+	if s.v2 {
+		for _, c := range s.aggregateConvergence() {
+			sealAt := time.Duration(c.slot.epoch+1-s.first) * sw // the end of its epoch
+			if sealAt < warm || sealAt >= end {
+				continue
+			}
+			if !c.exact {
+				res.FinalMismatches++
+			}
+			if c.convergedAt < 0 {
+				res.Unconverged++
+				continue
+			}
+			took = append(took, c.convergedAt-sealAt)
 		}
+	} else {
+		for _, c := range s.Converged() {
+			if c.SealAt >= warm && c.SealAt < end {
+				took = append(took, c.Took)
+			}
+		}
+		res.Unconverged = s.Unconverged(warm, end)
 	}
-	res.Unconverged = s.Unconverged(warm, end)
 	res.Batches = len(took) + res.Unconverged
 	slices.Sort(took)
-	res.ConvergeP50, res.ConvergeP99 = pctDur(took, 0.50), pctDur(took, 0.99)
+	res.ConvergeP50, res.ConvergeP99, res.ConvergeMax = pctDur(took, 0.50), pctDur(took, 0.99), pctDur(took, 1)
+	slices.Sort(unionErr)
+	res.UnionErrP50, res.UnionErrP90 = pct(unionErr, 0.5), pct(unionErr, 0.9)
 	res.HeldBytes = s.HeldBytes(0)
 	if st := s.NodeStats(0); st.Held > 0 {
 		res.BatchBytes = float64(res.HeldBytes) / float64(st.Held)
@@ -333,19 +477,64 @@ func pctDur(xs []time.Duration, q float64) time.Duration {
 // ScaleTable formats results as a markdown table.
 func ScaleTable(rs []ScaleResult) string {
 	var b strings.Builder
-	b.WriteString("| N | D | seal→all p50 | seal→all p99 | unconverged | sent KiB/s/node (mean / max) | batch B | held MiB/node | fleet view MiB/node (measured) | P99.99 err fleet p50 / p90 | P99.99 err local p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| protocol | N | D | seal→identical p50 / p99 / max | unconverged | refused | sent KiB/s/node (mean / max) | fleet state MiB/node (measured) | P99.99 err vs truth, fleet p50 / p90 | local p50 / p90 | views = exact union | err vs exact union p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
+	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		mem := "—"
 		if r.FleetBytes > 0 {
-			mem = fmt.Sprintf("%.0f", r.FleetBytes/(1<<20))
+			mem = fmt.Sprintf("%.1f", r.FleetBytes/(1<<20))
 		}
-		fmt.Fprintf(&b, "| %d | %d | %v | %v | %d/%d | %.0f / %.0f | %.0f | %.1f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d / %d | %d | %v |\n",
-			r.Nodes, r.Dests, r.ConvergeP50.Round(time.Millisecond), r.ConvergeP99.Round(time.Millisecond),
-			r.Unconverged, r.Batches, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, r.BatchBytes,
-			float64(r.HeldBytes)/(1<<20), mem,
+		fmt.Fprintf(&b, "| v%d | %d | %d | %v / %v / %v | %d/%d | %d | %.0f / %.0f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d/%d | %.2f %% / %.2f %% | %d / %d | %d | %v |\n",
+			r.Protocol, r.Nodes, r.Dests, r.ConvergeP50.Round(time.Millisecond), r.ConvergeP99.Round(time.Millisecond), r.ConvergeMax.Round(time.Millisecond),
+			r.Unconverged, r.Batches, r.Refused, r.BytesPerNodeSec/1024, r.MaxBytesPerNodeSec/1024, mem,
 			100*r.FleetErrP50, 100*r.FleetErrP90, 100*r.LocalErrP50, 100*r.LocalErrP90,
+			r.UnionChecks-r.UnionMismatches, r.UnionChecks, 100*r.UnionErrP50, 100*r.UnionErrP90,
 			r.FleetSamples, r.LocalSamples, r.HeapBytes>>20, r.Wall.Round(100*time.Millisecond))
 	}
 	return b.String()
+}
+
+// unionQuantile returns quantile q of the dense counts u (dest's exact
+// union) by the fleet's own rule, through a reader Fleet given u as an
+// aggregate; false when u is empty.
+func unionQuantile(ref *tracker.Fleet, cov *uint32, trk tracker.Config, dest string, u []uint64, q float64, now time.Time) (uint64, bool) {
+	a := tracker.Aggregate{Dest: dest, Epoch: trk.Epoch(now) - 1, Layout: trk.Layout(), Peers: 1, Newest: trk.Epoch(now) - 1}
+	for i, c := range u {
+		if c > 0 {
+			a.Buckets = append(a.Buckets, tracker.Bucket{Index: uint16(i), Count: uint32(c)})
+			a.Total += c
+		}
+	}
+	if a.Total == 0 {
+		return 0, false
+	}
+	*cov++
+	a.Coverage = tracker.Coverage{Records: *cov}
+	if ref.InsertAggregate(a, now) != tracker.InsertNew {
+		return 0, false
+	}
+	e, err := ref.Estimate(dest, q, now)
+	if err != nil || !e.HasFleetValue {
+		return 0, false
+	}
+	return e.FleetValueMillis, true
+}
+
+// killOwner kills the first owner (as observer 0 sees it) of the k-th
+// destination that is not an observer, and reports whether it killed one.
+func killOwner(s *Sim, dests []NamedDist, k, observers int, detect time.Duration) bool {
+	for j := range dests {
+		d := dests[(k+j)%len(dests)]
+		owners := s.Owners(0, d.Name)
+		if len(owners) == 0 {
+			continue
+		}
+		var i int
+		if _, err := fmt.Sscanf(owners[0], "n%04d", &i); err != nil || i < observers || s.nodes[i].dead {
+			continue
+		}
+		s.Kill(i, detect)
+		return true
+	}
+	return false
 }

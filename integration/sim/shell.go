@@ -48,6 +48,17 @@ const (
 	MsgPull
 	// MsgPulledBatch is a batch sent in answer to a pull.
 	MsgPulledBatch
+	// MsgRecords is an origin's records for an owner (protocol v2), and
+	// MsgRecordPull an owner's pull of them.
+	MsgRecords
+	MsgRecordPull
+	// MsgAggregates is an owner's aggregates (pushed or pulled).
+	MsgAggregates
+	// MsgAggDigest, MsgAggList and MsgAggPull are the anti-entropy of
+	// aggregates.
+	MsgAggDigest
+	MsgAggList
+	MsgAggPull
 	numMsgKinds
 )
 
@@ -62,6 +73,18 @@ func (k MsgKind) String() string {
 		return "pull"
 	case MsgPulledBatch:
 		return "pulled_batch"
+	case MsgRecords:
+		return "records"
+	case MsgRecordPull:
+		return "record_pull"
+	case MsgAggregates:
+		return "aggregates"
+	case MsgAggDigest:
+		return "agg_digest"
+	case MsgAggList:
+		return "agg_list"
+	case MsgAggPull:
+		return "agg_pull"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -74,6 +97,18 @@ func kindOf(t codec.MessageType, pushed bool) MsgKind {
 		return MsgDigest
 	case t == codec.TypePull:
 		return MsgPull
+	case t == codec.TypeRecords:
+		return MsgRecords
+	case t == codec.TypeRecordPull:
+		return MsgRecordPull
+	case t == codec.TypeAggregates:
+		return MsgAggregates
+	case t == codec.TypeAggDigest:
+		return MsgAggDigest
+	case t == codec.TypeAggList:
+		return MsgAggList
+	case t == codec.TypeAggPull:
+		return MsgAggPull
 	case pushed:
 		return MsgBatch
 	}
@@ -114,12 +149,16 @@ var bulkSyncDelay = 4 * cluster.DefaultTiming().GossipInterval
 // and sets up its shell state.
 func (s *Sim) newShell(i int, store cluster.Store) error {
 	n := s.nodes[i]
-	p, err := cluster.NewProtocol(cluster.ProtocolConfig{
+	pc := cluster.ProtocolConfig{
 		Name: n.name, BootID: n.boot, Tracker: s.cfg.Tracker, Gossip: s.cfg.Gossip, Store: store,
 		Seal:          s.sealFunc(int32(i)),
 		SealLimits:    cluster.SealLimits{MaxDestinations: s.cfg.Fleet.MaxDestinations, MaxBuckets: s.cfg.Fleet.MaxEpochBuckets},
 		BulkSyncDelay: bulkSyncDelay,
-	})
+	}
+	if n.owned != nil {
+		pc.Owned, pc.Aggregates = n.owned, n.aggs
+	}
+	p, err := cluster.NewProtocol(pc)
 	if err != nil {
 		return err
 	}
@@ -164,6 +203,8 @@ func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 		if e < s.first {
 			return nil
 		}
+		s.sealMu.Lock()
+		defer s.sealMu.Unlock()
 		n := s.nodes[i]
 		var dests []tracker.DestCounts
 		if n.tr != nil {
@@ -176,6 +217,7 @@ func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 		}
 		if len(dests) > 0 {
 			s.sealing = append(s.sealing, e)
+			s.addUnion(n, e, dests)
 		}
 		return dests
 	}
@@ -185,8 +227,8 @@ func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 // it sealed for convergence and sends what it returned.
 func (s *Sim) tick(i int32, at time.Duration) {
 	n := s.nodes[i]
-	if at != n.sh.tickAt {
-		return // superseded by an earlier tick
+	if at != n.sh.tickAt || n.dead {
+		return // superseded by an earlier tick, or killed
 	}
 	n.sh.tickAt = -1
 	s.sealing = s.sealing[:0]
@@ -225,6 +267,9 @@ type received struct {
 
 // receive hands a message that arrived at node to to its Protocol.
 func (s *Sim) receive(to int32, payload []byte) {
+	if s.nodes[to].dead {
+		return
+	}
 	var rc received
 	rc.r, rc.msgs = s.nodes[to].sh.proto.Receive(payload, s.Now())
 	s.apply(to, rc)
@@ -258,7 +303,7 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 	out := slices.Grow(s.results[:0], len(burst))[:len(burst)]
 	s.results = out
 	receive := func(k int) {
-		if ev := &burst[k]; ev.kind == evDeliver {
+		if ev := &burst[k]; ev.kind == evDeliver && !s.nodes[ev.to].dead {
 			out[k].r, out[k].msgs = s.nodes[ev.to].sh.proto.Receive(ev.payload, s.start.Add(ev.at))
 		}
 	}
@@ -290,9 +335,10 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 		if k > 0 {
 			s.events++
 		}
-		if ev.kind == evSent {
+		switch {
+		case ev.kind == evSent:
 			s.sent(ev.from, ev.to)
-		} else {
+		case !s.nodes[ev.to].dead:
 			s.apply(ev.to, out[k])
 		}
 		burst[k], out[k] = event{}, received{}
@@ -309,7 +355,7 @@ func (s *Sim) apply(to int32, rc received) {
 	n := s.nodes[to]
 	r := rc.r
 	switch {
-	case r.Inserted && r.Outcome == tracker.InsertNew:
+	case r.Inserted && r.Outcome == tracker.InsertNew && r.Type == codec.TypeBatch:
 		_, sb, _ := s.table.bit(r.Key)
 		if sb == nil {
 			s.fail(fmt.Errorf("sim: node %s inserted %v, which no origin sealed", n.name, r.Key))
@@ -320,9 +366,14 @@ func (s *Sim) apply(to int32, rc received) {
 		n.stats.Duplicates++
 	case r.Reject == cluster.RejectStaleEpoch || r.Reject == cluster.RejectFutureEpoch:
 		n.stats.Late++
+	case (r.Reject == cluster.RejectUnknownSender || r.Reject == cluster.RejectUnknownOrigin) && s.alive() < len(s.nodes):
+		n.stats.Refused++ // in flight from a member killed since
 	case r.Reject != "":
 		s.fail(fmt.Errorf("sim: node %s refused a %v: %s", n.name, r.Type, r.Reject))
 		return
+	}
+	for _, a := range r.NewAggregates {
+		s.aggTable.hold(to, a.Dest, a.Epoch, a.Coverage, s.now)
 	}
 	s.enqueue(to, rc.msgs, false)
 	s.schedule(to)
@@ -340,7 +391,13 @@ func (s *Sim) hold(sb *sharedBatch) {
 // and starts sends on idle workers.
 func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 	n := s.nodes[i]
+	if n.dead {
+		return
+	}
 	for _, m := range msgs {
+		if m.Type == codec.TypeAggregates && s.v2 {
+			s.registerAggregates(i, m.Payload)
+		}
 		to, ok := s.byMember[m.To]
 		if !ok {
 			s.fail(fmt.Errorf("sim: node %s addressed unknown member %q", n.name, m.To))
@@ -418,4 +475,23 @@ func (s *Sim) sent(from, to int32) {
 		delete(n.sh.peers, to)
 	}
 	s.dispatch(from)
+}
+
+// registerAggregates keeps the aggregates of a message node i sends (once
+// per payload: one payload goes to every member) and notes that i holds
+// them: it published them, or holds them to answer a pull.
+func (s *Sim) registerAggregates(i int32, payload []byte) {
+	if len(payload) == 0 || &payload[0] == s.lastAgg {
+		return
+	}
+	s.lastAgg = &payload[0]
+	m, err := s.aggDec.DecodeAggregates(payload)
+	if err != nil {
+		s.fail(fmt.Errorf("sim: node %s sent undecodable aggregates: %w", s.nodes[i].name, err))
+		return
+	}
+	for _, a := range m.Aggregates {
+		s.aggTable.register(a)
+		s.aggTable.hold(i, a.Dest, a.Epoch, a.Coverage, s.now)
+	}
 }

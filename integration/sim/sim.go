@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -92,6 +94,19 @@ type simNode struct {
 
 	light *sharedStore // the others only
 
+	// Protocol v2: every node's owner records (real), and its aggregates
+	// (the observers' Fleet, the others' lightAggs).
+	owned     *tracker.Owned
+	aggs      cluster.AggregateStore
+	lightAggs *lightAggs
+	// unionEpoch is the newest epoch whose seal was added to the exact
+	// union (a resend seals an epoch again).
+	unionEpoch int64
+	dead       bool
+	// sealed is what the node sealed per (destination, epoch), kept only
+	// in runs that kill nodes (Sim.perOrigin non-nil).
+	sealed map[aggSlot][]tracker.Bucket
+
 	// Observers only.
 	tr    *tracker.Tracker[string]
 	fleet *tracker.Fleet
@@ -107,6 +122,10 @@ type NodeStats struct {
 	// SendDrops counts messages dropped because the node's send queue was
 	// full (Gossip.SendQueue).
 	SendDrops uint64
+	// Refused counts messages the node refused that a run may expect:
+	// from a member it holds dead (after a kill). Any other refusal fails
+	// the run.
+	Refused uint64
 	// Duplicates counts batches received that the node already held; Late
 	// those received outside the accepted epochs.
 	Duplicates, Late uint64
@@ -170,15 +189,32 @@ type Sim struct {
 
 	converged          []Convergence
 	expiredUnconverged []time.Duration // seal times
-	events             uint64
-	err                error
+
+	// Protocol v2.
+	v2       bool
+	aggTable *aggTable
+	aggDone  []aggResult // (destination, epoch) convergences of expired epochs
+	union    map[aggSlot][]uint64
+	// perOrigin lists the nodes listed dead, whose sealed counts leave the
+	// exact union; non-nil (tracking what each node sealed) only in runs
+	// that kill nodes (TrackKills).
+	perOrigin []deadOrigin
+	aggDec    *codec.Decoder
+	lastAgg   *byte // the last aggregates payload registered (one payload goes to every member)
+	events    uint64
+	err       error
 
 	// beforeSeal, when set, runs before an observer's tracker is sealed
 	// (RunDecision applies the node's pending completions there).
 	beforeSeal func(node int)
 
-	peakHeap   uint64
-	scratch    *tracker.Tracker[string]
+	peakHeap uint64
+	scratch  *tracker.Tracker[string]
+	// sealMu serialises the seals: a protocol v2 node seals an old epoch
+	// again inside Receive (records resent to new owners, a record pull
+	// answered), which receiveBurst runs on several nodes at once, and
+	// the seals share the scratch tracker, the exact union and sealing.
+	sealMu     sync.Mutex
 	scratchNow time.Time
 	wall       time.Time
 }
@@ -218,6 +254,18 @@ func New(cfg Config) (*Sim, error) {
 		s.byMember[member] = int32(i)
 	}
 	s.table = newBatchTable(cfg.Tracker, names, boots)
+	s.v2 = cfg.Gossip.Protocol >= cluster.ProtocolV2
+	s.union = map[aggSlot][]uint64{}
+	if s.v2 {
+		s.aggTable = newAggTable(cfg.Nodes)
+		var err error
+		if s.aggDec, err = codec.NewDecoder(cfg.Tracker.Layout()); err != nil {
+			return nil, err
+		}
+		for i := range s.memberList {
+			s.memberList[i].Level = cluster.Level3
+		}
+	}
 	fc := cfg.Fleet
 	fc.Tracker = cfg.Tracker
 	fc.MaxOrigins = max(fc.MaxOrigins, min(2*cfg.Nodes, 4096))
@@ -239,6 +287,20 @@ func New(cfg Config) (*Sim, error) {
 			n.store = n.light
 		}
 		n.store.SetLiveMembers(cfg.Nodes)
+		if s.v2 {
+			var err error
+			oc := fc
+			oc.Self = n.name
+			if n.owned, err = tracker.NewOwned(oc); err != nil {
+				return nil, err
+			}
+			if n.fleet != nil {
+				n.aggs = n.fleet
+			} else {
+				n.lightAggs = newLightAggs(s.aggTable, cfg.Tracker)
+				n.aggs = n.lightAggs
+			}
+		}
 		if err := s.newShell(i, n.store); err != nil {
 			return nil, err
 		}
@@ -379,7 +441,7 @@ func (s *Sim) HeldBytes(i int) int {
 func (s *Sim) ReleaseObservers() {
 	for _, n := range s.nodes {
 		if n.fleet != nil {
-			n.fleet, n.tr, n.store, n.sh = nil, nil, nil, shellNode{}
+			n.fleet, n.tr, n.store, n.sh, n.owned, n.aggs = nil, nil, nil, shellNode{}, nil, nil
 		}
 	}
 }
@@ -405,11 +467,27 @@ func (s *Sim) startEpoch(e int64) {
 		if n.light != nil {
 			n.light.drop(old)
 		}
+		if n.lightAggs != nil {
+			n.lightAggs.drop(e - 3)
+		}
+	}
+	if s.v2 {
+		s.aggTable.expire(e-3, func(k aggSlot, c *aggConv) {
+			s.aggDone = append(s.aggDone, s.aggResultOf(k, c))
+		})
+	}
+	for k := range s.union {
+		if k.epoch < old {
+			delete(s.union, k)
+		}
 	}
 	now := s.Now()
 	for i, n := range s.nodes {
 		if n.fleet != nil {
 			n.fleet.Advance(now)
+		}
+		if n.owned != nil {
+			n.owned.Advance(now)
 		}
 		if n.tr != nil && s.cfg.Workload != nil {
 			s.cfg.Workload.Samples(i, e, func(dest string, ms uint64) { n.tr.RecordMillis(dest, ms, now) })
@@ -435,4 +513,162 @@ func (s *Sim) syntheticSeal(i int32, e int64) []tracker.DestCounts {
 	out := tracker.SealedSubWindow(s.scratch, s.scratch.Config().Epoch(t), next)
 	s.scratchNow = next
 	return out
+}
+
+// aggResult is the convergence of one (destination, epoch) aggregate.
+type aggResult struct {
+	slot        aggSlot
+	firstAt     time.Duration
+	convergedAt time.Duration // -1: never
+	exact       bool          // its largest coverage is the exact union
+}
+
+// AggregateConvergence returns, for every (destination, epoch) aggregate
+// published so far (protocol v2), the epoch and when every live node held
+// the one with the largest coverage (-1: not yet).
+func (s *Sim) aggregateConvergence() []aggResult {
+	out := slices.Clone(s.aggDone)
+	for k, c := range s.aggTable.conv {
+		out = append(out, s.aggResultOf(k, c))
+	}
+	return out
+}
+
+// aggResultOf is the convergence of slot k, and whether its largest
+// coverage published is bucket for bucket the exact union of every
+// origin's sealed counts over its window.
+func (s *Sim) aggResultOf(k aggSlot, c *aggConv) aggResult {
+	r := aggResult{slot: k, firstAt: c.firstAt, convergedAt: c.convergedAt}
+	if v := s.aggTable.versions[aggVersion{k.dest, k.epoch, c.best}]; v != nil {
+		u := s.unionView(k.dest, k.epoch+1)
+		r.exact = true
+		for _, b := range v.Buckets {
+			if u == nil || u[b.Index] != uint64(b.Count) {
+				r.exact = false
+				break
+			}
+		}
+		var total uint64
+		for _, c := range u {
+			total += c
+		}
+		r.exact = r.exact && total == v.Total
+	}
+	return r
+}
+
+// addUnion adds node's sealed sub-window of epoch e to the exact union, once.
+func (s *Sim) addUnion(n *simNode, e int64, dests []tracker.DestCounts) {
+	if e <= n.unionEpoch {
+		return
+	}
+	n.unionEpoch = e
+	cl := s.cfg.Tracker.Layout().CountsLen()
+	for _, dc := range dests {
+		k := aggSlot{dc.Dest, e}
+		u := s.union[k]
+		if u == nil {
+			u = make([]uint64, cl)
+			s.union[k] = u
+		}
+		for _, b := range dc.Buckets {
+			u[b.Index] += uint64(b.Count)
+		}
+		if s.perOrigin != nil { // kept to take a killed origin out
+			if n.sealed == nil {
+				n.sealed = map[aggSlot][]tracker.Bucket{}
+			}
+			n.sealed[k] = slices.Clone(dc.Buckets)
+		}
+	}
+}
+
+// unionView returns the exact union of every origin's sealed counts of
+// dest over the view of epoch E, [E−N+1, E−1] (nil when empty): v1's
+// fleet view, with every batch arrived.
+func (s *Sim) unionView(dest string, e int64) []uint64 {
+	var out []uint64
+	for ep := e - int64(s.n) + 1; ep <= e-1; ep++ {
+		u := s.union[aggSlot{dest, ep}]
+		if u == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]uint64, len(u))
+		}
+		for i, c := range u {
+			out[i] += c
+		}
+		// A member listed dead leaves the views with the first aggregates
+		// published after (v1 excludes its batches at once).
+		for _, d := range s.perOrigin {
+			if e <= d.since {
+				continue
+			}
+			for _, b := range s.nodes[d.node].sealed[aggSlot{dest, ep}] {
+				out[b.Index] -= uint64(b.Count)
+			}
+		}
+	}
+	return out
+}
+
+// deadOrigin is a node listed dead in epoch since.
+type deadOrigin struct {
+	node  int32
+	since int64
+}
+
+// TrackKills makes the exact union leave out the nodes Kill kills, from
+// when the others list them dead: call it before Run.
+func (s *Sim) TrackKills() {
+	if s.perOrigin == nil {
+		s.perOrigin = []deadOrigin{}
+	}
+}
+
+// Kill stops node i at now: it no longer ticks, receives or sends, and
+// every other node lists it dead after detect (its failure detector).
+func (s *Sim) Kill(i int, detect time.Duration) {
+	n := s.nodes[i]
+	if n.dead {
+		return
+	}
+	n.dead = true
+	n.sh.peers, n.sh.ready, n.sh.queued = map[int32]*peerQueue{}, nil, 0
+	if s.aggTable != nil {
+		s.aggTable.kill(int32(i), s.now)
+	}
+	s.At(s.now+detect, func(now time.Time) {
+		s.memberList[i].State = cluster.StateDead
+		if s.perOrigin != nil {
+			s.perOrigin = append(s.perOrigin, deadOrigin{int32(i), s.cfg.Tracker.Epoch(now)})
+		}
+		for j, m := range s.nodes {
+			if m.dead {
+				continue
+			}
+			m.sh.proto.SetMembers(s.memberList, now)
+			if m.store != nil {
+				m.store.SetLiveMembers(s.alive())
+			}
+			s.schedule(int32(j))
+		}
+	})
+}
+
+// alive is the number of nodes not killed.
+func (s *Sim) alive() int {
+	n := 0
+	for _, m := range s.nodes {
+		if !m.dead {
+			n++
+		}
+	}
+	return n
+}
+
+// Owners returns node i's owners of dest (protocol v2), first first.
+func (s *Sim) Owners(i int, dest string) []string {
+	return s.nodes[i].sh.proto.Owners(dest, s.Now())
 }

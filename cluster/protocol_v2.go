@@ -1,0 +1,642 @@
+package cluster
+
+import (
+	"slices"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// This file is protocol v2, destination-owned aggregation: origins send
+// each destination's sealed records to its owners only (Owners), the
+// first owner merges them and publishes one aggregate per destination and
+// epoch to every member, the second cross-checks and takes over, readers
+// keep the largest coverage. A node runs it once every member up
+// is at Level3 (Member.Level, ClusterLevel) and it has the stores for it
+// (ProtocolConfig.Owned and Aggregates); until then, v1.
+
+// ProtocolV2 is the protocol version of destination-owned aggregation, the
+// highest this package speaks.
+const ProtocolV2 = 2
+
+// OwnedStore is what an owner keeps (protocol v2): the records of the
+// destinations it owns. *tracker.Owned satisfies it.
+type OwnedStore interface {
+	InsertRecords(b tracker.Batch, now time.Time) tracker.InsertOutcome
+	Manifest(origin string, boot uint64, epoch int64, now time.Time) tracker.Manifest
+	Destinations(now time.Time) []string
+	Retain(keep func(dest string) bool)
+	Coverage(dest string, now time.Time) tracker.Coverage
+	Aggregate(dest string, now time.Time) (tracker.Aggregate, bool)
+	Exclude(name string, boot uint64, now time.Time)
+	Include(name string, boot uint64, now time.Time)
+}
+
+// AggregateStore is what a reader keeps (protocol v2): per destination and
+// epoch the aggregate with the largest coverage. *tracker.Fleet satisfies
+// it. A returned aggregate must never be modified.
+type AggregateStore interface {
+	InsertAggregate(a tracker.Aggregate, now time.Time) tracker.InsertOutcome
+	LookupAggregate(dest string, epoch int64) (tracker.Aggregate, bool)
+	AggregateCoverage(dest string, epoch int64) (tracker.Coverage, bool)
+	AggregateDigests(now time.Time) []tracker.AggregateDigest
+	AggregateEntries(epoch int64, mask uint32, now time.Time) []tracker.AggregateEntry
+	AggregateDestinations(now time.Time) []string
+}
+
+var (
+	_ OwnedStore     = (*tracker.Owned)(nil)
+	_ AggregateStore = (*tracker.Fleet)(nil)
+)
+
+// V2Stats counts what protocol v2 did; all counts are cumulative.
+type V2Stats struct {
+	// Switches counts changes of protocol (v1 to v2 and back).
+	Switches uint64
+	// OwnerChanges counts recomputations of the owners that changed some.
+	OwnerChanges uint64
+	// RecordsSent counts records messages sent (heartbeats with manifests
+	// only included); Resent those sent again (owner change, record pull).
+	RecordsSent, Resent uint64
+	// Published counts aggregates this node published as first owner,
+	// Republished those published again with a larger coverage,
+	// Takeovers those it published as second owner.
+	Published, Republished, Takeovers uint64
+	// CrossChecks counts second-owner checks that found the first owner's
+	// aggregate with its own coverage; CrossCheckMismatches those that
+	// found another.
+	CrossChecks, CrossCheckMismatches uint64
+	// RecordPulls counts record pulls sent; AggPulls aggregate pulls.
+	RecordPulls, AggPulls uint64
+}
+
+// v2 is the protocol's v2 state.
+type v2 struct {
+	on      bool              // running v2
+	current map[string]Member // peer name → its current member up (self included)
+	owners  *Owners
+	dirty   bool             // members or destinations changed: owners are stale
+	known   map[string]int64 // destination → newest epoch it was seen in
+	// own is this node's sealed destinations per epoch (after the cut),
+	// sorted: what it sends owners and can send again.
+	own    map[int64][]string
+	resend bool // send every held epoch's records to every owner
+
+	pubEpoch      int64                       // aggregate epoch of the current round
+	pubAt, failAt time.Time                   // this round's publish and failover times
+	pubDone       bool                        // published this round
+	failDone      bool                        // failed over this round
+	published     map[string]tracker.Coverage // destinations published this round, with their coverage
+	late          map[string]bool             // published destinations with new records since
+	lateAt        time.Time                   // when the late ones are republished; zero: none due
+	republished   map[string]bool             // republished this round (at most once)
+
+	mans   map[int64]map[string]tracker.Manifest // manifestsOf's cache
+	outbox []Message                             // messages queued by ownersNow and the sends, for the caller to return
+
+	askedRecs map[string]time.Time // "member/epoch" → when its records were pulled
+	askedAggs map[string]time.Time // "dest/epoch" → when its aggregate was pulled
+}
+
+func newV2() v2 {
+	return v2{
+		current: map[string]Member{}, known: map[string]int64{}, own: map[int64][]string{},
+		published: map[string]tracker.Coverage{}, late: map[string]bool{}, republished: map[string]bool{},
+		askedRecs: map[string]time.Time{}, askedAggs: map[string]time.Time{}, mans: map[int64]map[string]tracker.Manifest{},
+	}
+}
+
+// speaksV2 reports whether this node can run v2: configured for it, with
+// both stores.
+func (p *Protocol) speaksV2() bool {
+	return p.cfg.Gossip.Protocol >= ProtocolV2 && p.cfg.Owned != nil && p.cfg.Aggregates != nil
+}
+
+// V2 reports whether the protocol runs v2 now.
+func (p *Protocol) V2() bool { return p.v2.on }
+
+// Owners returns dest's owners (peer names, first owner first) as this
+// node computes them at now under protocol v2; nil while it runs v1 or does
+// not know dest.
+func (p *Protocol) Owners(dest string, now time.Time) []string {
+	if !p.v2.on {
+		return nil
+	}
+	return p.ownersNow(now).Of(dest)
+}
+
+// setMembersV2 follows a new member list: the current member of each peer
+// name, whether every member up speaks v2, and the owners to recompute.
+func (p *Protocol) setMembersV2(now time.Time) {
+	if !p.speaksV2() {
+		return
+	}
+	cur := map[string]Member{}
+	all := true
+	for _, m := range p.members {
+		if !m.State.Up() || m.BootID == 0 {
+			continue
+		}
+		if m.Member != p.self && m.Level > 0 && m.Level < Level3 {
+			all = false // the one rule: every member up at Level3 (ClusterLevel)
+		}
+		if m.Name == p.cfg.Name && m.BootID != p.cfg.BootID {
+			continue // an old boot of this peer name
+		}
+		if c, ok := cur[m.Name]; !ok || m.Since.After(c.Since) {
+			cur[m.Name] = m
+		}
+	}
+	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: Level3}
+	if !sameCurrent(cur, p.v2.current) {
+		p.v2.dirty = true
+	}
+	p.v2.current = cur
+	switch {
+	case all && !p.v2.on:
+		p.v2.on, p.v2.resend, p.v2.dirty = true, true, true
+		p.stats.V2.Switches++
+		p.v2.pubEpoch = 0 // a new round
+	case !all && p.v2.on:
+		p.v2.on = false
+		p.stats.V2.Switches++
+		// Back to v1: seal the window's epochs again as batches, so
+		// every member gets them (v2 sent them to owners only).
+		p.lastSealed = p.cfg.Tracker.Epoch(now) - int64(p.cfg.Tracker.SubWindows)
+	}
+}
+
+func sameCurrent(a, b map[string]Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, m := range a {
+		if o, ok := b[k]; !ok || o.Member != m.Member {
+			return false
+		}
+	}
+	return true
+}
+
+// see notes a destination seen in epoch ep; a new one makes the owners
+// stale.
+func (p *Protocol) see(dest string, ep int64) {
+	if old, ok := p.v2.known[dest]; !ok {
+		p.v2.known[dest] = ep
+		p.v2.dirty = true
+	} else if ep > old {
+		p.v2.known[dest] = ep
+	}
+}
+
+// member returns the member name of peer name's current member.
+func (p *Protocol) memberOf(peer string) string { return p.v2.current[peer].Member }
+
+// ownersNow returns the owners, recomputed when members or destinations
+// changed. A change queues (in outbox) the records of every held epoch
+// for the owners that did not have them, and drops the records of the
+// destinations this node no longer owns.
+func (p *Protocol) ownersNow(now time.Time) *Owners {
+	if !p.v2.dirty && p.v2.owners != nil {
+		return p.v2.owners
+	}
+	p.v2.dirty = false
+	e := p.cfg.Tracker.Epoch(now)
+	lo := e - int64(p.cfg.Tracker.SubWindows) - 1
+	for d, ep := range p.v2.known {
+		if ep < lo {
+			delete(p.v2.known, d)
+		}
+	}
+	for ep := range p.v2.own {
+		if ep < lo {
+			delete(p.v2.own, ep)
+			delete(p.v2.mans, ep)
+		}
+	}
+	peers := make([]string, 0, len(p.v2.current))
+	for name := range p.v2.current {
+		peers = append(peers, name)
+	}
+	dests := make([]string, 0, len(p.v2.known))
+	for d := range p.v2.known {
+		dests = append(dests, d)
+	}
+	old := p.v2.owners
+	o := AssignOwners(peers, dests, p.cfg.Gossip.Owners)
+	p.v2.owners = o
+	clear(p.v2.mans)
+	p.cfg.Owned.Retain(func(d string) bool { return o.Rank(d, p.cfg.Name) >= 0 })
+	if !p.v2.on {
+		return o
+	}
+	if p.v2.resend {
+		p.v2.resend = false
+		p.resendRecords(nil, now)
+		return o
+	}
+	if old != nil {
+		for _, d := range dests {
+			if was := old.Of(d); was != nil && !slices.Equal(was, o.Of(d)) {
+				p.stats.V2.OwnerChanges++
+				p.resendRecords(old, now)
+				break
+			}
+		}
+	}
+	return o
+}
+
+// sealedFor is this node's sealed sub-window of epoch cut to SealLimits
+// (as sealDue cut it), or nil when the tracker no longer holds it.
+func (p *Protocol) sealedFor(ep int64, now time.Time) []tracker.DestCounts {
+	if p.cfg.Seal == nil {
+		return nil
+	}
+	kept, _ := tracker.CutMostSamples(p.cfg.Seal(ep, now), p.cfg.SealLimits.MaxDestinations, p.cfg.SealLimits.MaxBuckets)
+	return kept
+}
+
+// resendRecords sends, for every epoch of the window this node sealed, the
+// records of each destination to its owners that were not its owners in
+// old (every owner when old is nil): after an owner died, joined or
+// restarted, or after the switch to v2.
+func (p *Protocol) resendRecords(old *Owners, now time.Time) {
+	o := p.v2.owners
+	e := p.cfg.Tracker.Epoch(now)
+	for ep := e - int64(p.cfg.Tracker.SubWindows) + 1; ep <= e-1; ep++ {
+		names := p.v2.own[ep]
+		if len(names) == 0 {
+			continue
+		}
+		need := false
+		for _, d := range names {
+			if old == nil || !slices.Equal(old.Of(d), o.Of(d)) {
+				need = true
+				break
+			}
+		}
+		if !need {
+			continue
+		}
+		dests := p.sealedFor(ep, now)
+		by := map[string][]tracker.DestCounts{}
+		for _, dc := range dests {
+			var before []string
+			if old != nil {
+				before = old.Of(dc.Dest)
+			}
+			for _, peer := range o.Of(dc.Dest) {
+				if !slices.Contains(before, peer) {
+					by[peer] = append(by[peer], dc)
+				}
+			}
+		}
+		for _, peer := range slices.Sorted(mapsKeys(by)) {
+			p.stats.V2.Resent++
+			p.sendRecords(peer, ep, by[peer], p.manifests(peer, []int64{ep}), now)
+		}
+	}
+}
+
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// manifests returns the manifests, for owner peer, of what this node has
+// sent it for epochs eps: its sealed destinations of each epoch that peer
+// owns. Epochs with none are left out.
+func (p *Protocol) manifests(peer string, eps []int64) []codec.EpochManifest {
+	var out []codec.EpochManifest
+	slices.Sort(eps)
+	for _, ep := range slices.Compact(eps) {
+		if m := p.manifestsOf(ep)[peer]; m.Records > 0 {
+			out = append(out, codec.EpochManifest{Epoch: ep, Manifest: m})
+		}
+	}
+	return out
+}
+
+// manifestsOf returns, per owner, the manifest of this node's sealed
+// destinations of epoch ep that it owns; cached until the owners change.
+func (p *Protocol) manifestsOf(ep int64) map[string]tracker.Manifest {
+	if m, ok := p.v2.mans[ep]; ok {
+		return m
+	}
+	o := p.v2.owners
+	m := map[string]tracker.Manifest{}
+	for _, d := range p.v2.own[ep] {
+		for _, peer := range o.Of(d) {
+			x := m[peer]
+			x.Add(d)
+			m[peer] = x
+		}
+	}
+	p.v2.mans[ep] = m
+	return m
+}
+
+// sendRecords sends dests (records of epoch ep) to owner peer, with the
+// manifests on the last part; to itself it inserts them into Owned.
+func (p *Protocol) sendRecords(peer string, ep int64, dests []tracker.DestCounts, ms []codec.EpochManifest, now time.Time) {
+	b := tracker.Batch{Key: tracker.BatchKey{Origin: p.cfg.Name, Boot: p.cfg.BootID, Epoch: ep}, Layout: p.layout, Dests: dests}
+	if peer == p.cfg.Name {
+		if len(dests) > 0 {
+			p.ownedInsert(b, now)
+		}
+		return
+	}
+	to := p.memberOf(peer)
+	if to == "" {
+		return
+	}
+	parts, err := p.enc.RecordsParts(codec.Records{Batch: b, Manifests: ms, SentAtMillis: clockMillis(now)}, p.cfg.Gossip.MaxPartBytes)
+	if err != nil {
+		p.log.Warn("cluster: records", "epoch", ep, "to", to, "err", err)
+		return
+	}
+	if len(parts) > 1 && len(ms) > 0 { // the manifests go last: the parts arrive in order
+		last, err := codec.AppendRecords(nil, codec.Records{Batch: tracker.Batch{Key: b.Key, Layout: b.Layout}, Manifests: ms, SentAtMillis: clockMillis(now)})
+		if err == nil {
+			first, _ := p.enc.RecordsParts(codec.Records{Batch: b, SentAtMillis: clockMillis(now)}, p.cfg.Gossip.MaxPartBytes)
+			parts = append(first, last)
+		}
+	}
+	for _, part := range parts {
+		p.stats.V2.RecordsSent++
+		p.v2.outbox = append(p.v2.outbox, Message{To: to, Type: codec.TypeRecords, Payload: part, Expires: p.batchExpiry(ep)})
+	}
+}
+
+// ownedInsert inserts records into Owned and notes a late arrival for a
+// destination this node has published this round.
+func (p *Protocol) ownedInsert(b tracker.Batch, now time.Time) tracker.InsertOutcome {
+	out := p.cfg.Owned.InsertRecords(b, now)
+	if out != tracker.InsertNew {
+		return out
+	}
+	for _, dc := range b.Dests {
+		p.see(dc.Dest, b.Key.Epoch)
+	}
+	if !p.v2.on || p.v2.pubEpoch != p.cfg.Tracker.Epoch(now)-1 || !p.v2.pubDone {
+		return out
+	}
+	// Records after this round's publish, of a destination this node
+	// publishes (first owner, or second once it failed over): publish again.
+	o := p.v2.owners
+	for _, dc := range b.Dests {
+		r := o.Rank(dc.Dest, p.cfg.Name)
+		if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dc.Dest] {
+			p.v2.late[dc.Dest] = true
+			if p.v2.lateAt.IsZero() {
+				p.v2.lateAt = now.Add(p.cfg.Gossip.RepublishDelay)
+			}
+		}
+	}
+	return out
+}
+
+// sealV2 sends the sealed records of epoch ep to their owners: to each
+// owner one records message (in parts if large) with the manifests of ep
+// and ep−1, and to an owner that had records of the window but none now, a
+// message of manifests only (every epoch of the window), so that a lost
+// message is found and pulled.
+func (p *Protocol) sealV2(ep int64, dests []tracker.DestCounts, now time.Time) {
+	names := make([]string, len(dests))
+	for i := range dests {
+		names[i] = dests[i].Dest
+		p.see(dests[i].Dest, ep)
+	}
+	o := p.ownersNow(now) // before ep is held: what changed is sent again for the epochs before
+	p.v2.own[ep] = names
+	delete(p.v2.mans, ep)
+	by := map[string][]tracker.DestCounts{}
+	for _, dc := range dests {
+		for _, peer := range o.Of(dc.Dest) {
+			by[peer] = append(by[peer], dc)
+		}
+	}
+	window := make([]int64, 0, p.cfg.Tracker.SubWindows)
+	for e := ep - int64(p.cfg.Tracker.SubWindows) + 2; e < ep; e++ {
+		if len(p.v2.own[e]) > 0 {
+			window = append(window, e)
+		}
+	}
+	// Owners with records of the window but none of ep: a message of
+	// manifests only.
+	quiet := map[string]bool{}
+	for _, e := range window {
+		for peer := range p.manifestsOf(e) {
+			if len(by[peer]) == 0 && peer != p.cfg.Name {
+				quiet[peer] = true
+			}
+		}
+	}
+	for _, peer := range slices.Sorted(mapsKeys(by)) {
+		p.sendRecords(peer, ep, by[peer], p.manifests(peer, []int64{ep - 1, ep}), now)
+	}
+	for _, peer := range slices.Sorted(mapsKeys(quiet)) {
+		if ms := p.manifests(peer, window); len(ms) > 0 {
+			p.sendRecords(peer, ep, nil, ms, now)
+		}
+	}
+}
+
+// round starts the publishing round of now's epoch E (aggregates of E−1)
+// if it has not started: publish at the start of E plus publishDelay, fail
+// over Gossip.FailoverDelay later (at most a quarter sub-window).
+func (p *Protocol) round(now time.Time) {
+	e := p.cfg.Tracker.Epoch(now)
+	if p.v2.pubEpoch == e-1 {
+		return
+	}
+	p.v2.pubEpoch = e - 1
+	p.v2.pubAt = p.cfg.Tracker.EpochStart(e).Add(p.publishDelay())
+	p.v2.failAt = p.v2.pubAt.Add(min(p.cfg.Gossip.FailoverDelay, p.cfg.Tracker.SubWindow()/4))
+	p.v2.pubDone, p.v2.failDone = false, false
+	clear(p.v2.published)
+	clear(p.v2.late)
+	clear(p.v2.republished)
+	p.v2.lateAt = time.Time{}
+}
+
+// nextV2 is when v2 next needs a tick, or zero for never.
+func (p *Protocol) nextV2() time.Time {
+	if !p.v2.on {
+		return time.Time{}
+	}
+	if p.v2.dirty {
+		return p.lastNow
+	}
+	var next time.Time
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !p.v2.pubDone {
+		consider(p.v2.pubAt)
+	}
+	if !p.v2.failDone {
+		consider(p.v2.failAt)
+	}
+	consider(p.v2.lateAt)
+	// The next round's publish.
+	e := p.cfg.Tracker.Epoch(p.lastNow)
+	if p.v2.pubEpoch == e-1 {
+		e++
+	}
+	consider(p.cfg.Tracker.EpochStart(e).Add(p.publishDelay()))
+	return next
+}
+
+// publishDelay is when, after an epoch boundary, the first owners publish:
+// the largest seal jitter plus Gossip.PublishDelay, at most 60 % of a
+// sub-window (the failover, at most a quarter sub-window later, must come
+// before the next boundary).
+func (p *Protocol) publishDelay() time.Duration {
+	return min(p.maxJitter+p.cfg.Gossip.PublishDelay, p.cfg.Tracker.SubWindow()*3/5)
+}
+
+// publishDue publishes what is due at now: the first owner's aggregates,
+// the second owner's failover, the republishing of late records.
+func (p *Protocol) publishDue(now time.Time) {
+	if !p.v2.on {
+		return
+	}
+	p.round(now)
+	o := p.ownersNow(now)
+	if !p.v2.pubDone && !now.Before(p.v2.pubAt) {
+		p.v2.pubDone = true
+		var mine []string
+		for _, d := range o.Dests() {
+			if o.Rank(d, p.cfg.Name) == 0 {
+				mine = append(mine, d)
+			}
+		}
+		p.stats.V2.Published += uint64(p.publish(mine, now))
+	}
+	if !p.v2.failDone && !now.Before(p.v2.failAt) {
+		p.v2.failDone = true
+		var take []string
+		for _, d := range o.Dests() {
+			if o.Rank(d, p.cfg.Name) != 1 {
+				continue
+			}
+			mine := p.cfg.Owned.Coverage(d, now)
+			if mine.Records == 0 {
+				continue
+			}
+			held, ok := p.cfg.Aggregates.AggregateCoverage(d, p.v2.pubEpoch)
+			switch {
+			case ok && held == mine:
+				p.stats.V2.CrossChecks++
+			case ok:
+				p.stats.V2.CrossCheckMismatches++
+				if mine.Compare(held) > 0 {
+					take = append(take, d)
+				}
+			default:
+				take = append(take, d)
+			}
+		}
+		p.stats.V2.Takeovers += uint64(p.publish(take, now))
+	}
+	if !p.v2.lateAt.IsZero() && !now.Before(p.v2.lateAt) {
+		p.v2.lateAt = time.Time{}
+		var again []string
+		for _, d := range slices.Sorted(mapsKeys(p.v2.late)) {
+			if c, ok := p.v2.published[d]; !ok || p.cfg.Owned.Coverage(d, now) != c {
+				again = append(again, d)
+			}
+			p.v2.republished[d] = true
+		}
+		clear(p.v2.late)
+		p.stats.V2.Republished += uint64(p.publish(again, now))
+	}
+}
+
+// publish merges dests' aggregates, keeps them and sends them to every
+// member up; it returns how many it published.
+func (p *Protocol) publish(dests []string, now time.Time) int {
+	var aggs []tracker.Aggregate
+	for _, d := range dests {
+		a, ok := p.cfg.Owned.Aggregate(d, now)
+		if !ok {
+			continue
+		}
+		p.v2.published[d] = a.Coverage
+		p.cfg.Aggregates.InsertAggregate(a, now)
+		aggs = append(aggs, a)
+	}
+	if len(aggs) == 0 {
+		return 0
+	}
+	var to []string
+	for _, peer := range slices.Sorted(mapsKeys(p.v2.current)) {
+		if peer != p.cfg.Name {
+			to = append(to, p.v2.current[peer].Member)
+		}
+	}
+	expires := p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 3)
+	for _, payload := range p.aggregateMessages(aggs, now) {
+		for _, m := range to {
+			p.v2.outbox = append(p.v2.outbox, Message{To: m, Type: codec.TypeAggregates, Payload: payload, Expires: expires})
+		}
+	}
+	return len(aggs)
+}
+
+// aggregateMessages encodes aggs in messages of at most Gossip.MaxPartBytes
+// (one aggregate alone may exceed it, up to codec.MaxMessageBytes).
+func (p *Protocol) aggregateMessages(aggs []tracker.Aggregate, now time.Time) [][]byte {
+	var out [][]byte
+	for len(aggs) > 0 {
+		n := len(aggs)
+		var msg []byte
+		for {
+			var err error
+			msg, err = codec.AppendAggregates(nil, codec.Aggregates{Sender: p.self, Layout: p.layout, Aggregates: aggs[:n], SentAtMillis: clockMillis(now)})
+			if err == nil && (len(msg) <= p.cfg.Gossip.MaxPartBytes || n == 1) {
+				break
+			}
+			if n == 1 {
+				msg = nil // cannot happen: an aggregate of one layout fits a message
+				break
+			}
+			n = (n + 1) / 2
+		}
+		if msg != nil {
+			out = append(out, msg)
+		}
+		aggs = aggs[n:]
+	}
+	return out
+}
+
+// flush returns msgs with the outbox appended, and empties the outbox.
+func (p *Protocol) flush(msgs []Message) []Message {
+	if len(p.v2.outbox) == 0 {
+		return msgs
+	}
+	msgs = append(msgs, p.v2.outbox...)
+	p.v2.outbox = p.v2.outbox[:0]
+	return msgs
+}
+
+// aggDigests returns this node's aggregate digest for member to.
+func (p *Protocol) aggDigests(to string, now time.Time) []Message {
+	p.digestTo[to] = now
+	payload, err := codec.AppendAggDigest(nil, codec.AggDigest{Sender: p.self, Epochs: p.cfg.Aggregates.AggregateDigests(now), SentAtMillis: clockMillis(now)})
+	if err != nil {
+		return nil
+	}
+	return []Message{{To: to, Type: codec.TypeAggDigest, Payload: payload}}
+}

@@ -1,0 +1,304 @@
+package cluster
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// receiveV2 handles a message of a v2 type. A node that does not run v2
+// with its stores refuses them as decode_type, as a v1 node does.
+func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *Receipt) {
+	if !p.speaksV2() {
+		r.Reject = RejectDecodeType
+		return
+	}
+	switch t {
+	case codec.TypeRecords:
+		p.receiveRecords(msg, now, r)
+	case codec.TypeRecordPull:
+		pl, err := p.dec.DecodeRecordPull(msg)
+		if err != nil {
+			r.Reject = decodeReason(err)
+			return
+		}
+		if r.Reject = p.checkSender(pl.Sender); r.Reject == "" {
+			p.observeClock(pl.Sender, pl.SentAtMillis, now)
+			p.answerRecordPull(pl, now)
+		}
+	case codec.TypeAggregates:
+		m, err := p.dec.DecodeAggregates(msg)
+		if err != nil {
+			r.Reject = decodeReason(err)
+			return
+		}
+		if r.Reject = p.checkSender(m.Sender); r.Reject != "" {
+			return
+		}
+		p.observeClock(m.Sender, m.SentAtMillis, now)
+		p.insertAggregates(m.Aggregates, now, r)
+	case codec.TypeAggDigest:
+		d, err := p.dec.DecodeAggDigest(msg)
+		if err != nil {
+			r.Reject = decodeReason(err)
+			return
+		}
+		if r.Reject = p.checkSender(d.Sender); r.Reject == "" {
+			p.observeClock(d.Sender, d.SentAtMillis, now)
+			p.answerAggDigest(d, now)
+		}
+	case codec.TypeAggList, codec.TypeAggPull:
+		e, err := p.dec.DecodeAggEntries(msg, t)
+		if err != nil {
+			r.Reject = decodeReason(err)
+			return
+		}
+		if r.Reject = p.checkSender(e.Sender); r.Reject != "" {
+			return
+		}
+		p.observeClock(e.Sender, e.SentAtMillis, now)
+		if t == codec.TypeAggList {
+			p.answerAggList(e, now)
+		} else {
+			p.answerAggPull(e, now)
+		}
+	}
+}
+
+// receiveRecords stores an origin's records (the origin must be a current
+// or recent member, not this process) and checks its manifests: an epoch
+// whose records this node holds otherwise than the origin says it sent is
+// pulled again.
+func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
+	rec, err := p.dec.DecodeRecords(msg)
+	if err != nil {
+		r.Reject = decodeReason(err)
+		return
+	}
+	b := rec.Batch
+	r.Key = b.Key
+	p.observeClock(MemberName(b.Key.Origin, b.Key.Boot), rec.SentAtMillis, now)
+	switch {
+	case b.Key.Origin == p.cfg.Name && b.Key.Boot == p.cfg.BootID:
+		r.Reject = RejectOwnOrigin
+		return
+	case !p.knownOrigin(b.Key.Origin, b.Key.Boot):
+		r.Reject = RejectUnknownOrigin
+		return
+	}
+	if len(b.Dests) > 0 {
+		r.Inserted, r.Outcome = true, p.ownedInsert(b, now)
+		r.Reject = outcomeReason(r.Outcome)
+		if r.Reject != "" {
+			return
+		}
+	}
+	sender := MemberName(b.Key.Origin, b.Key.Boot)
+	if !p.up(sender) || len(rec.Manifests) == 0 {
+		return
+	}
+	e := p.cfg.Tracker.Epoch(now)
+	p.expireAsked(now)
+	var want []int64
+	for _, m := range rec.Manifests {
+		if m.Epoch < e-int64(p.cfg.Tracker.SubWindows)+1 || m.Epoch > e {
+			continue
+		}
+		if p.cfg.Owned.Manifest(b.Key.Origin, b.Key.Boot, m.Epoch, now) == m.Manifest {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d", sender, m.Epoch)
+		if _, asked := p.v2.askedRecs[k]; asked {
+			continue
+		}
+		p.v2.askedRecs[k] = now
+		want = append(want, m.Epoch)
+	}
+	if len(want) == 0 {
+		return
+	}
+	payload, err := codec.AppendRecordPull(nil, codec.RecordPull{Sender: p.self, Epochs: want, SentAtMillis: clockMillis(now)})
+	if err == nil {
+		p.stats.V2.RecordPulls++
+		p.v2.outbox = append(p.v2.outbox, Message{To: sender, Type: codec.TypeRecordPull, Payload: payload})
+	}
+}
+
+// outcomeReason is the rejection reason of a Store's outcome, "" for new
+// and duplicate.
+func outcomeReason(o tracker.InsertOutcome) string {
+	switch o {
+	case tracker.InsertNew, tracker.InsertDuplicate, tracker.InsertSuperseded:
+		return ""
+	case tracker.InsertTooOld:
+		return RejectStaleEpoch
+	case tracker.InsertTooNew:
+		return RejectFutureEpoch
+	case tracker.InsertConflict:
+		return RejectConflict
+	case tracker.InsertLayoutMismatch:
+		return RejectDecodeLayout
+	}
+	return "store_" + o.String()
+}
+
+// answerRecordPull sends the pulling owner this node's records of the
+// epochs asked for that the owner owns, with their manifests.
+func (p *Protocol) answerRecordPull(pl codec.RecordPull, now time.Time) {
+	if !p.v2.on {
+		return
+	}
+	peer := p.members[p.byMember[pl.Sender]].Name
+	if p.memberOf(peer) != pl.Sender {
+		return // not that peer's current member
+	}
+	o := p.ownersNow(now)
+	e := p.cfg.Tracker.Epoch(now)
+	for _, ep := range slices.Compact(slices.Sorted(slices.Values(pl.Epochs))) {
+		if ep < e-int64(p.cfg.Tracker.SubWindows)+1 || ep > e-1 {
+			continue
+		}
+		var dests []tracker.DestCounts
+		for _, dc := range p.sealedFor(ep, now) {
+			if o.Rank(dc.Dest, peer) >= 0 {
+				dests = append(dests, dc)
+			}
+		}
+		p.stats.V2.Resent++
+		p.sendRecords(peer, ep, dests, p.manifests(peer, []int64{ep}), now)
+	}
+}
+
+// insertAggregates keeps received aggregates (the largest coverage per
+// destination and epoch). The receipt counts the first refusal, and lists
+// the aggregates kept as new.
+func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *Receipt) {
+	r.Inserted, r.Outcome = true, tracker.InsertDuplicate
+	for i := range aggs {
+		a := &aggs[i]
+		out := p.cfg.Aggregates.InsertAggregate(*a, now)
+		p.see(a.Dest, a.Epoch)
+		switch out {
+		case tracker.InsertNew:
+			r.Outcome = tracker.InsertNew
+			r.NewAggregates = append(r.NewAggregates, tracker.AggregateEntry{Dest: a.Dest, Epoch: a.Epoch, Coverage: a.Coverage})
+			delete(p.v2.askedAggs, aggKey(a.Dest, a.Epoch))
+		case tracker.InsertDuplicate, tracker.InsertSuperseded:
+			if r.Outcome != tracker.InsertNew {
+				r.Outcome = out
+			}
+		default:
+			if r.Reject == "" {
+				r.Reject = outcomeReason(out)
+			}
+		}
+	}
+}
+
+func aggKey(dest string, ep int64) string { return fmt.Sprintf("%s/%d", dest, ep) }
+
+// answerAggDigest compares a peer's aggregate digest with this node's:
+// for the slices that differ it sends this node's list of aggregates, and
+// its own digest (unless it sent that peer one within half an interval),
+// so that each side pulls what the other holds with a larger coverage.
+func (p *Protocol) answerAggDigest(d codec.AggDigest, now time.Time) {
+	mine := map[int64]tracker.AggregateDigest{}
+	for _, g := range p.cfg.Aggregates.AggregateDigests(now) {
+		mine[g.Epoch] = g
+	}
+	theirs := map[int64]tracker.AggregateDigest{}
+	for _, g := range d.Epochs {
+		theirs[g.Epoch] = g
+	}
+	e := p.cfg.Tracker.Epoch(now)
+	var list []tracker.AggregateEntry
+	differ := false
+	for ep := e - 2; ep <= e; ep++ {
+		a, b := mine[ep], theirs[ep]
+		var mask uint32
+		for k := range a.Slices {
+			if a.Slices[k] != b.Slices[k] {
+				mask |= 1 << k
+			}
+		}
+		if mask == 0 {
+			continue
+		}
+		differ = true
+		list = append(list, p.cfg.Aggregates.AggregateEntries(ep, mask, now)...)
+	}
+	if !differ {
+		return
+	}
+	for len(list) > 0 {
+		n := min(len(list), 2048)
+		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggList, codec.AggEntries{Sender: p.self, Entries: list[:n], SentAtMillis: clockMillis(now)}); err == nil {
+			p.v2.outbox = append(p.v2.outbox, Message{To: d.Sender, Type: codec.TypeAggList, Payload: payload})
+		}
+		list = list[n:]
+	}
+	if last, ok := p.digestTo[d.Sender]; !ok || now.Sub(last) >= p.cfg.Gossip.AntiEntropyInterval/2 {
+		p.v2.outbox = append(p.v2.outbox, p.aggDigests(d.Sender, now)...)
+	}
+}
+
+// answerAggList pulls the aggregates of a peer's list that it holds with a
+// larger coverage than this node (each from one member at a time).
+func (p *Protocol) answerAggList(l codec.AggEntries, now time.Time) {
+	p.expireAsked(now)
+	var want []tracker.AggregateEntry
+	for _, x := range l.Entries {
+		mine, _ := p.cfg.Aggregates.AggregateCoverage(x.Dest, x.Epoch)
+		if x.Coverage.Compare(mine) <= 0 {
+			continue
+		}
+		k := aggKey(x.Dest, x.Epoch)
+		if _, asked := p.v2.askedAggs[k]; asked {
+			continue
+		}
+		p.v2.askedAggs[k] = now
+		want = append(want, tracker.AggregateEntry{Dest: x.Dest, Epoch: x.Epoch, Coverage: mine})
+	}
+	for len(want) > 0 {
+		n := min(len(want), 2048)
+		if payload, err := codec.AppendAggEntries(nil, codec.TypeAggPull, codec.AggEntries{Sender: p.self, Entries: want[:n], SentAtMillis: clockMillis(now)}); err == nil {
+			p.stats.V2.AggPulls++
+			p.v2.outbox = append(p.v2.outbox, Message{To: l.Sender, Type: codec.TypeAggPull, Payload: payload})
+		}
+		want = want[n:]
+	}
+}
+
+// answerAggPull sends the aggregates asked for that this node holds with a
+// larger coverage than the puller, within Gossip.BulkSyncBytes.
+func (p *Protocol) answerAggPull(pl codec.AggEntries, now time.Time) {
+	var aggs []tracker.Aggregate
+	for _, x := range pl.Entries {
+		if a, ok := p.cfg.Aggregates.LookupAggregate(x.Dest, x.Epoch); ok && a.Coverage.Compare(x.Coverage) > 0 {
+			aggs = append(aggs, a)
+		}
+	}
+	budget := p.cfg.Gossip.BulkSyncBytes
+	for i, payload := range p.aggregateMessages(aggs, now) {
+		if i > 0 && len(payload) > budget {
+			break
+		}
+		budget -= len(payload)
+		p.v2.outbox = append(p.v2.outbox, Message{To: pl.Sender, Type: codec.TypeAggregates, Payload: payload})
+	}
+}
+
+// expireAsked forgets the record and aggregate pulls older than an
+// anti-entropy interval, so that they are asked again.
+func (p *Protocol) expireAsked(now time.Time) {
+	for _, m := range []map[string]time.Time{p.v2.askedRecs, p.v2.askedAggs} {
+		for k, at := range m {
+			if now.Sub(at) >= p.cfg.Gossip.AntiEntropyInterval || now.Before(at) {
+				delete(m, k)
+			}
+		}
+	}
+}

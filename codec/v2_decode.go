@@ -1,0 +1,396 @@
+package codec
+
+import (
+	"math"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// DecodeRecords decodes and validates a records message. The result
+// aliases the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge,
+// ErrVersion, ErrType, ErrLayout or ErrMalformed.
+func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
+	extra, err := d.open(msg, TypeRecords, 4)
+	if err != nil {
+		return Records{}, err
+	}
+	b, err := d.decodeBatch()
+	if err != nil {
+		return Records{}, err
+	}
+	n, err := d.readArrayLen("manifests", MaxManifests)
+	if err != nil {
+		return Records{}, err
+	}
+	ms := d.manifests[:0]
+	for i := range n {
+		x, err := d.readRecord("manifest", 3)
+		if err != nil {
+			return Records{}, err
+		}
+		var m EpochManifest
+		if m.Epoch, err = d.readInt("manifest epoch", math.MinInt64, math.MaxInt64); err != nil {
+			return Records{}, err
+		}
+		if i > 0 && m.Epoch <= ms[i-1].Epoch {
+			return Records{}, malformed("manifest epochs not ascending")
+		}
+		r, err := d.readUint("manifest records", math.MaxUint32)
+		if err != nil {
+			return Records{}, err
+		}
+		m.Manifest.Records = uint32(r)
+		if m.Manifest.Hash, err = d.readUint("manifest hash", math.MaxUint64); err != nil {
+			return Records{}, err
+		}
+		if err := d.finish(x); err != nil {
+			return Records{}, err
+		}
+		ms = append(ms, m)
+	}
+	d.manifests = ms
+	if extra, err = d.readSentAt(extra); err != nil {
+		return Records{}, err
+	}
+	if err := d.end(extra); err != nil {
+		return Records{}, err
+	}
+	return Records{Batch: b, Manifests: ms, SentAtMillis: d.sentAt}, nil
+}
+
+// readPairs reads a delta-coded (index, count) list of at most countsLen
+// pairs into d.buckets and returns the start of the new ones and their
+// sum. An empty list is allowed.
+func (d *Decoder) readPairs(what string, countsLen int) (int, uint64, error) {
+	m, err := d.readArrayLen(what, math.MaxInt)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch {
+	case m%2 != 0:
+		return 0, 0, malformed("%s: odd array of %d elements", what, m)
+	case m/2 > countsLen:
+		return 0, 0, malformed("%s: %d buckets, layout has %d", what, m/2, countsLen)
+	}
+	start := len(d.buckets)
+	if m == 0 {
+		return start, 0, nil
+	}
+	last := uint64(countsLen - 1)
+	idx, err := d.readUint("bucket index", last)
+	if err != nil {
+		return 0, 0, err
+	}
+	var sum uint64
+	for j := range m / 2 {
+		if j > 0 {
+			delta, err := d.readCount("bucket index delta", last-idx)
+			if err != nil {
+				return 0, 0, malformed("%s: %w", what, err)
+			}
+			idx += delta
+		}
+		c, err := d.readCount("bucket count", math.MaxUint32)
+		if err != nil {
+			return 0, 0, err
+		}
+		sum += c
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
+	}
+	return start, sum, nil
+}
+
+// DecodeAggregates decodes and validates an aggregates message. The result
+// aliases the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge,
+// ErrVersion, ErrType, ErrLayout or ErrMalformed.
+func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
+	var m Aggregates
+	extra, err := d.open(msg, TypeAggregates, 3)
+	if err != nil {
+		return m, err
+	}
+	x, err := d.readRecord("layout", 3)
+	if err != nil {
+		return m, err
+	}
+	if m.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
+		return m, err
+	}
+	if m.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
+		return m, err
+	}
+	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return m, err
+	}
+	m.Layout.SignificantDigits = int(sig)
+	if err := d.finish(x); err != nil {
+		return m, err
+	}
+	countsLen, err := d.countsLen(m.Layout)
+	if err != nil {
+		return m, err
+	}
+	if m.Sender, err = d.readName("sender"); err != nil {
+		return m, err
+	}
+	n, err := d.readArrayLen("aggregates", MaxAggregates)
+	if err != nil {
+		return m, err
+	}
+	aggs := d.aggs[:0]
+	d.buckets, d.aggSpans = d.buckets[:0], d.aggSpans[:0]
+	clear(d.seen)
+	for range n {
+		a, err := d.readAggregate(countsLen)
+		if err != nil {
+			return m, err
+		}
+		a.Layout = m.Layout
+		aggs = append(aggs, a)
+	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return m, err
+	}
+	m.SentAtMillis = d.sentAt
+	if err := d.end(extra); err != nil {
+		return m, err
+	}
+	// The buckets of each aggregate, now that d.buckets no longer grows.
+	for i := range aggs {
+		s := d.aggSpans[3*i : 3*i+3]
+		aggs[i].Buckets = d.buckets[s[0]:s[1]:s[1]]
+		aggs[i].TimedOut = d.buckets[s[1]:s[2]:s[2]]
+		if s[1] == s[2] {
+			aggs[i].TimedOut = nil
+		}
+		if s[0] == s[1] {
+			aggs[i].Buckets = nil
+		}
+		if err := checkAggTimedOut(aggs[i].Dest, aggs[i].TimedOut, aggs[i].Buckets); err != nil {
+			return Aggregates{}, err
+		}
+	}
+	d.aggs = aggs
+	m.Aggregates = aggs
+	return m, nil
+}
+
+func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
+	var a tracker.Aggregate
+	x, err := d.readRecord("aggregate", 12)
+	if err != nil {
+		return a, err
+	}
+	if a.Dest, err = d.readName("aggregate destination"); err != nil {
+		return a, err
+	}
+	if a.Epoch, err = d.readInt("aggregate epoch", math.MinInt64, math.MaxInt64); err != nil {
+		return a, err
+	}
+	if a.Total, err = d.readUint("aggregate total", math.MaxUint64); err != nil {
+		return a, err
+	}
+	b0, sum, err := d.readPairs("aggregate buckets", countsLen)
+	if err != nil {
+		return a, err
+	}
+	if sum != a.Total {
+		return a, malformed("aggregate %q: total %d, buckets sum to %d", a.Dest, a.Total, sum)
+	}
+	b1 := len(d.buckets)
+	if _, _, err = d.readPairs("aggregate censored", countsLen); err != nil {
+		return a, err
+	}
+	b2 := len(d.buckets)
+	flags, err := d.readUint("aggregate flags", 1)
+	if err != nil {
+		return a, err
+	}
+	a.CensoringUnknown = flags == 1
+	peers, err := d.readUint("aggregate peers", math.MaxUint32)
+	if err != nil {
+		return a, err
+	}
+	a.Peers = int(peers)
+	if a.SquareSum[0], err = d.readUint("aggregate square sum", math.MaxUint64); err != nil {
+		return a, err
+	}
+	if a.SquareSum[1], err = d.readUint("aggregate square sum", math.MaxUint64); err != nil {
+		return a, err
+	}
+	age, err := d.readUint("aggregate newest", math.MaxUint32)
+	if err != nil {
+		return a, err
+	}
+	a.Newest = int64(uint64(a.Epoch) - age)
+	if a.Newest > a.Epoch {
+		return a, malformed("aggregate %q: newest epoch wraps", a.Dest)
+	}
+	r, err := d.readUint("coverage records", math.MaxUint32)
+	if err != nil {
+		return a, err
+	}
+	a.Coverage.Records = uint32(r)
+	if a.Coverage.Hash, err = d.readUint("coverage hash", math.MaxUint64); err != nil {
+		return a, err
+	}
+	if err := d.finish(x); err != nil {
+		return a, err
+	}
+	d.aggSpans = append(d.aggSpans, b0, b1, b2)
+	return a, nil
+}
+
+// DecodeAggDigest decodes and validates an aggregate digest. The result
+// aliases the Decoder's buffers.
+func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
+	var g AggDigest
+	extra, err := d.open(msg, TypeAggDigest, 2)
+	if err != nil {
+		return g, err
+	}
+	if g.Sender, err = d.readName("sender"); err != nil {
+		return g, err
+	}
+	n, err := d.readArrayLen("digest epochs", MaxDigestEpochs)
+	if err != nil {
+		return g, err
+	}
+	eps := d.digests[:0]
+	for i := range n {
+		x, err := d.readRecord("digest epoch", 2)
+		if err != nil {
+			return g, err
+		}
+		var e tracker.AggregateDigest
+		if e.Epoch, err = d.readInt("digest epoch", math.MinInt64, math.MaxInt64); err != nil {
+			return g, err
+		}
+		if i > 0 && e.Epoch <= eps[i-1].Epoch {
+			return g, malformed("digest epochs not ascending")
+		}
+		m, err := d.readArrayLen("digest slices", 2*tracker.AggregateSlices)
+		if err != nil {
+			return g, err
+		}
+		if m != 2*tracker.AggregateSlices {
+			return g, malformed("digest of %d slice values, want %d", m, 2*tracker.AggregateSlices)
+		}
+		for k := range tracker.AggregateSlices {
+			c, err := d.readUint("slice count", math.MaxUint32)
+			if err != nil {
+				return g, err
+			}
+			e.Slices[k].Count = uint32(c)
+			if e.Slices[k].Hash, err = d.readUint("slice hash", math.MaxUint64); err != nil {
+				return g, err
+			}
+		}
+		if err := d.finish(x); err != nil {
+			return g, err
+		}
+		eps = append(eps, e)
+	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return g, err
+	}
+	g.SentAtMillis = d.sentAt
+	if err := d.end(extra); err != nil {
+		return g, err
+	}
+	d.digests = eps
+	g.Epochs = eps
+	return g, nil
+}
+
+// DecodeAggEntries decodes and validates an aggregate list or pull (t).
+// The result aliases the Decoder's buffers.
+func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error) {
+	var e AggEntries
+	if t != TypeAggList && t != TypeAggPull {
+		return e, typeErr(t)
+	}
+	extra, err := d.open(msg, t, 2)
+	if err != nil {
+		return e, err
+	}
+	if e.Sender, err = d.readName("sender"); err != nil {
+		return e, err
+	}
+	n, err := d.readArrayLen("entries", MaxAggEntries)
+	if err != nil {
+		return e, err
+	}
+	es := d.entries[:0]
+	for range n {
+		x, err := d.readRecord("entry", 4)
+		if err != nil {
+			return e, err
+		}
+		var a tracker.AggregateEntry
+		if a.Dest, err = d.readName("entry destination"); err != nil {
+			return e, err
+		}
+		if a.Epoch, err = d.readInt("entry epoch", math.MinInt64, math.MaxInt64); err != nil {
+			return e, err
+		}
+		r, err := d.readUint("entry records", math.MaxUint32)
+		if err != nil {
+			return e, err
+		}
+		a.Coverage.Records = uint32(r)
+		if a.Coverage.Hash, err = d.readUint("entry hash", math.MaxUint64); err != nil {
+			return e, err
+		}
+		if err := d.finish(x); err != nil {
+			return e, err
+		}
+		es = append(es, a)
+	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return e, err
+	}
+	e.SentAtMillis = d.sentAt
+	if err := d.end(extra); err != nil {
+		return e, err
+	}
+	d.entries = es
+	e.Entries = es
+	return e, nil
+}
+
+// DecodeRecordPull decodes and validates a record pull. The result aliases
+// the Decoder's buffers.
+func (d *Decoder) DecodeRecordPull(msg []byte) (RecordPull, error) {
+	var p RecordPull
+	extra, err := d.open(msg, TypeRecordPull, 2)
+	if err != nil {
+		return p, err
+	}
+	if p.Sender, err = d.readName("sender"); err != nil {
+		return p, err
+	}
+	n, err := d.readArrayLen("epochs", MaxPullEpochs)
+	if err != nil {
+		return p, err
+	}
+	eps := d.epochs[:0]
+	for range n {
+		e, err := d.readInt("epoch", math.MinInt64, math.MaxInt64)
+		if err != nil {
+			return p, err
+		}
+		eps = append(eps, e)
+	}
+	if extra, err = d.readSentAt(extra); err != nil {
+		return p, err
+	}
+	p.SentAtMillis = d.sentAt
+	if err := d.end(extra); err != nil {
+		return p, err
+	}
+	d.epochs = eps
+	p.Epochs = eps
+	return p, nil
+}

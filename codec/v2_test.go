@@ -1,0 +1,355 @@
+package codec
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
+)
+
+// The protocol v2 messages: golden files, round trips and fuzz targets.
+
+func goldenRecords() Records {
+	b := goldenBatch()
+	b.Key.Part = 0
+	return Records{Batch: b, Manifests: []EpochManifest{
+		{Epoch: 291_234_566, Manifest: tracker.Manifest{Records: 3, Hash: 0xfedcba9876543210}},
+		{Epoch: 291_234_567, Manifest: tracker.Manifest{Records: 2, Hash: 7}},
+	}, SentAtMillis: 1_747_407_402_123}
+}
+
+func goldenAggregates() Aggregates {
+	return Aggregates{Sender: "node-b-0000000a", Layout: defaultLayout, Aggregates: []tracker.Aggregate{
+		{
+			Dest: "db-1:7000", Epoch: 291_234_567, Layout: defaultLayout, Total: 1 + 200 + 70000,
+			Buckets:  []tracker.Bucket{{Index: 3, Count: 1}, {Index: 140, Count: 200}, {Index: 1279, Count: 70000}},
+			TimedOut: []tracker.Bucket{{Index: 1279, Count: 5}},
+			Peers:    3, SquareSum: [2]uint64{0, 4_900_000_000}, Newest: 291_234_566,
+			Coverage: tracker.Coverage{Records: 27, Hash: 0x0123456789abcdef},
+		},
+		{
+			Dest: "cache-é日本", Epoch: 291_234_567, Layout: defaultLayout, Total: 1,
+			Buckets: []tracker.Bucket{{Index: 42, Count: 1}}, CensoringUnknown: true,
+			Peers: 1, SquareSum: [2]uint64{1, 2}, Newest: 291_234_567,
+			Coverage: tracker.Coverage{Records: 1, Hash: 1},
+		},
+	}, SentAtMillis: 1_747_407_402_123}
+}
+
+func goldenAggDigest() AggDigest {
+	d := AggDigest{Sender: "node-c-00000001", SentAtMillis: 1_747_407_402_123}
+	for e := range int64(2) {
+		g := tracker.AggregateDigest{Epoch: 291_234_566 + e}
+		for k := range g.Slices {
+			g.Slices[k] = tracker.SliceSum{Count: uint32(k) * uint32(e+1) * 20, Hash: uint64(k) << (4 * uint(k))}
+		}
+		d.Epochs = append(d.Epochs, g)
+	}
+	return d
+}
+
+func goldenEntries() AggEntries {
+	return AggEntries{Sender: "node-c-00000001", Entries: []tracker.AggregateEntry{
+		{Dest: "db-1:7000", Epoch: 291_234_567, Coverage: tracker.Coverage{Records: 27, Hash: 0x0123456789abcdef}},
+		{Dest: "db-2", Epoch: -3, Coverage: tracker.Coverage{}},
+	}, SentAtMillis: 1_747_407_402_123}
+}
+
+func goldenRecordPull() RecordPull {
+	return RecordPull{Sender: "node-c-00000001", Epochs: []int64{291_234_566, 291_234_567, -1}} // no sent_at: an older sender's bytes
+}
+
+func goldenV2Messages(t testing.TB) map[string][]byte {
+	must := func(b []byte, err error) []byte {
+		require.NoError(t, err)
+		return b
+	}
+	return map[string][]byte{
+		"v1-records":     must(AppendRecords(nil, goldenRecords())),
+		"v1-aggregates":  must(AppendAggregates(nil, goldenAggregates())),
+		"v1-agg-digest":  must(AppendAggDigest(nil, goldenAggDigest())),
+		"v1-agg-list":    must(AppendAggEntries(nil, TypeAggList, goldenEntries())),
+		"v1-agg-pull":    must(AppendAggEntries(nil, TypeAggPull, goldenEntries())),
+		"v1-record-pull": must(AppendRecordPull(nil, goldenRecordPull())),
+	}
+}
+
+// TestGoldenV2 pins the bytes of the protocol v2 message types and checks
+// that they decode to the pinned values.
+func TestGoldenV2(t *testing.T) {
+	dec := newDecoder(t, defaultLayout)
+	for name, msg := range goldenV2Messages(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "golden", name+".hex")
+			if *update {
+				require.NoError(t, os.WriteFile(path, []byte(toHex(msg)), 0o644))
+			}
+			text, err := os.ReadFile(path)
+			require.NoError(t, err)
+			want, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
+			require.NoError(t, err)
+			require.Equal(t, toHex(want), toHex(msg), "encoding changed: see doc.go")
+			typ, err := dec.Type(want)
+			require.NoError(t, err)
+			switch name {
+			case "v1-records":
+				require.Equal(t, TypeRecords, typ)
+				got, err := dec.DecodeRecords(want)
+				require.NoError(t, err)
+				requireSameBatch(t, goldenRecords().Batch, got.Batch)
+				require.Equal(t, goldenRecords().Manifests, got.Manifests)
+			case "v1-aggregates":
+				got, err := dec.DecodeAggregates(want)
+				require.NoError(t, err)
+				require.Equal(t, goldenAggregates(), got)
+			case "v1-agg-digest":
+				got, err := dec.DecodeAggDigest(want)
+				require.NoError(t, err)
+				require.Equal(t, goldenAggDigest(), got)
+			case "v1-agg-list", "v1-agg-pull":
+				got, err := dec.DecodeAggEntries(want, typ)
+				require.NoError(t, err)
+				require.Equal(t, goldenEntries(), got)
+			case "v1-record-pull":
+				got, err := dec.DecodeRecordPull(want)
+				require.NoError(t, err)
+				require.Equal(t, goldenRecordPull(), got)
+			}
+		})
+	}
+}
+
+// TestRecordsParts checks that a records message split into parts decodes
+// to the batch's destinations, the manifests on the first part only.
+func TestRecordsParts(t *testing.T) {
+	b := typicalBatch(1, 60, 400)
+	var e Encoder
+	r := Records{Batch: b, Manifests: goldenRecords().Manifests}
+	parts, err := e.RecordsParts(r, 4096)
+	require.NoError(t, err)
+	require.Greater(t, len(parts), 1)
+	dec := newDecoder(t, defaultLayout)
+	var dests []string
+	for i, p := range parts {
+		require.LessOrEqual(t, len(p), 4096)
+		got, err := dec.DecodeRecords(p)
+		require.NoError(t, err)
+		require.Equal(t, uint16(i), got.Batch.Key.Part)
+		if i == 0 {
+			require.Equal(t, r.Manifests, got.Manifests)
+		} else {
+			require.Empty(t, got.Manifests)
+		}
+		for _, d := range got.Batch.Dests {
+			dests = append(dests, d.Dest)
+		}
+	}
+	require.Len(t, dests, 60)
+	empty, err := e.RecordsParts(Records{Batch: tracker.Batch{Key: b.Key, Layout: b.Layout}, Manifests: r.Manifests}, 4096)
+	require.NoError(t, err)
+	got, err := dec.DecodeRecords(empty[0])
+	require.NoError(t, err)
+	require.Empty(t, got.Batch.Dests)
+	require.Equal(t, r.Manifests, got.Manifests)
+}
+
+// TestV2Refusals checks the encoders' refusals (a node never sends what
+// its peers refuse) and that a v1 node's type check knows every v2 type.
+func TestV2Refusals(t *testing.T) {
+	a := goldenAggregates()
+	a.Aggregates[0].Total++
+	_, err := AppendAggregates(nil, a)
+	require.ErrorIs(t, err, ErrMalformed)
+	a = goldenAggregates()
+	a.Aggregates[0].TimedOut = []tracker.Bucket{{Index: 4, Count: 1}}
+	_, err = AppendAggregates(nil, a)
+	require.ErrorIs(t, err, ErrMalformed)
+	a = goldenAggregates()
+	a.Aggregates[1].Layout.SignificantDigits = 3
+	_, err = AppendAggregates(nil, a)
+	require.ErrorIs(t, err, ErrLayout)
+	d := goldenAggDigest()
+	d.Epochs[1].Epoch = d.Epochs[0].Epoch
+	_, err = AppendAggDigest(nil, d)
+	require.ErrorIs(t, err, ErrMalformed)
+	_, err = AppendAggEntries(nil, TypeBatch, goldenEntries())
+	require.ErrorIs(t, err, ErrType)
+	_, err = AppendRecordPull(nil, RecordPull{Sender: "s", Epochs: make([]int64, MaxPullEpochs+1)})
+	require.ErrorIs(t, err, ErrTooLarge)
+	for ty := TypeRecords; ty <= TypeRecordPull; ty++ {
+		require.NotContains(t, ty.String(), "type(")
+	}
+}
+
+// fuzzSeedsV2 are the seed corpora of the v2 decoders.
+func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
+	g := goldenV2Messages(t)
+	huge := raw{0xdb, 0xff, 0xff, 0xff, 0xff}
+	common := func(valid []byte) map[string][]byte {
+		return map[string][]byte{
+			"valid":                 valid,
+			"truncated-half":        valid[:len(valid)/2],
+			"truncated-last-byte":   valid[:len(valid)-1],
+			"trailing-byte":         append(append([]byte(nil), valid...), 0),
+			"empty":                 {},
+			"array32-4G":            {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
+			"str32-4GiB-in-8-bytes": {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
+			"bin32-4GiB-extra":      withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
+			"nested-deep-extra":     withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
+			"valid-with-extra":      withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
+			"nil-everywhere":        build(arr{nil, nil, nil, nil, nil}),
+		}
+	}
+	layout := arr{1, 60000, 2}
+	records := common(g["v1-records"])
+	key := arr{"o", 1, 5, 0}
+	for name, m := range map[string]arr{
+		"manifests-array32-4G":  {1, 4, layout, key, arr{}, raw{0xdd, 0xff, 0xff, 0xff, 0xff}},
+		"manifests-257":         {1, 4, layout, key, arr{}, raw{0xdc, 0x01, 0x01}},
+		"manifests-descending":  {1, 4, layout, key, arr{}, arr{arr{5, 1, 1}, arr{4, 1, 1}}},
+		"manifest-records-huge": {1, 4, layout, key, arr{}, arr{arr{5, uint64(1 << 32), 1}}},
+		"manifest-short":        {1, 4, layout, key, arr{}, arr{arr{5, 1}}},
+		"no-manifests-field":    {1, 4, layout, key, arr{}},
+	} {
+		records[name] = build(m)
+	}
+	aggs := common(g["v1-aggregates"])
+	agg := func(mod func(a arr) arr) arr {
+		a := arr{"d", 5, 2, arr{3, 1, 1, 1}, arr{}, 0, 1, 0, 4, 0, 1, 9}
+		return arr{1, 5, layout, "s", arr{mod(a)}}
+	}
+	set := func(i int, v any) func(arr) arr { return func(a arr) arr { a[i] = v; return a } }
+	for name, m := range map[string]arr{
+		"total-mismatch":       agg(set(2, 3)),
+		"index-out-of-range":   agg(set(3, arr{1280, 1})),
+		"index-repeated":       agg(set(3, arr{3, 1, 0, 1})),
+		"censored-outside":     agg(set(4, arr{7, 1})),
+		"censored-over-count":  agg(set(4, arr{3, 2})),
+		"flags-unknown":        agg(set(5, 2)),
+		"peers-huge":           agg(set(6, uint64(1<<33))),
+		"newest-wraps":         agg(set(9, uint64(math.MaxUint32))),
+		"dest-str32-4GiB":      agg(set(0, huge)),
+		"aggregates-4097":      {1, 5, layout, "s", raw{0xdc, 0x10, 0x01}},
+		"aggregate-short":      {1, 5, layout, "s", arr{arr{"d", 5, 0}}},
+		"layout-unsupported":   {1, 5, arr{1, 60000, 9}, "s", arr{}},
+		"buckets-array32-4G":   agg(set(3, raw{0xdd, 0xff, 0xff, 0xff, 0xff})),
+		"count-negative":       agg(set(3, arr{3, -1})),
+		"epoch-min-newest-big": agg(func(a arr) arr { a[1] = int64(math.MinInt64); a[9] = 5; return a }),
+	} {
+		aggs[name] = build(m)
+	}
+	digest := common(g["v1-agg-digest"])
+	slices16 := make(arr, 32)
+	for i := range slices16 {
+		slices16[i] = 1
+	}
+	for name, m := range map[string]arr{
+		"slices-short":      {1, 6, "s", arr{arr{5, arr{1, 2}}}},
+		"slices-long":       {1, 6, "s", arr{arr{5, append(slices16, 1, 1)}}},
+		"epochs-descending": {1, 6, "s", arr{arr{5, slices16}, arr{4, slices16}}},
+		"epochs-17":         {1, 6, "s", raw{0xdc, 0x00, 0x11}},
+		"slice-count-huge":  {1, 6, "s", arr{arr{5, append(arr{uint64(1 << 32)}, slices16[1:]...)}}},
+	} {
+		digest[name] = build(m)
+	}
+	list := common(g["v1-agg-list"])
+	pull := common(g["v1-agg-pull"])
+	for name, es := range map[string]any{
+		"entries-16385":    raw{0xdd, 0x00, 0x00, 0x40, 0x01},
+		"entry-short":      arr{arr{"d", 5, 1}},
+		"entry-name-empty": arr{arr{"", 5, 1, 1}},
+		"entry-records":    arr{arr{"d", 5, uint64(1 << 32), 1}},
+	} {
+		list[name] = build(arr{1, 7, "s", es})
+		pull[name] = build(arr{1, 8, "s", es})
+	}
+	rpull := common(g["v1-record-pull"])
+	for name, m := range map[string]arr{
+		"epochs-257":   {1, 9, "s", raw{0xdc, 0x01, 0x01}},
+		"epoch-string": {1, 9, "s", arr{"5"}},
+		"epoch-uint64": {1, 9, "s", arr{uint64(math.MaxUint64)}},
+	} {
+		rpull[name] = build(m)
+	}
+	return map[string]map[string][]byte{
+		"FuzzDecodeRecords": records, "FuzzDecodeAggregates": aggs, "FuzzDecodeAggDigest": digest,
+		"FuzzDecodeAggList": list, "FuzzDecodeAggPull": pull, "FuzzDecodeRecordPull": rpull,
+	}
+}
+
+// TestFuzzCorpusV2 keeps the v2 seed corpora in sync with fuzzSeedsV2.
+func TestFuzzCorpusV2(t *testing.T) {
+	for target, seeds := range fuzzSeedsV2(t) {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if *update {
+			require.NoError(t, os.RemoveAll(dir))
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			for name, msg := range seeds {
+				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(msg)))
+				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, entries, len(seeds), "%s: run go test -run TestFuzzCorpusV2 -update", dir)
+	}
+}
+
+// fuzzV2 runs a v2 decoder on msg: no panic, every refusal typed, and
+// every accepted message re-encodes, no longer, to one that decodes to the
+// same value.
+func fuzzV2[T any](f *testing.F, golden string, decode func(*Decoder, []byte) (T, error), encode func(T) ([]byte, error)) {
+	f.Add(goldenV2Messages(f)[golden])
+	dec := newDecoder(f, tracker.Layout{})
+	check := newDecoder(f, tracker.Layout{})
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		v, err := decode(dec, msg)
+		if err != nil {
+			requireTyped(t, err)
+			return
+		}
+		enc, err := encode(v)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(enc), len(msg), "the canonical encoding is never longer")
+		again, err := decode(check, enc)
+		require.NoError(t, err)
+		require.Equal(t, v, again)
+	})
+}
+
+func FuzzDecodeRecords(f *testing.F) {
+	fuzzV2(f, "v1-records", (*Decoder).DecodeRecords, func(r Records) ([]byte, error) { return AppendRecords(nil, r) })
+}
+
+func FuzzDecodeAggregates(f *testing.F) {
+	fuzzV2(f, "v1-aggregates", (*Decoder).DecodeAggregates, func(a Aggregates) ([]byte, error) { return AppendAggregates(nil, a) })
+}
+
+func FuzzDecodeAggDigest(f *testing.F) {
+	fuzzV2(f, "v1-agg-digest", (*Decoder).DecodeAggDigest, func(d AggDigest) ([]byte, error) { return AppendAggDigest(nil, d) })
+}
+
+func FuzzDecodeAggList(f *testing.F) {
+	fuzzV2(f, "v1-agg-list",
+		func(d *Decoder, m []byte) (AggEntries, error) { return d.DecodeAggEntries(m, TypeAggList) },
+		func(e AggEntries) ([]byte, error) { return AppendAggEntries(nil, TypeAggList, e) })
+}
+
+func FuzzDecodeAggPull(f *testing.F) {
+	fuzzV2(f, "v1-agg-pull",
+		func(d *Decoder, m []byte) (AggEntries, error) { return d.DecodeAggEntries(m, TypeAggPull) },
+		func(e AggEntries) ([]byte, error) { return AppendAggEntries(nil, TypeAggPull, e) })
+}
+
+func FuzzDecodeRecordPull(f *testing.F) {
+	fuzzV2(f, "v1-record-pull", (*Decoder).DecodeRecordPull, func(p RecordPull) ([]byte, error) { return AppendRecordPull(nil, p) })
+}

@@ -1,0 +1,211 @@
+package tracker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// aggDense returns a's counts dense in the default layout, nil when empty
+// (as Fleet.ViewCounts).
+func aggDense(a Aggregate) []uint64 {
+	if a.Total == 0 {
+		return nil
+	}
+	out := make([]uint64, DefaultConfig().Layout().CountsLen())
+	for _, b := range a.Buckets {
+		out[b.Index] += uint64(b.Count)
+	}
+	return out
+}
+
+func sumCounts(bs []Bucket) uint64 {
+	var n uint64
+	for _, b := range bs {
+		n += uint64(b.Count)
+	}
+	return n
+}
+
+// TestOwnedMatchesFleet is the property destination-owned aggregation
+// rests on: an owner holding every origin's records of a destination
+// publishes the aggregate that is, bucket for bucket, v1's fleet view of it
+// (a Fleet holding every origin's whole batch), with the same samples,
+// peers, effective peers, censored counts and staleness, share cap and
+// exclusions included; and a reader fed only those aggregates answers
+// every estimate as the Fleet does.
+func TestOwnedMatchesFleet(t *testing.T) {
+	dests := []string{"db-1", "db-2", "cache", "queue"}
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprintf("seed %d", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 23))
+			c := testFleetConfig()
+			c.MaxOriginShare = []float64{0, 0.25, 0.5}[seed%3]
+			v1 := newTestFleet(t, c, nil)
+			own, err := NewOwned(c)
+			require.NoError(t, err)
+			origins := []string{"a", "b", "c", "d", "e", "self"}
+			e := int64(testE)
+			for step := range 40 {
+				now := fleetAt(c, e, int64(r.IntN(6000)))
+				if r.IntN(8) == 0 {
+					e++ // the window slides
+				}
+				o := origins[r.IntN(len(origins))]
+				boot := uint64(1 + r.IntN(2)) // a restart now and then
+				ep := e - int64(r.IntN(c.Tracker.SubWindows+1)) + 1
+				per := 20
+				if o == "a" && seed%2 == 0 {
+					per = 400 // a flooder, for the share cap
+				}
+				b := randomBatch(r, o, boot, ep, dests, per)
+				if r.IntN(3) == 0 {
+					b = withTimeouts(r, b)
+				}
+				fo := v1.Insert(b, now)
+				oo := own.InsertRecords(b, now)
+				if fo == InsertNew {
+					require.Equal(t, InsertNew, oo, "step %d: %v", step, b.Key)
+				}
+				if r.IntN(10) == 0 {
+					x := origins[r.IntN(len(origins))]
+					xb := uint64(1 + r.IntN(2))
+					if r.IntN(2) == 0 {
+						v1.Exclude(x, xb, now)
+						own.Exclude(x, xb, now)
+					} else {
+						v1.Include(x, xb, now)
+						own.Include(x, xb, now)
+					}
+				}
+				for _, d := range dests {
+					a, ok := own.Aggregate(d, now)
+					want := v1.ViewCounts(d, now)
+					est, err := v1.Estimate(d, 0.99, now)
+					require.NoError(t, err)
+					if !ok {
+						require.Nil(t, want, "step %d %s: the fleet has a view, the owner no aggregate", step, d)
+						continue
+					}
+					require.Equal(t, want, aggDense(a), "step %d %s: counts", step, d)
+					require.Equal(t, est.Samples, a.Total, "step %d %s: samples", step, d)
+					require.Equal(t, est.Peers, a.Peers, "step %d %s: peers", step, d)
+					require.Equal(t, est.EffectivePeers, a.EffectivePeers(), "step %d %s: effective peers", step, d)
+					require.Equal(t, est.Censored, sumCounts(a.TimedOut), "step %d %s: censored", step, d)
+					require.Equal(t, c.Tracker.Epoch(now)-1, a.Epoch)
+					// A fresh reader: a member excluded within an epoch lowers
+					// the coverage, and a reader keeps the larger one it holds.
+					reader := newTestFleet(t, c, nil)
+					require.Equal(t, InsertNew, reader.InsertAggregate(a, now))
+					require.Equal(t, InsertDuplicate, reader.InsertAggregate(a, now))
+					for _, q := range []float64{0.5, 0.99, 0.9999, 1} {
+						we, err := v1.Estimate(d, q, now)
+						require.NoError(t, err)
+						ge, err := reader.Estimate(d, q, now)
+						require.NoError(t, err)
+						require.Equal(t, we, ge, "step %d %s q=%v: the reader's estimate", step, d, q)
+					}
+					require.Equal(t, want, reader.ViewCounts(d, now))
+				}
+			}
+		})
+	}
+}
+
+// TestAggregateMaxBy checks the reader's rule: per destination and epoch
+// the aggregate with the largest coverage, whatever the order they come
+// in; never a sum.
+func TestAggregateMaxBy(t *testing.T) {
+	c := testFleetConfig()
+	now := fleetAt(c, testE, 3000)
+	mk := func(records uint32, hash uint64, counts ...uint32) Aggregate {
+		a := Aggregate{Dest: "db", Epoch: testE - 1, Layout: c.Tracker.Layout(), Peers: 1, Newest: testE - 1,
+			Coverage: Coverage{Records: records, Hash: hash}}
+		for i, n := range counts {
+			a.Buckets = append(a.Buckets, Bucket{Index: uint16(10 + i), Count: n})
+			a.Total += uint64(n)
+		}
+		addSquare(&a.SquareSum, a.Total)
+		return a
+	}
+	small, large, tie := mk(2, 7, 1, 1), mk(3, 1, 1, 1, 1), mk(3, 9, 2, 2, 2)
+	orders := [][]Aggregate{{small, large, tie}, {tie, large, small}, {large, small, tie}}
+	for _, order := range orders {
+		f := newTestFleet(t, c, nil)
+		for _, a := range order {
+			f.InsertAggregate(a, now)
+		}
+		e, err := f.Estimate("db", 1, now)
+		require.NoError(t, err)
+		require.Equal(t, uint64(6), e.Samples, "the largest coverage (3, 9) alone, in any order")
+		require.Equal(t, 1, f.Stats().Aggregates)
+	}
+	f := newTestFleet(t, c, nil)
+	require.Equal(t, InsertNew, f.InsertAggregate(large, now))
+	require.Equal(t, InsertSuperseded, f.InsertAggregate(small, now))
+	require.Equal(t, InsertDuplicate, f.InsertAggregate(large, now))
+	other := large
+	other.Buckets = []Bucket{{Index: 10, Count: 3}}
+	require.Equal(t, InsertConflict, f.InsertAggregate(other, now), "same coverage, other counts")
+	old := large
+	old.Epoch = testE - 4
+	require.Equal(t, InsertTooOld, f.InsertAggregate(old, now))
+	bad := large
+	bad.Total++
+	require.Equal(t, InsertMalformed, f.InsertAggregate(bad, now))
+
+	// The view reads E−1, and E−2 until E−1 arrives; older aggregates age out.
+	f = newTestFleet(t, c, nil)
+	prev := mk(1, 1, 5)
+	prev.Epoch = testE - 2
+	require.Equal(t, InsertNew, f.InsertAggregate(prev, now))
+	e, _ := f.Estimate("db", 1, now)
+	require.Equal(t, uint64(5), e.Samples, "E−2 until E−1 arrives")
+	require.Equal(t, InsertNew, f.InsertAggregate(large, now))
+	e, _ = f.Estimate("db", 1, now)
+	require.Equal(t, uint64(3), e.Samples)
+	later := fleetAt(c, testE+2, 0)
+	e, _ = f.Estimate("db", 1, later)
+	require.Zero(t, e.Samples, "no aggregate of E−1 or E−2")
+	require.Equal(t, 1, f.Stats().Aggregates, "E−1 of then is E−3 now: still held")
+	f.Advance(fleetAt(c, testE+3, 0))
+	require.Zero(t, f.Stats().Aggregates)
+}
+
+// TestOwnedRecords checks record identity and manifests: a record is its
+// (destination, origin, boot, epoch), whatever part carried it.
+func TestOwnedRecords(t *testing.T) {
+	c := testFleetConfig()
+	now := fleetAt(c, testE, 3000)
+	o, err := NewOwned(c)
+	require.NoError(t, err)
+	b1 := mkBatch("a", 1, testE-1, dcBuckets("x", 3, 2), dcBuckets("y", 4, 1))
+	require.Equal(t, InsertNew, o.InsertRecords(b1, now))
+	require.Equal(t, InsertDuplicate, o.InsertRecords(b1, now))
+	b2 := mkBatch("a", 1, testE-1, dcBuckets("y", 4, 1), dcBuckets("z", 9, 9))
+	b2.Key.Part = 3
+	require.Equal(t, InsertNew, o.InsertRecords(b2, now), "z is new; y a duplicate")
+	b3 := mkBatch("a", 1, testE-1, dcBuckets("z", 9, 8))
+	require.Equal(t, InsertConflict, o.InsertRecords(b3, now))
+	var want Manifest
+	for _, d := range []string{"x", "y", "z"} {
+		want.Add(d)
+	}
+	require.Equal(t, want, o.Manifest("a", 1, testE-1, now))
+	require.Equal(t, []string{"x", "y", "z"}, o.Destinations(now))
+	o.Retain(func(d string) bool { return d != "y" })
+	want = Manifest{}
+	want.Add("x")
+	want.Add("z")
+	require.Equal(t, want, o.Manifest("a", 1, testE-1, now))
+	cov := o.Coverage("x", now)
+	a, ok := o.Aggregate("x", now)
+	require.True(t, ok)
+	require.Equal(t, cov, a.Coverage)
+	require.Equal(t, Coverage{Records: 1, Hash: RecordHash("a", 1, testE-1)}, cov)
+	require.Equal(t, []Bucket{{Index: 3, Count: 2}}, a.Buckets)
+	require.True(t, slices.Equal(o.Destinations(fleetAt(c, testE+int64(c.Tracker.SubWindows)+2, 0)), []string{}))
+}
