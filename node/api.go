@@ -63,9 +63,20 @@ func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
 	n.dec.Record(dest, o, ms, now)
 }
 
-// validDest reports whether dest can be recorded and gossiped.
+// validDest reports whether dest can be recorded and gossiped. Names are
+// mostly ASCII: it scans them byte by byte inline and hands only the rest
+// from the first non-ASCII byte to utf8.ValidString (a call that cost a
+// plain Record ~10 %).
 func validDest(dest string) bool {
-	return dest != "" && len(dest) <= maxDestLen && utf8.ValidString(dest)
+	if dest == "" || len(dest) > maxDestLen {
+		return false
+	}
+	for i := 0; i < len(dest); i++ {
+		if dest[i] >= utf8.RuneSelf {
+			return utf8.ValidString(dest[i:])
+		}
+	}
+	return true
 }
 
 // Estimate returns the peer-count-aware estimate of quantile q of dest's

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -37,11 +42,14 @@ func useUncached(tb testing.TB, n *Node) {
 // TestDecisionCacheNeverChangesADecision drives two nodes with the same
 // seeded random sequence — completed, timed-out and failed attempts (the
 // failure detector), caller probes, records, peer batches (censored ones
-// and ones whose censoring is unknown), seals at each epoch boundary and
-// clock steps within a sub-window, across one and across the window — one
+// and ones whose censoring is unknown), seals at each epoch boundary,
+// bursts of attempts at the edges of the local quantile (the records a
+// cached local view survives) and clock steps within a sub-window, across
+// one and across the window — one
 // node deciding on the cached estimates, the other on EstimateUncached,
 // and after every step requires equal decisions from Timeout,
-// TimeoutQuorum and Decide for several destination sets and attempts. CI
+// TimeoutQuorum and Decide for several destination sets and attempts, and
+// equal estimates, field by field, from the cache and without it. CI
 // runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
 func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 	seeds, steps := uint64(2), 500
@@ -69,11 +77,27 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 				now := clk.Now()
 				var what string
 				switch k := r.IntN(100); {
-				case k < 30:
+				case k < 25:
 					d, lat := dests[r.IntN(3)], time.Duration(1+r.IntN(400))*time.Millisecond
 					what = fmt.Sprintf("record %s %v", d, lat)
 					for _, n := range nodes {
 						n.Record(d, lat)
+					}
+				case k < 30: // a burst at the local quantile's edges, as Do's records come
+					d, m := dests[r.IntN(3)], 2+r.IntN(40)
+					what = fmt.Sprintf("burst %s %d", d, m)
+					for range m {
+						lat := time.Duration(1+r.IntN(400)) * time.Millisecond
+						if e, err := cached.fleet.Estimate(d, cached.tocfg.Quantile, now); err == nil && e.HasLocalValue && r.IntN(4) > 0 {
+							lat = time.Duration(max(int64(e.LocalValueMillis)+int64(r.IntN(3))-1, 0)) * time.Millisecond
+						}
+						o := timeout.Completed
+						if r.IntN(5) == 0 {
+							o = timeout.TimedOut
+						}
+						for _, n := range nodes {
+							n.Observe(timeout.Attempt{Dest: d, Attempt: 1, Timeout: lat}, o, lat, now)
+						}
 					}
 				case k < 55: // an attempt through the Policy methods
 					d, attempt := dests[r.IntN(3)], 1+r.IntN(3)
@@ -129,6 +153,15 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 				default:
 					what = "past the window"
 					clk.Set(now.Add(time.Minute + time.Duration(r.IntN(2))*subMs*time.Millisecond))
+				}
+				for _, d := range dests { // the estimates too, field by field
+					for _, q := range []float64{cached.tocfg.Quantile, 0.5} {
+						got, err := cached.fleet.Estimate(d, q, now)
+						require.NoError(t, err)
+						want, err := cached.fleet.EstimateUncached(d, q, now)
+						require.NoError(t, err)
+						require.Equal(t, want, got, "step %d (%s): Estimate(%s, %v)", step, what, d, q)
+					}
 				}
 				for _, ds := range sets {
 					for attempt := 1; attempt <= 3; attempt++ {
@@ -231,5 +264,70 @@ func TestDecisionJSON(t *testing.T) {
 		wantM, err := json.Marshal(naiveDecision(d))
 		require.NoError(t, err)
 		require.Equal(t, string(wantM), string(got), "decision %d", i)
+	}
+}
+
+// TestChosenHistMatchesPrometheus: atnode_timeout_chosen_seconds, observed
+// through chosenHist, gathers exactly as the prometheus.HistogramVec it
+// replaced for the same observations — buckets, counts and sums, per source
+// — for random timeouts and for the values at and beside every bound.
+func TestChosenHistMatchesPrometheus(t *testing.T) {
+	ref := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "atnode_timeout_chosen_seconds",
+		Help:    chosenHelp,
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+	}, []string{"source"})
+	h := newChosenHist()
+	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
+		ref.WithLabelValues(s.String())
+	}
+	var ds []time.Duration
+	for _, b := range chosenBounds {
+		at := time.Duration(math.Round(b * 1e9))
+		ds = append(ds, at-1, at, at+1)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		ds = append(ds, time.Duration(r.Int64N(int64(200*time.Second))), time.Duration(r.IntN(5000))*time.Millisecond)
+	}
+	ds = append(ds, 0, -time.Second, 1, time.Duration(math.MaxInt64))
+	for i, d := range ds {
+		s := tracker.Source(i % 3)
+		ref.WithLabelValues(s.String()).Observe(d.Seconds())
+		h.observe(s, d)
+	}
+	gather := func(c prometheus.Collector) []*dto.MetricFamily {
+		reg := prometheus.NewPedanticRegistry()
+		require.NoError(t, reg.Register(c))
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		return mfs
+	}
+	want, got := gather(ref), gather(h)
+	require.Len(t, got, 1)
+	for _, m := range want[0].Metric { // const histograms carry no created timestamp
+		m.Histogram.CreatedTimestamp = nil
+	}
+	require.Equal(t, want[0].String(), got[0].String())
+	require.Equal(t, uint64(len(ds)), got[0].Metric[0].Histogram.GetSampleCount()+got[0].Metric[1].Histogram.GetSampleCount()+got[0].Metric[2].Histogram.GetSampleCount())
+}
+
+// TestValidDestMatchesNaive: validDest's ASCII scan answers as the check it
+// replaced, for ASCII names, valid and invalid UTF-8 after an ASCII prefix,
+// and at the length limit.
+func TestValidDestMatchesNaive(t *testing.T) {
+	naive := func(d string) bool { return d != "" && len(d) <= maxDestLen && utf8.ValidString(d) }
+	r := rand.New(rand.NewPCG(5, 6))
+	parts := []string{"a", "db-1", "ü", "\xff", "\xe2\x82", "€", "\x00", strings.Repeat("x", 100)}
+	names := []string{"", strings.Repeat("y", maxDestLen), strings.Repeat("y", maxDestLen+1), strings.Repeat("y", maxDestLen-1) + "ü"}
+	for range 3000 {
+		var b strings.Builder
+		for range r.IntN(5) {
+			b.WriteString(parts[r.IntN(len(parts))])
+		}
+		names = append(names, b.String())
+	}
+	for _, d := range names {
+		require.Equal(t, naive(d), validDest(d), "%q", d)
 	}
 }

@@ -1,6 +1,11 @@
 package node
 
 import (
+	"math"
+	"math/bits"
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
@@ -13,9 +18,8 @@ import (
 type metrics struct {
 	records   prometheus.CounterFunc // the local tracker's count: no shared counter on the record path
 	rejected  prometheus.Counter
-	chosen    *prometheus.HistogramVec
-	chosenBy  [tracker.SourceFleet + 1]prometheus.Observer // chosen's children by source
-	doBy      [len(doResults)]prometheus.Counter           // do's children by result
+	chosen    *chosenHist
+	doBy      [len(doResults)]prometheus.Counter // do's children by result
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
 	do        *prometheus.CounterVec
@@ -40,11 +44,7 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_records_rejected_total",
 			Help: "Latency samples dropped because the destination name was empty, over 256 bytes or not UTF-8.",
 		}),
-		chosen: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "atnode_timeout_chosen_seconds",
-			Help:    "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by source: the deciding destination's estimate source, as GET /v1/timeout's source (none: the exponential fallback decided).",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18), // 1 ms .. 131 s
-		}, []string{"source"}),
+		chosen: newChosenHist(),
 		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "atnode_timeout_fallbacks_total",
 			Help: "Timeout decisions made by the exponential fallback because no destination had a trusted value above it.",
@@ -94,9 +94,6 @@ func newMetrics(n *Node) *metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
-	for _, s := range []tracker.Source{tracker.SourceNone, tracker.SourceLocal, tracker.SourceFleet} {
-		m.chosenBy[s] = m.chosen.WithLabelValues(s.String())
-	}
 	for r, name := range doResults {
 		m.doBy[r] = m.do.WithLabelValues(name)
 	}
@@ -133,16 +130,106 @@ func (m *metrics) collectors() []prometheus.Collector {
 }
 
 func (m *metrics) observe(d Decision) {
-	if int(d.Source) < len(m.chosenBy) {
-		m.chosenBy[d.Source].Observe(d.Timeout.Seconds())
-	} else {
-		m.chosen.WithLabelValues(d.Source.String()).Observe(d.Timeout.Seconds())
-	}
+	m.chosen.observe(d.Source, d.Timeout)
 	if d.Fallback {
 		m.fallbacks.Inc()
 	}
 	if d.Guarded {
 		m.guarded.Inc()
+	}
+}
+
+// chosenBounds are the upper bounds of atnode_timeout_chosen_seconds'
+// buckets: 1 ms .. 131 s, doubling.
+var chosenBounds = prometheus.ExponentialBuckets(0.001, 2, 18)
+
+// descChosen describes atnode_timeout_chosen_seconds.
+var descChosen = desc("atnode_timeout_chosen_seconds", chosenHelp, "source")
+
+const chosenHelp = "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by source: the deciding destination's estimate source, as GET /v1/timeout's source (none: the exponential fallback decided)."
+
+// chosenHist is atnode_timeout_chosen_seconds by source: a Prometheus
+// histogram of chosenBounds, observed with one atomic add to its bucket and
+// one compare-and-swap of its sum rather than prometheus.Histogram's
+// binary search and four atomic operations (it is on every decision's
+// path). Its buckets and sums are exactly what a prometheus.HistogramVec
+// of the same bounds reports for the same observations: a value falls in
+// the first bucket whose bound it does not exceed, compared as float64
+// seconds, and sums add the same float64 values in order
+// (TestChosenHistMatchesPrometheus). The count is the sum of the bucket
+// counts, so a scrape always sees buckets and count agree; the sum is read
+// after them and may include an observation the buckets do not.
+type chosenHist struct {
+	by [tracker.SourceFleet + 1]chosenCounts
+}
+
+// chosenCounts are one source's bucket counts (the last one above every
+// bound) and the float64 bits of its sum, each on its own cache lines.
+type chosenCounts struct {
+	counts [19]atomic.Uint64
+	sum    atomic.Uint64
+	_      [96]byte
+}
+
+func newChosenHist() *chosenHist {
+	if len(chosenBounds)+1 != len(chosenCounts{}.counts) {
+		panic("node: chosen histogram bounds")
+	}
+	return &chosenHist{}
+}
+
+// observe counts one timeout d chosen from source s (one of the three; an
+// unknown one is counted as none).
+func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
+	if int(s) >= len(h.by) {
+		s = tracker.SourceNone
+	}
+	c := &h.by[s]
+	v := d.Seconds()
+	c.counts[chosenBucket(d, v)].Add(1)
+	for {
+		old := c.sum.Load()
+		if c.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+// chosenBucket returns the bucket of d, v = d.Seconds(): the first whose
+// bound v does not exceed, len(chosenBounds) when it exceeds every one.
+// The doubling bounds give it from the bit length of d in milliseconds,
+// then the float64 comparison settles the values at a bound exactly as
+// Prometheus compares them.
+func chosenBucket(d time.Duration, v float64) int {
+	k := 0
+	if d > time.Millisecond {
+		k = min(bits.Len64(uint64((d-1)/time.Millisecond)), len(chosenBounds))
+	}
+	for k < len(chosenBounds) && !(v <= chosenBounds[k]) {
+		k++
+	}
+	for k > 0 && v <= chosenBounds[k-1] {
+		k--
+	}
+	return k
+}
+
+// Describe sends atnode_timeout_chosen_seconds' description.
+func (h *chosenHist) Describe(ch chan<- *prometheus.Desc) { ch <- descChosen }
+
+// Collect sends the histogram of each source.
+func (h *chosenHist) Collect(ch chan<- prometheus.Metric) {
+	for s := range h.by {
+		c := &h.by[s]
+		buckets := make(map[float64]uint64, len(chosenBounds))
+		var cum uint64
+		for k, b := range chosenBounds {
+			cum += c.counts[k].Load()
+			buckets[b] = cum
+		}
+		cum += c.counts[len(chosenBounds)].Load()
+		sum := math.Float64frombits(c.sum.Load())
+		ch <- prometheus.MustNewConstHistogram(descChosen, cum, sum, buckets, tracker.Source(s).String())
 	}
 }
 

@@ -46,7 +46,8 @@ func (cs *estCaches) claim(q float64) *estCache {
 // estCache is the cache of one quantile q: the fleet's facts, valid while
 // the Fleet's version is fver and now's epoch is at most fepoch (the Fleet
 // would not slide); the local view, valid while the window's version is
-// lver; and the estimate assembled from both.
+// lver (a record that cannot change it but its counts moves lver along:
+// viewPos.shift); and the estimate assembled from both.
 type estCache struct {
 	q      float64
 	fver   uint64
@@ -54,10 +55,85 @@ type estCache struct {
 	ff     fleetFacts
 	lver   uint64
 	lv     viewFacts
+	lp     viewPos
 	est    Estimate // assembled from ff and lv (but for its staleness), when eok
 	fok    bool
 	lok    bool
 	eok    bool
+}
+
+// viewPos is where the local view's answers sit in the window it was
+// computed from: Q's bucket qi with the samples below it and in it, M's
+// bucket mi (-1 when there is no M), and the trust threshold minSamples
+// the estimate was assembled with.
+type viewPos struct {
+	qi, mi     int
+	below, at  uint64
+	minSamples uint64
+}
+
+// set records where lv's answers sit in w (qi, mi from settings.viewAt).
+func (p *viewPos) set(w *window, qi, mi int, minSamples uint64) {
+	*p = viewPos{qi: qi, mi: mi, minSamples: minSamples}
+	if qi >= 0 {
+		p.at = w.sum.counts[qi]
+		p.below = w.sum.total - w.sum.countFrom(qi)
+	}
+}
+
+// shift updates the cached view lv (and the estimate e assembled from it,
+// when eok) for one more sample at index i (timedOut: a censored one)
+// recorded into the window it describes, without a rotation, and reports
+// whether that was possible: the sample leaves Q in its bucket (its rank
+// among samples+1 still falls in it), leaves M where it is (a timed-out
+// sample adds to H and C of its bucket alike, so never moves M; a completed
+// one does not when at or below M's bucket), and neither creates the
+// local value nor crosses the trust threshold, which fixes the local view's
+// failing state too (with M unchanged). Then only the sample counts
+// change, and the view and estimate are exactly what recomputing would
+// give. Otherwise it changes nothing: the caller lets the cache go stale.
+func (p *viewPos) shift(lv *viewFacts, e *Estimate, eok bool, q float64, i int, timedOut bool) bool {
+	n := lv.samples
+	if n == 0 || p.qi < 0 || n+1 == p.minSamples {
+		return false
+	}
+	if !timedOut && (p.mi < 0 || i > p.mi) {
+		return false
+	}
+	below, at := p.below, p.at
+	switch {
+	case i < p.qi:
+		below++
+	case i == p.qi:
+		at++
+	}
+	if r := rank(q, n+1); r <= below || r > below+at {
+		return false
+	}
+	p.below, p.at = below, at
+	lv.samples++
+	if eok {
+		e.LocalSamples++
+	}
+	if timedOut {
+		lv.censored++
+		if eok {
+			e.LocalCensored++
+		}
+	}
+	return true
+}
+
+// recorded keeps the cached local views valid across one sample at index i
+// (timedOut: a censored one) that moved the window from version from to to
+// without a rotation, where viewPos.shift can.
+func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
+	for k := range cs.slots {
+		c := &cs.slots[k]
+		if c.lok && c.lver == from && c.lp.shift(&c.lv, &c.est, c.eok, c.q, i, timedOut) {
+			c.lver = to
+		}
+	}
 }
 
 // cached sets *e to dest's estimate (its Dest set to name) at now for q from the cache and
@@ -86,8 +162,9 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 		return false
 	}
 	en.rotate(te)
-	if !c.lok || c.lver != en.ver {
-		t.s.view(&en.window, q, &c.lv)
+	if !c.lok || c.lver != en.ver || c.lp.minSamples != minSamples {
+		qi, mi := t.s.viewAt(&en.window, q, &c.lv)
+		c.lp.set(&en.window, qi, mi, minSamples)
 		c.lver, c.lok, c.eok = en.ver, true, false
 	}
 	if !c.eok {

@@ -17,8 +17,11 @@ import (
 // local tracker, exclusions and inclusions, changes of the live member
 // count and clock steps (within a sub-window, across one, across the window,
 // backwards), and after each step compares every estimate the cache gives
-// with EstimateUncached's, field by field. It also requires that most
-// estimates were answered from the cache, so that it tests something. CI
+// with EstimateUncached's, field by field. Records are often at, just
+// below or just above the cached local quantile, or M, so that the records
+// a cached local view survives (viewPos.shift) sit at its edges. It also
+// requires that most estimates were answered from the cache, and that many
+// records kept a cached local view, so that it tests something. CI
 // runs one seed of 600 steps per configuration (each invalidation it
 // checks fails within the first 200 steps when removed); ATNODE_LONG=1
 // runs three seeds of 3000.
@@ -49,16 +52,18 @@ func TestEstimateCacheMatchesUncached(t *testing.T) {
 				tc.mut(&c)
 			}
 			for seed := uint64(1); seed <= seeds; seed++ {
-				hits, total := estimateCacheRun(t, c, seed, steps)
+				hits, total, kept, recs := estimateCacheRun(t, c, seed, steps)
 				require.Greater(t, hits, total/3, "seed %d: the cache answered %d of %d estimates", seed, hits, total)
+				require.Greater(t, kept, recs/5, "seed %d: %d of %d records kept a cached local view", seed, kept, recs)
 			}
 		})
 	}
 }
 
 // estimateCacheRun is one sequence of TestEstimateCacheMatchesUncached; it
-// returns how many of the estimates compared came from the cache.
-func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits, total int) {
+// returns how many of the estimates compared came from the cache, and how
+// many records found a fresh cached local view and kept it.
+func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits, total, kept, recs int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 24))
 	local, err := NewSync[string](c.Tracker)
@@ -111,9 +116,9 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 		for _, d := range append(dests, "unknown") {
 			qs := []float64{0.99, 0.99}
 			switch r.IntN(10) {
-			case 0:
+			case 0, 1, 2, 3:
 				qs = append(qs, 0.5, 0.9) // cached beside 0.99
-			case 1:
+			case 4:
 				qs = append(qs, 0.25) // a fourth quantile replaces one
 			}
 			for _, q := range qs {
@@ -130,19 +135,83 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			}
 		}
 	}
+	// edge returns a latency at an edge of d's cached local view at q (Q's
+	// bucket, M's, or just beside either; kind 0–3, or random when -1), or
+	// sometimes a random one.
+	edge := func(d string, lo int, q float64, kind int) uint64 {
+		random := uint64(lo + r.IntN(300))
+		c := localSlot(local, d, q)
+		if c == nil || r.IntN(3) == 0 {
+			return random
+		}
+		v := c.lv.q
+		if c.lv.hasM && r.IntN(3) == 0 {
+			v = c.lv.m
+		}
+		lowest := uint64(g.lowestEquivalent(g.index(int64(v))))
+		if kind < 0 {
+			kind = r.IntN(4)
+		}
+		switch kind {
+		case 0:
+			return v
+		case 1:
+			return v + 1 // the next bucket up
+		case 2:
+			return lowest
+		default:
+			return max(lowest, 1) - 1 // the bucket below
+		}
+	}
+	anyQ := func() float64 { return []float64{0.99, 0.99, 0.5, 0.9, 0.25}[r.IntN(5)] }
+	// record records one sample and counts whether the fresh cached local
+	// views of d stayed fresh.
+	record := func(d string, ms uint64, timedOut bool) {
+		fresh := freshSlots(local, d)
+		if timedOut {
+			local.RecordTimeoutMillis(d, ms, now)
+		} else {
+			local.RecordMillis(d, ms, now)
+		}
+		if fresh > 0 {
+			recs++
+			if freshSlots(local, d) == fresh {
+				kept++
+			}
+		}
+	}
 	for step := range steps {
 		var what string
 		switch k := r.IntN(100); {
-		case k < 35:
+		case k < 30:
 			d := dests[r.IntN(len(dests))]
-			ms := uint64(1 + r.IntN(300))
+			ms := edge(d, 1, anyQ(), -1)
 			what = fmt.Sprintf("record %s %d", d, ms)
-			local.RecordMillis(d, ms, now)
+			record(d, ms, false)
+		case k < 35: // a burst in one sub-window at one edge of one view: kept across several records
+			// (kind 4: into Q's bucket, then below it, so Q moves down
+			// while its bucket is full)
+			d, n, q, kind := dests[r.IntN(len(dests))], 2+r.IntN(40), anyQ(), r.IntN(5)
+			what = fmt.Sprintf("burst %s %d at q %v edge %d", d, n, q, kind)
+			_, err := f.Estimate(d, q, now) // a fresh view at q to keep
+			require.NoError(t, err)
+			for j := range n {
+				kj := kind
+				if kind == 4 {
+					kj = 2 + 2*j/n
+				}
+				record(d, edge(d, 1, q, kj), r.IntN(4) == 0)
+			}
+			got, err := f.Estimate(d, q, now)
+			require.NoError(t, err)
+			want, err := f.EstimateUncached(d, q, now)
+			require.NoError(t, err)
+			require.Equal(t, want, got, "seed %d step %d (%s)", seed, step, what)
 		case k < 45:
 			d := dests[r.IntN(len(dests))]
-			ms := uint64(50 + r.IntN(300))
+			ms := edge(d, 50, anyQ(), -1)
 			what = fmt.Sprintf("timeout %s %d", d, ms)
-			local.RecordTimeoutMillis(d, ms, now)
+			record(d, ms, true)
 		case k < 60:
 			p := peers[r.IntN(len(peers))]
 			ep := c.Tracker.Epoch(now) - int64(r.IntN(int(c.Tracker.SubWindows)+2))
@@ -188,5 +257,90 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 		}
 		check(step, what)
 	}
-	return hits, total
+	return hits, total, kept, recs
+}
+
+// localSlot returns the cache of dest's estimate at q in local, nil when
+// there is none or its local view is stale.
+func localSlot(local *SyncTracker[string], dest string, q float64) *estCache {
+	h, sh := local.shard(dest)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	en := sh.get(h, dest)
+	if en == nil || en.ec == nil {
+		return nil
+	}
+	c := en.ec.slot(q)
+	if c == nil || !c.lok || c.lver != en.ver {
+		return nil
+	}
+	cp := *c
+	return &cp
+}
+
+// freshSlots returns how many of dest's cached estimates hold a local
+// view of its window as it is.
+func freshSlots(local *SyncTracker[string], dest string) int {
+	h, sh := local.shard(dest)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	en := sh.get(h, dest)
+	if en == nil || en.ec == nil {
+		return 0
+	}
+	n := 0
+	for _, c := range en.ec.slots {
+		if c.lok && c.lver == en.ver {
+			n++
+		}
+	}
+	return n
+}
+
+// TestEstimateCacheKeptViewsExact records seeded random samples (some
+// timed out) into a few crowded buckets of one destination within one
+// sub-window, so that quantiles sit in full buckets and move by one
+// bucket at a time, and after each record compares the estimates at four
+// quantiles with EstimateUncached's: the records a cached local view
+// survives (viewPos.shift) at their most exacting. It requires that most
+// records kept a view.
+func TestEstimateCacheKeptViewsExact(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		c := testFleetConfig()
+		c.Tracker.MinSamples = 1 + uint32(seed)*3
+		local, err := NewSync[string](c.Tracker)
+		require.NoError(t, err)
+		f := newTestFleet(t, c, local)
+		r := rand.New(rand.NewPCG(seed, 7))
+		now := fleetAt(c, testE, 100)
+		vals := []uint64{3, 10, 11, 40, 41, 42, 90, 200}
+		kept, recs := 0, 0
+		for step := range 1500 {
+			ms := vals[r.IntN(len(vals))]
+			if r.IntN(2) == 0 { // crowd the middle
+				ms = vals[3+r.IntN(3)]
+			}
+			timedOut := r.IntN(5) == 0
+			fresh := freshSlots(local, "d")
+			if timedOut {
+				local.RecordTimeoutMillis("d", ms, now)
+			} else {
+				local.RecordMillis("d", ms, now)
+			}
+			if fresh > 0 {
+				recs++
+				if freshSlots(local, "d") == fresh {
+					kept++
+				}
+			}
+			for _, q := range []float64{0.5, 0.9, 0.99} {
+				got, err := f.Estimate("d", q, now)
+				require.NoError(t, err)
+				want, err := f.EstimateUncached("d", q, now)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "seed %d step %d: %d timed out %v, q %v", seed, step, ms, timedOut, q)
+			}
+		}
+		require.Greater(t, kept, recs/2, "seed %d: %d of %d records kept the cached views", seed, kept, recs)
+	}
 }

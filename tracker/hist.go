@@ -75,6 +75,22 @@ func (h *hist) highestBelow(i int) int {
 	return -1
 }
 
+// countFrom returns the sum of the counts at index i and above, skipping
+// whole blocks at a time from the top.
+func (h *hist) countFrom(i int) uint64 {
+	var n uint64
+	for j := h.hi; j >= i; {
+		if j&blockMask == blockMask && j-blockMask >= i {
+			n += h.blocks[j>>blockShift]
+			j -= blockSize
+			continue
+		}
+		n += h.counts[j]
+		j--
+	}
+	return n
+}
+
 // reset sets every count to zero.
 func (h *hist) reset() {
 	clear(h.counts)

@@ -53,20 +53,33 @@ func (s *settings) quantile(w *window, q float64) (uint64, bool) {
 // view is what w says as a view: quantile q by the bucket rule, ignoring
 // MinSamples, its samples, censored samples and M.
 func (s *settings) view(w *window, q float64, v *viewFacts) {
+	s.viewAt(w, q, v)
+}
+
+// viewAt is view, also returning the buckets of Q and M (qi, mi; -1 when
+// the view has no Q or no M), which the estimate cache keeps to tell a
+// record that cannot change the view (viewPos).
+func (s *settings) viewAt(w *window, q float64, v *viewFacts) (qi, mi int) {
 	*v = viewFacts{samples: w.sum.total}
-	qv, ok := w.sum.quantileValue(&s.geo, q)
+	qi, ok := w.sum.quantileIndex(q)
 	if !ok {
-		return
+		return -1, -1
 	}
-	v.q = uint64(qv)
+	if q == 0 {
+		v.q = uint64(s.geo.lowestEquivalent(qi))
+	} else {
+		v.q = uint64(s.geo.highestEquivalent(qi))
+	}
 	m, hasM := w.sum.hi, true
 	if w.cens != nil {
 		v.censored = w.cens.sum.total
 		m, hasM = w.maxCompleted()
 	}
-	if hasM {
-		v.m, v.hasM = uint64(s.geo.highestEquivalent(m)), true
+	if !hasM {
+		return qi, -1
 	}
+	v.m, v.hasM = uint64(s.geo.highestEquivalent(m)), true
+	return qi, m
 }
 
 // durationMillis truncates d to whole milliseconds; negative is 0.

@@ -22,7 +22,8 @@ const numShards = 64
 // passed to any method so far.
 //
 // With MaxDestinations > 0 every Record also takes a global sequence number
-// (one atomic add) to order destinations for eviction, and creating a
+// (one atomic add, skipped when the destination is already the most
+// recently recorded) to order destinations for eviction, and creating a
 // destination beyond the bound briefly locks each shard in turn to find the
 // least recently recorded ones, then the few it compares (see
 // Config.MaxDestinations). While concurrent calls create destinations the
@@ -165,10 +166,13 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	}
 	en.rotate(e)
 	if t.s.cfg.MaxDestinations > 0 {
-		en.stamp = t.seq.Add(1)
-		sh.lru.moveToFront(&en.recency)
+		t.restamp(sh, en)
 	}
+	v := en.ver
 	en.record(i)
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, false, v, en.ver)
+	}
 	sh.mu.Unlock()
 }
 
@@ -184,7 +188,11 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
 	sh.recs++
+	v := en.ver
 	en.recordTimeout(i)
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, true, v, en.ver)
+	}
 	sh.mu.Unlock()
 	if created {
 		t.created(en, e)
@@ -202,10 +210,21 @@ func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bo
 	}
 	en.rotate(e)
 	if t.s.cfg.MaxDestinations > 0 {
-		en.stamp = t.seq.Add(1)
-		sh.lru.moveToFront(&en.recency)
+		t.restamp(sh, en)
 	}
 	return en, sh, false
+}
+
+// restamp makes en, of sh (locked), the most recently recorded
+// destination. When it already is (its stamp is the last sequence number
+// taken: a destination recorded again with no record elsewhere between),
+// nothing changes and the shared sequence is left unwritten.
+func (t *SyncTracker[D]) restamp(sh *syncShard[D], en *entry[D]) {
+	if en.stamp == t.seq.Load() {
+		return
+	}
+	en.stamp = t.seq.Add(1)
+	sh.lru.moveToFront(&en.recency)
 }
 
 // create adds dest (of hash h) to sh, whose lock is held, at epoch e.
