@@ -51,7 +51,16 @@ func testFaultLoss(t *testing.T, proto int) {
 		if proto == 1 {
 			require.Equal(t, uint64(4*epochs), s.Outcomes["new"], "%s: each peer's batch of each epoch stored once", m.Name())
 		}
-		requireNoRefusedData(t, m)
+		if proto == 1 {
+			requireNoRefusedData(t, m)
+		} else {
+			// On v2 a replayed or late message (a duplicated stream, a pull
+			// answered after its repair came another way) can carry an
+			// epoch already read and slid out: it is refused as
+			// stale_epoch. The exact-union checks above show the views
+			// lost nothing by it; anything else refused fails the test.
+			requireNoRefusedData(t, m, cluster.RejectStaleEpoch)
+		}
 		require.Zero(t, s.QueueDrops)
 	}
 	ns := c.nw.Stats()
