@@ -38,17 +38,37 @@ func HedgeQuantile(b float64) float64 { return 1 - b }
 // the local view when the local guard or a failing fleet view put it in
 // charge). It reports false when no view is trusted or the destination is
 // failing: without a trusted estimate there is no hedge.
+//
+// One exception: the local guard (a trusted fleet view, not failing,
+// replaced by a local view that exceeds it by more than 20 %) is not
+// followed when the local view holds fewer than 1/(1 − q) samples, q being
+// e.Quantile: so few samples put the quantile at their maximum, and a node
+// that calls a replica rarely would hedge after the slowest of its last
+// few calls instead of at the fleet's quantile. The fleet's quantile is
+// the delay then.
 func HedgeDelay(e *tracker.Estimate) (time.Duration, bool) {
 	if !e.Trusted() || e.Failing {
 		return 0, false
 	}
-	return fromMillis(e.DecisionQuantileMillis() + 1), true
+	return fromMillis(hedgeQuantileMillis(e) + 1), true
+}
+
+// hedgeQuantileMillis returns the quantile hedging reads from e: the
+// deciding view's, but the fleet's where the local guard decided from
+// fewer local samples than 1/(1 − e.Quantile) (the fleet's view is then
+// trusted and not failing: it has a highest completed bucket).
+func hedgeQuantileMillis(e *tracker.Estimate) uint64 {
+	if e.Decision.Guarded && e.Source == tracker.SourceFleet && e.HasMaxCompleted &&
+		float64(e.LocalSamples)*(1-e.Quantile) < 1 {
+		return e.ValueMillis
+	}
+	return e.DecisionQuantileMillis()
 }
 
 // OrderReplicas sorts order, the indices of es, into the order replicas are
 // tried in, es[i] being replica i's estimate at MedianQuantile: trusted,
 // non-failing replicas first by their median (the deciding view's
-// quantile), then those without a trusted estimate, then failing ones; ties
+// quantile, with HedgeDelay's exception to the local guard), then those without a trusted estimate, then failing ones; ties
 // keep the order given. order must hold each index of es once (as
 // 0..len(es)−1 in the caller's order does).
 func OrderReplicas(es []tracker.Estimate, order []int) {
@@ -69,7 +89,7 @@ func OrderReplicas(es []tracker.Estimate, order []int) {
 		if class(ea) != 0 {
 			return 0
 		}
-		return cmp.Compare(ea.DecisionQuantileMillis(), eb.DecisionQuantileMillis())
+		return cmp.Compare(hedgeQuantileMillis(ea), hedgeQuantileMillis(eb))
 	})
 }
 

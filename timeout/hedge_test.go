@@ -23,6 +23,17 @@ func TestHedgeDelay(t *testing.T) {
 		{"guarded: the local view's", tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 30, LocalValueMillis: 50,
 			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 		{"failing", tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: 30, Failing: true}, 0, false},
+		// The local guard from fewer than 1/(1 − q) = 20 samples: the
+		// fleet's quantile, not the maximum of a rare caller's few calls.
+		{"guarded by 19 local samples at q 0.95: the fleet's", tracker.Estimate{Quantile: 0.95, Source: tracker.SourceFleet,
+			ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 19, HasMaxCompleted: true,
+			Decision: tracker.Decision{Guarded: true}}, 31 * time.Millisecond, true},
+		{"guarded by 20 local samples at q 0.95: the local view's", tracker.Estimate{Quantile: 0.95, Source: tracker.SourceFleet,
+			ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 20, HasMaxCompleted: true,
+			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
+		{"a failing fleet view deferring to few local samples: the local view's", tracker.Estimate{Quantile: 0.95,
+			Source: tracker.SourceFleet, ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 3,
+			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, ok := HedgeDelay(&tc.e)

@@ -24,11 +24,10 @@ const (
 	// HedgeFixed hedges after a fixed delay, without a budget.
 	HedgeFixed
 	// HedgeClient hedges after a quantile (HedgePolicy.Quantile, default
-	// 0.9) of the calling node's own completed latencies (a sketch of its
-	// own calls over the tracker's window: ~1 % buckets, as DDSketch),
-	// within a token budget (HedgePolicy.Budget, default 0.1) of its calls:
-	// at the defaults, the rule of per-client hedging libraries such as
-	// bhope/hedge (P90, 10 %).
+	// 0.9) of the calling node's own latencies, within a token bucket of
+	// its own (HedgePolicy.Budget, default 0.1, of HedgePolicy.RPS
+	// requests a second), at most once a request: at the defaults,
+	// bhope/hedge's rule as that library builds it (see hedge_client.go).
 	HedgeClient
 	// HedgeFleet is DoHedged's rule run through the same pure parts:
 	// replicas in the order of the fleet median (timeout.OrderReplicas),
@@ -60,11 +59,20 @@ type HedgePolicy struct {
 	Order HedgeOrder
 	// Quantile and Budget of HedgeClient; defaults 0.9 and 0.1.
 	Quantile, Budget float64
+	// RPS is HedgeClient's estimated request rate (bhope/hedge's
+	// WithEstimatedRPS), which sets its bucket's refill and burst: 0 is the
+	// library's default, 100 a second.
+	RPS float64
+	// OwnRate sets HedgeClient's RPS to the calling node's true request
+	// rate, so that its budget is Budget of its own calls.
+	OwnRate bool
 }
 
 // DefaultHedgePolicies returns no hedging, fixed delays of 10 to 80 ms
-// (the sweep for the best), per-client P90 with the client's own replica
-// order and with the fleet's, and ours (the fleet rule with the fleet's
+// (the sweep for the best), per-client hedging (bhope/hedge's P90 at its
+// defaults, with the client's own replica order and with the fleet's;
+// P90 with the budget set to 10 % of the client's own rate; P95 with a 5 %
+// budget, our quantile and budget in its terms) and ours (the fleet rule with the fleet's
 // order, as DoHedged). Every policy but the per-client one with its own
 // order tries replicas in the fleet's order, so that the rows differ by
 // the hedge rule alone.
@@ -78,21 +86,38 @@ func hedgePolicies(fixedMs ...int) []HedgePolicy {
 		ps = append(ps, HedgePolicy{Name: fmt.Sprintf("fixed %d ms", ms), Kind: HedgeFixed, Delay: time.Duration(ms) * time.Millisecond})
 	}
 	return append(ps,
-		HedgePolicy{Name: "per-client P90, 10 % budget, own order", Kind: HedgeClient, Order: OrderOwn},
-		HedgePolicy{Name: "per-client P90, 10 % budget", Kind: HedgeClient},
-		HedgePolicy{Name: "per-client P95, 5 % budget", Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
-		HedgePolicy{Name: "ours (DoHedged)", Kind: HedgeFleet},
+		HedgePolicy{Name: PolicyClientOwnOrder, Kind: HedgeClient, Order: OrderOwn},
+		HedgePolicy{Name: PolicyClient, Kind: HedgeClient},
+		HedgePolicy{Name: PolicyClientOwnRate, Kind: HedgeClient, OwnRate: true},
+		HedgePolicy{Name: PolicyClientSameBudget, Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
+		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
 	)
 }
+
+// The names of DefaultHedgePolicies' per-client rows and of ours.
+const (
+	PolicyClientOwnOrder   = "per-client P90 (bhope/hedge defaults), own order"
+	PolicyClient           = "per-client P90 (bhope/hedge defaults)"
+	PolicyClientOwnRate    = "per-client P90, 10 % of own rate"
+	PolicyClientSameBudget = "per-client P95, 5 % budget"
+	PolicyOurs             = "ours (DoHedged)"
+)
 
 // HedgeConfig configures RunHedge.
 type HedgeConfig struct {
 	// Seed makes the run. Every policy sees the same requests with the same
 	// latencies per replica (common random numbers).
 	Seed uint64
-	// Nodes is the number of calling nodes, >= 2: the first half call
-	// often (Rate per second), the others rarely (Rate/100). Default 20.
+	// Nodes is the number of calling nodes, >= 2: the first Nodes − Rare
+	// call often (Rate per second), the others rarely (Rate/100). Default
+	// 20.
 	Nodes int
+	// Rare is the number of rarely calling nodes, 1..Nodes−1. Default
+	// Nodes/2.
+	Rare int
+	// Seeds is the number of runs per policy, with seeds Seed, Seed+1, …,
+	// whose requests are pooled into one result. Default 1.
+	Seeds int
 	// Replicas is the number of replicas each request may use. Default 3.
 	Replicas int
 	// Duration is the simulated time per policy; Warmup the time before
@@ -126,6 +151,12 @@ type HedgeConfig struct {
 func (c *HedgeConfig) defaults() {
 	if c.Nodes == 0 {
 		c.Nodes = 20
+	}
+	if c.Rare == 0 {
+		c.Rare = c.Nodes / 2
+	}
+	if c.Seeds == 0 {
+		c.Seeds = 1
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 3
@@ -176,8 +207,11 @@ func (c *HedgeConfig) defaults() {
 type HedgeCallers struct {
 	Requests       uint64
 	P50, P99, P999 time.Duration
-	Extra          float64
-	TimedOut       float64
+	// P99CI and P999CI are distribution-free 95 % confidence intervals of
+	// P99 and P999 (the order statistics at n·q ± 1.96·√(n·q·(1−q))).
+	P99CI, P999CI [2]time.Duration
+	Extra         float64
+	TimedOut      float64
 }
 
 // HedgeResult is one policy's measurements after the warm-up.
@@ -221,6 +255,9 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 	if cfg.Nodes < 2 {
 		return nil, errors.New("sim: HedgeConfig.Nodes must be >= 2")
 	}
+	if cfg.Rare < 1 || cfg.Rare >= cfg.Nodes {
+		return nil, errors.New("sim: HedgeConfig.Rare must be in 1..Nodes-1")
+	}
 	if cfg.Replicas < 1 {
 		return nil, errors.New("sim: HedgeConfig.Replicas must be >= 1")
 	}
@@ -229,11 +266,18 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 	}
 	var out []HedgeResult
 	for _, p := range cfg.Policies {
-		r, err := runHedgePolicy(cfg, p)
-		if err != nil {
-			return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+		res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
+			DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
+		var frequent, rare hedgeClass
+		for k := range cfg.Seeds {
+			c := cfg
+			c.Seed = cfg.Seed + uint64(k)
+			if err := runHedgePolicy(c, p, &res, &frequent, &rare); err != nil {
+				return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+			}
 		}
-		out = append(out, r)
+		res.Frequent, res.Rare = frequent.result(), rare.result()
+		out = append(out, res)
 	}
 	return out, nil
 }
@@ -242,7 +286,8 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 type hedgeNode struct {
 	dec    *timeout.Decider
 	budget *timeout.HedgeBudget
-	own    *tracker.Tracker[string] // HedgeClient: the node's own completed latencies
+	own    *clientSketch // HedgeClient: the node's own latencies
+	bucket *clientBucket // HedgeClient: the node's own token bucket
 }
 
 // hedgeAttempt is one attempt of a request round.
@@ -270,16 +315,42 @@ func (c *hedgeClass) result() HedgeCallers {
 	}
 	slices.Sort(c.waits)
 	r.P50, r.P99, r.P999 = pctDur(c.waits, 0.5), pctDur(c.waits, 0.99), pctDur(c.waits, 0.999)
+	r.P99CI, r.P999CI = quantileCI(c.waits, 0.99), quantileCI(c.waits, 0.999)
 	r.Extra, r.TimedOut = float64(c.extra)/float64(c.count), float64(c.timedOut)/float64(c.count)
 	return r
 }
 
-func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
+// quantileCI returns a distribution-free 95 % confidence interval of the
+// q-quantile of sorted xs: the order statistics at ranks n·q ∓ 1.96·√(n·q·(1−q)),
+// clamped to the sample.
+func quantileCI(xs []time.Duration, q float64) [2]time.Duration {
+	n := float64(len(xs))
+	if n == 0 {
+		return [2]time.Duration{}
+	}
+	h := 1.96 * math.Sqrt(n*q*(1-q))
+	at := func(rank float64) time.Duration {
+		return xs[int(min(max(math.Ceil(rank), 1), n))-1]
+	}
+	return [2]time.Duration{at(n*q - h), at(n*q + h)}
+}
+
+// rareRate is how much less often a rare caller calls than a frequent one.
+const rareRate = 100
+
+func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, rare *hedgeClass) error {
 	sc := DefaultConfig(cfg.Nodes)
 	sc.Seed, sc.Observers, sc.Tracker, sc.Progress = cfg.Seed, cfg.Nodes, cfg.Tracker, cfg.Progress
 	s, err := New(sc)
 	if err != nil {
-		return HedgeResult{}, err
+		return err
+	}
+	isRare := func(i int) bool { return i >= cfg.Nodes-cfg.Rare }
+	rateOf := func(i int) float64 {
+		if isRare(i) {
+			return cfg.Rate / rareRate
+		}
+		return cfg.Rate
 	}
 	replicas := make([]string, cfg.Replicas)
 	for i := range replicas {
@@ -288,20 +359,19 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 	nodes := make([]hedgeNode, cfg.Nodes)
 	for i := range nodes {
 		if nodes[i].dec, err = timeout.NewDecider(cfg.Timeout, cfg.Tracker, s.Fleet(i), s.Tracker(i)); err != nil {
-			return HedgeResult{}, err
+			return err
 		}
 		switch p.Kind {
 		case HedgeFleet:
 			nodes[i].budget = timeout.NewHedgeBudget(cfg.HedgeBudget)
 		case HedgeClient:
-			nodes[i].budget = timeout.NewHedgeBudget(cmp.Or(p.Budget, 0.1))
-			if nodes[i].own, err = tracker.New[string](cfg.Tracker); err != nil {
-				return HedgeResult{}, err
+			rps := cmp.Or(p.RPS, clientDefaultRPS)
+			if p.OwnRate {
+				rps = rateOf(i)
 			}
+			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
 		}
 	}
-	res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis, DegradedReplica: replicas[0], DegradeAtSeconds: cfg.DegradeAt.Seconds()}
-	var frequent, rare hedgeClass
 	hedgeQ := timeout.HedgeQuantile(cfg.HedgeBudget)
 	es := make([]tracker.Estimate, cfg.Replicas)
 	order := make([]int, cfg.Replicas)
@@ -318,6 +388,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 		}
 		return time.Duration(ms * float64(time.Millisecond))
 	}
+	// clientDelay is HedgeClient's delay for the request being run: one per
+	// request, taken at its start.
+	var clientDelay time.Duration
 	// delay returns the hedge delay of an attempt to replica r by node i.
 	delay := func(i, r int, now time.Time) (time.Duration, bool) {
 		nd := &nodes[i]
@@ -325,8 +398,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 		case HedgeFixed:
 			return p.Delay, true
 		case HedgeClient:
-			ms, ok := nd.own.QuantileMillis("all", cmp.Or(p.Quantile, 0.9), now)
-			return time.Duration(ms) * time.Millisecond, ok
+			return clientDelay, true
 		case HedgeFleet:
 			e, err := s.Fleet(i).Estimate(replicas[r], hedgeQ, now)
 			if err != nil {
@@ -372,6 +444,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 		if nd.budget != nil {
 			nd.budget.Deposit()
 		}
+		if nd.own != nil {
+			clientDelay = nd.own.delay(cmp.Or(p.Quantile, 0.9), at)
+		}
 		t0 := time.Duration(0) // the round's start, after at
 		for round := 1; round <= maxHedgeRounds; round++ {
 			tries = tries[:0]
@@ -390,8 +465,12 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 				tries = append(tries, h)
 			}
 			hedgeAt := time.Duration(-1)
+			hedged := false
 			arm := func() { // the hedge timer of the latest attempt
 				hedgeAt = -1
+				if p.Kind == HedgeClient && hedged {
+					return // at most one hedge a request
+				}
 				if last := len(tries) - 1; len(tries) < len(order) {
 					if d, ok := delay(i, tries[last].replica, now); ok {
 						hedgeAt = tries[last].start + d
@@ -410,11 +489,19 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 					}
 				}
 				if hedgeAt >= 0 && hedgeAt < next && len(tries) < len(order) {
-					at := hedgeAt
+					hat := hedgeAt
 					hedgeAt = -1
-					if nd.budget == nil || nd.budget.Spend() {
+					allowed := true
+					switch {
+					case nd.budget != nil:
+						allowed = nd.budget.Spend()
+					case nd.bucket != nil:
+						allowed = nd.bucket.spend(at + hat)
+					}
+					if allowed {
 						res.Hedges++
-						launch(at, true)
+						hedged = true
+						launch(hat, true)
 						arm()
 					} else {
 						res.Refused++
@@ -457,8 +544,10 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 				dec, a, el := nd.dec, h.a, end-h.start
 				s.At(at+end, func(t time.Time) { dec.Observe(a, o, el, t) })
 				if o == timeout.Completed && nd.own != nil {
-					own := nd.own
-					s.At(at+end, func(t time.Time) { own.RecordMillis("all", uint64(el/time.Millisecond), t) })
+					// bhope/hedge learns the winner's latency from the
+					// request's start (the round's, here).
+					own, d, when := nd.own, end-t0, at+end
+					s.At(when, func(time.Time) { own.add(d, when) })
 				}
 			}
 			attempts += len(tries)
@@ -484,9 +573,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 			if at < cfg.Warmup {
 				return
 			}
-			c := &frequent
-			if i >= cfg.Nodes/2 {
-				c = &rare
+			c := frequent
+			if isRare(i) {
+				c = rare
 			}
 			c.count++
 			c.waits = append(c.waits, wait)
@@ -499,18 +588,11 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
 		return fn
 	}
 	for i := range cfg.Nodes {
-		rate := cfg.Rate
-		if i >= cfg.Nodes/2 {
-			rate = cfg.Rate / 100
-		}
+		rate := rateOf(i)
 		rng := newRand(cfg.Seed, uint64(i)|1<<61)
 		s.At(time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), arrive(i, rate, rng))
 	}
-	if err := s.Run(cfg.Duration); err != nil {
-		return res, err
-	}
-	res.Frequent, res.Rare = frequent.result(), rare.result()
-	return res, nil
+	return s.Run(cfg.Duration)
 }
 
 // HedgeTable formats results as a markdown table: for frequent and rare
@@ -543,4 +625,46 @@ func BestFixed(rs []HedgeResult, maxExtra float64) (HedgeResult, bool) {
 		}
 	}
 	return best, found
+}
+
+// StrictlyBetter reports whether callers a fare strictly better than b,
+// the meaning docs/design.md's hedging target gives it: at no more extra
+// load (a.Extra <= b.Extra), with p99 and p99.9 each at most b's, and one
+// of them lower beyond doubt (a's 95 % confidence interval wholly below
+// b's).
+func StrictlyBetter(a, b HedgeCallers) bool {
+	if a.Extra > b.Extra || a.P99 > b.P99 || a.P999 > b.P999 {
+		return false
+	}
+	return a.P99CI[1] < b.P99CI[0] || a.P999CI[1] < b.P999CI[0]
+}
+
+// HedgeRareTable formats the rare callers' results as a markdown table,
+// with the 95 % confidence intervals of p99 and p99.9, and whether ours
+// (the row named PolicyOurs) is StrictlyBetter than each other row.
+func HedgeRareTable(rs []HedgeResult) string {
+	var ours *HedgeResult
+	for k := range rs {
+		if rs[k].Policy == PolicyOurs {
+			ours = &rs[k]
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| policy | requests | p50 | p99 (95 % CI) | p99.9 (95 % CI) | extra requests | ended by our timeout | ours strictly better? |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+	for _, r := range rs {
+		c := r.Rare
+		verdict := ""
+		if ours != nil && r.Policy != PolicyOurs {
+			verdict = "no"
+			if StrictlyBetter(ours.Rare, c) {
+				verdict = "yes"
+			}
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s ms | %s ms (%s–%s) | %s ms (%s–%s) | %.2f %% | %.3f %% | %s |\n", r.Policy, c.Requests,
+			ms(c.P50), ms(c.P99), ms(c.P99CI[0]), ms(c.P99CI[1]), ms(c.P999), ms(c.P999CI[0]), ms(c.P999CI[1]),
+			100*c.Extra, 100*c.TimedOut, verdict)
+	}
+	return b.String()
 }
