@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -288,10 +289,5 @@ func (f *Fleet) AggregateDestinations(now time.Time) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.slide(now)
-	out := make([]string, 0, len(f.aggs))
-	for name := range f.aggs {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(f.aggs))
 }

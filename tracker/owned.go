@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -345,12 +346,7 @@ func (o *Owned) Destinations(now time.Time) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.slide(now)
-	out := make([]string, 0, len(o.dests))
-	for name := range o.dests {
-		out = append(out, name)
-	}
-	slices.Sort(out)
-	return out
+	return slices.Sorted(maps.Keys(o.dests))
 }
 
 // Retain drops the records of every destination keep refuses (one this

@@ -169,13 +169,7 @@ func (c *DecisionConfig) defaults() {
 	if c.Rate == 0 {
 		c.Rate = 50
 	}
-	if c.Timeout == (timeout.Config{}) {
-		c.Timeout = timeout.DefaultConfig()
-		c.Timeout.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
-	}
-	if c.Tracker == (tracker.Config{}) {
-		c.Tracker = tracker.DefaultConfig()
-	}
+	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
 	if c.Policies == nil {
 		c.Policies = DefaultPolicies()
 	}
@@ -830,4 +824,17 @@ func (u unguarded) QuantileMillis(dest string, q float64, now time.Time) (uint64
 		return 0, false
 	}
 	return e.ValueMillis, true
+}
+
+// defaultDecisionConfigs fills in the zero configs of a decision or hedging
+// run: the timeout defaults with a 10 ms .. 1 min backoff (the fallback of
+// a failing destination starts at 10 ms), and the tracker defaults.
+func defaultDecisionConfigs(to *timeout.Config, tr *tracker.Config) {
+	if *to == (timeout.Config{}) {
+		*to = timeout.DefaultConfig()
+		to.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
+	}
+	if *tr == (tracker.Config{}) {
+		*tr = tracker.DefaultConfig()
+	}
 }

@@ -186,15 +186,9 @@ func (c *HedgeConfig) defaults() {
 		c.StallProb = 0.02
 	}
 	if c.HedgeBudget == 0 {
-		c.HedgeBudget = 0.05
+		c.HedgeBudget = timeout.DefaultHedgeBudget
 	}
-	if c.Timeout == (timeout.Config{}) {
-		c.Timeout = timeout.DefaultConfig()
-		c.Timeout.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
-	}
-	if c.Tracker == (tracker.Config{}) {
-		c.Tracker = tracker.DefaultConfig()
-	}
+	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
 	if c.Policies == nil {
 		c.Policies = DefaultHedgePolicies()
 	}
