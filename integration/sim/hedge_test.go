@@ -34,7 +34,7 @@ import (
 // p99.9. Regenerate README's tables from this test's log (ATNODE_SIM=1 go
 // test -run TestHedgeTargets -v ./integration/sim/; 2–4 minutes).
 //
-// CI runs a small version (4 nodes, 70 s, five policies; about 2 s under
+// CI runs a small version (4 nodes, 70 s, four policies; about 2 s under
 // -race) and checks the ordering that the large runs pin: hedging beats no
 // hedging by far, within its budget, and ours at bhope/hedge's budget
 // spends more than at ours and no more than bhope/hedge.
@@ -43,7 +43,9 @@ func TestHedgeTargets(t *testing.T) {
 	cfg := HedgeConfig{Seed: 1}
 	if !full {
 		cfg.Nodes, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.DegradeAt = 4, 30, 70*time.Second, 25*time.Second, 50*time.Second
-		cfg.Policies = hedgePoliciesNamed(hedgePolicies(20), "no hedging", "fixed 20 ms", PolicyClient, PolicyOurs, PolicyOursClientBudget)
+		// Four policies, as before ours at 0.10 joined: fixed 20 ms, which
+		// nothing here checks, left for it.
+		cfg.Policies = hedgePoliciesNamed(hedgePolicies(), "no hedging", PolicyClient, PolicyOurs, PolicyOursClientBudget)
 	}
 	rs, err := RunHedge(cfg)
 	require.NoError(t, err)
