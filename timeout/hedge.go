@@ -96,7 +96,8 @@ func HedgeView(e *tracker.Estimate) tracker.Source {
 // censoring. Trusted, non-failing replicas come first by their Median
 // (the Kaplan–Meier median of HedgeView's view, which counts a censored
 // sample, a timeout or a hedge's loser, as "slower than this" rather than
-// as a latency: with nothing censored, the plain median), then those whose
+// as a latency: with nothing censored, the plain median; medians in one
+// bucket by Median.Within, where in the bucket each falls), then those whose
 // median is above every completed latency (Median.Above: too much of the
 // view is censored above what completed; ranked below a known median
 // because that median is unknown, above the untrusted because they did
@@ -110,7 +111,10 @@ func OrderReplicas(rs []Replica, order []int) {
 		if c := cmp.Compare(ca, cb); c != 0 || ca != 0 {
 			return c
 		}
-		return cmp.Compare(ra.Median.Millis, rb.Median.Millis)
+		if c := cmp.Compare(ra.Median.Millis, rb.Median.Millis); c != 0 {
+			return c
+		}
+		return cmp.Compare(ra.Median.Within, rb.Median.Within)
 	})
 }
 

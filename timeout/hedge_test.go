@@ -73,6 +73,14 @@ func TestOrderReplicas(t *testing.T) {
 	order := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 	OrderReplicas(rs, order)
 	require.Equal(t, []int{3, 5, 8, 2, 6, 7, 1, 4, 9, 0}, order)
+
+	// Medians in one bucket: by where in it the median falls.
+	late, early := trusted(10), trusted(10)
+	late.Median.Within, early.Median.Within = 0.9, 0.2
+	rs = []Replica{late, early, trusted(10)}
+	order = []int{0, 1, 2}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{2, 1, 0}, order)
 }
 
 func TestHedgeView(t *testing.T) {
