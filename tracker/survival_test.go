@@ -69,7 +69,7 @@ func TestSurvivalMedianPlain(t *testing.T) {
 	require.NoError(t, err)
 	r := rand.New(rand.NewPCG(22, 1))
 	var none sparseSum
-	for k := range 5000 {
+	for k := range 2000 {
 		h := randomHist(r, &g)
 		want, ok := h.quantileIndex(0.5)
 		require.True(t, ok)
@@ -116,7 +116,7 @@ func TestSurvivalMedianKaplanMeier(t *testing.T) {
 	require.NoError(t, err)
 	r := rand.New(rand.NewPCG(22, 2))
 	above, ties := 0, 0
-	for k := range 3000 {
+	for k := range 1000 {
 		h := randomHist(r, &g)
 		c := randomCensored(r, &h)
 		want, wantOK, near := kmReference(&h, &c)
@@ -131,8 +131,9 @@ func TestSurvivalMedianKaplanMeier(t *testing.T) {
 			above++
 		}
 	}
+	t.Logf("%d histograms with S above 1/2 to the end, %d float ties", above, ties)
 	require.Positive(t, above, "some histograms have S above 1/2 to the end")
-	require.Less(t, ties, 30, "float ties are rare")
+	require.Less(t, ties, 10, "float ties are rare")
 }
 
 // requireMedian checks got is want, Within to within rounding.
