@@ -40,55 +40,33 @@ func newMetrics(n *Node) *metrics {
 			Name: "atnode_records_total",
 			Help: "Latency samples recorded locally (Record, RecordSince, Do, POST /v1/record).",
 		}, func() float64 { return float64(n.local.Recorded()) }),
-		rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_records_rejected_total",
-			Help: "Latency samples dropped because the destination name was empty, over 256 bytes or not UTF-8.",
-		}),
+		rejected: newCounter("atnode_records_rejected_total",
+			"Latency samples dropped because the destination name was empty, over 256 bytes or not UTF-8."),
 		chosen: newChosenHist(),
-		fallbacks: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_timeout_fallbacks_total",
-			Help: "Timeout decisions made by the exponential fallback because no destination had a trusted value above it.",
-		}),
-		guarded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_timeout_guarded_total",
-			Help: "Timeout decisions whose deciding destination's fleet value was replaced by the local one (the local guard; GET /v1/timeout's guarded).",
-		}),
+		fallbacks: newCounter("atnode_timeout_fallbacks_total",
+			"Timeout decisions made by the exponential fallback because no destination had a trusted value above it."),
+		guarded: newCounter("atnode_timeout_guarded_total",
+			"Timeout decisions whose deciding destination's fleet value was replaced by the local one (the local guard; GET /v1/timeout's guarded)."),
 		httpOpen: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "atnode_http_connections",
 			Help: "HTTP connections open on the node's own listener.",
 		}),
-		httpRefd: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_http_connections_refused_total",
-			Help: "HTTP connections closed as soon as they were accepted because -http-max-connections were open.",
-		}),
-		do: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atnode_do_calls_total",
-			Help: "Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).",
-		}, []string{"result"}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atnode_outcomes_total",
-			Help: "Attempts this node learned from, by outcome: completed, timed_out, failed, superseded, canceled (Do, the timeout.Policy methods, POST /v1/record samples; Record and RecordSince are counted in atnode_records_total only).",
-		}, []string{"outcome"}),
-		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "atnode_key_reloads_total",
-			Help: "Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged).",
-		}, []string{"result"}),
-		hedgedCalls: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_hedged_calls_total",
-			Help: "Calls of DoHedged, and requests a transport adapter may hedge through the node (timeout.Hedger): each deposits -hedge-budget of a hedge into the token bucket.",
-		}),
-		hedgesSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_hedges_sent_total",
-			Help: "Hedges sent by DoHedged or by a transport adapter through the node: an attempt had not answered after its destination's hedge delay (failovers are not counted).",
-		}),
-		hedgesWon: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_hedges_won_total",
-			Help: "DoHedged calls answered by a hedged attempt.",
-		}),
-		hedgesRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "atnode_hedges_refused_total",
-			Help: "Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10).",
-		}),
+		httpRefd: newCounter("atnode_http_connections_refused_total",
+			"HTTP connections closed as soon as they were accepted because -http-max-connections were open."),
+		do: newCounterVec("atnode_do_calls_total", "result",
+			"Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended)."),
+		outcomes: newCounterVec("atnode_outcomes_total", "outcome",
+			"Attempts this node learned from, by outcome: completed, timed_out, failed, superseded, canceled (Do, the timeout.Policy methods, POST /v1/record samples; Record and RecordSince are counted in atnode_records_total only)."),
+		reloads: newCounterVec("atnode_key_reloads_total", "result",
+			"Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged)."),
+		hedgedCalls: newCounter("atnode_hedged_calls_total",
+			"Calls of DoHedged, and requests a transport adapter may hedge through the node (timeout.Hedger): each deposits -hedge-budget of a hedge into the token bucket."),
+		hedgesSent: newCounter("atnode_hedges_sent_total",
+			"Hedges sent by DoHedged or by a transport adapter through the node: an attempt had not answered after its destination's hedge delay (failovers are not counted)."),
+		hedgesWon: newCounter("atnode_hedges_won_total",
+			"DoHedged calls answered by a hedged attempt."),
+		hedgesRefused: newCounter("atnode_hedges_refused_total",
+			"Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10)."),
 		state: &stateCollector{n: n},
 	}
 	for _, r := range []string{"ok", "error"} {
@@ -101,6 +79,16 @@ func newMetrics(n *Node) *metrics {
 		m.byOutcome[o] = m.outcomes.WithLabelValues(o.String())
 	}
 	return m
+}
+
+// newCounter returns a counter of the name and help text.
+func newCounter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+// newCounterVec returns a counter of the name, one label and the help text.
+func newCounterVec(name, label, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{label})
 }
 
 // doResults are the values of atnode_do_calls_total's result label, indexed
@@ -348,11 +336,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	for _, d := range n.hist.tracked() {
 		p := n.samplePoint(d, now)
-		if p.HasLocal {
-			gauge(descDestLocal, float64(p.LocalMs)/1000, d)
+		if p.Local.ok {
+			gauge(descDestLocal, float64(p.Local.ms)/1000, d)
 		}
-		if p.HasFleet {
-			gauge(descDestFleet, float64(p.FleetMs)/1000, d)
+		if p.Fleet.ok {
+			gauge(descDestFleet, float64(p.Fleet.ms)/1000, d)
 		}
 		gauge(descDestTimeout, float64(p.TimeoutMs)/1000, d)
 		gauge(descDestSamples, float64(p.Samples), d)
