@@ -110,22 +110,9 @@ func gossipCluster(t *testing.T, seed uint64, n int, o gossipOpts) (*memtranspor
 	return nw, nodes
 }
 
-// allSee reports whether every node in from lists exactly want as up.
-func allSee(from, want []*gnode) bool {
-	var names []string
-	for _, w := range want {
-		names = append(names, w.MemberName())
-	}
-	slices.Sort(names)
-	for _, n := range from {
-		got := upMembers(n.Cluster)
-		slices.Sort(got)
-		if !slices.Equal(got, names) {
-			return false
-		}
-	}
-	return true
-}
+// allSee reports whether every node in from lists exactly those of want
+// as up.
+func allSee(from, want []*gnode) bool { return sees(from, names(want)...) }
 
 // recordEpoch waits until the current epoch has at least half of it left,
 // then has every node record its samples (node i, dest d: samples(i, d))

@@ -21,14 +21,7 @@ func TestJoin(t *testing.T) {
 	// Events reach the handler on the cluster's goroutine, after the member
 	// table has changed: wait for them rather than race them.
 	eventually(t, "every node got a join event of every node", func() bool {
-		for _, n := range nodes {
-			for _, o := range nodes {
-				if !n.rec.has(EventJoin, o.MemberName()) {
-					return false
-				}
-			}
-		}
-		return true
+		return allHave(nodes, EventJoin, names(nodes)...)
 	})
 
 	for _, n := range nodes {
@@ -55,12 +48,7 @@ func TestCrashDetectedAsDead(t *testing.T) {
 	victim, rest := nodes[4], nodes[:4]
 	require.True(t, nw.Crash(victim.tr.Addr()))
 	took := eventually(t, "the crashed member is declared dead everywhere", func() bool {
-		for _, n := range rest {
-			if !n.rec.has(EventDead, victim.MemberName()) {
-				return false
-			}
-		}
-		return true
+		return allHave(rest, EventDead, victim.MemberName())
 	})
 	t.Logf("failure detection: crashed member dead on all 4 others in %v", took)
 	for _, n := range rest {
@@ -85,12 +73,7 @@ func TestGracefulLeave(t *testing.T) {
 	require.NoError(t, leaver.Close(), "Close is idempotent")
 	require.True(t, leaver.rec.has(EventLeft, leaver.MemberName()), "own left event delivered before Close returns")
 	took := eventually(t, "the member is seen as left", func() bool {
-		for _, n := range rest {
-			if !n.rec.has(EventLeft, leaver.MemberName()) {
-				return false
-			}
-		}
-		return true
+		return allHave(rest, EventLeft, leaver.MemberName())
 	})
 	t.Logf("graceful leave: seen as left by all 3 others in %v", took)
 	for _, n := range rest {
@@ -139,14 +122,7 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 			eventually(t, "join", func() bool { return sees(nodes, names(nodes)...) })
 
 			a, b := nodes[:3], nodes[3:]
-			var ga, gb []string
-			for _, n := range a {
-				ga = append(ga, n.tr.Addr())
-			}
-			for _, n := range b {
-				gb = append(gb, n.tr.Addr())
-			}
-			nw.Partition(ga, gb)
+			partition(nw, a, b)
 			took := eventually(t, "each side sees only itself", func() bool {
 				return sees(a, names(a)...) && sees(b, names(b)...)
 			})
@@ -179,23 +155,6 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 	}
 }
 
-// lists reports whether every node of from lists exactly want in Members,
-// whatever their state.
-func lists(from []*node, want []string) bool {
-	want = slices.Sorted(slices.Values(want))
-	for _, n := range from {
-		var got []string
-		for _, m := range n.Members() {
-			got = append(got, m.Member)
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRestartWithNewBootID(t *testing.T) {
 	t.Parallel()
 	nw, nodes := memCluster(t, 5, 3)
@@ -217,12 +176,7 @@ func TestRestartWithNewBootID(t *testing.T) {
 			// a restart is no name conflict.
 			require.Empty(t, n.Warnings(), "%s", n.MemberName())
 		}
-		for _, n := range live[:2] {
-			if !n.rec.has(EventDead, old.MemberName()) {
-				return false
-			}
-		}
-		return sees(live, names(live)...)
+		return allHave(live[:2], EventDead, old.MemberName()) && sees(live, names(live)...)
 	})
 	t.Logf("restart: new boot joined and old boot declared dead in %v", took)
 	for _, n := range live[:2] {
