@@ -94,17 +94,12 @@ func gossipCluster(t *testing.T, seed uint64, n int, o gossipOpts) (*memtranspor
 	nw := memtransport.New(seed)
 	t.Cleanup(nw.Close)
 	var nodes []*gnode
-	var seedAddr string
 	for i := range n {
 		var seeds []string
-		if seedAddr != "" {
-			seeds = []string{seedAddr}
+		if i > 0 {
+			seeds = []string{nodes[0].tr.Addr()}
 		}
-		g := startGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...)
-		if i == 0 {
-			seedAddr = g.tr.Addr()
-		}
-		nodes = append(nodes, g)
+		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...))
 	}
 	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
 	return nw, nodes
