@@ -154,8 +154,7 @@ func watch(g *gnode) *metaLog {
 // member and all three, the old one first.
 func upgradingCluster(t *testing.T, seed, oldBoot, newBoot uint64, o gossipOpts) (*memtransport.Network, *gnode, []*gnode) {
 	t.Helper()
-	nw := memtransport.New(seed)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, seed)
 	old, _ := newPreviousNode(t, nw, "old", oldBoot, o)
 	require.NoError(t, old.Start(context.Background()))
 	nodes := []*gnode{old}
@@ -232,8 +231,7 @@ func holdsVersion(nodes []*gnode, held []*metaLog, of []*gnode, v byte) bool {
 func TestCompatMixedCluster(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
-	nw := memtransport.New(70)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 70)
 	old, seen := newPreviousNode(t, nw, "old", 0x01d0, o)
 	require.NoError(t, old.Start(context.Background()))
 	advertised := &metaLog{}
@@ -289,8 +287,7 @@ func TestCompatMixedCluster(t *testing.T) {
 func TestCompatOldMemberJoins(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
-	nw := memtransport.New(71)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 71)
 	var nodes []*gnode
 	var held []*metaLog
 	for i := range 3 {
@@ -451,8 +448,7 @@ func TestMetaVersionFor(t *testing.T) {
 // and a node without settings judge nothing; a malformed state is counted.
 func TestJudgeState(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(73)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 73)
 	g := newGossipNode(t, nw, "judge", 0x1d6f, defaultGossipOpts())
 	same := newSettings(gossipTracker())
 	other := same

@@ -91,8 +91,7 @@ func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uin
 // all see each other.
 func gossipCluster(t *testing.T, seed uint64, n int, o gossipOpts) (*memtransport.Network, []*gnode) {
 	t.Helper()
-	nw := memtransport.New(seed)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, seed)
 	var nodes []*gnode
 	for i := range n {
 		var seeds []string

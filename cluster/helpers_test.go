@@ -109,12 +109,19 @@ func startNode(t *testing.T, cfg Config) *node {
 	return &node{Cluster: c, rec: rec, tr: tr}
 }
 
+// newNetwork returns a fresh in-memory network of seed, closed when t
+// ends.
+func newNetwork(t *testing.T, seed uint64) *memtransport.Network {
+	nw := memtransport.New(seed)
+	t.Cleanup(nw.Close)
+	return nw
+}
+
 // memCluster starts n members named n0.. on a fresh network; every member
 // has n0 as its seed. Boot IDs are fixed so runs are reproducible.
 func memCluster(t *testing.T, seed uint64, n int) (*memtransport.Network, []*node) {
 	t.Helper()
-	nw := memtransport.New(seed)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, seed)
 	var nodes []*node
 	var seedAddr string
 	for i := range n {

@@ -105,8 +105,7 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nw := memtransport.New(4)
-			t.Cleanup(nw.Close)
+			nw := newNetwork(t, 4)
 			var nodes []*node
 			var seed string
 			for i := range 6 {
@@ -194,8 +193,7 @@ func TestRestartWithNewBootID(t *testing.T) {
 
 func TestLossyNetworkStillConverges(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(6)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 6)
 	nw.SetFaults(memtransport.Faults{Drop: 0.05, Duplicate: 0.05, Delay: 2e6, Jitter: 3e6})
 	var nodes []*node
 	seed := ""
@@ -237,8 +235,7 @@ func TestSendReliable(t *testing.T) {
 
 func TestMessageLimits(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(8)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 8)
 	cfg := memConfig(t, "small", 1, nw.NewTransport())
 	cfg.Limits.MaxMessageBytes = 100
 	cfg.Limits.MessageQueue = 1
@@ -254,8 +251,7 @@ func TestMessageLimits(t *testing.T) {
 
 func TestNotStarted(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(9)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 9)
 	c, err := New(memConfig(t, "idle", 0, nw.NewTransport()))
 	require.NoError(t, err)
 	require.NotZero(t, c.BootID(), "a zero BootID is replaced by a random one")
@@ -269,8 +265,7 @@ func TestNotStarted(t *testing.T) {
 
 func TestStartTwice(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(10)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 10)
 	n := startNode(t, memConfig(t, "once", 1, nw.NewTransport()))
 	require.ErrorIs(t, n.Start(context.Background()), ErrAlreadyStarted)
 	require.Equal(t, 1, n.NumAlive())

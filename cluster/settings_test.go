@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/stretchr/testify/require"
 
-	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -102,8 +101,7 @@ func TestJoinWithoutSettings(t *testing.T) {
 // unreadable metadata; a member without a Store judges nobody.
 func TestAliveDelegateJudges(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(45)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 45)
 	g := newGossipNode(t, nw, "judge", 0x1d6e, defaultGossipOpts())
 	same := newSettings(gossipTracker())
 	other := same
