@@ -22,8 +22,7 @@ const (
 )
 
 // point is one sample of a destination's history, the unit GET
-// /v1/history returns and the dashboard plots; its JSON is the point of
-// GET /v1/history.
+// /v1/history returns (as its JSON) and the dashboard plots.
 type point struct {
 	TMs          int64     `json:"t_ms"`          // sample time, Unix ms
 	Local        optMillis `json:"local_ms"`      // local view's quantile
