@@ -127,11 +127,14 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 					hits++
 				}
 				total++
+				var in DecisionInput // read first: the input path fills and assembles alone
+				require.NoError(t, f.DecisionInput(&in, d, q, now))
 				got, err := f.Estimate(d, q, now)
 				require.NoError(t, err)
 				want, err := f.EstimateUncached(d, q, now)
 				require.NoError(t, err)
 				require.Equal(t, want, got, "seed %d step %d (%s): %s q %v", seed, step, what, d, q)
+				require.Equal(t, want.Input(), in, "seed %d step %d (%s): DecisionInput %s q %v", seed, step, what, d, q)
 			}
 		}
 	}
@@ -202,11 +205,14 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 				}
 				record(d, edge(d, 1, q, kj), r.IntN(4) == 0)
 			}
+			var in DecisionInput
+			require.NoError(t, f.DecisionInput(&in, d, q, now))
 			got, err := f.Estimate(d, q, now)
 			require.NoError(t, err)
 			want, err := f.EstimateUncached(d, q, now)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "seed %d step %d (%s)", seed, step, what)
+			require.Equal(t, want.Input(), in, "seed %d step %d (%s): DecisionInput", seed, step, what)
 		case k < 45:
 			d := dests[r.IntN(len(dests))]
 			ms := edge(d, 50, anyQ(), -1)

@@ -131,6 +131,32 @@ func (f *Fleet) EstimateTo(e *Estimate, dest string, q float64, now time.Time) e
 	return nil
 }
 
+// DecisionInput sets *in to Estimate(dest, q, now).Input(): the decision
+// input of dest alone, what timeout.Decider reads. From the cache (see
+// Estimate) it copies the cached input and nothing else; otherwise it
+// assembles the estimate as Estimate does, filling the cache. It returns
+// ErrQuantile (and a zero input) when q is outside (0, 1].
+func (f *Fleet) DecisionInput(in *DecisionInput, dest string, q float64, now time.Time) error {
+	if !(q > 0 && q <= 1) {
+		*in = DecisionInput{}
+		return fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
+	}
+	if t := f.localSync; t != nil && t.s.subMs == f.swMs && t.cachedInput(in, dest, dest, q, now, f.ver.Load(), f.minSamples()) {
+		return nil
+	}
+	f.decisionInput(in, dest, q, now)
+	return nil
+}
+
+// decisionInput is DecisionInput's path without the cache: the whole
+// estimate, assembled (and cached) as Estimate does, kept off
+// DecisionInput's frame.
+func (f *Fleet) decisionInput(in *DecisionInput, dest string, q float64, now time.Time) {
+	var e Estimate
+	f.estimate(&e, dest, q, now, true)
+	*in = e.Input()
+}
+
 // minSamples is the trust threshold of the local view, max(MinSamples, 1).
 func (f *Fleet) minSamples() uint64 { return max(uint64(f.cfg.Tracker.MinSamples), 1) }
 
