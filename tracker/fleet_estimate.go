@@ -21,6 +21,7 @@ type destSummary struct {
 	ch        hist      // the capped view, when capped
 	cc        sparseSum // its censored counts
 	m         int       // M's bucket in the (capped) view, when hasM
+	mMillis   uint64    // M: the highest equivalent value of bucket m
 	hasM      bool
 	newest    int64
 	newestEnd int64 // end of epoch newest, Unix ms
@@ -67,6 +68,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	if share <= 0 || s.peers < 4 || !(float64(top) > share*float64(d.h.total)) {
 		s.effPeers = effectivePeersMap(d.contrib)
 		s.m, s.hasM = maxCompleted(&d.h, &d.c)
+		s.mMillis = uint64(f.geo.highestEquivalent(s.m))
 		return s
 	}
 	pcs := f.contribs[:0]
@@ -93,6 +95,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 		h, c = &s.ch, &s.cc
 	}
 	s.m, s.hasM = maxCompleted(h, c)
+	s.mMillis = uint64(f.geo.highestEquivalent(s.m))
 	return s
 }
 
@@ -231,7 +234,7 @@ func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
 	if qv, ok := h.quantileValue(&f.geo, q); ok {
 		ff.fv.q = uint64(qv)
 		if s.hasM {
-			ff.fv.m, ff.fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
+			ff.fv.m, ff.fv.hasM = s.mMillis, true // (computed once per summary)
 		}
 		ff.hasFleetValue = true
 	}
