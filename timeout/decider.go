@@ -129,9 +129,9 @@ type Decider struct {
 	grid tracker.Config
 	src  Estimates
 	// fleet is src when it is a *tracker.Fleet, called directly: its
-	// EstimateTo writes in place (an estimate is large and a decision reads
-	// one per destination), and a static call keeps the caller's estimates
-	// on its stack.
+	// DecisionInput copies the small cached input of a destination and
+	// EstimateTo writes an estimate in place, and a static call keeps the
+	// caller's buffers on its stack.
 	fleet *tracker.Fleet
 	rec   Learner
 	// local is rec when it is a *tracker.SyncTracker[string], called
