@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -348,5 +349,37 @@ func TestEstimateCacheKeptViewsExact(t *testing.T) {
 			}
 		}
 		require.Greater(t, kept, recs/2, "seed %d: %d of %d records kept the cached views", seed, kept, recs)
+	}
+}
+
+// TestFleetDecisionInputQuantile: DecisionInput refuses a quantile outside
+// (0, 1] as Estimate does, with a zero input, and otherwise gives
+// Estimate's Input with and without a SyncTracker as the local view.
+func TestFleetDecisionInputQuantile(t *testing.T) {
+	c := testFleetConfig()
+	local, err := NewSync[string](c.Tracker)
+	require.NoError(t, err)
+	now := fleetAt(c, testE, 100)
+	for i := range 200 {
+		local.RecordMillis("d", uint64(10+i%50), now)
+	}
+	for _, f := range []*Fleet{newTestFleet(t, c, local), newTestFleet(t, c, fakeLocal{"d": {ms: 80, samples: 500, ok: true}})} {
+		for _, q := range []float64{0, -1, 1.0001, math.NaN()} {
+			in := DecisionInput{Source: SourceFleet, ValueMillis: 1}
+			err := f.DecisionInput(&in, "d", q, now)
+			require.ErrorIs(t, err, ErrQuantile)
+			_, werr := f.Estimate("d", q, now)
+			require.EqualError(t, err, werr.Error())
+			require.Zero(t, in)
+		}
+		for _, d := range []string{"d", "unknown"} {
+			for range 2 { // filling the cache, then from it
+				var in DecisionInput
+				require.NoError(t, f.DecisionInput(&in, d, 0.99, now))
+				e, err := f.Estimate(d, 0.99, now)
+				require.NoError(t, err)
+				require.Equal(t, e.Input(), in, d)
+			}
+		}
 	}
 }
