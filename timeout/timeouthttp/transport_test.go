@@ -411,6 +411,93 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 	}
 }
 
+// TestBodyAccounting pins when a body's attempt completes, in bubble time:
+// headers at 10 ms, a chunk per Read 10 ms apart (then EOF at once), the
+// caller's Close a second later. A known length completes at the read that
+// brings its last byte; a body shorter than it announced, at EOF; a body
+// read in part, at the last read. The attempt's context ends at EOF, or at
+// Close (if the timeout has not ended it first).
+func TestBodyAccounting(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int64
+		read   int // bytes read before Close; -1: to EOF
+		want   time.Duration
+	}{
+		{"content length, read part", 10, 5, 20 * time.Millisecond},
+		{"content length, read to EOF", 10, -1, 30 * time.Millisecond},
+		{"content length above the body, read to EOF", 20, -1, 30 * time.Millisecond},
+		{"unknown length, read to EOF", -1, -1, 30 * time.Millisecond},
+		{"content length, headers only", 10, 0, 10 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policy("h", 80*time.Millisecond)
+				var ctx context.Context
+				tr := newTransport(t, Options{Policy: p,
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						ctx = r.Context()
+						time.Sleep(10 * time.Millisecond)
+						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
+							Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
+					})})
+				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				switch {
+				case tc.read < 0:
+					_, err = io.ReadAll(resp.Body)
+					require.NoError(t, err)
+					require.ErrorIs(t, ctx.Err(), context.Canceled, "released at EOF, before Close")
+				case tc.read > 0:
+					_, err = io.ReadFull(resp.Body, make([]byte, tc.read))
+					require.NoError(t, err)
+					require.NoError(t, ctx.Err(), "alive until Close")
+				}
+				time.Sleep(time.Second)
+				require.NoError(t, resp.Body.Close())
+				require.NoError(t, resp.Body.Close(), "a second Close is harmless")
+				require.Error(t, ctx.Err())
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: tc.want}}, p.Observed())
+			})
+		})
+	}
+}
+
+// TestCloseRacesRead: net/http lets Close run while a Read is under way;
+// every attempt is still observed exactly once (run with -race).
+func TestCloseRacesRead(t *testing.T) {
+	p := policytest.New(time.Second)
+	tr := newTransport(t, Options{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+			Body: io.NopCloser(strings.NewReader(strings.Repeat("x", 64)))}, nil
+	})})
+	const n = 200
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 8)
+			for {
+				if _, err := resp.Body.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		require.NoError(t, resp.Body.Close())
+		<-done
+	}
+	require.Len(t, p.Outcomes(), n)
+	for _, o := range p.Outcomes() {
+		require.Equal(t, timeout.Completed, o)
+	}
+}
+
 // TestBodyStalledPastTheTimeout: a body whose data stops arriving is cut at
 // the timeout and observed as timed out, even after part of it was read.
 func TestBodyStalledPastTheTimeout(t *testing.T) {
