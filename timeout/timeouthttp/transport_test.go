@@ -42,6 +42,14 @@ func (c *stepClock) Now() time.Time {
 	return t
 }
 
+// stepped returns a Transport over base and p whose clock reads step later
+// every time.
+func stepped(t *testing.T, base http.RoundTripper, p timeout.Policy, step time.Duration) *Transport {
+	t.Helper()
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: step}
+	return newTransport(t, Options{Base: base, Policy: p, Now: clock.Now})
+}
+
 // policy returns a test Policy whose first attempts get d to dest and
 // 10 ms to any other destination.
 func policy(dest string, d time.Duration) *policytest.Policy {
@@ -94,9 +102,7 @@ func get(t *testing.T, ctx context.Context, c *http.Client, u string) (*http.Res
 func TestFastObservedAtItsLatency(t *testing.T) {
 	srv, host := server(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
 	p := policy(host, 80*time.Millisecond)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 7 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
-	c := &http.Client{Transport: tr}
+	c := &http.Client{Transport: stepped(t, srv.Client().Transport, p, 7*time.Millisecond)}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
 	require.NoError(t, err)
@@ -150,9 +156,7 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 		_, _ = io.WriteString(w, "the end")
 	})
 	p := policy(host, 10*time.Second)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 3 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
-	c := &http.Client{Transport: tr}
+	c := &http.Client{Transport: stepped(t, srv.Client().Transport, p, 3*time.Millisecond)}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
 	require.NoError(t, err)
@@ -337,8 +341,7 @@ func TestTimeoutInBubble(t *testing.T) {
 
 func TestCloseBeforeEOFObservesLatency(t *testing.T) {
 	p := policytest.New(time.Second)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 12 * time.Millisecond}
-	tr := newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p, Now: clock.Now})
+	tr := stepped(t, roundTripFunc(okResponse), p, 12*time.Millisecond)
 	req, err := http.NewRequest(http.MethodGet, "http://db-1:8080/x", nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
