@@ -374,6 +374,27 @@ func (b *dripBody) Read(p []byte) (int, error) {
 
 func (b *dripBody) Close() error { return nil }
 
+// dripGet sends a GET to h over a Transport on p whose base answers after
+// 10 ms (bubble time) with a body of length (its ContentLength) that
+// brings "01234" and "56789" 10 ms apart. It returns the response and the
+// context the base got.
+func dripGet(t *testing.T, p timeout.Policy, length int64) (*http.Response, context.Context) {
+	t.Helper()
+	var ctx context.Context
+	tr := newTransport(t, Options{Policy: p,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			ctx = r.Context()
+			time.Sleep(10 * time.Millisecond)
+			return &http.Response{StatusCode: http.StatusOK, ContentLength: length, Request: r,
+				Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
+		})})
+	req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	return resp, ctx
+}
+
 // TestCallerTimeIsNotLatency: a caller that reads the response (without
 // reaching EOF) and then works on it past the timeout before closing the
 // body must be observed at the destination's latency, not its own time and
@@ -392,18 +413,9 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := policy("h", 80*time.Millisecond)
-				tr := newTransport(t, Options{Policy: p,
-					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						time.Sleep(10 * time.Millisecond)
-						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
-							Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
-					})})
-				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-				require.NoError(t, err)
-				resp, err := tr.RoundTrip(req)
-				require.NoError(t, err)
+				resp, _ := dripGet(t, p, tc.length)
 				if tc.read > 0 {
-					_, err = io.ReadFull(resp.Body, make([]byte, tc.read))
+					_, err := io.ReadFull(resp.Body, make([]byte, tc.read))
 					require.NoError(t, err)
 				}
 				time.Sleep(time.Second) // the caller's own work, far past the timeout
@@ -436,25 +448,14 @@ func TestBodyAccounting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := policy("h", 80*time.Millisecond)
-				var ctx context.Context
-				tr := newTransport(t, Options{Policy: p,
-					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						ctx = r.Context()
-						time.Sleep(10 * time.Millisecond)
-						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
-							Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
-					})})
-				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-				require.NoError(t, err)
-				resp, err := tr.RoundTrip(req)
-				require.NoError(t, err)
+				resp, ctx := dripGet(t, p, tc.length)
 				switch {
 				case tc.read < 0:
-					_, err = io.ReadAll(resp.Body)
+					_, err := io.ReadAll(resp.Body)
 					require.NoError(t, err)
 					require.ErrorIs(t, ctx.Err(), context.Canceled, "released at EOF, before Close")
 				case tc.read > 0:
-					_, err = io.ReadFull(resp.Body, make([]byte, tc.read))
+					_, err := io.ReadFull(resp.Body, make([]byte, tc.read))
 					require.NoError(t, err)
 					require.NoError(t, ctx.Err(), "alive until Close")
 				}
