@@ -314,7 +314,7 @@ func (a *attempt) response(resp *http.Response, err error) (*http.Response, erro
 		a.end()
 		return resp, nil
 	}
-	a.arrived(headers)
+	a.state.Store(int64(headers) << flagBits) // nothing observed or ended yet, and not yet shared
 	a.left = resp.ContentLength
 	a.body = resp.Body
 	resp.Body = a
