@@ -202,7 +202,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	parent := req.Context()
 	start := t.now()
 	a := &attempt{t: t, done: parent.Done(), start: start, a: t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), start)}
-	if a.probeable(req, parent) {
+	if a.a.ProbeTimeout > a.a.Timeout && a.probeable(req, parent) {
 		return a.roundTripAsync(req, parent)
 	}
 	var ctx context.Context
@@ -275,6 +275,9 @@ func (a *attempt) ctx() context.Context { return a.req.Context() }
 
 // callerLeft reports whether the caller's context has ended.
 func (a *attempt) callerLeft() bool {
+	if a.done == nil { // context.Background and its kind: no runtime call
+		return false
+	}
 	select {
 	case <-a.done:
 		return true
