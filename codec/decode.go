@@ -238,20 +238,36 @@ func (d *Decoder) fail(what string, err error) error {
 	return malformed("%s: %v", what, err)
 }
 
+// unreadByte steps back over the byte just read from the message. The
+// hot readers (readArrayLen, readUint, readCount) read a message's first
+// byte of a value straight from the bytes.Reader, which the msgpack
+// Decoder reads itself (no buffer of its own, so the two stay in step):
+// the fixints and fixarrays that make up most of a message cost no call
+// through the msgpack Decoder's interfaces; any other value is stepped
+// back over and read by msgpack.
+func (d *Decoder) unreadByte() {
+	_ = d.rd.UnreadByte() // after a successful ReadByte: cannot fail
+}
+
 // readArrayLen reads an array header: not nil, declaring at most limit
 // elements (else ErrTooLarge) and no more elements than bytes left (every
 // element takes at least one byte).
 func (d *Decoder) readArrayLen(what string, limit int) (int, error) {
-	c, err := d.md.PeekCode()
+	c, err := d.rd.ReadByte()
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
-	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
+	var n int
+	switch {
+	case msgpcode.IsFixedArray(c): // the common case: read here
+		n = int(c & 0x0f)
+	case c == msgpcode.Array16 || c == msgpcode.Array32:
+		d.unreadByte()
+		if n, err = d.md.DecodeArrayLen(); err != nil {
+			return 0, d.fail(what, err)
+		}
+	default:
 		return 0, malformed("%s: code %#x, want an array", what, c)
-	}
-	n, err := d.md.DecodeArrayLen()
-	if err != nil {
-		return 0, d.fail(what, err)
 	}
 	if n > limit {
 		return 0, tooLarge("%s: %d elements, more than %d", what, n, limit)
@@ -270,15 +286,18 @@ func isSigned(c byte) bool {
 // readUint reads a non-negative integer of at most limit, in any msgpack
 // integer encoding; nil, negative values and other types are refused.
 func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
-	c, err := d.md.PeekCode()
+	c, err := d.rd.ReadByte()
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
 	var v uint64
 	switch {
+	case c <= msgpcode.PosFixedNumHigh: // the common case: read here
+		v = uint64(c)
 	case c == msgpcode.Nil:
 		return 0, malformed("%s: nil, want an integer", what)
 	case isSigned(c):
+		d.unreadByte()
 		s, err := d.md.DecodeInt64()
 		if err != nil {
 			return 0, d.fail(what, err)
@@ -288,6 +307,7 @@ func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
 		}
 		v = uint64(s)
 	default:
+		d.unreadByte()
 		if v, err = d.md.DecodeUint64(); err != nil {
 			return 0, d.fail(what, err)
 		}
@@ -302,9 +322,16 @@ func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
 // [1, limit] with limit < 2^63. It skips the code peek: DecodeUint64 maps
 // nil to 0 and a negative value to one above 2^63, both out of range.
 func (d *Decoder) readCount(what string, limit uint64) (uint64, error) {
-	v, err := d.md.DecodeUint64()
+	c, err := d.rd.ReadByte()
 	if err != nil {
 		return 0, d.fail(what, err)
+	}
+	v := uint64(c)
+	if c > msgpcode.PosFixedNumHigh {
+		d.unreadByte()
+		if v, err = d.md.DecodeUint64(); err != nil {
+			return 0, d.fail(what, err)
+		}
 	}
 	if v == 0 || v > limit {
 		return 0, malformed("%s: %d out of range [1, %d]", what, int64(v), limit)
