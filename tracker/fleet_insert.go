@@ -171,7 +171,7 @@ func nameOrder(ds []DestCounts) []int32 {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return compareDests(ds[a], ds[b]) })
+	slices.SortFunc(order, func(a, b int32) int { return compareDestPtrs(&ds[a], &ds[b]) })
 	return order
 }
 
