@@ -261,30 +261,13 @@ func appendDest(b []byte, d *tracker.DestCounts, countsLen int) ([]byte, error) 
 	out = appendStr(out, d.Dest)
 	out = appendUint(out, d.Total)
 
-	// appendPairs, with checkDest's loop.
-	bs := d.Buckets
-	out = appendArrayLen(out, 2*len(bs))
-	w := len(out)
-	out = slices.Grow(out, 14*len(bs))
-	out = out[:w+14*len(bs)]
-	var sum uint64
-	prev := -1
-	for _, bk := range bs {
-		if int(bk.Index) <= prev || bk.Count == 0 {
-			return b, bucketError(d, countsLen)
-		}
-		delta := bk.Index - uint16(max(prev, 0)) // the first index is absolute
-		prev = int(bk.Index)
-		sum += uint64(bk.Count)                                // at most 65536 · (2^32−1): cannot overflow
-		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
-			out[w], out[w+1] = byte(delta), byte(bk.Count)
-			w += 2
-			continue
-		}
-		w = len(appendUint(out[:w], uint64(delta)))
-		w = len(appendUint(out[:w], uint64(bk.Count)))
+	// The pairs, checked as checkDest checks them.
+	out, w := growPairs(out, len(d.Buckets))
+	w, sum, last, ok := putPairs(out, w, d.Buckets)
+	if !ok {
+		return b, bucketError(d, countsLen)
 	}
-	if err := checkDestTail(d, countsLen, prev, sum); err != nil {
+	if err := checkDestTail(d, countsLen, last, sum); err != nil {
 		return b, err
 	}
 	out = out[:w]
@@ -299,19 +282,43 @@ func appendDest(b []byte, d *tracker.DestCounts, countsLen int) ([]byte, error) 
 	return out, nil
 }
 
-// appendPairs writes bs as an array of delta-coded (index, count) pairs.
-// It grows b once for the largest pairs (uint16 delta, uint32 count) and
-// writes by index: an append per pair would keep a growth path, and the
-// registers it spills, inside the loop.
+// appendPairs writes bs, checked before (ascending indices, counts above
+// 0), as an array of delta-coded (index, count) pairs.
 func appendPairs(b []byte, bs []tracker.Bucket) []byte {
-	b = appendArrayLen(b, 2*len(bs))
+	b, w := growPairs(b, len(bs))
+	w, _, _, ok := putPairs(b, w, bs)
+	if !ok {
+		panic("codec: appendPairs of unchecked buckets")
+	}
+	return b[:w]
+}
+
+// growPairs writes the array header of n pairs and returns b extended by
+// room for n of the largest pairs (uint16 delta, uint32 count), with the
+// position of the first. putPairs writes them by index, not by append: an
+// append per pair keeps a growth path, and the registers it spills, inside
+// the loop. Cut b to the position putPairs returns.
+func growPairs(b []byte, n int) ([]byte, int) {
+	b = appendArrayLen(b, 2*n)
 	w := len(b)
-	b = slices.Grow(b, 14*len(bs))
-	b = b[:w+14*len(bs)]
-	prev := uint16(0)
+	b = slices.Grow(b, 14*n)
+	return b[:w+14*n], w
+}
+
+// putPairs writes bs as delta-coded pairs at b[w:] (room made by
+// growPairs) and returns the position after them, the sum of their counts
+// and the last index; ok is false, and the rest unset, as soon as an index
+// does not ascend or a count is 0. A leaf of its own, so the loop keeps its
+// state in registers (the encoder's hottest loop).
+func putPairs(b []byte, w int, bs []tracker.Bucket) (end int, sum uint64, last int, ok bool) {
+	last = -1
 	for _, bk := range bs {
-		delta := bk.Index - prev // the first index is absolute
-		prev = bk.Index
+		if int(bk.Index) <= last || bk.Count == 0 {
+			return 0, 0, 0, false
+		}
+		delta := bk.Index - uint16(max(last, 0)) // the first index is absolute
+		last = int(bk.Index)
+		sum += uint64(bk.Count)                                // at most 65536 · (2^32−1): cannot overflow
 		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
 			b[w], b[w+1] = byte(delta), byte(bk.Count)
 			w += 2
@@ -320,7 +327,7 @@ func appendPairs(b []byte, bs []tracker.Bucket) []byte {
 		w = len(appendUint(b[:w], uint64(delta)))
 		w = len(appendUint(b[:w], uint64(bk.Count)))
 	}
-	return b[:w]
+	return w, sum, last, true
 }
 
 // AppendBatch appends b, encoded as one batch message with b.Key as is and
