@@ -231,6 +231,19 @@ func (f *Fleet) Stats() FleetStats {
 	return s
 }
 
+// lockChange locks f for a change made at now, the window slid to now
+// first; defer unlockChange to end it.
+func (f *Fleet) lockChange(now time.Time) {
+	f.mu.Lock()
+	f.slide(now)
+}
+
+// unlockChange marks the change lockChange began (changed) and unlocks f.
+func (f *Fleet) unlockChange() {
+	f.changed()
+	f.mu.Unlock()
+}
+
 // changed marks a change of the Fleet's state, after it is made; f.mu is
 // held.
 func (f *Fleet) changed() { f.ver.Add(1) }
