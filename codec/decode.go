@@ -239,12 +239,12 @@ func (d *Decoder) fail(what string, err error) error {
 }
 
 // unreadByte steps back over the byte just read from the message. The
-// hot readers (readArrayLen, readUint, readCount) read a message's first
-// byte of a value straight from the bytes.Reader, which the msgpack
-// Decoder reads itself (no buffer of its own, so the two stay in step):
-// the fixints and fixarrays that make up most of a message cost no call
-// through the msgpack Decoder's interfaces; any other value is stepped
-// back over and read by msgpack.
+// hot readers (readArrayLen, readUint, readCount) read the first byte of a
+// value straight from the bytes.Reader, which the msgpack Decoder reads
+// itself (no buffer of its own, so the two stay in step): they take the
+// fixints and fixarrays that make up most of a message without a call
+// through the msgpack Decoder's interfaces, and step back over any other
+// byte for msgpack to read.
 func (d *Decoder) unreadByte() {
 	_ = d.rd.UnreadByte() // after a successful ReadByte: cannot fail
 }
@@ -253,7 +253,7 @@ func (d *Decoder) unreadByte() {
 // elements (else ErrTooLarge) and no more elements than bytes left (every
 // element takes at least one byte).
 func (d *Decoder) readArrayLen(what string, limit int) (int, error) {
-	c, err := d.rd.ReadByte()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
@@ -286,7 +286,7 @@ func isSigned(c byte) bool {
 // readUint reads a non-negative integer of at most limit, in any msgpack
 // integer encoding; nil, negative values and other types are refused.
 func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
-	c, err := d.rd.ReadByte()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
@@ -322,7 +322,7 @@ func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
 // [1, limit] with limit < 2^63. It skips the code peek: DecodeUint64 maps
 // nil to 0 and a negative value to one above 2^63, both out of range.
 func (d *Decoder) readCount(what string, limit uint64) (uint64, error) {
-	c, err := d.rd.ReadByte()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
@@ -759,46 +759,46 @@ func (d *Decoder) readKeys() ([]tracker.BatchKey, error) {
 	return keys, nil
 }
 
-func (d *Decoder) decodeKeys(msg []byte, t MessageType) (string, []tracker.BatchKey, error) {
+// decodeKeys decodes a digest or pull (of type t, the same fields) and
+// resets sent_at on an error.
+func (d *Decoder) decodeKeys(msg []byte, t MessageType) (Digest, error) {
+	dg, err := d.readKeyMessage(msg, t)
+	if err != nil {
+		d.sentAt = 0
+		return Digest{}, err
+	}
+	return dg, nil
+}
+
+func (d *Decoder) readKeyMessage(msg []byte, t MessageType) (Digest, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	sender, err := d.readName("sender")
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	keys, err := d.readKeys()
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	if extra, err = d.readSentAt(extra); err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	if err := d.end(extra); err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
-	return sender, keys, nil
+	return Digest{Sender: sender, Keys: keys, SentAtMillis: d.sentAt}, nil
 }
 
 // DecodeDigest decodes and validates a digest message. Keys come out in
 // canonical order and alias the Decoder's buffer (see Decoder). Errors
 // wrap ErrTooLarge, ErrVersion, ErrType or ErrMalformed.
-func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) {
-	s, k, err := d.decodeKeys(msg, TypeDigest)
-	if err != nil {
-		d.sentAt = 0
-		return Digest{}, err
-	}
-	return Digest{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
-}
+func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) { return d.decodeKeys(msg, TypeDigest) }
 
 // DecodePull decodes and validates a pull message, like DecodeDigest.
 func (d *Decoder) DecodePull(msg []byte) (Pull, error) {
-	s, k, err := d.decodeKeys(msg, TypePull)
-	if err != nil {
-		d.sentAt = 0
-		return Pull{}, err
-	}
-	return Pull{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
+	p, err := d.decodeKeys(msg, TypePull)
+	return Pull(p), err
 }
