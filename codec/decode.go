@@ -510,36 +510,44 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	return b, nil
 }
 
-// decodeBatch reads a batch's layout, key and destinations.
-func (d *Decoder) decodeBatch() (tracker.Batch, error) {
-	var b tracker.Batch
-
-	// Layout: [lowest, highest, significant digits].
+// readLayout reads a layout, [lowest, highest, significant digits], and
+// returns it with its number of counts (countsLen).
+func (d *Decoder) readLayout() (tracker.Layout, int, error) {
+	var l tracker.Layout
 	x, err := d.readRecord("layout", 3)
 	if err != nil {
-		return b, err
+		return l, 0, err
 	}
-	if b.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
+	if l.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
+		return l, 0, err
 	}
-	if b.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
+	if l.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
+		return l, 0, err
 	}
 	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
 	if err != nil {
-		return b, err
+		return l, 0, err
 	}
-	b.Layout.SignificantDigits = int(sig)
+	l.SignificantDigits = int(sig)
 	if err := d.finish(x); err != nil {
-		return b, err
+		return l, 0, err
 	}
-	countsLen, err := d.countsLen(b.Layout)
-	if err != nil {
+	n, err := d.countsLen(l)
+	return l, n, err
+}
+
+// decodeBatch reads a batch's layout, key and destinations.
+func (d *Decoder) decodeBatch() (tracker.Batch, error) {
+	var b tracker.Batch
+	var countsLen int
+	var err error
+	if b.Layout, countsLen, err = d.readLayout(); err != nil {
 		return b, err
 	}
 
 	// Key: [origin, boot, epoch, part].
-	if x, err = d.readRecord("key", 4); err != nil {
+	x, err := d.readRecord("key", 4)
+	if err != nil {
 		return b, err
 	}
 	if b.Key.Origin, err = d.readName("origin"); err != nil {
