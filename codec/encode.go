@@ -224,6 +224,17 @@ func sentAtLen(sentAtMillis int64) int {
 	return len(appendSentAt(tmp[:0], sentAtMillis))
 }
 
+// endMessage ends the message out, begun at the end of dst, with sent_at
+// (appendSentAt) and returns it, or dst and ErrTooLarge when it exceeds
+// MaxMessageBytes; what names the message in the error.
+func endMessage(dst, out []byte, sentAtMillis int64, what any) ([]byte, error) {
+	out = appendSentAt(out, sentAtMillis)
+	if n := len(out) - len(dst); n > MaxMessageBytes {
+		return dst, tooLarge("%s of %d bytes, more than %d", what, n, MaxMessageBytes)
+	}
+	return out, nil
+}
+
 func checkSentAt(sentAtMillis int64) error {
 	if sentAtMillis < 0 {
 		return malformed("sent_at %d is negative", sentAtMillis)
@@ -358,7 +369,6 @@ func AppendBatchAt(dst []byte, b tracker.Batch, sentAtMillis int64) ([]byte, err
 	if len(b.Dests) > MaxDests {
 		return dst, tooLarge("%d destinations, more than %d", len(b.Dests), MaxDests)
 	}
-	start := len(dst)
 	out := appendBatchHead(dst, &b, b.Key.Part, sentAtMillis)
 	out = appendArrayLen(out, len(b.Dests))
 	for i := range b.Dests {
@@ -369,11 +379,7 @@ func AppendBatchAt(dst []byte, b tracker.Batch, sentAtMillis int64) ([]byte, err
 	if err := checkDistinct(b.Dests); err != nil { // after every destination's own errors
 		return dst, err
 	}
-	out = appendSentAt(out, sentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return dst, tooLarge("batch of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(dst, out, sentAtMillis, "batch")
 }
 
 // nameSeed keys the hash of checkDistinct; set once, never changed.
@@ -575,7 +581,6 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType,
 	if err != nil {
 		return b, err
 	}
-	start := len(b)
 	out := append(b, messageHead(4, sentAtMillis), Version, byte(t))
 	out = appendStr(out, sender)
 	out = appendArrayLen(out, groups)
@@ -597,11 +602,7 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType,
 		}
 		i = j
 	}
-	out = appendSentAt(out, sentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return b, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(b, out, sentAtMillis, t)
 }
 
 // AppendDigest appends d, encoded as a digest message, to dst, with sent_at
