@@ -75,6 +75,9 @@ type V2Stats struct {
 	// AggRepairPulls counts the aggregate pulls (of AggPulls) sent
 	// within a round to an owner, for the round's aggregates missing here.
 	AggRepairPulls uint64
+	// RepairsSkipped counts the round's repair pulls not sent because too
+	// much was missing: lateness, not loss.
+	RepairsSkipped uint64
 	// RoundDigests counts the aggregate digests sent within a round, after
 	// the publish and after the republish (the periodic anti-entropy's
 	// are not counted).
@@ -558,6 +561,12 @@ func (p *Protocol) publishDelay() time.Duration {
 	return min(p.maxJitter+p.cfg.Gossip.PublishDelay, p.cfg.Tracker.SubWindow()*3/5)
 }
 
+// repairShare: a round's repair pulls (pullMissing, pullAggregates) are
+// sent only while at most 1 + 1/repairShare of what is expected is
+// missing; more is lateness (an overloaded sender or network), not loss,
+// and pulling would add to the load.
+const repairShare = 4
+
 // pullMissing pulls again, from each origin, the records this node most
 // likely lost: those of the epochs its manifests named that this node
 // still holds otherwise (wanted), and those of the round's epoch P from an
@@ -567,7 +576,8 @@ func (p *Protocol) publishDelay() time.Duration {
 // the last heard up to P. One record_pull per origin, in member-name
 // order; the origin answers with its records of those epochs for this
 // node. An origin gone quiet is asked at most twice per round, in two
-// rounds.
+// rounds. When too much is missing (repairShare) it pulls none of the
+// round's epoch.
 func (p *Protocol) pullMissing(now time.Time) {
 	ep := p.v2.pubEpoch
 	lo := p.cfg.Tracker.Epoch(now) - int64(p.cfg.Tracker.SubWindows) + 1
@@ -579,12 +589,24 @@ func (p *Protocol) pullMissing(now time.Time) {
 		return mem, p.memberOf(mem.Name) == m
 	}
 	missing := map[string][]int64{}
+	expected := 0
 	for m, last := range p.v2.heard {
-		if _, ok := current(m); ok && last < ep && last >= ep-2 {
+		if _, ok := current(m); !ok || last < ep-2 {
+			continue
+		}
+		expected++
+		if last < ep {
 			for e := last + 1; e <= ep; e++ {
 				missing[m] = append(missing[m], e)
 			}
 		}
+	}
+	if len(missing) > 1+expected/repairShare {
+		// More than a few missing: the messages are late (an overloaded
+		// sender or network), not lost; pulling would add to the load.
+		// The next manifests will tell.
+		p.stats.V2.RepairsSkipped++
+		clear(missing)
 	}
 	for m, eps := range p.v2.wanted {
 		mem, ok := current(m)
@@ -628,20 +650,27 @@ func (p *Protocol) pullAggregates(rank int, now time.Time) {
 		return
 	}
 	by := map[string][]tracker.AggregateEntry{}
+	expected, missing := 0, 0
 	for _, d := range o.Dests() {
 		owners := o.Of(d)
 		if rank >= len(owners) || owners[rank] == p.cfg.Name {
 			continue
 		}
-		if _, ok := p.cfg.Aggregates.AggregateCoverage(d, ep); ok {
-			continue
-		}
 		if _, ok := p.cfg.Aggregates.AggregateCoverage(d, ep-1); !ok {
 			continue
 		}
+		expected++
+		if _, ok := p.cfg.Aggregates.AggregateCoverage(d, ep); ok {
+			continue
+		}
+		missing++
 		if to := p.memberOf(owners[rank]); to != "" {
 			by[to] = append(by[to], tracker.AggregateEntry{Dest: d, Epoch: ep})
 		}
+	}
+	if missing > 1+expected/repairShare {
+		p.stats.V2.RepairsSkipped++ // late, not lost: anti-entropy's
+		return
 	}
 	for _, to := range slices.Sorted(mapsKeys(by)) {
 		for want := by[to]; len(want) > 0; {

@@ -166,6 +166,7 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 		switch out {
 		case tracker.InsertNew:
 			r.Outcome = tracker.InsertNew
+			r.Key.Epoch = max(r.Key.Epoch, a.Epoch)
 			r.NewAggregates = append(r.NewAggregates, tracker.AggregateEntry{Dest: a.Dest, Epoch: a.Epoch, Coverage: a.Coverage})
 			delete(p.v2.askedAggs, aggKey(a.Dest, a.Epoch))
 		case tracker.InsertDuplicate, tracker.InsertSuperseded:
