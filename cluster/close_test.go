@@ -33,8 +33,7 @@ func within[T any](t *testing.T, limit time.Duration, what string, f func() T) T
 // shut the transport down.
 func TestCloseDuringSendToStalledPeer(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(30)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 30)
 	cfg := memConfig(t, "sender", 1, nw.NewTransport())
 	cfg.Timing.StreamTimeout = time.Minute
 	send := startNode(t, cfg)
@@ -127,8 +126,7 @@ func TestClosingTransportShutdownBreaksStreams(t *testing.T) {
 // the messages left in the queue are counted as discarded.
 func TestCloseDiscardsQueuedMessages(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(31)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 31)
 	release := make(chan struct{})
 	var handled sync.WaitGroup
 	handled.Add(1)

@@ -147,6 +147,24 @@ func watch(g *gnode) *metaLog {
 	return held
 }
 
+// upgradingCluster starts, on a fresh network of seed, a member of the
+// previous release named old (boot oldBoot, newPreviousNode) and two of
+// this release, new0 and new1 (boots newBoot and newBoot+1), that join it,
+// and waits until all see each other. It returns the network, the old
+// member and all three, the old one first.
+func upgradingCluster(t *testing.T, seed, oldBoot, newBoot uint64, o gossipOpts) (*memtransport.Network, *gnode, []*gnode) {
+	t.Helper()
+	nw := newNetwork(t, seed)
+	old, _ := newPreviousNode(t, nw, "old", oldBoot, o)
+	require.NoError(t, old.Start(context.Background()))
+	nodes := []*gnode{old}
+	for i := range uint64(2) {
+		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("new%d", i), newBoot+i, o, old.tr.Addr()))
+	}
+	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	return nw, old, nodes
+}
+
 // newPreviousNode is a member that behaves as the previous release does
 // at the membership level: it advertises version 1 metadata and no level
 // (memberlist's delegate protocol versions all 0), judges nobody, sends
@@ -213,8 +231,7 @@ func holdsVersion(nodes []*gnode, held []*metaLog, of []*gnode, v byte) bool {
 func TestCompatMixedCluster(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
-	nw := memtransport.New(70)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 70)
 	old, seen := newPreviousNode(t, nw, "old", 0x01d0, o)
 	require.NoError(t, old.Start(context.Background()))
 	advertised := &metaLog{}
@@ -270,8 +287,7 @@ func TestCompatMixedCluster(t *testing.T) {
 func TestCompatOldMemberJoins(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
-	nw := memtransport.New(71)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 71)
 	var nodes []*gnode
 	var held []*metaLog
 	for i := range 3 {
@@ -331,15 +347,7 @@ func TestCompatMismatchedJoinerDuringUpgrade(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
 	o.tune = func(c *Config) { c.Timing.PushPullInterval = 200 * time.Millisecond }
-	nw := memtransport.New(72)
-	t.Cleanup(nw.Close)
-	old, _ := newPreviousNode(t, nw, "old", 0x01d2, o)
-	require.NoError(t, old.Start(context.Background()))
-	nodes := []*gnode{old}
-	for i := range 2 {
-		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e10+i), o, old.tr.Addr()))
-	}
-	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	nw, old, nodes := upgradingCluster(t, 72, 0x01d2, 0x2e10, o)
 	require.True(t, advertise(nodes[1:], metaVersion1))
 
 	// The same sub-window, another window: its batches would be accepted
@@ -440,8 +448,7 @@ func TestMetaVersionFor(t *testing.T) {
 // and a node without settings judge nothing; a malformed state is counted.
 func TestJudgeState(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(73)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 73)
 	g := newGossipNode(t, nw, "judge", 0x1d6f, defaultGossipOpts())
 	same := newSettings(gossipTracker())
 	other := same
@@ -564,15 +571,7 @@ func TestCompatOldMemberCrashes(t *testing.T) {
 	t.Parallel()
 	o := defaultGossipOpts()
 	o.tune = func(c *Config) { c.Timing.DeadRetention = 2 * time.Second }
-	nw := memtransport.New(74)
-	t.Cleanup(nw.Close)
-	old, _ := newPreviousNode(t, nw, "old", 0x01d4, o)
-	require.NoError(t, old.Start(context.Background()))
-	nodes := []*gnode{old}
-	for i := range 2 {
-		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("new%d", i), uint64(0x2e40+i), o, old.tr.Addr()))
-	}
-	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
+	nw, old, nodes := upgradingCluster(t, 74, 0x01d4, 0x2e40, o)
 	news := nodes[1:]
 	require.True(t, advertise(news, metaVersion1))
 

@@ -30,8 +30,7 @@ func TestGossipFloodOverflowsQueues(t *testing.T) {
 		msgQueue  = 4
 	)
 	o := defaultGossipOpts()
-	nw := memtransport.New(16)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 16)
 	g0 := startGossipNode(t, nw, "g0", 0x60560000, o)
 	g1 := startGossipNode(t, nw, "g1", 0x60560001, o, g0.tr.Addr())
 
@@ -141,8 +140,7 @@ func TestGossipFloodOverflowsQueues(t *testing.T) {
 // are dropped and counted, and Members stays exact.
 func TestEventsDropped(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(32)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 32)
 	release := make(chan struct{})
 	cfg := memConfig(t, "slow", 1, nw.NewTransport())
 	cfg.Limits.EventQueue = 1

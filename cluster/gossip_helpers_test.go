@@ -91,41 +91,22 @@ func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uin
 // all see each other.
 func gossipCluster(t *testing.T, seed uint64, n int, o gossipOpts) (*memtransport.Network, []*gnode) {
 	t.Helper()
-	nw := memtransport.New(seed)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, seed)
 	var nodes []*gnode
-	var seedAddr string
 	for i := range n {
 		var seeds []string
-		if seedAddr != "" {
-			seeds = []string{seedAddr}
+		if i > 0 {
+			seeds = []string{nodes[0].tr.Addr()}
 		}
-		g := startGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...)
-		if i == 0 {
-			seedAddr = g.tr.Addr()
-		}
-		nodes = append(nodes, g)
+		nodes = append(nodes, startGossipNode(t, nw, fmt.Sprintf("g%d", i), uint64(0x60550000+i), o, seeds...))
 	}
 	eventually(t, "all members see each other", func() bool { return allSee(nodes, nodes) })
 	return nw, nodes
 }
 
-// allSee reports whether every node in from lists exactly want as up.
-func allSee(from, want []*gnode) bool {
-	var names []string
-	for _, w := range want {
-		names = append(names, w.MemberName())
-	}
-	slices.Sort(names)
-	for _, n := range from {
-		got := upMembers(n.Cluster)
-		slices.Sort(got)
-		if !slices.Equal(got, names) {
-			return false
-		}
-	}
-	return true
-}
+// allSee reports whether every node in from lists exactly those of want
+// as up.
+func allSee(from, want []*gnode) bool { return sees(from, names(want)...) }
 
 // recordEpoch waits until the current epoch has at least half of it left,
 // then has every node record its samples (node i, dest d: samples(i, d))

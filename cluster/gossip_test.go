@@ -129,14 +129,7 @@ func TestGossipPartitionHeals(t *testing.T) {
 	o := defaultGossipOpts()
 	nw, nodes := gossipCluster(t, 13, 6, o)
 	a, b := nodes[:3], nodes[3:]
-	var ga, gb []string
-	for _, n := range a {
-		ga = append(ga, n.tr.Addr())
-	}
-	for _, n := range b {
-		gb = append(gb, n.tr.Addr())
-	}
-	nw.Partition(ga, gb)
+	partition(nw, a, b)
 	eventually(t, "each side sees only itself", func() bool { return allSee(a, a) && allSee(b, b) })
 
 	cfg := o.tracker

@@ -57,6 +57,19 @@ func (r *recorder) has(typ EventType, member string) bool {
 	})
 }
 
+// allHave reports whether every node of ns was delivered an event of typ
+// for each of members.
+func allHave(ns []*node, typ EventType, members ...string) bool {
+	for _, n := range ns {
+		for _, m := range members {
+			if !n.rec.has(typ, m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (r *recorder) messages() [][]byte {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -96,12 +109,19 @@ func startNode(t *testing.T, cfg Config) *node {
 	return &node{Cluster: c, rec: rec, tr: tr}
 }
 
+// newNetwork returns a fresh in-memory network of seed, closed when t
+// ends.
+func newNetwork(t *testing.T, seed uint64) *memtransport.Network {
+	nw := memtransport.New(seed)
+	t.Cleanup(nw.Close)
+	return nw
+}
+
 // memCluster starts n members named n0.. on a fresh network; every member
 // has n0 as its seed. Boot IDs are fixed so runs are reproducible.
 func memCluster(t *testing.T, seed uint64, n int) (*memtransport.Network, []*node) {
 	t.Helper()
-	nw := memtransport.New(seed)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, seed)
 	var nodes []*node
 	var seedAddr string
 	for i := range n {
@@ -125,11 +145,39 @@ func upMembers(c *Cluster) []string {
 	return out
 }
 
-// sees reports whether every node in from lists exactly want as up.
-func sees(from []*node, want ...string) bool {
-	slices.Sort(want)
+// member is a test's cluster member: node and gnode, which embed *Cluster
+// and run on a memtransport network.
+type member interface {
+	MemberName() string
+	Members() []Member
+	transport() *memtransport.Transport
+}
+
+func (n *node) transport() *memtransport.Transport  { return n.tr }
+func (n *gnode) transport() *memtransport.Transport { return n.tr }
+
+// sees reports whether every member of from lists exactly want as up.
+func sees[M member](from []M, want ...string) bool {
+	return listsWhere(from, want, func(m Member) bool { return m.State.Up() })
+}
+
+// lists reports whether every member of from lists exactly want, in any
+// state.
+func lists[M member](from []M, want []string) bool {
+	return listsWhere(from, want, func(Member) bool { return true })
+}
+
+// listsWhere reports whether the members every member of from lists for
+// which keep holds are exactly want.
+func listsWhere[M member](from []M, want []string, keep func(Member) bool) bool {
+	want = slices.Sorted(slices.Values(want))
 	for _, n := range from {
-		got := upMembers(n.Cluster)
+		var got []string
+		for _, m := range n.Members() {
+			if keep(m) {
+				got = append(got, m.Member)
+			}
+		}
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			return false
@@ -138,10 +186,23 @@ func sees(from []*node, want ...string) bool {
 	return true
 }
 
-func names(nodes []*node) []string {
+// names returns the member names of ms.
+func names[M member](ms []M) []string {
 	var out []string
-	for _, n := range nodes {
+	for _, n := range ms {
 		out = append(out, n.MemberName())
 	}
 	return out
+}
+
+// partition cuts nw between the members of a and those of b.
+func partition[M member](nw *memtransport.Network, a, b []M) {
+	addrs := func(ms []M) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.transport().Addr())
+		}
+		return out
+	}
+	nw.Partition(addrs(a), addrs(b))
 }

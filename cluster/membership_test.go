@@ -21,14 +21,7 @@ func TestJoin(t *testing.T) {
 	// Events reach the handler on the cluster's goroutine, after the member
 	// table has changed: wait for them rather than race them.
 	eventually(t, "every node got a join event of every node", func() bool {
-		for _, n := range nodes {
-			for _, o := range nodes {
-				if !n.rec.has(EventJoin, o.MemberName()) {
-					return false
-				}
-			}
-		}
-		return true
+		return allHave(nodes, EventJoin, names(nodes)...)
 	})
 
 	for _, n := range nodes {
@@ -55,12 +48,7 @@ func TestCrashDetectedAsDead(t *testing.T) {
 	victim, rest := nodes[4], nodes[:4]
 	require.True(t, nw.Crash(victim.tr.Addr()))
 	took := eventually(t, "the crashed member is declared dead everywhere", func() bool {
-		for _, n := range rest {
-			if !n.rec.has(EventDead, victim.MemberName()) {
-				return false
-			}
-		}
-		return true
+		return allHave(rest, EventDead, victim.MemberName())
 	})
 	t.Logf("failure detection: crashed member dead on all 4 others in %v", took)
 	for _, n := range rest {
@@ -85,12 +73,7 @@ func TestGracefulLeave(t *testing.T) {
 	require.NoError(t, leaver.Close(), "Close is idempotent")
 	require.True(t, leaver.rec.has(EventLeft, leaver.MemberName()), "own left event delivered before Close returns")
 	took := eventually(t, "the member is seen as left", func() bool {
-		for _, n := range rest {
-			if !n.rec.has(EventLeft, leaver.MemberName()) {
-				return false
-			}
-		}
-		return true
+		return allHave(rest, EventLeft, leaver.MemberName())
 	})
 	t.Logf("graceful leave: seen as left by all 3 others in %v", took)
 	for _, n := range rest {
@@ -122,8 +105,7 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			nw := memtransport.New(4)
-			t.Cleanup(nw.Close)
+			nw := newNetwork(t, 4)
 			var nodes []*node
 			var seed string
 			for i := range 6 {
@@ -139,14 +121,7 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 			eventually(t, "join", func() bool { return sees(nodes, names(nodes)...) })
 
 			a, b := nodes[:3], nodes[3:]
-			var ga, gb []string
-			for _, n := range a {
-				ga = append(ga, n.tr.Addr())
-			}
-			for _, n := range b {
-				gb = append(gb, n.tr.Addr())
-			}
-			nw.Partition(ga, gb)
+			partition(nw, a, b)
 			took := eventually(t, "each side sees only itself", func() bool {
 				return sees(a, names(a)...) && sees(b, names(b)...)
 			})
@@ -179,23 +154,6 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 	}
 }
 
-// lists reports whether every node of from lists exactly want in Members,
-// whatever their state.
-func lists(from []*node, want []string) bool {
-	want = slices.Sorted(slices.Values(want))
-	for _, n := range from {
-		var got []string
-		for _, m := range n.Members() {
-			got = append(got, m.Member)
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want) {
-			return false
-		}
-	}
-	return true
-}
-
 func TestRestartWithNewBootID(t *testing.T) {
 	t.Parallel()
 	nw, nodes := memCluster(t, 5, 3)
@@ -217,12 +175,7 @@ func TestRestartWithNewBootID(t *testing.T) {
 			// a restart is no name conflict.
 			require.Empty(t, n.Warnings(), "%s", n.MemberName())
 		}
-		for _, n := range live[:2] {
-			if !n.rec.has(EventDead, old.MemberName()) {
-				return false
-			}
-		}
-		return sees(live, names(live)...)
+		return allHave(live[:2], EventDead, old.MemberName()) && sees(live, names(live)...)
 	})
 	t.Logf("restart: new boot joined and old boot declared dead in %v", took)
 	for _, n := range live[:2] {
@@ -240,8 +193,7 @@ func TestRestartWithNewBootID(t *testing.T) {
 
 func TestLossyNetworkStillConverges(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(6)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 6)
 	nw.SetFaults(memtransport.Faults{Drop: 0.05, Duplicate: 0.05, Delay: 2e6, Jitter: 3e6})
 	var nodes []*node
 	seed := ""
@@ -283,8 +235,7 @@ func TestSendReliable(t *testing.T) {
 
 func TestMessageLimits(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(8)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 8)
 	cfg := memConfig(t, "small", 1, nw.NewTransport())
 	cfg.Limits.MaxMessageBytes = 100
 	cfg.Limits.MessageQueue = 1
@@ -300,8 +251,7 @@ func TestMessageLimits(t *testing.T) {
 
 func TestNotStarted(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(9)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 9)
 	c, err := New(memConfig(t, "idle", 0, nw.NewTransport()))
 	require.NoError(t, err)
 	require.NotZero(t, c.BootID(), "a zero BootID is replaced by a random one")
@@ -315,8 +265,7 @@ func TestNotStarted(t *testing.T) {
 
 func TestStartTwice(t *testing.T) {
 	t.Parallel()
-	nw := memtransport.New(10)
-	t.Cleanup(nw.Close)
+	nw := newNetwork(t, 10)
 	n := startNode(t, memConfig(t, "once", 1, nw.NewTransport()))
 	require.ErrorIs(t, n.Start(context.Background()), ErrAlreadyStarted)
 	require.Equal(t, 1, n.NumAlive())

@@ -498,17 +498,16 @@ func (s *scenario) describe(from string, m Message) string {
 		if err != nil {
 			return fmt.Sprintf("%s→%s batch (undecodable: %v)", from, to, err)
 		}
-		var dests []string
-		for _, dc := range b.Dests {
+		dests := bracketed(b.Dests, func(dc tracker.DestCounts) string {
 			d := fmt.Sprintf("%s:%d", dc.Dest, dc.Total)
 			if dc.CensoringUnknown {
 				d += "(censoring unknown)"
 			} else if n := timedOut(dc); n > 0 {
 				d += fmt.Sprintf("(%d timed out)", n)
 			}
-			dests = append(dests, d)
-		}
-		return fmt.Sprintf("%s→%s batch %s [%s]", from, to, s.key(b.Key), strings.Join(dests, " "))
+			return d
+		})
+		return fmt.Sprintf("%s→%s batch %s %s", from, to, s.key(b.Key), dests)
 	case codec.TypeDigest:
 		dg, err := s.dec.DecodeDigest(m.Payload)
 		if err != nil {
@@ -539,58 +538,43 @@ func (s *scenario) describeV2(from, to string, m Message) string {
 		if err != nil {
 			return fail(err)
 		}
-		var dests, ms []string
-		for _, dc := range r.Batch.Dests {
-			dests = append(dests, fmt.Sprintf("%s:%d", dc.Dest, dc.Total))
-		}
-		for _, x := range r.Manifests {
-			ms = append(ms, fmt.Sprintf("%s:%d", ep(x.Epoch), x.Manifest.Records))
-		}
-		return fmt.Sprintf("%s %s [%s] manifests [%s]", head, s.key(r.Batch.Key), strings.Join(dests, " "), strings.Join(ms, " "))
+		dests := bracketed(r.Batch.Dests, func(dc tracker.DestCounts) string { return fmt.Sprintf("%s:%d", dc.Dest, dc.Total) })
+		ms := bracketed(r.Manifests, func(x codec.EpochManifest) string { return fmt.Sprintf("%s:%d", ep(x.Epoch), x.Manifest.Records) })
+		return fmt.Sprintf("%s %s %s manifests %s", head, s.key(r.Batch.Key), dests, ms)
 	case codec.TypeAggregates:
 		a, err := s.dec.DecodeAggregates(m.Payload)
 		if err != nil {
 			return fail(err)
 		}
-		var out []string
-		for _, x := range a.Aggregates {
-			out = append(out, fmt.Sprintf("%s/%s:%d (peers %d, cov %d)", x.Dest, ep(x.Epoch), x.Total, x.Peers, x.Coverage.Records))
-		}
-		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+		return head + " " + bracketed(a.Aggregates, func(x tracker.Aggregate) string {
+			return fmt.Sprintf("%s/%s:%d (peers %d, cov %d)", x.Dest, ep(x.Epoch), x.Total, x.Peers, x.Coverage.Records)
+		})
 	case codec.TypeAggDigest:
 		g, err := s.dec.DecodeAggDigest(m.Payload)
 		if err != nil {
 			return fail(err)
 		}
-		var out []string
-		for _, x := range g.Epochs {
+		return head + " " + bracketed(g.Epochs, func(x tracker.AggregateDigest) string {
 			n := uint32(0)
 			for _, sl := range x.Slices {
 				n += sl.Count
 			}
-			out = append(out, fmt.Sprintf("%s:%d", ep(x.Epoch), n))
-		}
-		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+			return fmt.Sprintf("%s:%d", ep(x.Epoch), n)
+		})
 	case codec.TypeAggList, codec.TypeAggPull:
 		e, err := s.dec.DecodeAggEntries(m.Payload, m.Type)
 		if err != nil {
 			return fail(err)
 		}
-		var out []string
-		for _, x := range e.Entries {
-			out = append(out, fmt.Sprintf("%s/%s (cov %d)", x.Dest, ep(x.Epoch), x.Coverage.Records))
-		}
-		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+		return head + " " + bracketed(e.Entries, func(x tracker.AggregateEntry) string {
+			return fmt.Sprintf("%s/%s (cov %d)", x.Dest, ep(x.Epoch), x.Coverage.Records)
+		})
 	case codec.TypeRecordPull:
 		pl, err := s.dec.DecodeRecordPull(m.Payload)
 		if err != nil {
 			return fail(err)
 		}
-		var out []string
-		for _, e := range pl.Epochs {
-			out = append(out, ep(e))
-		}
-		return fmt.Sprintf("%s [%s]", head, strings.Join(out, " "))
+		return head + " " + bracketed(pl.Epochs, ep)
 	}
 	return head
 }
@@ -608,10 +592,13 @@ func (s *scenario) key(k tracker.BatchKey) string {
 	return out
 }
 
-func (s *scenario) keys(ks []tracker.BatchKey) string {
-	var out []string
-	for _, k := range ks {
-		out = append(out, s.key(k))
+func (s *scenario) keys(ks []tracker.BatchKey) string { return bracketed(ks, s.key) }
+
+// bracketed prints xs as "[f(x0) f(x1) …]".
+func bracketed[T any](xs []T, f func(T) string) string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 )
 
@@ -214,26 +215,11 @@ func (a *agent) self(t testing.TB) memberJSON {
 	return memberJSON{}
 }
 
-// gossipJSON is the part of GET /v1/status "gossip" the tests read.
-type gossipJSON struct {
-	BytesIn       uint64            `json:"bytes_in"`
-	BytesOut      uint64            `json:"bytes_out"`
-	MessagesIn    map[string]uint64 `json:"messages_in"`
-	BatchesIn     uint64            `json:"batches_in"`
-	BatchesOut    uint64            `json:"batches_out"`
-	Outcomes      map[string]uint64 `json:"outcomes"`
-	Rejected      map[string]uint64 `json:"rejected"`
-	QueueDrops    uint64            `json:"queue_drops"`
-	Repairs       uint64            `json:"repairs"`
-	SendErrors    uint64            `json:"send_errors"`
-	SendDrops     uint64            `json:"send_drops"`
-	SealsWithData uint64            `json:"seals"`
-}
-
-func (a *agent) gossipStats(t testing.TB) gossipJSON {
+// gossipStats returns the "gossip" of the agent's GET /v1/status.
+func (a *agent) gossipStats(t testing.TB) cluster.GossipStats {
 	t.Helper()
 	var st struct {
-		Gossip gossipJSON `json:"gossip"`
+		Gossip cluster.GossipStats `json:"gossip"`
 	}
 	a.getJSON(t, "/v1/status", &st)
 	return st.Gossip

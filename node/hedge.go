@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -68,33 +70,43 @@ func (n *Node) DoHedged(ctx context.Context, dests []string, attempt int, fn fun
 	n.hedge.Deposit()
 	now := n.clock()
 	n.poll(now)
-	h := &hedgeRun{n: n, ctx: ctx, fn: fn, attempt: attempt, order: n.replicaOrder(dests, now),
-		events: make(chan hedgeEvent, 2*len(dests))}
-	return h.run()
+	h := newHedgeRun(len(dests))
+	h.n, h.ctx, h.fn, h.attempt = n, ctx, fn, attempt
+	h.order = n.replicaOrderIn(dests, now, h)
+	dest, err := h.run()
+	h.release()
+	return dest, err
 }
 
 // replicaOrder returns dests in the order DoHedged tries them.
 func (n *Node) replicaOrder(dests []string, now time.Time) []string {
+	return slices.Clone(n.replicaOrderIn(dests, now, &hedgeRun{}))
+}
+
+// replicaOrderIn is replicaOrder in h's buffers: the result is dests itself
+// for one destination, else h.orderBuf.
+func (n *Node) replicaOrderIn(dests []string, now time.Time, h *hedgeRun) []string {
 	if len(dests) == 1 {
 		return dests
 	}
-	es := make([]tracker.Estimate, len(dests))
-	order := make([]int, len(dests))
+	h.es = slices.Grow(h.es[:0], len(dests))[:len(dests)]
+	h.idx = slices.Grow(h.idx[:0], len(dests))[:len(dests)]
 	for i, d := range dests {
-		order[i] = i
+		h.idx[i] = i
 		e, err := n.fleet.Estimate(d, timeout.MedianQuantile, now)
 		if err != nil {
 			e = tracker.Estimate{Dest: d}
 		}
 		e.Failing = e.Failing || n.dec.Failing(d)
-		es[i] = e
+		h.es[i] = e
 	}
-	timeout.OrderReplicas(es, order)
-	out := make([]string, len(dests))
-	for i, k := range order {
-		out[i] = dests[k]
+	timeout.OrderReplicas(h.es, h.idx)
+	h.orderBuf = h.orderBuf[:0]
+	for _, k := range h.idx {
+		h.orderBuf = append(h.orderBuf, dests[k])
 	}
-	return out
+	clear(h.es) // no estimate kept alive by the pool
+	return h.orderBuf
 }
 
 // hedgeDelay returns dest's hedge delay at now, false when it has none or
@@ -112,62 +124,90 @@ func (n *Node) hedgeDelay(dest string, now time.Time) (time.Duration, bool) {
 }
 
 // hedgeRun is one DoHedged call: the coordinator, on the caller's
-// goroutine, and its attempts.
+// goroutine, and its attempts. One timer serves the whole call: it wakes
+// the coordinator at the earliest of the hedge delay of the latest attempt
+// and the timeouts of the attempts still live, so an attempt costs its
+// context and the goroutine running fn, nothing more, and one channel
+// carries every event. A run whose attempts have all returned goes back
+// to a pool with its buffers; one that leaves an attempt running is left
+// to the collector (that attempt's goroutine still writes its try). The
+// channel and the timer are made per call: pooled, they would cross
+// testing/synctest bubbles.
 type hedgeRun struct {
 	n       *Node
 	ctx     context.Context
 	fn      func(ctx context.Context, dest string) error
 	attempt int
-	order   []string // replicas in the order tried
-	tries   []*hedgeTry
-	events  chan hedgeEvent // from attempts' goroutines and timers; never blocks them
-	live    int             // tries that neither reached their timeout nor failed
-	running int             // tries whose fn has not returned
-	timer   *time.Timer     // the hedge timer of the latest try, nil until armed
-	timerC  <-chan time.Time
+	order   []string   // replicas in the order tried
+	tries   []hedgeTry // in the order started; never reallocated during the call
+	// events carries the index of a try whose fn returned (its err set
+	// before), or timerEvent; it has room for every event a call can
+	// leave unread, so it never blocks a sender, and no sender touches h.
+	events  chan int
+	live    int         // tries that neither reached their timeout nor failed
+	running int         // tries whose fn has not returned
+	timer   *time.Timer // the one timer, nil until first armed
+	wake    time.Time   // when the timer fires (zero: stopped)
+	hedgeAt time.Time   // when the latest try's hedge delay passes (zero: no hedge)
+
+	// Buffers kept across pooled runs.
+	es       []tracker.Estimate
+	idx      []int
+	orderBuf []string
 }
 
-// hedgeTry is one attempt of a DoHedged call. Only the coordinator touches
-// it, but for p, which the timeout callback writes and the coordinator reads
-// once the callback is settled.
+// hedgeTry is one attempt of a DoHedged call; only the coordinator touches
+// it.
 type hedgeTry struct {
-	dest    string
-	a       timeout.Attempt // as observed; p once settled
-	p       timeout.Attempt // the callback's copy (Probe set when reserved)
-	start   time.Time
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	dcancel context.CancelFunc // the deadline's
-	timer   *time.Timer
-	fired   chan struct{} // closed when the timeout callback returned
-	hedge   bool          // started as a hedge
-	reached bool          // reached its timeout or failed: no longer live
-	done    bool          // fn returned
-	ended   bool          // observed, as outcome
-	outcome timeout.Outcome
-	settled bool
-	err     error
+	dest  string
+	a     timeout.Attempt // Probe set once the probe is reserved
+	start time.Time       // on the node's clock
+	due   time.Time       // when it reaches its timeout, on the timer's clock
+	ctx   context.Context
+	// cancel ends ctx (cause context.Canceled); cancelCause, set for a
+	// caller probe only, ends it with a cause.
+	cancel      context.CancelFunc
+	cancelCause context.CancelCauseFunc
+	probing     bool // the context runs to the probe timeout
+	hedge       bool // started as a hedge
+	reached     bool // reached its timeout or failed: no longer live
+	done        bool // fn returned
+	ended       bool // observed, as outcome
+	outcome     timeout.Outcome
+	err         error // fn's, written by its goroutine before it sends the try's index
 }
 
-// hedgeEvent is a try reaching its timeout (reached) or its fn returning
-// err.
-type hedgeEvent struct {
-	i       int
-	reached bool
-	err     error
+// timerEvent is the event of the run's timer.
+const timerEvent = -1
+
+// maxPooledReplicas is the most replicas a pooled hedgeRun's buffers may
+// hold; larger calls' runs are not kept.
+const maxPooledReplicas = 16
+
+var hedgeRuns = sync.Pool{New: func() any { return new(hedgeRun) }}
+
+// newHedgeRun returns a run for a call over replicas replicas, its tries
+// sized so that they never move.
+func newHedgeRun(replicas int) *hedgeRun {
+	h := hedgeRuns.Get().(*hedgeRun)
+	h.tries = slices.Grow(h.tries[:0], replicas)
+	// Every fn's return, and the timer's firings left unread: one for each
+	// Reset the coordinator makes without reading one (at most one per fn
+	// return it reads), and one more.
+	h.events = make(chan int, 2*replicas+2)
+	return h
 }
 
-// settle waits for t's timeout callback, if it started, and takes its copy
-// of the attempt.
-func (t *hedgeTry) settle() {
-	if t.settled {
+// release returns h to the pool when no attempt's goroutine can still
+// touch it, cleared of everything the call referenced.
+func (h *hedgeRun) release() {
+	if h.running > 0 || cap(h.tries) > maxPooledReplicas {
 		return
 	}
-	t.settled = true
-	if !t.timer.Stop() {
-		<-t.fired
-		t.a = t.p
-	}
+	clear(h.tries[:cap(h.tries)])
+	clear(h.orderBuf)
+	*h = hedgeRun{es: h.es[:0], idx: h.idx[:0], tries: h.tries[:0], orderBuf: h.orderBuf[:0]}
+	hedgeRuns.Put(h)
 }
 
 // ours reports whether our timeout ended t.
@@ -175,48 +215,48 @@ func (t *hedgeTry) ours() bool {
 	return t.ctx.Err() != nil && errors.Is(context.Cause(t.ctx), ErrTimeout)
 }
 
+// stop ends t's context as a loser's: context.Canceled.
+func (t *hedgeTry) stop() {
+	if t.cancelCause != nil {
+		t.cancelCause(context.Canceled)
+	}
+	t.cancel()
+}
+
 func (h *hedgeRun) run() (string, error) {
 	defer h.cleanup()
 	h.launch(false)
 	for {
+		h.schedule()
 		select {
 		case <-h.ctx.Done():
 			return h.canceled()
-		case <-h.timerC:
-			h.timerC = nil
-			if len(h.tries) == len(h.order) {
-				continue
-			}
-			if !h.n.hedge.Spend() {
-				h.n.met.hedgesRefused.Inc()
-				continue
-			}
-			h.n.met.hedgesSent.Inc()
-			h.launch(true)
-		case ev := <-h.events:
-			t := h.tries[ev.i]
-			if ev.reached {
-				if !t.reached && !t.ended {
-					t.reached = true
-					h.live--
-					h.failover()
+		case i := <-h.events:
+			if i == timerEvent {
+				// Perhaps a firing a Reset overtook: fire handles only what
+				// is due.
+				now := time.Now()
+				if !h.wake.After(now) {
+					h.wake = time.Time{}
 				}
+				h.fire(now)
 				continue
 			}
-			t.done, t.err = true, ev.err
+			t := &h.tries[i]
+			t.done = true
 			h.running--
 			o := timeout.Completed
 			switch {
-			case ev.err == nil:
+			case t.err == nil:
 			case t.ours():
 				o = timeout.TimedOut
 			case h.ctx.Err() != nil:
 				return h.canceled()
 			case h.n.cfg.Classify != nil:
-				o = h.n.cfg.Classify(ev.err)
+				o = h.n.cfg.Classify(t.err)
 			}
 			if o == timeout.Completed {
-				return h.win(t)
+				return h.win(i)
 			}
 			h.observe(t, o)
 			if !t.reached {
@@ -231,8 +271,63 @@ func (h *hedgeRun) run() (string, error) {
 	}
 }
 
+// schedule arms the timer for the earliest of the hedge delay and the
+// live attempts' timeouts, or stops it when nothing is due.
+func (h *hedgeRun) schedule() {
+	next := h.hedgeAt
+	for k := range h.tries {
+		if t := &h.tries[k]; !t.reached && !t.ended && (next.IsZero() || t.due.Before(next)) {
+			next = t.due
+		}
+	}
+	switch {
+	case next.Equal(h.wake):
+	case next.IsZero():
+		h.timer.Stop()
+		h.wake = time.Time{}
+	case h.timer == nil:
+		events := h.events
+		h.timer = time.AfterFunc(time.Until(next), func() { events <- timerEvent })
+		h.wake = next
+	default:
+		h.timer.Reset(time.Until(next))
+		h.wake = next
+	}
+}
+
+// fire handles what is due at now: attempts reaching their timeout (a
+// caller probe goes on if it can be reserved, else its context ends with
+// ErrTimeout; either way DoHedged fails over), then the hedge delay.
+func (h *hedgeRun) fire(now time.Time) {
+	for k := range h.tries {
+		t := &h.tries[k]
+		if t.reached || t.ended || t.due.After(now) {
+			continue
+		}
+		if t.probing && (h.ctx.Err() != nil || !h.n.Probe(&t.a, h.n.clock())) {
+			t.cancelCause(ErrTimeout)
+		}
+		t.reached = true
+		h.live--
+		h.failover()
+	}
+	if h.hedgeAt.IsZero() || h.hedgeAt.After(now) {
+		return
+	}
+	h.hedgeAt = time.Time{}
+	if len(h.tries) == len(h.order) {
+		return
+	}
+	if !h.n.hedge.Spend() {
+		h.n.met.hedgesRefused.Inc()
+		return
+	}
+	h.n.met.hedgesSent.Inc()
+	h.launch(true)
+}
+
 // launch starts the next replica's attempt (a hedge when hedge is set)
-// and arms the hedge timer for it.
+// and arms the hedge delay for it.
 func (h *hedgeRun) launch(hedge bool) {
 	n, i := h.n, len(h.tries)
 	dest := h.order[i]
@@ -240,52 +335,41 @@ func (h *hedgeRun) launch(hedge bool) {
 	d := n.decide([]string{dest}, 1, h.attempt, start)
 	n.met.observe(d)
 	a := attemptOf(dest, d)
-	t := &hedgeTry{dest: dest, a: a, p: a, start: start, hedge: hedge, fired: make(chan struct{})}
+	t := hedgeTry{dest: dest, a: a, start: start, due: time.Now().Add(a.Timeout), hedge: hedge}
 	// As in Do: the context ends at the timeout, or for a caller probe at
 	// the probe timeout unless the probe cannot be reserved at the timeout.
-	limit, probing := a.Timeout, a.ProbeTimeout > a.Timeout && probeRoom(h.ctx, a.ProbeTimeout)
-	if probing {
-		limit = a.ProbeTimeout
+	if t.probing = a.ProbeTimeout > a.Timeout && probeRoom(h.ctx, a.ProbeTimeout); t.probing {
+		var base context.Context
+		base, t.cancel = context.WithTimeoutCause(h.ctx, a.ProbeTimeout, ErrTimeout)
+		t.ctx, t.cancelCause = context.WithCancelCause(base)
+	} else {
+		t.ctx, t.cancel = context.WithTimeoutCause(h.ctx, a.Timeout, ErrTimeout)
 	}
-	base, dcancel := context.WithTimeoutCause(h.ctx, limit, ErrTimeout)
-	t.ctx, t.cancel = context.WithCancelCause(base)
-	t.dcancel = dcancel
 	h.tries = append(h.tries, t)
 	h.live++
 	h.running++
-	events, ctx := h.events, h.ctx
-	t.timer = time.AfterFunc(a.Timeout, func() {
-		defer close(t.fired)
-		// A caller probe goes on until its probe timeout; either way the
-		// attempt reached its timeout and DoHedged fails over.
-		if probing && (ctx.Err() != nil || !n.Probe(&t.p, n.clock())) {
-			t.cancel(ErrTimeout)
-		}
-		events <- hedgeEvent{i: i, reached: true}
-	})
-	go func(fn func(context.Context, string) error, actx context.Context) {
-		events <- hedgeEvent{i: i, err: fn(actx, dest)}
-	}(h.fn, t.ctx)
+	go hedgeCall(h.fn, t.ctx, dest, &h.tries[i].err, h.events, i)
 	h.arm(dest, start)
 }
 
-// arm sets the hedge timer for the attempt to dest started at start, or
+// hedgeCall runs fn for try i, stores its error in err and sends i. The
+// try stays where it is (tries never grow past their capacity), and the
+// coordinator reads err only once it has the index.
+func hedgeCall(fn func(context.Context, string) error, ctx context.Context, dest string, err *error, events chan<- int, i int) {
+	*err = fn(ctx, dest)
+	events <- i
+}
+
+// arm sets the hedge delay for the attempt to dest started at start, or
 // clears it when no hedge can follow.
 func (h *hedgeRun) arm(dest string, start time.Time) {
-	h.timerC = nil
+	h.hedgeAt = time.Time{}
 	if len(h.tries) == len(h.order) {
 		return
 	}
-	delay, ok := h.n.hedgeDelay(dest, start)
-	if !ok {
-		return
+	if delay, ok := h.n.hedgeDelay(dest, start); ok {
+		h.hedgeAt = time.Now().Add(delay)
 	}
-	if h.timer == nil {
-		h.timer = time.NewTimer(delay)
-	} else {
-		h.timer.Reset(delay)
-	}
-	h.timerC = h.timer.C
 }
 
 // failover starts the next replica when no attempt is live any more.
@@ -297,24 +381,26 @@ func (h *hedgeRun) failover() {
 
 // observe learns how t ended at now.
 func (h *hedgeRun) observe(t *hedgeTry, o timeout.Outcome) {
-	t.settle()
 	now := h.n.clock()
 	h.n.Observe(t.a, o, max(now.Sub(t.start), 0), now)
 	t.ended, t.outcome = true, o
 }
 
-// win ends the call with t's completion: every other attempt still running
-// is cancelled and superseded (or timed out, if our timeout had ended it).
-func (h *hedgeRun) win(t *hedgeTry) (string, error) {
+// win ends the call with try w's completion: every other attempt still
+// running is cancelled and superseded (or timed out, if our timeout had
+// ended it).
+func (h *hedgeRun) win(w int) (string, error) {
+	t := &h.tries[w]
 	h.observe(t, timeout.Completed)
 	if t.hedge {
 		h.n.met.hedgesWon.Inc()
 	}
-	for _, o := range h.tries {
+	for k := range h.tries {
+		o := &h.tries[k]
 		if o.ended {
 			continue
 		}
-		o.cancel(context.Canceled)
+		o.stop()
 		if o.ours() {
 			h.observe(o, timeout.TimedOut)
 		} else {
@@ -328,11 +414,11 @@ func (h *hedgeRun) win(t *hedgeTry) (string, error) {
 // running are observed as canceled (nothing recorded), or timed out if our
 // timeout had ended them first.
 func (h *hedgeRun) canceled() (string, error) {
-	for _, t := range h.tries {
+	for k := range h.tries {
+		t := &h.tries[k]
 		if t.ended {
 			continue
 		}
-		t.settle()
 		if t.ours() {
 			h.observe(t, timeout.TimedOut)
 		} else {
@@ -346,7 +432,8 @@ func (h *hedgeRun) canceled() (string, error) {
 // matches ErrTimeout.
 func (h *hedgeRun) failed() error {
 	errs := make([]error, 0, len(h.tries))
-	for _, t := range h.tries {
+	for k := range h.tries {
+		t := &h.tries[k]
 		err := t.err
 		if t.outcome == timeout.TimedOut && !errors.Is(err, ErrTimeout) {
 			limit := t.a.Timeout
@@ -360,16 +447,15 @@ func (h *hedgeRun) failed() error {
 	return errors.Join(errs...)
 }
 
-// cleanup releases every attempt's timers and contexts; attempts still
-// running see context.Canceled.
+// cleanup stops the timer and releases every attempt's context; attempts
+// still running see context.Canceled.
 func (h *hedgeRun) cleanup() {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
-	for _, t := range h.tries {
-		t.timer.Stop()
-		t.cancel(context.Canceled)
-		t.dcancel()
+	h.wake = time.Time{}
+	for k := range h.tries {
+		h.tries[k].stop()
 	}
 }
 

@@ -3,13 +3,16 @@ package node
 import (
 	"context"
 	"testing"
+	"time"
 )
 
 // BenchmarkDoHedged is DoHedged over three replicas with an fn that answers
 // at once (no hedge is sent): the ordering by fleet median, the hedge delay,
-// one attempt's decision, goroutine and timer. Beside it, Do on one of
-// them, and the naive way to race replicas (fn on a goroutine per call,
-// the caller waiting on a channel, no ordering, budget or learning).
+// one attempt's decision, context and goroutine, the call's timer and
+// channel. Beside it, Do on one of them, and two naive ways: a bare loop
+// over the replicas under a fixed context.WithTimeout each (no hedge,
+// ordering, budget or learning), and racing them (fn on a goroutine per
+// call, the caller waiting on a channel).
 func BenchmarkDoHedged(b *testing.B) {
 	n, dests := benchNode(b)
 	replicas := dests[:3]
@@ -27,6 +30,23 @@ func BenchmarkDoHedged(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := n.Do(ctx, replicas[0], 1, func(ctx context.Context) error { return noop(ctx, replicas[0]) }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("naive loop", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var err error
+			for _, r := range replicas {
+				cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+				err = noop(cctx, r)
+				cancel()
+				if err == nil {
+					break
+				}
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,8 +1,8 @@
 package node
 
 import (
-	"encoding/json"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -22,39 +22,33 @@ const (
 )
 
 // point is one sample of a destination's history, the unit GET
-// /v1/history returns and the dashboard plots.
+// /v1/history returns (as its JSON) and the dashboard plots.
 type point struct {
-	TMs          int64   // sample time, Unix ms
-	LocalMs      uint64  // local view's quantile, when HasLocal
-	HasLocal     bool    //
-	FleetMs      uint64  // fleet view's quantile, when HasFleet
-	HasFleet     bool    //
-	TimeoutMs    int64   // the first attempt's timeout for this destination alone
-	Peers        int     // peers in the fleet view
-	Samples      uint64  // samples in the fleet view
-	LocalSamples uint64  // samples in the local view
-	Source       string  // the estimate's source: fleet, local or none
-	EffPeers     float64 // effective peers (not in the JSON; for metrics)
-	Failing      bool    // the decision treats the destination as failing (not in the JSON; for metrics)
+	TMs          int64     `json:"t_ms"`          // sample time, Unix ms
+	Local        optMillis `json:"local_ms"`      // local view's quantile
+	Fleet        optMillis `json:"fleet_ms"`      // fleet view's quantile
+	TimeoutMs    int64     `json:"timeout_ms"`    // the first attempt's timeout for this destination alone
+	Peers        int       `json:"peers"`         // peers in the fleet view
+	Samples      uint64    `json:"samples"`       // samples in the fleet view
+	LocalSamples uint64    `json:"local_samples"` // samples in the local view
+	Source       string    `json:"source"`        // the estimate's source: fleet, local or none
+	EffPeers     float64   `json:"-"`             // effective peers (for metrics)
+	Failing      bool      `json:"-"`             // the decision treats the destination as failing (for metrics)
 }
 
-func (p point) MarshalJSON() ([]byte, error) {
-	opt := func(v uint64, ok bool) *uint64 {
-		if !ok {
-			return nil
-		}
-		return &v
+// optMillis is a value in milliseconds that may be absent; its JSON is
+// null then.
+type optMillis struct {
+	ms uint64
+	ok bool
+}
+
+// MarshalJSON writes the value as a number, or null when it is absent.
+func (o optMillis) MarshalJSON() ([]byte, error) {
+	if !o.ok {
+		return []byte("null"), nil
 	}
-	return json.Marshal(struct {
-		TMs          int64   `json:"t_ms"`
-		LocalMs      *uint64 `json:"local_ms"`
-		FleetMs      *uint64 `json:"fleet_ms"`
-		TimeoutMs    int64   `json:"timeout_ms"`
-		Peers        int     `json:"peers"`
-		Samples      uint64  `json:"samples"`
-		LocalSamples uint64  `json:"local_samples"`
-		Source       string  `json:"source"`
-	}{p.TMs, opt(p.LocalMs, p.HasLocal), opt(p.FleetMs, p.HasFleet), p.TimeoutMs, p.Peers, p.Samples, p.LocalSamples, p.Source})
+	return strconv.AppendUint(nil, o.ms, 10), nil
 }
 
 // ring is a fixed-size ring of points, oldest overwritten first.
@@ -162,8 +156,8 @@ func (n *Node) sampleHistory(now time.Time) {
 func (n *Node) samplePoint(dest string, now time.Time) point {
 	p := point{TMs: now.UnixMilli()}
 	if e, err := n.fleet.Estimate(dest, n.cfg.Timeout.Quantile, now); err == nil {
-		p.LocalMs, p.HasLocal = e.LocalValueMillis, e.HasLocalValue
-		p.FleetMs, p.HasFleet = e.FleetValueMillis, e.HasFleetValue
+		p.Local = optMillis{e.LocalValueMillis, e.HasLocalValue}
+		p.Fleet = optMillis{e.FleetValueMillis, e.HasFleetValue}
 		p.Peers, p.Samples, p.LocalSamples = e.Peers, e.Samples, e.LocalSamples
 		p.Source, p.EffPeers = e.Source.String(), e.EffectivePeers
 	}

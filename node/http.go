@@ -176,27 +176,27 @@ func checkDest(d string) error {
 	return nil
 }
 
-// oneDest reads the single dest parameter of /v1/estimate and /v1/history.
-func oneDest(q url.Values) (string, error) {
+// oneDest reads the query of /v1/estimate and /v1/history, which takes
+// the parameters known besides dest (strictQuery), and its single dest.
+func oneDest(r *http.Request, known ...string) (url.Values, string, error) {
+	q, err := strictQuery(r, append([]string{"dest"}, known...)...)
+	if err != nil {
+		return nil, "", err
+	}
 	ds := q["dest"]
 	switch len(ds) {
 	case 0:
-		return "", errors.New("missing query parameter dest")
+		return nil, "", errors.New("missing query parameter dest")
 	case 1:
-		return ds[0], checkDest(ds[0])
+		return q, ds[0], checkDest(ds[0])
 	}
-	return "", fmt.Errorf("want one dest, got %d", len(ds))
+	return nil, "", fmt.Errorf("want one dest, got %d", len(ds))
 }
 
 // serveEstimate is GET /v1/estimate?dest=D[&q=Q].
 // effective_peers is rounded to 3 decimals.
 func (n *Node) serveEstimate(w http.ResponseWriter, r *http.Request) {
-	query, err := strictQuery(r, "dest", "q")
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	dest, err := oneDest(query)
+	query, dest, err := oneDest(r, "q")
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -400,12 +400,7 @@ type historyJSON struct {
 // last sample, or unknown: as GET /v1/estimate, which answers for any
 // destination) has no points.
 func (n *Node) serveHistory(w http.ResponseWriter, r *http.Request) {
-	query, err := strictQuery(r, "dest")
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	dest, err := oneDest(query)
+	_, dest, err := oneDest(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return

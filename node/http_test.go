@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -81,42 +82,42 @@ func TestEstimateFieldByField(t *testing.T) {
 	// local = 1..100 + 3×200, rank ceil(102.9897) = 103 → 200.
 	// staleness = now − end of e0 = 1.5 s. Nothing timed out: no censored
 	// samples, max_completed_ms is the source view's highest bucket.
+	// Every field of every answer is compared: each case gives the fields
+	// over those it shares with the others of its source.
+	with := func(shared, fields map[string]any) map[string]any {
+		m := maps.Clone(shared)
+		maps.Copy(m, fields)
+		return m
+	}
+	fleet := map[string]any{"source": "fleet", "peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500),
+		"trusted": true, "censored": num(0), "local_censored": num(0), "failing": false}
+	none := map[string]any{"source": "none", "value_ms": null, "fleet_value_ms": null, "samples": num(0),
+		"peers": num(0), "effective_peers": num(0), "staleness_ms": null, "trusted": false,
+		"censored": num(0), "local_censored": num(0), "max_completed_ms": null, "failing": false}
 	tests := []struct {
 		target string
 		want   map[string]any
 	}{
-		{"/v1/estimate?dest=db", map[string]any{
-			"dest": "db", "quantile": num(0.9999), "source": "fleet", "value_ms": num(100),
-			"fleet_value_ms": num(100), "local_value_ms": num(200), "samples": num(100), "local_samples": num(103),
-			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
-			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(100), "failing": false,
-		}},
+		{"/v1/estimate?dest=db", with(fleet, map[string]any{
+			"dest": "db", "quantile": num(0.9999), "value_ms": num(100), "fleet_value_ms": num(100),
+			"local_value_ms": num(200), "samples": num(100), "local_samples": num(103), "max_completed_ms": num(100),
+		})},
 		// P50: fleet rank 50 → 50; local rank ceil(51.5) = 52 → 52.
-		{"/v1/estimate?dest=db&q=0.5", map[string]any{
-			"dest": "db", "quantile": num(0.5), "source": "fleet", "value_ms": num(50),
-			"fleet_value_ms": num(50), "local_value_ms": num(52), "samples": num(100), "local_samples": num(103),
-			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
-			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(100), "failing": false,
-		}},
-		{"/v1/estimate?dest=cache&q=1", map[string]any{
-			"dest": "cache", "quantile": num(1), "source": "fleet", "value_ms": num(5),
-			"fleet_value_ms": num(5), "local_value_ms": num(5), "samples": num(10), "local_samples": num(10),
-			"peers": num(1), "effective_peers": num(1), "staleness_ms": num(1500), "trusted": true,
-			"censored": num(0), "local_censored": num(0), "max_completed_ms": num(5), "failing": false,
-		}},
+		{"/v1/estimate?dest=db&q=0.5", with(fleet, map[string]any{
+			"dest": "db", "quantile": num(0.5), "value_ms": num(50), "fleet_value_ms": num(50),
+			"local_value_ms": num(52), "samples": num(100), "local_samples": num(103), "max_completed_ms": num(100),
+		})},
+		{"/v1/estimate?dest=cache&q=1", with(fleet, map[string]any{
+			"dest": "cache", "quantile": num(1), "value_ms": num(5), "fleet_value_ms": num(5),
+			"local_value_ms": num(5), "samples": num(10), "local_samples": num(10), "max_completed_ms": num(5),
+		})},
 		// new: 2 local samples < MinSamples 3, none sealed yet.
-		{"/v1/estimate?dest=new", map[string]any{
-			"dest": "new", "quantile": num(0.9999), "source": "none", "value_ms": null,
-			"fleet_value_ms": null, "local_value_ms": num(7), "samples": num(0), "local_samples": num(2),
-			"peers": num(0), "effective_peers": num(0), "staleness_ms": null, "trusted": false,
-			"censored": num(0), "local_censored": num(0), "max_completed_ms": null, "failing": false,
-		}},
-		{"/v1/estimate?dest=nothing", map[string]any{
-			"dest": "nothing", "quantile": num(0.9999), "source": "none", "value_ms": null,
-			"fleet_value_ms": null, "local_value_ms": null, "samples": num(0), "local_samples": num(0),
-			"peers": num(0), "effective_peers": num(0), "staleness_ms": null, "trusted": false,
-			"censored": num(0), "local_censored": num(0), "max_completed_ms": null, "failing": false,
-		}},
+		{"/v1/estimate?dest=new", with(none, map[string]any{
+			"dest": "new", "quantile": num(0.9999), "local_value_ms": num(7), "local_samples": num(2),
+		})},
+		{"/v1/estimate?dest=nothing", with(none, map[string]any{
+			"dest": "nothing", "quantile": num(0.9999), "local_value_ms": null, "local_samples": num(0),
+		})},
 	}
 	for _, tc := range tests {
 		t.Run(tc.target, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -229,6 +230,18 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 		}
 		return err
 	}
+	mark := func(marks string) (bool, error) { // the next byte when it is one of marks
+		d, ok := peek()
+		switch {
+		case !ok && s.err != io.EOF:
+			return false, s.ended()
+		case !ok || strings.IndexByte(marks, d) < 0:
+			return false, nil
+		}
+		add(d)
+		s.pos++
+		return true, nil
+	}
 	add(c)
 	if c == '-' {
 		d, ok := peek()
@@ -248,27 +261,22 @@ func (s *jsonScanner) number(c byte, keep bool, max int) (text []byte, long bool
 			return nil, false, err
 		}
 	}
-	if d, ok := peek(); ok && d == '.' {
-		add(d)
-		s.pos++
+	if ok, err := mark("."); err != nil {
+		return nil, false, err
+	} else if ok {
 		if err := someDigits("after the decimal point"); err != nil {
 			return nil, false, err
 		}
-	} else if !ok && s.err != io.EOF {
-		return nil, false, s.ended()
 	}
-	if d, ok := peek(); ok && (d == 'e' || d == 'E') {
-		add(d)
-		s.pos++
-		if d, ok := peek(); ok && (d == '+' || d == '-') {
-			add(d)
-			s.pos++
+	if ok, err := mark("eE"); err != nil {
+		return nil, false, err
+	} else if ok {
+		if _, err := mark("+-"); err != nil {
+			return nil, false, err
 		}
 		if err := someDigits("in the exponent"); err != nil {
 			return nil, false, err
 		}
-	} else if !ok && s.err != io.EOF {
-		return nil, false, s.ended()
 	}
 	return s.str, long, nil
 }
@@ -581,6 +589,17 @@ func (s *jsonScanner) memberValue(c byte) (byte, error) {
 		return 0, err
 	}
 	return s.next()
+}
+
+// memberKey reads an object member's key, whose first byte c was consumed:
+// up to maxKeyLen+1 bytes of it, enough to tell every known key from a
+// longer one. The bytes alias the scanner's buffers (readString).
+func (s *jsonScanner) memberKey(c byte) ([]byte, error) {
+	if c != '"' {
+		return nil, s.unexpected(c, "a string (an object key)")
+	}
+	key, _, err := s.readString(maxKeyLen + 1)
+	return key, err
 }
 
 // afterMember consumes what follows an object member's value: a ',' and

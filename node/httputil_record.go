@@ -146,10 +146,7 @@ func (d *recordDecoder) decode() ([]Sample, error) {
 		return nil, err
 	}
 	for c != '}' {
-		if c != '"' {
-			return nil, s.unexpected(c, "a string (an object key)")
-		}
-		key, _, err := s.readString(maxKeyLen + 1)
+		key, err := s.memberKey(c)
 		if err != nil {
 			return nil, err
 		}
@@ -254,10 +251,7 @@ func (d *recordDecoder) sample() (Sample, error) {
 		return smp, err
 	}
 	for c != '}' {
-		if c != '"' {
-			return smp, s.unexpected(c, "a string (an object key)")
-		}
-		key, _, err := s.readString(maxKeyLen + 1)
+		key, err := s.memberKey(c)
 		if err != nil {
 			return smp, err
 		}

@@ -57,7 +57,9 @@ type HedgePolicy struct {
 	Kind  HedgeKind
 	Delay time.Duration // HedgeFixed only
 	Order HedgeOrder
-	// Quantile and Budget of HedgeClient; defaults 0.9 and 0.1.
+	// Quantile and Budget of HedgeClient; defaults 0.9 and 0.1. Budget is
+	// also HedgeFleet's HedgeBudget (the delay at quantile 1 − Budget and
+	// the node's bucket), default HedgeConfig.HedgeBudget.
 	Quantile, Budget float64
 	// RPS is HedgeClient's estimated request rate (bhope/hedge's
 	// WithEstimatedRPS), which sets its bucket's refill and burst: 0 is the
@@ -72,10 +74,13 @@ type HedgePolicy struct {
 // (the sweep for the best), per-client hedging (bhope/hedge's P90 at its
 // defaults, with the client's own replica order and with the fleet's;
 // P90 with the budget set to 10 % of the client's own rate; P95 with a 5 %
-// budget, our quantile and budget in its terms) and ours (the fleet rule with the fleet's
-// order, as DoHedged). Every policy but the per-client one with its own
-// order tries replicas in the fleet's order, so that the rows differ by
-// the hedge rule alone.
+// budget, our quantile and budget in its terms) and ours (the fleet rule
+// with the fleet's order, as DoHedged), at HedgeConfig.HedgeBudget and at
+// bhope/hedge's budget, 0.10 (so its delay is the fleet's P90 bucket: the
+// per-client P90 rule with the fleet's quantile in place of the
+// client's). Every policy but the per-client one with its own order tries
+// replicas in the fleet's order, so that the rows differ by the hedge rule
+// alone.
 func DefaultHedgePolicies() []HedgePolicy {
 	return hedgePolicies(10, 15, 20, 25, 30, 40, 60, 80)
 }
@@ -91,6 +96,7 @@ func hedgePolicies(fixedMs ...int) []HedgePolicy {
 		HedgePolicy{Name: PolicyClientOwnRate, Kind: HedgeClient, OwnRate: true},
 		HedgePolicy{Name: PolicyClientSameBudget, Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
 		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
+		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
 	)
 }
 
@@ -101,6 +107,7 @@ const (
 	PolicyClientOwnRate    = "per-client P90, 10 % of own rate"
 	PolicyClientSameBudget = "per-client P95, 5 % budget"
 	PolicyOurs             = "ours (DoHedged)"
+	PolicyOursClientBudget = "ours, HedgeBudget 0.10 (bhope's budget)"
 )
 
 // HedgeConfig configures RunHedge.
@@ -109,7 +116,7 @@ type HedgeConfig struct {
 	// latencies per replica (common random numbers).
 	Seed uint64
 	// Nodes is the number of calling nodes, >= 2: the first Nodes − Rare
-	// call often (Rate per second), the others rarely (Rate/100). Default
+	// call often (Rate per second), the others rarely (RareRate). Default
 	// 20.
 	Nodes int
 	// Rare is the number of rarely calling nodes, 1..Nodes−1. Default
@@ -127,8 +134,9 @@ type HedgeConfig struct {
 	// and stalled latencies alike). Defaults 120s and 2.
 	DegradeAt time.Duration
 	Degrade   float64
-	// Rate is a frequent caller's request rate per second. Default 50.
-	Rate float64
+	// Rate is a frequent caller's request rate per second, RareRate a rare
+	// caller's. Defaults 50 and Rate/100.
+	Rate, RareRate float64
 	// MedianMillis and Sigma shape a replica's normal latency (lognormal);
 	// StallProb is the share of attempts that stall, taking 50–100× the
 	// median. Defaults 10 ms, 0.3, 0.02.
@@ -176,6 +184,9 @@ func (c *HedgeConfig) defaults() {
 	if c.Rate == 0 {
 		c.Rate = 50
 	}
+	if c.RareRate == 0 {
+		c.RareRate = c.Rate / 100
+	}
 	if c.MedianMillis == 0 {
 		c.MedianMillis = 10
 	}
@@ -206,12 +217,17 @@ type HedgeCallers struct {
 	P99CI, P999CI [2]time.Duration
 	Extra         float64
 	TimedOut      float64
+	// Hedges and Refused count this class's hedges sent and refused by a
+	// budget.
+	Hedges, Refused uint64
 }
 
 // HedgeResult is one policy's measurements after the warm-up.
 type HedgeResult struct {
-	Policy           string
-	Kind             HedgeKind
+	Policy string
+	Kind   HedgeKind
+	// Budget is HedgeFleet's hedge budget (0 for the other kinds).
+	Budget           float64
 	Frequent, Rare   HedgeCallers
 	Hedges, Refused  uint64 // hedges sent, and refused by a budget
 	FailedRequests   uint64 // requests that gave up after maxHedgeRounds rounds
@@ -262,6 +278,9 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 	for _, p := range cfg.Policies {
 		res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
 			DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
+		if p.Kind == HedgeFleet {
+			res.Budget = cmp.Or(p.Budget, cfg.HedgeBudget)
+		}
 		var frequent, rare hedgeClass
 		for k := range cfg.Seeds {
 			c := cfg
@@ -284,6 +303,15 @@ type hedgeNode struct {
 	bucket *clientBucket // HedgeClient: the node's own token bucket
 }
 
+// hedgeRequest is what one request did: its time to a successful answer,
+// its attempts, those ended by our timeout, its hedges sent and refused by
+// a budget, and whether it got an answer.
+type hedgeRequest struct {
+	wait                                time.Duration
+	attempts, timedOut, hedges, refused int
+	ok                                  bool
+}
+
 // hedgeAttempt is one attempt of a request round.
 type hedgeAttempt struct {
 	replica    int
@@ -298,12 +326,12 @@ func (h *hedgeAttempt) end() time.Duration { return h.start + min(h.lat, h.limit
 func (h *hedgeAttempt) answers() bool      { return h.lat <= h.limit }
 
 type hedgeClass struct {
-	waits                  []time.Duration
-	extra, timedOut, count uint64
+	waits                                   []time.Duration
+	extra, timedOut, count, hedges, refused uint64
 }
 
 func (c *hedgeClass) result() HedgeCallers {
-	r := HedgeCallers{Requests: c.count}
+	r := HedgeCallers{Requests: c.count, Hedges: c.hedges, Refused: c.refused}
 	if c.count == 0 {
 		return r
 	}
@@ -329,9 +357,6 @@ func quantileCI(xs []time.Duration, q float64) [2]time.Duration {
 	return [2]time.Duration{at(n*q - h), at(n*q + h)}
 }
 
-// rareRate is how much less often a rare caller calls than a frequent one.
-const rareRate = 100
-
 func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, rare *hedgeClass) error {
 	sc := DefaultConfig(cfg.Nodes)
 	sc.Seed, sc.Observers, sc.Tracker, sc.Progress = cfg.Seed, cfg.Nodes, cfg.Tracker, cfg.Progress
@@ -342,13 +367,17 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 	isRare := func(i int) bool { return i >= cfg.Nodes-cfg.Rare }
 	rateOf := func(i int) float64 {
 		if isRare(i) {
-			return cfg.Rate / rareRate
+			return cfg.RareRate
 		}
 		return cfg.Rate
 	}
 	replicas := make([]string, cfg.Replicas)
 	for i := range replicas {
 		replicas[i] = fmt.Sprintf("replica-%d", i)
+	}
+	fleetBudget := cfg.HedgeBudget
+	if p.Kind == HedgeFleet && p.Budget != 0 {
+		fleetBudget = p.Budget
 	}
 	nodes := make([]hedgeNode, cfg.Nodes)
 	for i := range nodes {
@@ -357,7 +386,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		}
 		switch p.Kind {
 		case HedgeFleet:
-			nodes[i].budget = timeout.NewHedgeBudget(cfg.HedgeBudget)
+			nodes[i].budget = timeout.NewHedgeBudget(fleetBudget)
 		case HedgeClient:
 			rps := cmp.Or(p.RPS, clientDefaultRPS)
 			if p.OwnRate {
@@ -366,7 +395,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
 		}
 	}
-	hedgeQ := timeout.HedgeQuantile(cfg.HedgeBudget)
+	hedgeQ := timeout.HedgeQuantile(fleetBudget)
 	es := make([]tracker.Estimate, cfg.Replicas)
 	order := make([]int, cfg.Replicas)
 	var tries []hedgeAttempt
@@ -405,9 +434,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 	}
 
 	// request runs one request of node i arriving at elapsed time at, with
-	// its own random stream, and returns its time to a successful answer,
-	// extra attempts and attempts ended by our timeout.
-	request := func(i int, at time.Duration, now time.Time, rng *rand.Rand) (wait time.Duration, attempts, timedOut int, ok bool) {
+	// its own random stream, and returns what it did: its time to a
+	// successful answer, attempts, attempts ended by our timeout, hedges.
+	request := func(i int, at time.Duration, now time.Time, rng *rand.Rand) (rq hedgeRequest) {
 		nd := &nodes[i]
 		// The order: a random permutation, always drawn (the same draws for
 		// every policy), or the fleet's or the node's own.
@@ -494,11 +523,13 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					}
 					if allowed {
 						res.Hedges++
+						rq.hedges++
 						hedged = true
 						launch(hat, true)
 						arm()
 					} else {
 						res.Refused++
+						rq.refused++
 					}
 					continue
 				}
@@ -531,7 +562,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					o, end = timeout.Completed, tWin
 				case !h.running:
 					o, end = timeout.TimedOut, h.end()
-					timedOut++
+					rq.timedOut++
 				default:
 					o, end = timeout.Superseded, tWin
 				}
@@ -544,15 +575,17 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					s.At(when, func(time.Time) { own.add(d, when) })
 				}
 			}
-			attempts += len(tries)
+			rq.attempts += len(tries)
 			if winner >= 0 {
-				return tWin, attempts, timedOut, true
+				rq.wait, rq.ok = tWin, true
+				return rq
 			}
 			for k := range tries {
 				t0 = max(t0, tries[k].end())
 			}
 		}
-		return t0, attempts, timedOut, false
+		rq.wait = t0
+		return rq
 	}
 
 	seqs := make([]uint64, cfg.Nodes)
@@ -563,7 +596,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			s.At(at+time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), fn)
 			seqs[i]++
 			rr := newRand(cfg.Seed, uint64(i)<<40|seqs[i])
-			wait, attempts, timedOut, ok := request(i, at, now, rr)
+			rq := request(i, at, now, rr)
 			if at < cfg.Warmup {
 				return
 			}
@@ -572,10 +605,12 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				c = rare
 			}
 			c.count++
-			c.waits = append(c.waits, wait)
-			c.extra += uint64(attempts - 1)
-			c.timedOut += uint64(timedOut)
-			if !ok {
+			c.waits = append(c.waits, rq.wait)
+			c.extra += uint64(rq.attempts - 1)
+			c.timedOut += uint64(rq.timedOut)
+			c.hedges += uint64(rq.hedges)
+			c.refused += uint64(rq.refused)
+			if !rq.ok {
 				res.FailedRequests++
 			}
 		}
@@ -634,31 +669,40 @@ func StrictlyBetter(a, b HedgeCallers) bool {
 }
 
 // HedgeRareTable formats the rare callers' results as a markdown table,
-// with the 95 % confidence intervals of p99 and p99.9, and whether ours
-// (the row named PolicyOurs) is StrictlyBetter than each other row.
+// with the 95 % confidence intervals of p99 and p99.9, and for each of
+// ours (every HedgeFleet row, by its budget) whether it is StrictlyBetter
+// than each other row.
 func HedgeRareTable(rs []HedgeResult) string {
-	var ours *HedgeResult
-	for k := range rs {
-		if rs[k].Policy == PolicyOurs {
-			ours = &rs[k]
+	var ours []HedgeResult
+	for _, r := range rs {
+		if r.Kind == HedgeFleet {
+			ours = append(ours, r)
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| policy | requests | p50 | p99 (95 % CI) | p99.9 (95 % CI) | extra requests | ended by our timeout | ours strictly better? |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("| policy | requests | p50 | p99 (95 % CI) | p99.9 (95 % CI) | extra requests | ended by our timeout |")
+	for _, o := range ours {
+		fmt.Fprintf(&b, " ours at %.2f strictly better? |", o.Budget)
+	}
+	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)) + "\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	for _, r := range rs {
 		c := r.Rare
-		verdict := ""
-		if ours != nil && r.Policy != PolicyOurs {
-			verdict = "no"
-			if StrictlyBetter(ours.Rare, c) {
-				verdict = "yes"
-			}
-		}
-		fmt.Fprintf(&b, "| %s | %d | %s ms | %s ms (%s–%s) | %s ms (%s–%s) | %.2f %% | %.3f %% | %s |\n", r.Policy, c.Requests,
+		fmt.Fprintf(&b, "| %s | %d | %s ms | %s ms (%s–%s) | %s ms (%s–%s) | %.2f %% | %.3f %% |", r.Policy, c.Requests,
 			ms(c.P50), ms(c.P99), ms(c.P99CI[0]), ms(c.P99CI[1]), ms(c.P999), ms(c.P999CI[0]), ms(c.P999CI[1]),
-			100*c.Extra, 100*c.TimedOut, verdict)
+			100*c.Extra, 100*c.TimedOut)
+		for _, o := range ours {
+			verdict := ""
+			switch {
+			case r.Kind == HedgeFleet:
+			case StrictlyBetter(o.Rare, c):
+				verdict = "yes"
+			default:
+				verdict = "no"
+			}
+			fmt.Fprintf(&b, " %s |", verdict)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

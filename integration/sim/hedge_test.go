@@ -21,51 +21,50 @@ import (
 // The second is for rarely calling nodes, large enough for their p99.9 to
 // mean something: 36 rare and 4 frequent callers, 300 s, three seeds
 // pooled (about 13,000 rare requests). Ours is not StrictlyBetter than
-// the per-client P90 rows there, and README says so; what holds, pinned:
-// against per-client P90 with its budget set to 10 % of the client's own
-// rate, a p99 and p99.9 lower beyond doubt (that budget's burst of one
-// token leaves stalls unhedged) at extra load within a point of its;
-// against per-client P95 with a 5 % budget (our quantile and budget in
-// bhope/hedge's terms) no more extra load and no higher p99 or p99.9 (one
-// lower beyond the intervals in README's run, narrowly: logged, not
-// pinned); against bhope/hedge at its
-// defaults less than half the extra load (its budget never binds at two
-// calls a second, which buys it a lower p99). Regenerate README's
-// tables from this test's log (ATNODE_SIM=1 go test -run TestHedgeTargets
-// -v ./integration/sim/; 1.5–4 minutes).
+// bhope/hedge at its defaults there, at either budget, and README says so;
+// what holds, pinned: at bhope/hedge's budget (HedgeBudget 0.10) ours has
+// less extra load and no higher p99 or p99.9 than it (within the
+// intervals: not beyond doubt); at our default budget, less than half its
+// extra load (its budget never binds at 0.5 calls a second, which buys it
+// a lower p99); against per-client P90 with its budget set to 10 % of the
+// client's own rate, a p99 and p99.9 lower beyond doubt (that budget's
+// burst of one token leaves stalls unhedged) at extra load within a point
+// of its; against per-client P95 with a 5 % budget (our quantile and
+// budget in bhope/hedge's terms) no more extra load and no higher p99 or
+// p99.9. Regenerate README's tables from this test's log (ATNODE_SIM=1 go
+// test -run TestHedgeTargets -v ./integration/sim/; 2–4 minutes).
 //
 // CI runs a small version (4 nodes, 70 s, four policies; about 2 s under
-// -race) and checks only that hedging beats no hedging by far, within its
-// budget.
+// -race) and checks the ordering that the large runs pin: hedging beats no
+// hedging by far, within its budget, and ours at bhope/hedge's budget
+// spends more than at ours and no more than bhope/hedge.
 func TestHedgeTargets(t *testing.T) {
 	full := os.Getenv("ATNODE_SIM") != ""
 	cfg := HedgeConfig{Seed: 1}
 	if !full {
 		cfg.Nodes, cfg.Rate, cfg.Duration, cfg.Warmup, cfg.DegradeAt = 4, 30, 70*time.Second, 25*time.Second, 50*time.Second
-		all := hedgePolicies(20)
-		cfg.Policies = []HedgePolicy{all[0], all[1], all[3], all[len(all)-1]} // none, fixed 20 ms, per-client P90, ours
+		// Four policies, as before ours at 0.10 joined: fixed 20 ms, which
+		// nothing here checks, left for it.
+		cfg.Policies = hedgePoliciesNamed(hedgePolicies(), "no hedging", PolicyClient, PolicyOurs, PolicyOursClientBudget)
 	}
 	rs, err := RunHedge(cfg)
 	require.NoError(t, err)
 	t.Logf("\n%s", HedgeTable(rs))
 	by := hedgeByPolicy(t, rs)
 	ours, none := by[PolicyOurs], by["no hedging"]
+	ours10, bhope := by[PolicyOursClientBudget], by[PolicyClient]
 	median := 10 * time.Millisecond
 	if !full {
 		require.Less(t, 5*ours.Frequent.P99, none.Frequent.P99)
 		require.LessOrEqual(t, ours.Frequent.P99, 10*median)
 		require.LessOrEqual(t, ours.Frequent.Extra, 0.06)
 		require.LessOrEqual(t, ours.Frequent.TimedOut, 0.02)
+		require.Less(t, 5*ours10.Frequent.P99, none.Frequent.P99)
+		require.Less(t, ours.Frequent.Extra, ours10.Frequent.Extra)
+		require.LessOrEqual(t, ours10.Frequent.Extra, bhope.Frequent.Extra)
 		return
 	}
-	require.LessOrEqual(t, ours.Frequent.P99, 5*median)
-	require.LessOrEqual(t, ours.Frequent.TimedOut, 0.005)
-	require.LessOrEqual(t, ours.Rare.TimedOut, 0.005)
-	require.LessOrEqual(t, ours.Frequent.Extra, 0.05)
-	best, ok := BestFixed(rs, ours.Frequent.Extra)
-	require.True(t, ok)
-	t.Logf("best fixed delay at no more extra load: %s (p99 %v, %.2f %% extra)", best.Policy, best.Frequent.P99, 100*best.Frequent.Extra)
-	require.LessOrEqual(t, ours.Frequent.P99, best.Frequent.P99)
+	hedgeFrequentTargets(t, rs)
 
 	rare := HedgeConfig{Seed: 1, Seeds: 3, Nodes: 40, Rare: 36, Duration: 300 * time.Second, Warmup: 60 * time.Second,
 		DegradeAt: 200 * time.Second}
@@ -78,8 +77,14 @@ func TestHedgeTargets(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("rare callers, %d seeds pooled:\n%s", rare.Seeds, HedgeRareTable(rs))
 	by = hedgeByPolicy(t, rs)
-	ours = by[PolicyOurs]
+	ours, ours10, bhope = by[PolicyOurs], by[PolicyOursClientBudget], by[PolicyClient]
 	require.LessOrEqual(t, ours.Rare.TimedOut, 0.005)
+	require.LessOrEqual(t, ours10.Rare.TimedOut, 0.005)
+	// At the same budget: no more load, no higher p99 or p99.9.
+	require.LessOrEqual(t, ours10.Rare.Extra, bhope.Rare.Extra)
+	require.LessOrEqual(t, ours10.Rare.P99, bhope.Rare.P99)
+	require.LessOrEqual(t, ours10.Rare.P999, bhope.Rare.P999)
+	require.Less(t, 2*ours.Rare.Extra, bhope.Rare.Extra)
 	own := by[PolicyClientOwnRate].Rare
 	require.Less(t, ours.Rare.P99CI[1], own.P99CI[0])
 	require.Less(t, ours.Rare.P999CI[1], own.P999CI[0])
@@ -88,11 +93,98 @@ func TestHedgeTargets(t *testing.T) {
 	require.LessOrEqual(t, ours.Rare.Extra, same.Extra)
 	require.LessOrEqual(t, ours.Rare.P99, same.P99)
 	require.LessOrEqual(t, ours.Rare.P999, same.P999)
-	bhope := by[PolicyClient].Rare
-	require.Less(t, 2*ours.Rare.Extra, bhope.Extra)
-	for _, p := range []string{PolicyClient, PolicyClientOwnRate, PolicyClientSameBudget} {
-		t.Logf("ours strictly better than %s for rare callers: %v", p, StrictlyBetter(ours.Rare, by[p].Rare))
+	hedgeLogStrictlyBetter(t, by, PolicyClient, PolicyClientOwnRate, PolicyClientSameBudget)
+}
+
+// TestHedgeRarerCallers is README's extra table (ATNODE_SIM=1 only; about
+// 4 minutes): the rare callers' table with callers five times rarer, 0.1
+// calls a second, so that a per-client sketch holds 3 to 6 of its own
+// winners (at 0.5 a second it holds 15 to 30). The run is five times
+// longer (1500 s, a 300 s warm-up so that bhope/hedge's first 20 requests
+// at its fixed 10 ms are behind every rare caller, the degradation at
+// 1200 s), so that it pools as many rare requests. Pinned, for ours at
+// bhope/hedge's budget against bhope/hedge at its defaults: a p99.9 lower
+// beyond doubt at less than half its extra load (its thin sketch hedges
+// early and often, 22.6 % extra in README's run, and still misses
+// stalls); not pinned, and not StrictlyBetter: its p99 is lower than
+// ours.
+func TestHedgeRarerCallers(t *testing.T) {
+	if os.Getenv("ATNODE_SIM") == "" {
+		t.Skip("ATNODE_SIM=1 runs it")
 	}
+	cfg := HedgeConfig{Seed: 1, Seeds: 3, Nodes: 40, Rare: 36, RareRate: 0.1, Duration: 1500 * time.Second,
+		Warmup: 300 * time.Second, DegradeAt: 1200 * time.Second,
+		Policies: hedgePoliciesNamed(DefaultHedgePolicies(), PolicyClient, PolicyOurs, PolicyOursClientBudget)}
+	rs, err := RunHedge(cfg)
+	require.NoError(t, err)
+	t.Logf("rare callers at %.1f calls a second, %d seeds pooled:\n%s", cfg.RareRate, cfg.Seeds, HedgeRareTable(rs))
+	by := hedgeByPolicy(t, rs)
+	ours10, bhope := by[PolicyOursClientBudget].Rare, by[PolicyClient].Rare
+	require.Less(t, ours10.P999CI[1], bhope.P999CI[0])
+	require.Less(t, 2*ours10.Extra, bhope.Extra)
+	require.LessOrEqual(t, ours10.TimedOut, 0.005)
+	hedgeLogStrictlyBetter(t, by, PolicyClient)
+}
+
+// TestHedgeDegrade3 is README's variant of the first table where replica 0
+// becomes 3× slower instead of 2× (ATNODE_SIM=1 only; under a minute): the
+// frequent callers' targets still hold, the best fixed delay's included.
+func TestHedgeDegrade3(t *testing.T) {
+	if os.Getenv("ATNODE_SIM") == "" {
+		t.Skip("ATNODE_SIM=1 runs it")
+	}
+	rs, err := RunHedge(HedgeConfig{Seed: 1, Degrade: 3})
+	require.NoError(t, err)
+	t.Logf("replica 0 3× slower from 120 s:\n%s", HedgeTable(rs))
+	hedgeByPolicy(t, rs)
+	hedgeFrequentTargets(t, rs)
+}
+
+// hedgeFrequentTargets checks docs/design.md's targets for frequent
+// callers on ours (DoHedged's rule at the default budget).
+func hedgeFrequentTargets(t *testing.T, rs []HedgeResult) {
+	t.Helper()
+	var ours HedgeResult
+	for _, r := range rs {
+		if r.Policy == PolicyOurs {
+			ours = r
+		}
+	}
+	require.Equal(t, PolicyOurs, ours.Policy)
+	median := time.Duration(ours.MedianMillis * float64(time.Millisecond))
+	require.LessOrEqual(t, ours.Frequent.P99, 5*median)
+	require.LessOrEqual(t, ours.Frequent.TimedOut, 0.005)
+	require.LessOrEqual(t, ours.Rare.TimedOut, 0.005)
+	require.LessOrEqual(t, ours.Frequent.Extra, 0.05)
+	best, ok := BestFixed(rs, ours.Frequent.Extra)
+	require.True(t, ok)
+	t.Logf("best fixed delay at no more extra load: %s (p99 %v, %.2f %% extra)", best.Policy, best.Frequent.P99, 100*best.Frequent.Extra)
+	require.LessOrEqual(t, ours.Frequent.P99, best.Frequent.P99)
+}
+
+// hedgeLogStrictlyBetter logs, for ours at each budget, whether it is
+// StrictlyBetter than each of the named rows for rare callers.
+func hedgeLogStrictlyBetter(t *testing.T, by map[string]HedgeResult, names ...string) {
+	t.Helper()
+	for _, o := range []string{PolicyOurs, PolicyOursClientBudget} {
+		for _, p := range names {
+			t.Logf("%s strictly better than %s for rare callers: %v", o, p, StrictlyBetter(by[o].Rare, by[p].Rare))
+		}
+	}
+}
+
+// hedgePoliciesNamed returns the policies of ps with the given names, in
+// that order.
+func hedgePoliciesNamed(ps []HedgePolicy, names ...string) []HedgePolicy {
+	var out []HedgePolicy
+	for _, n := range names {
+		for _, p := range ps {
+			if p.Name == n {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // hedgeByPolicy logs each result's counts and returns the results by
@@ -101,8 +193,8 @@ func hedgeByPolicy(t *testing.T, rs []HedgeResult) map[string]HedgeResult {
 	by := map[string]HedgeResult{}
 	for _, r := range rs {
 		by[r.Policy] = r
-		t.Logf("%s: %d + %d requests, %d hedges, %d refused by the budget, %d failed", r.Policy,
-			r.Frequent.Requests, r.Rare.Requests, r.Hedges, r.Refused, r.FailedRequests)
+		t.Logf("%s: %d + %d requests, %d hedges, %d refused by the budget (rare callers: %d, %d), %d failed", r.Policy,
+			r.Frequent.Requests, r.Rare.Requests, r.Hedges, r.Refused, r.Rare.Hedges, r.Rare.Refused, r.FailedRequests)
 	}
 	return by
 }

@@ -78,22 +78,23 @@ func TestRealFailures(t *testing.T) {
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
 		require.True(t, Is(err), "%v", err)
 	})
-	t.Run("closed before the reply", func(t *testing.T) {
-		addr := rawServer(t, func(c net.Conn) { readRequest(c); c.Close() })
-		err := get(t, "http://"+addr+"/")
-		require.Error(t, err)
-		require.True(t, Is(err), "%v", err)
-	})
-	t.Run("reset", func(t *testing.T) {
-		addr := rawServer(t, func(c net.Conn) {
-			readRequest(c)
+	for _, tc := range []struct {
+		name   string
+		handle func(c net.Conn) // after the request
+	}{
+		{"closed before the reply", func(c net.Conn) { c.Close() }},
+		{"reset", func(c net.Conn) {
 			_ = c.(*net.TCPConn).SetLinger(0) // close sends RST
 			c.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := rawServer(t, func(c net.Conn) { readRequest(c); tc.handle(c) })
+			err := get(t, "http://"+addr+"/")
+			require.Error(t, err)
+			require.True(t, Is(err), "%v", err)
 		})
-		err := get(t, "http://"+addr+"/")
-		require.Error(t, err)
-		require.True(t, Is(err), "%v", err)
-	})
+	}
 	t.Run("reply cut short", func(t *testing.T) {
 		addr := rawServer(t, func(c net.Conn) {
 			readRequest(c)
