@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -234,6 +235,9 @@ type ScaleResult struct {
 	// was on its way, or pulled twice); SendDrops the messages dropped by
 	// full send queues; Lost those the network dropped.
 	Duplicates, SendDrops, Lost uint64
+	// V2 sums what every node's protocol v2 did over the measured epochs
+	// (publishes, republishes, takeovers, pulls).
+	V2 cluster.V2Stats
 	// BatchBytes is the mean size of one encoded batch.
 	BatchBytes float64
 	// HeldBytes is the encoded size of the batches node 0 holds at the end.
@@ -376,6 +380,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		res.SendDrops += st.SendDrops - before[i].SendDrops
 		res.Lost += st.Lost - before[i].Lost
 		res.Refused += st.Refused - before[i].Refused
+		res.V2 = addV2(res.V2, st.V2, before[i].V2)
 	}
 	// Give the last measured epoch's batches time to spread (not counted in
 	// the bandwidth figures).
@@ -450,6 +455,16 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	runtime.KeepAlive(s)
 	res.Wall = time.Since(wallStart)
 	return res, nil
+}
+
+// addV2 returns sum plus (now − before), counter by counter (every
+// field of cluster.V2Stats is a uint64 count).
+func addV2(sum, now, before cluster.V2Stats) cluster.V2Stats {
+	s, n, b := reflect.ValueOf(&sum).Elem(), reflect.ValueOf(now), reflect.ValueOf(before)
+	for i := range s.NumField() {
+		s.Field(i).SetUint(s.Field(i).Uint() + n.Field(i).Uint() - b.Field(i).Uint())
+	}
+	return sum
 }
 
 func relErr(v, truth uint64) float64 {

@@ -131,6 +131,8 @@ type NodeStats struct {
 	Duplicates, Late uint64
 	// Held is the number of batches (parts) the node holds now.
 	Held int
+	// V2 is what the node's protocol v2 did (its cluster.V2Stats).
+	V2 cluster.V2Stats
 }
 
 // TotalBytes is the sum of Bytes over every kind.
@@ -394,6 +396,9 @@ func (s *Sim) Events() uint64 { return s.events }
 func (s *Sim) NodeStats(i int) NodeStats {
 	n := s.nodes[i]
 	st := n.stats
+	if n.sh.proto != nil {
+		st.V2 = n.sh.proto.Stats().V2
+	}
 	if n.light != nil {
 		st.Held = n.light.n
 	} else if n.fleet != nil {
