@@ -59,37 +59,19 @@ type ScaleConfig struct {
 }
 
 func (c *ScaleConfig) defaults() {
-	if c.Dests == 0 {
-		c.Dests = 100
-	}
-	if c.RatePerNode == 0 {
-		c.RatePerNode = 1000
-	}
-	if c.Observers == 0 {
-		c.Observers = min(2, c.Nodes)
-	}
-	if c.Epochs == 0 {
-		c.Epochs = 5
-	}
-	if c.Quantile == 0 {
-		c.Quantile = 0.9999
-	}
-	if c.Tracker == (tracker.Config{}) {
-		c.Tracker = tracker.DefaultConfig()
-	}
-	if c.Network == (NetworkConfig{}) {
-		c.Network = DefaultNetworkConfig()
-	}
-	if c.Gossip == (cluster.Gossip{}) {
-		c.Gossip = cluster.DefaultGossip()
-	}
+	orDefault(&c.Dests, 100)
+	orDefault(&c.RatePerNode, 1000)
+	orDefault(&c.Observers, min(2, c.Nodes))
+	orDefault(&c.Epochs, 5)
+	orDefault(&c.Quantile, 0.9999)
+	orDefault(&c.Tracker, tracker.DefaultConfig())
+	orDefault(&c.Network, DefaultNetworkConfig())
+	orDefault(&c.Gossip, cluster.DefaultGossip())
 	if c.Protocol != 0 {
 		c.Gossip.Protocol = c.Protocol
 	}
 	c.Protocol = c.Gossip.Protocol
-	if c.DetectAfter == 0 {
-		c.DetectAfter = 2 * time.Second
-	}
+	orDefault(&c.DetectAfter, 2*time.Second)
 }
 
 // NamedDist is a destination and its latency distribution.

@@ -677,3 +677,12 @@ func (s *Sim) alive() int {
 func (s *Sim) Owners(i int, dest string) []string {
 	return s.nodes[i].sh.proto.Owners(dest, s.Now())
 }
+
+// orDefault sets *p to def when it holds its type's zero value: one line
+// per default in the configs' defaults methods.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
