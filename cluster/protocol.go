@@ -117,7 +117,9 @@ type Receipt struct {
 	// Outcome and, for an epoch out of range or a conflict, a reason too.
 	Reject string
 	// Inserted is true when a batch reached Store.Insert; Outcome is then
-	// the Store's answer and Key the batch's key.
+	// the Store's answer and Key the batch's key. For an aggregates
+	// message (protocol v2) Outcome is InsertNew when it brought a new
+	// aggregate, and Key.Epoch is then the newest new aggregate's epoch.
 	Inserted bool
 	Outcome  tracker.InsertOutcome
 	Key      tracker.BatchKey

@@ -37,32 +37,51 @@ func (p *Protocol) Receive(msg []byte, now time.Time) (Receipt, []Message) {
 		return r, nil
 	case codec.TypeDigest:
 		d, err := p.dec.DecodeDigest(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
+		if !p.accept(err, d.Sender, d.SentAtMillis, now, &r) {
 			return r, nil
 		}
-		if r.Reject = p.checkSender(d.Sender); r.Reject != "" {
-			return r, nil
-		}
-		p.observeClock(d.Sender, d.SentAtMillis, now)
 		return r, p.answerDigest(d, now)
 	default: // codec.TypePull; Type refuses every other type
 		pl, err := p.dec.DecodePull(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
+		if !p.accept(err, pl.Sender, pl.SentAtMillis, now, &r) {
 			return r, nil
 		}
-		if r.Reject = p.checkSender(pl.Sender); r.Reject != "" {
-			return r, nil
-		}
-		p.observeClock(pl.Sender, pl.SentAtMillis, now)
 		return r, p.answerPull(pl, now)
 	}
+}
+
+// accept judges a decoded message that names its sender (a digest, a
+// pull, an aggregates message…): refused (r.Reject set, false returned)
+// when it did not decode or its sender is not another member up;
+// otherwise its clock is noted.
+func (p *Protocol) accept(err error, sender string, sentAtMillis int64, now time.Time, r *Receipt) bool {
+	if err != nil {
+		r.Reject = decodeReason(err)
+		return false
+	}
+	if r.Reject = p.checkSender(sender); r.Reject != "" {
+		return false
+	}
+	p.observeClock(sender, sentAtMillis, now)
+	return true
 }
 
 func (p *Protocol) checkSender(sender string) string {
 	if sender == p.self || !p.up(sender) {
 		return RejectUnknownSender
+	}
+	return ""
+}
+
+// checkOrigin refuses a batch or records message that claims to be this
+// process's (only it makes those) or whose origin is not a current or
+// recent member; "" accepts it.
+func (p *Protocol) checkOrigin(k tracker.BatchKey) string {
+	switch {
+	case k.Origin == p.cfg.Name && k.Boot == p.cfg.BootID:
+		return RejectOwnOrigin
+	case !p.knownOrigin(k.Origin, k.Boot):
+		return RejectUnknownOrigin
 	}
 	return ""
 }
@@ -74,12 +93,7 @@ func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
 		return
 	}
 	r.Key = b.Key
-	switch {
-	case b.Key.Origin == p.cfg.Name && b.Key.Boot == p.cfg.BootID:
-		r.Reject = RejectOwnOrigin
-		return
-	case !p.knownOrigin(b.Key.Origin, b.Key.Boot):
-		r.Reject = RejectUnknownOrigin
+	if r.Reject = p.checkOrigin(b.Key); r.Reject != "" {
 		return
 	}
 	// A batch carries sent_at only when its sender is its origin.
@@ -90,19 +104,7 @@ func (p *Protocol) receiveBatch(msg []byte, now time.Time, r *Receipt) {
 		delete(p.requested, b.Key)
 		r.Repair = r.Outcome == tracker.InsertNew
 	}
-	switch r.Outcome {
-	case tracker.InsertNew, tracker.InsertDuplicate:
-	case tracker.InsertTooOld:
-		r.Reject = RejectStaleEpoch
-	case tracker.InsertTooNew:
-		r.Reject = RejectFutureEpoch
-	case tracker.InsertConflict:
-		r.Reject = RejectConflict
-	case tracker.InsertLayoutMismatch:
-		r.Reject = RejectDecodeLayout
-	default:
-		r.Reject = "store_" + r.Outcome.String()
-	}
+	r.Reject = outcomeReason(r.Outcome)
 	p.observeBatchEpoch(b.Key, r.Outcome, r.Reject, now)
 }
 

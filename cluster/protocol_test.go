@@ -41,14 +41,26 @@ func aliveMembers(names ...string) []Member {
 	return out
 }
 
+// testFleet returns a fleet view on the gossip tests' grid for self, with
+// the default fleet config changed by set (may be nil).
+func testFleet(t *testing.T, self string, set func(*tracker.FleetConfig)) *tracker.Fleet {
+	t.Helper()
+	fc := tracker.DefaultFleetConfig()
+	fc.Tracker, fc.Self = gossipTracker(), self
+	if set != nil {
+		set(&fc)
+	}
+	fleet, err := tracker.NewFleet(fc, nil)
+	require.NoError(t, err)
+	return fleet
+}
+
 func newProtoNode(t *testing.T, name string, boot uint64, g Gossip, known map[string]bool) protoNode {
 	t.Helper()
 	cfg := gossipTracker()
-	fc := tracker.DefaultFleetConfig()
-	fc.Tracker, fc.Self, fc.MaxOriginShare = cfg, name, 0
-	fleet, err := tracker.NewFleet(fc, nil)
-	require.NoError(t, err)
+	fleet := testFleet(t, name, func(fc *tracker.FleetConfig) { fc.MaxOriginShare = 0 })
 	n := protoNode{fleet: fleet, sealed: map[int64][]tracker.DestCounts{}}
+	var err error
 	n.Protocol, err = NewProtocol(ProtocolConfig{
 		Name: name, BootID: boot, Tracker: cfg, Gossip: g, Store: fleet,
 		Seal: func(e int64, _ time.Time) []tracker.DestCounts { return n.sealed[e] },
@@ -412,10 +424,7 @@ func TestProtocolBatchExpiry(t *testing.T) {
 // anti-entropy rounds come every interval ±25 %.
 func TestProtocolSchedule(t *testing.T) {
 	cfg := gossipTracker()
-	fc := tracker.DefaultFleetConfig()
-	fc.Tracker, fc.Self = cfg, "a"
-	fleet, err := tracker.NewFleet(fc, nil)
-	require.NoError(t, err)
+	fleet := testFleet(t, "a", nil)
 	const delay = 800 * time.Millisecond
 	p, err := NewProtocol(ProtocolConfig{
 		Name: "a", BootID: 1, Tracker: cfg, Gossip: DefaultGossip(), Store: fleet, BulkSyncDelay: delay,
@@ -475,10 +484,7 @@ func TestProtocolSchedule(t *testing.T) {
 // does nothing.
 func TestSyncProtocolPoll(t *testing.T) {
 	cfg := gossipTracker()
-	fc := tracker.DefaultFleetConfig()
-	fc.Tracker, fc.Self = cfg, "a"
-	fleet, err := tracker.NewFleet(fc, nil)
-	require.NoError(t, err)
+	fleet := testFleet(t, "a", nil)
 	sealed := map[int64]int{}
 	s, err := NewSyncProtocol(ProtocolConfig{
 		Name: "a", BootID: 1, Tracker: cfg, Gossip: DefaultGossip(), Store: fleet,

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -67,8 +68,20 @@ type V2Stats struct {
 	// aggregate with its own coverage; CrossCheckMismatches those that
 	// found another.
 	CrossChecks, CrossCheckMismatches uint64
-	// RecordPulls counts record pulls sent; AggPulls aggregate pulls.
-	RecordPulls, AggPulls uint64
+	// RecordPulls counts record pulls sent (RepairPulls of them before
+	// and after publishing, to origins whose records of the round's epoch
+	// had not arrived); AggPulls aggregate pulls.
+	RecordPulls, RepairPulls, AggPulls uint64
+	// AggRepairPulls counts the aggregate pulls (of AggPulls) sent
+	// within a round to an owner, for the round's aggregates missing here.
+	AggRepairPulls uint64
+	// RepairsSkipped counts the round's repair pulls not sent because too
+	// much was missing: lateness, not loss.
+	RepairsSkipped uint64
+	// RoundDigests counts the aggregate digests sent within a round, after
+	// the publish and after the republish (the periodic anti-entropy's
+	// are not counted).
+	RoundDigests uint64
 }
 
 // v2 is the protocol's v2 state.
@@ -83,14 +96,31 @@ type v2 struct {
 	own    map[int64][]string
 	resend bool // send every held epoch's records to every owner
 
-	pubEpoch      int64                       // aggregate epoch of the current round
-	pubAt, failAt time.Time                   // this round's publish and failover times
-	pubDone       bool                        // published this round
-	failDone      bool                        // failed over this round
-	published     map[string]tracker.Coverage // destinations published this round, with their coverage
-	late          map[string]bool             // published destinations with new records since
-	lateAt        time.Time                   // when the late ones are republished; zero: none due
-	republished   map[string]bool             // republished this round (at most once)
+	pubEpoch              int64     // aggregate epoch of the current round
+	pullAt, pubAt, failAt time.Time // this round's repair pull, publish and failover times
+	pullDone              bool      // pulled the missing records this round
+	pubDone               bool      // published this round
+	failDone              bool      // failed over (and pulled again) this round
+	// digestAt are this round's two aggregate digests to a random peer:
+	// after the publish and after the republish, so that an aggregate
+	// lost on its way is pulled within the round (zero: none);
+	// digestDone says which were sent.
+	digestAt    [2]time.Time
+	digestDone  [2]bool
+	published   map[string]tracker.Coverage // destinations published this round, with their coverage
+	late        map[string]bool             // published destinations with new records since
+	lateAt      time.Time                   // when the late ones are republished; zero: none due
+	republished map[string]bool             // republished this round (at most once)
+
+	// heard is, per origin member, the newest epoch of the records
+	// messages with records or manifests it sent this node: an origin
+	// heard of in one of the two epochs before the round's but not since
+	// is pulled (pullMissing).
+	heard map[string]int64
+	// wanted is, per origin member, the epochs whose manifest it told
+	// this node while this node held otherwise, with that manifest:
+	// pulled again at each of the round's pulls until it holds them.
+	wanted map[string]map[int64]tracker.Manifest
 
 	mans   map[int64]map[string]tracker.Manifest // manifestsOf's cache
 	outbox []Message                             // messages queued by ownersNow and the sends, for the caller to return
@@ -104,6 +134,7 @@ func newV2() v2 {
 		current: map[string]Member{}, known: map[string]int64{}, own: map[int64][]string{},
 		published: map[string]tracker.Coverage{}, late: map[string]bool{}, republished: map[string]bool{},
 		askedRecs: map[string]time.Time{}, askedAggs: map[string]time.Time{}, mans: map[int64]map[string]tracker.Manifest{},
+		heard: map[string]int64{}, wanted: map[string]map[int64]tracker.Manifest{},
 	}
 }
 
@@ -396,7 +427,9 @@ func (p *Protocol) ownedInsert(b tracker.Batch, now time.Time) tracker.InsertOut
 		if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dc.Dest] {
 			p.v2.late[dc.Dest] = true
 			if p.v2.lateAt.IsZero() {
-				p.v2.lateAt = now.Add(p.cfg.Gossip.RepublishDelay)
+				// The second owner a delay later: the first's republish,
+				// arrived by then, makes its own needless.
+				p.v2.lateAt = now.Add(time.Duration(1+r) * p.cfg.Gossip.RepublishDelay)
 			}
 		}
 	}
@@ -450,17 +483,32 @@ func (p *Protocol) sealV2(ep int64, dests []tracker.DestCounts, now time.Time) {
 }
 
 // round starts the publishing round of now's epoch E (aggregates of E−1)
-// if it has not started: publish at the start of E plus publishDelay, fail
-// over Gossip.FailoverDelay later (at most a quarter sub-window).
+// if it has not started: pull the missing records halfway between the
+// last origin's seal and the publish, publish at the start of E plus
+// publishDelay, fail over (and pull again) Gossip.FailoverDelay later (at
+// most a quarter sub-window).
 func (p *Protocol) round(now time.Time) {
 	e := p.cfg.Tracker.Epoch(now)
 	if p.v2.pubEpoch == e-1 {
 		return
 	}
 	p.v2.pubEpoch = e - 1
-	p.v2.pubAt = p.cfg.Tracker.EpochStart(e).Add(p.publishDelay())
+	start := p.cfg.Tracker.EpochStart(e)
+	p.v2.pullAt = start.Add(p.maxJitter + (p.publishDelay()-p.maxJitter)/2)
+	p.v2.pubAt = start.Add(p.publishDelay())
 	p.v2.failAt = p.v2.pubAt.Add(min(p.cfg.Gossip.FailoverDelay, p.cfg.Tracker.SubWindow()/4))
-	p.v2.pubDone, p.v2.failDone = false, false
+	p.v2.pullDone, p.v2.pubDone, p.v2.failDone = false, false, false
+	p.v2.digestAt[0] = p.v2.pubAt.Add(p.v2.failAt.Sub(p.v2.pubAt) / 2)
+	p.v2.digestAt[1] = p.v2.failAt.Add(3 * p.cfg.Gossip.RepublishDelay)
+	if !p.v2.digestAt[1].Before(p.cfg.Tracker.EpochStart(e + 1)) {
+		p.v2.digestAt[1] = time.Time{} // past the round: the periodic anti-entropy's
+	}
+	p.v2.digestDone = [2]bool{}
+	for m, ep := range p.v2.heard {
+		if ep < e-3 {
+			delete(p.v2.heard, m) // an origin gone quiet: expected no more
+		}
+	}
 	clear(p.v2.published)
 	clear(p.v2.late)
 	clear(p.v2.republished)
@@ -481,11 +529,19 @@ func (p *Protocol) nextV2() time.Time {
 			next = t
 		}
 	}
+	if !p.v2.pullDone {
+		consider(p.v2.pullAt)
+	}
 	if !p.v2.pubDone {
 		consider(p.v2.pubAt)
 	}
 	if !p.v2.failDone {
 		consider(p.v2.failAt)
+	}
+	for i, at := range p.v2.digestAt {
+		if !p.v2.digestDone[i] {
+			consider(at)
+		}
 	}
 	consider(p.v2.lateAt)
 	// The next round's publish.
@@ -505,6 +561,130 @@ func (p *Protocol) publishDelay() time.Duration {
 	return min(p.maxJitter+p.cfg.Gossip.PublishDelay, p.cfg.Tracker.SubWindow()*3/5)
 }
 
+// repairShare: a round's repair pulls (pullMissing, pullAggregates) are
+// sent only while at most 1 + 1/repairShare of what is expected is
+// missing; more is lateness (an overloaded sender or network), not loss,
+// and pulling would add to the load.
+const repairShare = 4
+
+// pullMissing pulls again, from each origin, the records this node most
+// likely lost: those of the epochs its manifests named that this node
+// still holds otherwise (wanted), and those of the round's epoch P from an
+// origin that sent this node records or manifests in P−1 or P−2 but
+// nothing since (each origin sends its owners a records message every
+// epoch while it has records of the window for them), every epoch after
+// the last heard up to P. One record_pull per origin, in member-name
+// order; the origin answers with its records of those epochs for this
+// node. An origin gone quiet is asked at most twice per round, in two
+// rounds. When too much is missing (repairShare) it pulls none of the
+// round's epoch.
+func (p *Protocol) pullMissing(now time.Time) {
+	ep := p.v2.pubEpoch
+	lo := p.cfg.Tracker.Epoch(now) - int64(p.cfg.Tracker.SubWindows) + 1
+	current := func(m string) (Member, bool) {
+		if !p.up(m) {
+			return Member{}, false
+		}
+		mem := p.members[p.byMember[m]]
+		return mem, p.memberOf(mem.Name) == m
+	}
+	missing := map[string][]int64{}
+	expected := 0
+	for m, last := range p.v2.heard {
+		if _, ok := current(m); !ok || last < ep-2 {
+			continue
+		}
+		expected++
+		if last < ep {
+			for e := last + 1; e <= ep; e++ {
+				missing[m] = append(missing[m], e)
+			}
+		}
+	}
+	if len(missing) > 1+expected/repairShare {
+		// More than a few missing: the messages are late (an overloaded
+		// sender or network), not lost; pulling would add to the load.
+		// The next manifests will tell.
+		p.stats.V2.RepairsSkipped++
+		clear(missing)
+	}
+	for m, eps := range p.v2.wanted {
+		mem, ok := current(m)
+		for e, told := range eps {
+			if !ok || e < lo || p.cfg.Owned.Manifest(mem.Name, mem.BootID, e, now) == told {
+				delete(eps, e)
+			} else {
+				missing[m] = append(missing[m], e)
+			}
+		}
+		if len(eps) == 0 {
+			delete(p.v2.wanted, m)
+		}
+	}
+	for _, m := range slices.Sorted(mapsKeys(missing)) {
+		eps := missing[m]
+		slices.Sort(eps)
+		eps = slices.Compact(eps)
+		for _, e := range eps {
+			p.v2.askedRecs[fmt.Sprintf("%s/%d", m, e)] = now
+		}
+		payload, err := codec.AppendRecordPull(nil, codec.RecordPull{Sender: p.self, Epochs: eps, SentAtMillis: clockMillis(now)})
+		if err != nil {
+			continue
+		}
+		p.stats.V2.RecordPulls++
+		p.stats.V2.RepairPulls++
+		p.v2.outbox = append(p.v2.outbox, Message{To: m, Type: codec.TypeRecordPull, Payload: payload})
+	}
+}
+
+// pullAggregates pulls, from each destination's owner of the given rank
+// (0: the first, 1: the second), the round's aggregate of every
+// destination whose aggregate of the epoch before this node holds but of
+// the round's epoch not yet: most likely lost on its way. One agg_pull
+// per owner, in member-name order.
+func (p *Protocol) pullAggregates(rank int, now time.Time) {
+	ep := p.v2.pubEpoch
+	o := p.v2.owners
+	if o == nil {
+		return
+	}
+	by := map[string][]tracker.AggregateEntry{}
+	expected, missing := 0, 0
+	for _, d := range o.Dests() {
+		owners := o.Of(d)
+		if rank >= len(owners) || owners[rank] == p.cfg.Name {
+			continue
+		}
+		if _, ok := p.cfg.Aggregates.AggregateCoverage(d, ep-1); !ok {
+			continue
+		}
+		expected++
+		if _, ok := p.cfg.Aggregates.AggregateCoverage(d, ep); ok {
+			continue
+		}
+		missing++
+		if to := p.memberOf(owners[rank]); to != "" {
+			by[to] = append(by[to], tracker.AggregateEntry{Dest: d, Epoch: ep})
+		}
+	}
+	if missing > 1+expected/repairShare {
+		p.stats.V2.RepairsSkipped++ // late, not lost: anti-entropy's
+		return
+	}
+	for _, to := range slices.Sorted(mapsKeys(by)) {
+		for want := by[to]; len(want) > 0; {
+			n := min(len(want), 2048)
+			if payload, err := codec.AppendAggEntries(nil, codec.TypeAggPull, codec.AggEntries{Sender: p.self, Entries: want[:n], SentAtMillis: clockMillis(now)}); err == nil {
+				p.stats.V2.AggPulls++
+				p.stats.V2.AggRepairPulls++
+				p.v2.outbox = append(p.v2.outbox, Message{To: to, Type: codec.TypeAggPull, Payload: payload})
+			}
+			want = want[n:]
+		}
+	}
+}
+
 // publishDue publishes what is due at now: the first owner's aggregates,
 // the second owner's failover, the republishing of late records.
 func (p *Protocol) publishDue(now time.Time) {
@@ -513,6 +693,10 @@ func (p *Protocol) publishDue(now time.Time) {
 	}
 	p.round(now)
 	o := p.ownersNow(now)
+	if !p.v2.pullDone && !now.Before(p.v2.pullAt) {
+		p.v2.pullDone = true
+		p.pullMissing(now)
+	}
 	if !p.v2.pubDone && !now.Before(p.v2.pubAt) {
 		p.v2.pubDone = true
 		var mine []string
@@ -548,18 +732,35 @@ func (p *Protocol) publishDue(now time.Time) {
 			}
 		}
 		p.stats.V2.Takeovers += uint64(p.publish(take, now))
+		// Pull again what is still missing (the pull or its answer was
+		// lost); what it brings is published once more.
+		p.pullMissing(now)
+		clear(p.v2.republished)
 	}
 	if !p.v2.lateAt.IsZero() && !now.Before(p.v2.lateAt) {
 		p.v2.lateAt = time.Time{}
 		var again []string
 		for _, d := range slices.Sorted(mapsKeys(p.v2.late)) {
-			if c, ok := p.v2.published[d]; !ok || p.cfg.Owned.Coverage(d, now) != c {
+			mine := p.cfg.Owned.Coverage(d, now)
+			held, _ := p.cfg.Aggregates.AggregateCoverage(d, p.v2.pubEpoch)
+			// Not when the other owner published as much already.
+			if c, ok := p.v2.published[d]; (!ok || mine != c) && mine.Compare(held) > 0 {
 				again = append(again, d)
 			}
 			p.v2.republished[d] = true
 		}
 		clear(p.v2.late)
 		p.stats.V2.Republished += uint64(p.publish(again, now))
+	}
+	for i, at := range p.v2.digestAt {
+		if !p.v2.digestDone[i] && !at.IsZero() && !now.Before(at) {
+			p.v2.digestDone[i] = true
+			p.pullAggregates(i, now)
+			for range min(1, len(p.peers)) {
+				p.stats.V2.RoundDigests++
+				p.v2.outbox = append(p.v2.outbox, p.aggDigests(p.peers[p.rng.IntN(len(p.peers))], now)...)
+			}
+		}
 	}
 }
 

@@ -20,49 +20,24 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 	case codec.TypeRecords:
 		p.receiveRecords(msg, now, r)
 	case codec.TypeRecordPull:
-		pl, err := p.dec.DecodeRecordPull(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return
-		}
-		if r.Reject = p.checkSender(pl.Sender); r.Reject == "" {
-			p.observeClock(pl.Sender, pl.SentAtMillis, now)
+		if pl, err := p.dec.DecodeRecordPull(msg); p.accept(err, pl.Sender, pl.SentAtMillis, now, r) {
 			p.answerRecordPull(pl, now)
 		}
 	case codec.TypeAggregates:
-		m, err := p.dec.DecodeAggregates(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return
+		if m, err := p.dec.DecodeAggregates(msg); p.accept(err, m.Sender, m.SentAtMillis, now, r) {
+			p.insertAggregates(m.Aggregates, now, r)
 		}
-		if r.Reject = p.checkSender(m.Sender); r.Reject != "" {
-			return
-		}
-		p.observeClock(m.Sender, m.SentAtMillis, now)
-		p.insertAggregates(m.Aggregates, now, r)
 	case codec.TypeAggDigest:
-		d, err := p.dec.DecodeAggDigest(msg)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return
-		}
-		if r.Reject = p.checkSender(d.Sender); r.Reject == "" {
-			p.observeClock(d.Sender, d.SentAtMillis, now)
+		if d, err := p.dec.DecodeAggDigest(msg); p.accept(err, d.Sender, d.SentAtMillis, now, r) {
 			p.answerAggDigest(d, now)
 		}
 	case codec.TypeAggList, codec.TypeAggPull:
 		e, err := p.dec.DecodeAggEntries(msg, t)
-		if err != nil {
-			r.Reject = decodeReason(err)
-			return
-		}
-		if r.Reject = p.checkSender(e.Sender); r.Reject != "" {
-			return
-		}
-		p.observeClock(e.Sender, e.SentAtMillis, now)
-		if t == codec.TypeAggList {
+		switch {
+		case !p.accept(err, e.Sender, e.SentAtMillis, now, r):
+		case t == codec.TypeAggList:
 			p.answerAggList(e, now)
-		} else {
+		default:
 			p.answerAggPull(e, now)
 		}
 	}
@@ -81,12 +56,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 	b := rec.Batch
 	r.Key = b.Key
 	p.observeClock(MemberName(b.Key.Origin, b.Key.Boot), rec.SentAtMillis, now)
-	switch {
-	case b.Key.Origin == p.cfg.Name && b.Key.Boot == p.cfg.BootID:
-		r.Reject = RejectOwnOrigin
-		return
-	case !p.knownOrigin(b.Key.Origin, b.Key.Boot):
-		r.Reject = RejectUnknownOrigin
+	if r.Reject = p.checkOrigin(b.Key); r.Reject != "" {
 		return
 	}
 	if len(b.Dests) > 0 {
@@ -97,6 +67,9 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 		}
 	}
 	sender := MemberName(b.Key.Origin, b.Key.Boot)
+	if (len(b.Dests) > 0 || len(rec.Manifests) > 0) && b.Key.Epoch > p.v2.heard[sender] {
+		p.v2.heard[sender] = b.Key.Epoch
+	}
 	if !p.up(sender) || len(rec.Manifests) == 0 {
 		return
 	}
@@ -108,8 +81,13 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 			continue
 		}
 		if p.cfg.Owned.Manifest(b.Key.Origin, b.Key.Boot, m.Epoch, now) == m.Manifest {
+			delete(p.v2.wanted[sender], m.Epoch)
 			continue
 		}
+		if p.v2.wanted[sender] == nil {
+			p.v2.wanted[sender] = map[int64]tracker.Manifest{}
+		}
+		p.v2.wanted[sender][m.Epoch] = m.Manifest
 		k := fmt.Sprintf("%s/%d", sender, m.Epoch)
 		if _, asked := p.v2.askedRecs[k]; asked {
 			continue
@@ -167,8 +145,12 @@ func (p *Protocol) answerRecordPull(pl codec.RecordPull, now time.Time) {
 				dests = append(dests, dc)
 			}
 		}
+		ms := p.manifests(peer, []int64{ep})
+		if len(dests) == 0 && len(ms) == 0 {
+			continue // nothing of ep for that owner
+		}
 		p.stats.V2.Resent++
-		p.sendRecords(peer, ep, dests, p.manifests(peer, []int64{ep}), now)
+		p.sendRecords(peer, ep, dests, ms, now)
 	}
 }
 
@@ -184,6 +166,7 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 		switch out {
 		case tracker.InsertNew:
 			r.Outcome = tracker.InsertNew
+			r.Key.Epoch = max(r.Key.Epoch, a.Epoch)
 			r.NewAggregates = append(r.NewAggregates, tracker.AggregateEntry{Dest: a.Dest, Epoch: a.Epoch, Coverage: a.Coverage})
 			delete(p.v2.askedAggs, aggKey(a.Dest, a.Epoch))
 		case tracker.InsertDuplicate, tracker.InsertSuperseded:

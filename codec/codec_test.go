@@ -243,6 +243,14 @@ func TestAppendBatchRefuses(t *testing.T) {
 		}, ErrMalformed},
 		{"duplicate names, map path", func(b *tracker.Batch) { b.Dests[39].Dest = b.Dests[1].Dest }, ErrMalformed},
 		{"duplicate names, scan path", func(b *tracker.Batch) { b.Dests = b.Dests[:5]; b.Dests[4].Dest = b.Dests[1].Dest }, ErrMalformed},
+		{"duplicate names and a later wrong total", func(b *tracker.Batch) {
+			b.Dests[3].Dest = b.Dests[1].Dest
+			b.Dests[30].Total++
+		}, ErrMalformed},
+		{"out of range and descending after", func(b *tracker.Batch) {
+			bk := b.Dests[4].Buckets
+			bk[1].Index, bk[2].Index = 1300, 1290
+		}, ErrMalformed},
 		{"too many destinations", func(b *tracker.Batch) {
 			for len(b.Dests) <= MaxDests {
 				b.Dests = append(b.Dests, b.Dests[0])
@@ -257,8 +265,28 @@ func TestAppendBatchRefuses(t *testing.T) {
 			out, err := AppendBatch(dst, b)
 			require.ErrorIs(t, err, tc.want)
 			require.Equal(t, dst, out)
+			require.EqualError(t, err, checkBatch(b).Error(), "the error of the checks in their order")
 		})
 	}
+}
+
+// checkBatch is AppendBatch's validation as separate passes, in the order
+// of its errors: the head, the number of destinations, each destination's
+// own rules, then duplicate names.
+func checkBatch(b tracker.Batch) error {
+	countsLen, err := checkBatchHead(&b)
+	if err != nil {
+		return err
+	}
+	if len(b.Dests) > MaxDests {
+		return tooLarge("%d destinations, more than %d", len(b.Dests), MaxDests)
+	}
+	for i := range b.Dests {
+		if err := checkDest(&b.Dests[i], countsLen); err != nil {
+			return err
+		}
+	}
+	return checkDistinct(b.Dests)
 }
 
 func TestDecodeBatchRefuses(t *testing.T) {

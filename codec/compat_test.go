@@ -14,8 +14,9 @@ import (
 // destinations carried timed-out counts, dest = [name, total, [pairs…]]:
 // its decodeBatch and readDest below are copied verbatim from that
 // revision (only the receiver changed; the spans it needs are its own),
-// over the Decoder's primitives, which are unchanged. So what it accepts
-// is what a node of that revision accepts.
+// over the Decoder's primitives, which accept and refuse what they did
+// then (a shortcut for fixints since, with the same results). So what it
+// accepts is what a node of that revision accepts.
 type oldReader struct {
 	*Decoder
 	spans []int

@@ -238,20 +238,36 @@ func (d *Decoder) fail(what string, err error) error {
 	return malformed("%s: %v", what, err)
 }
 
+// unreadByte steps back over the byte just read from the message. The
+// hot readers (readArrayLen, readUint, readCount) read the first byte of a
+// value straight from the bytes.Reader, which the msgpack Decoder reads
+// itself (no buffer of its own, so the two stay in step): they take the
+// fixints and fixarrays that make up most of a message without a call
+// through the msgpack Decoder's interfaces, and step back over any other
+// byte for msgpack to read.
+func (d *Decoder) unreadByte() {
+	_ = d.rd.UnreadByte() // after a successful ReadByte: cannot fail
+}
+
 // readArrayLen reads an array header: not nil, declaring at most limit
 // elements (else ErrTooLarge) and no more elements than bytes left (every
 // element takes at least one byte).
 func (d *Decoder) readArrayLen(what string, limit int) (int, error) {
-	c, err := d.md.PeekCode()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
-	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
+	var n int
+	switch {
+	case msgpcode.IsFixedArray(c): // the common case: read here
+		n = int(c & 0x0f)
+	case c == msgpcode.Array16 || c == msgpcode.Array32:
+		d.unreadByte()
+		if n, err = d.md.DecodeArrayLen(); err != nil {
+			return 0, d.fail(what, err)
+		}
+	default:
 		return 0, malformed("%s: code %#x, want an array", what, c)
-	}
-	n, err := d.md.DecodeArrayLen()
-	if err != nil {
-		return 0, d.fail(what, err)
 	}
 	if n > limit {
 		return 0, tooLarge("%s: %d elements, more than %d", what, n, limit)
@@ -270,15 +286,18 @@ func isSigned(c byte) bool {
 // readUint reads a non-negative integer of at most limit, in any msgpack
 // integer encoding; nil, negative values and other types are refused.
 func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
-	c, err := d.md.PeekCode()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
 	}
 	var v uint64
 	switch {
+	case c <= msgpcode.PosFixedNumHigh: // the common case: read here
+		v = uint64(c)
 	case c == msgpcode.Nil:
 		return 0, malformed("%s: nil, want an integer", what)
 	case isSigned(c):
+		d.unreadByte()
 		s, err := d.md.DecodeInt64()
 		if err != nil {
 			return 0, d.fail(what, err)
@@ -288,6 +307,7 @@ func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
 		}
 		v = uint64(s)
 	default:
+		d.unreadByte()
 		if v, err = d.md.DecodeUint64(); err != nil {
 			return 0, d.fail(what, err)
 		}
@@ -302,9 +322,16 @@ func (d *Decoder) readUint(what string, limit uint64) (uint64, error) {
 // [1, limit] with limit < 2^63. It skips the code peek: DecodeUint64 maps
 // nil to 0 and a negative value to one above 2^63, both out of range.
 func (d *Decoder) readCount(what string, limit uint64) (uint64, error) {
-	v, err := d.md.DecodeUint64()
+	c, err := d.rd.ReadByte() // see unreadByte
 	if err != nil {
 		return 0, d.fail(what, err)
+	}
+	v := uint64(c)
+	if c > msgpcode.PosFixedNumHigh {
+		d.unreadByte()
+		if v, err = d.md.DecodeUint64(); err != nil {
+			return 0, d.fail(what, err)
+		}
 	}
 	if v == 0 || v > limit {
 		return 0, malformed("%s: %d out of range [1, %d]", what, int64(v), limit)
@@ -483,36 +510,44 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	return b, nil
 }
 
-// decodeBatch reads a batch's layout, key and destinations.
-func (d *Decoder) decodeBatch() (tracker.Batch, error) {
-	var b tracker.Batch
-
-	// Layout: [lowest, highest, significant digits].
+// readLayout reads a layout, [lowest, highest, significant digits], and
+// returns it with its number of counts (countsLen).
+func (d *Decoder) readLayout() (tracker.Layout, int, error) {
+	var l tracker.Layout
 	x, err := d.readRecord("layout", 3)
 	if err != nil {
-		return b, err
+		return l, 0, err
 	}
-	if b.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
+	if l.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
+		return l, 0, err
 	}
-	if b.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
+	if l.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
+		return l, 0, err
 	}
 	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
 	if err != nil {
-		return b, err
+		return l, 0, err
 	}
-	b.Layout.SignificantDigits = int(sig)
+	l.SignificantDigits = int(sig)
 	if err := d.finish(x); err != nil {
-		return b, err
+		return l, 0, err
 	}
-	countsLen, err := d.countsLen(b.Layout)
-	if err != nil {
+	n, err := d.countsLen(l)
+	return l, n, err
+}
+
+// decodeBatch reads a batch's layout, key and destinations.
+func (d *Decoder) decodeBatch() (tracker.Batch, error) {
+	var b tracker.Batch
+	var countsLen int
+	var err error
+	if b.Layout, countsLen, err = d.readLayout(); err != nil {
 		return b, err
 	}
 
 	// Key: [origin, boot, epoch, part].
-	if x, err = d.readRecord("key", 4); err != nil {
+	x, err := d.readRecord("key", 4)
+	if err != nil {
 		return b, err
 	}
 	if b.Key.Origin, err = d.readName("origin"); err != nil {
@@ -732,46 +767,46 @@ func (d *Decoder) readKeys() ([]tracker.BatchKey, error) {
 	return keys, nil
 }
 
-func (d *Decoder) decodeKeys(msg []byte, t MessageType) (string, []tracker.BatchKey, error) {
+// decodeKeys decodes a digest or pull (of type t, the same fields) and
+// resets sent_at on an error.
+func (d *Decoder) decodeKeys(msg []byte, t MessageType) (Digest, error) {
+	dg, err := d.readKeyMessage(msg, t)
+	if err != nil {
+		d.sentAt = 0
+		return Digest{}, err
+	}
+	return dg, nil
+}
+
+func (d *Decoder) readKeyMessage(msg []byte, t MessageType) (Digest, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	sender, err := d.readName("sender")
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	keys, err := d.readKeys()
 	if err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	if extra, err = d.readSentAt(extra); err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
 	if err := d.end(extra); err != nil {
-		return "", nil, err
+		return Digest{}, err
 	}
-	return sender, keys, nil
+	return Digest{Sender: sender, Keys: keys, SentAtMillis: d.sentAt}, nil
 }
 
 // DecodeDigest decodes and validates a digest message. Keys come out in
 // canonical order and alias the Decoder's buffer (see Decoder). Errors
 // wrap ErrTooLarge, ErrVersion, ErrType or ErrMalformed.
-func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) {
-	s, k, err := d.decodeKeys(msg, TypeDigest)
-	if err != nil {
-		d.sentAt = 0
-		return Digest{}, err
-	}
-	return Digest{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
-}
+func (d *Decoder) DecodeDigest(msg []byte) (Digest, error) { return d.decodeKeys(msg, TypeDigest) }
 
 // DecodePull decodes and validates a pull message, like DecodeDigest.
 func (d *Decoder) DecodePull(msg []byte) (Pull, error) {
-	s, k, err := d.decodeKeys(msg, TypePull)
-	if err != nil {
-		d.sentAt = 0
-		return Pull{}, err
-	}
-	return Pull{Sender: s, Keys: k, SentAtMillis: d.sentAt}, nil
+	p, err := d.decodeKeys(msg, TypePull)
+	return Pull(p), err
 }

@@ -83,15 +83,52 @@ func checkName(what, s string) error {
 }
 
 // checkDest reports whether d obeys the decoder's rules for a layout with
-// countsLen counts.
+// countsLen counts (appendDest checks the same while it writes d).
 func checkDest(d *tracker.DestCounts, countsLen int) error {
+	if err := checkDestHead(d); err != nil {
+		return err
+	}
+	var sum uint64
+	prev := -1
+	for _, bk := range d.Buckets {
+		if int(bk.Index) <= prev || bk.Count == 0 {
+			return bucketError(d, countsLen)
+		}
+		prev = int(bk.Index)
+		sum += uint64(bk.Count) // at most 65536 · (2^32−1): cannot overflow
+	}
+	return checkDestTail(d, countsLen, prev, sum)
+}
+
+// checkDestHead checks d's name and that it has buckets.
+func checkDestHead(d *tracker.DestCounts) error {
 	if err := checkName("destination", d.Dest); err != nil {
 		return err
 	}
 	if len(d.Buckets) == 0 {
 		return malformed("destination %q: no buckets", d.Dest)
 	}
-	var sum uint64
+	return nil
+}
+
+// checkDestTail finishes the checks of d once a loop over its buckets
+// found their indices ascending and their counts above 0: the last (the
+// largest) index in range, the counts summing to Total, and the timed-out
+// buckets.
+func checkDestTail(d *tracker.DestCounts, countsLen, last int, sum uint64) error {
+	if last >= countsLen {
+		return bucketError(d, countsLen)
+	}
+	if sum != d.Total {
+		return malformed("destination %q: total %d, buckets sum to %d", d.Dest, d.Total, sum)
+	}
+	return checkTimedOut(d)
+}
+
+// bucketError returns the error of the first of d's buckets that breaks a
+// rule: not ascending, out of range, or a count of 0. The checking loops
+// test the cheaper conditions and call it once they know one failed.
+func bucketError(d *tracker.DestCounts, countsLen int) error {
 	prev := -1
 	for _, bk := range d.Buckets {
 		switch {
@@ -103,12 +140,8 @@ func checkDest(d *tracker.DestCounts, countsLen int) error {
 			return malformed("destination %q: bucket %d has count 0", d.Dest, bk.Index)
 		}
 		prev = int(bk.Index)
-		sum += uint64(bk.Count) // at most 65536 · (2^32−1): cannot overflow
 	}
-	if sum != d.Total {
-		return malformed("destination %q: total %d, buckets sum to %d", d.Dest, d.Total, sum)
-	}
-	return checkTimedOut(d)
+	panic("codec: bucketError of valid buckets")
 }
 
 // checkTimedOut reports whether d's timed-out buckets obey the decoder's
@@ -191,6 +224,17 @@ func sentAtLen(sentAtMillis int64) int {
 	return len(appendSentAt(tmp[:0], sentAtMillis))
 }
 
+// endMessage ends the message out, begun at the end of dst, with sent_at
+// (appendSentAt) and returns it, or dst and ErrTooLarge when it exceeds
+// MaxMessageBytes; what names the message in the error.
+func endMessage(dst, out []byte, sentAtMillis int64, what any) ([]byte, error) {
+	out = appendSentAt(out, sentAtMillis)
+	if n := len(out) - len(dst); n > MaxMessageBytes {
+		return dst, tooLarge("%s of %d bytes, more than %d", what, n, MaxMessageBytes)
+	}
+	return out, nil
+}
+
 func checkSentAt(sentAtMillis int64) error {
 	if sentAtMillis < 0 {
 		return malformed("sent_at %d is negative", sentAtMillis)
@@ -210,44 +254,91 @@ func appendBatchHead(b []byte, bt *tracker.Batch, part uint16, sentAtMillis int6
 	return appendUint(b, uint64(part))
 }
 
-// appendDest writes d's record: [name, total, [pairs…], [timed-out
+// appendDest checks d as checkDest does and writes its record in the
+// same pass over its buckets: [name, total, [pairs…], [timed-out
 // pairs…]], or without the timed-out pairs when d's censoring is unknown
-// (a record decoded from an older sender, forwarded as it came).
-func appendDest(b []byte, d *tracker.DestCounts) []byte {
-	if d.CensoringUnknown {
-		b = append(b, 0x93)
-	} else {
-		b = append(b, 0x94)
+// (a record decoded from an older sender, forwarded as it came). On an
+// error it returns b unchanged (its spare capacity written).
+func appendDest(b []byte, d *tracker.DestCounts, countsLen int) ([]byte, error) {
+	if err := checkDestHead(d); err != nil {
+		return b, err
 	}
-	b = appendStr(b, d.Dest)
-	b = appendUint(b, d.Total)
-	b = appendPairs(b, d.Buckets)
+	out := b
+	if d.CensoringUnknown {
+		out = append(out, 0x93)
+	} else {
+		out = append(out, 0x94)
+	}
+	out = appendStr(out, d.Dest)
+	out = appendUint(out, d.Total)
+
+	// The pairs, checked as checkDest checks them.
+	out, w := growPairs(out, len(d.Buckets))
+	w, sum, last, ok := putPairs(out, w, d.Buckets)
+	if !ok {
+		return b, bucketError(d, countsLen)
+	}
+	if err := checkDestTail(d, countsLen, last, sum); err != nil {
+		return b, err
+	}
+	out = out[:w]
+
 	switch {
 	case d.CensoringUnknown:
 	case len(d.TimedOut) == 0: // the common case: nothing timed out
-		b = append(b, 0x90)
+		out = append(out, 0x90)
 	default:
-		b = appendPairs(b, d.TimedOut)
+		out = appendPairs(out, d.TimedOut)
 	}
-	return b
+	return out, nil
 }
 
-// appendPairs writes bs as an array of delta-coded (index, count) pairs.
+// appendPairs writes bs, checked before (ascending indices, counts above
+// 0), as an array of delta-coded (index, count) pairs.
 func appendPairs(b []byte, bs []tracker.Bucket) []byte {
-	b = appendArrayLen(b, 2*len(bs))
-	b = slices.Grow(b, 14*len(bs)) // the largest pair: uint16 delta, uint32 count
-	prev := uint16(0)
+	b, w := growPairs(b, len(bs))
+	w, _, _, ok := putPairs(b, w, bs)
+	if !ok {
+		panic("codec: appendPairs of unchecked buckets")
+	}
+	return b[:w]
+}
+
+// growPairs writes the array header of n pairs and returns b extended by
+// room for n of the largest pairs (uint16 delta, uint32 count), with the
+// position of the first. putPairs writes them by index, not by append: an
+// append per pair keeps a growth path, and the registers it spills, inside
+// the loop. Cut b to the position putPairs returns.
+func growPairs(b []byte, n int) ([]byte, int) {
+	b = appendArrayLen(b, 2*n)
+	w := len(b)
+	b = slices.Grow(b, 14*n)
+	return b[:w+14*n], w
+}
+
+// putPairs writes bs as delta-coded pairs at b[w:] (room made by
+// growPairs) and returns the position after them, the sum of their counts
+// and the last index; ok is false, and the rest unset, as soon as an index
+// does not ascend or a count is 0. A leaf of its own, so the loop keeps its
+// state in registers (the encoder's hottest loop).
+func putPairs(b []byte, w int, bs []tracker.Bucket) (end int, sum uint64, last int, ok bool) {
+	last = -1
 	for _, bk := range bs {
-		delta := bk.Index - prev // the first index is absolute
-		prev = bk.Index
+		if int(bk.Index) <= last || bk.Count == 0 {
+			return 0, 0, 0, false
+		}
+		delta := bk.Index - uint16(max(last, 0)) // the first index is absolute
+		last = int(bk.Index)
+		sum += uint64(bk.Count)                                // at most 65536 · (2^32−1): cannot overflow
 		if delta <= math.MaxInt8 && bk.Count <= math.MaxInt8 { // the common case: two fixints
-			b = append(b, byte(delta), byte(bk.Count))
+			b[w], b[w+1] = byte(delta), byte(bk.Count)
+			w += 2
 			continue
 		}
-		b = appendUint(b, uint64(delta))
-		b = appendUint(b, uint64(bk.Count))
+		w = len(appendUint(b[:w], uint64(delta)))
+		w = len(appendUint(b[:w], uint64(bk.Count)))
 	}
-	return b
+	return w, sum, last, true
 }
 
 // AppendBatch appends b, encoded as one batch message with b.Key as is and
@@ -278,25 +369,17 @@ func AppendBatchAt(dst []byte, b tracker.Batch, sentAtMillis int64) ([]byte, err
 	if len(b.Dests) > MaxDests {
 		return dst, tooLarge("%d destinations, more than %d", len(b.Dests), MaxDests)
 	}
-	for i := range b.Dests {
-		if err := checkDest(&b.Dests[i], countsLen); err != nil {
-			return dst, err
-		}
-	}
-	if err := checkDistinct(b.Dests); err != nil {
-		return dst, err
-	}
-	start := len(dst)
 	out := appendBatchHead(dst, &b, b.Key.Part, sentAtMillis)
 	out = appendArrayLen(out, len(b.Dests))
 	for i := range b.Dests {
-		out = appendDest(out, &b.Dests[i])
+		if out, err = appendDest(out, &b.Dests[i], countsLen); err != nil {
+			return dst, err
+		}
 	}
-	out = appendSentAt(out, sentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return dst, tooLarge("batch of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
+	if err := checkDistinct(b.Dests); err != nil { // after every destination's own errors
+		return dst, err
 	}
-	return out, nil
+	return endMessage(dst, out, sentAtMillis, "batch")
 }
 
 // nameSeed keys the hash of checkDistinct; set once, never changed.
@@ -432,11 +515,10 @@ func (e *Encoder) BatchPartsAt(b tracker.Batch, maxBytes int, sentAtMillis int64
 	e.begin(&b, part)
 	for i := range b.Dests {
 		d := &b.Dests[i]
-		if err := checkDest(d, countsLen); err != nil {
+		mark := len(e.buf)
+		if e.buf, err = appendDest(e.buf, d, countsLen); err != nil {
 			return nil, err
 		}
-		mark := len(e.buf)
-		e.buf = appendDest(e.buf, d)
 		if e.count > 0 && (e.count == MaxDests || len(e.buf)-e.start+e.tail > maxBytes) {
 			// Move this destination to a new part.
 			e.tmp = append(e.tmp[:0], e.buf[mark:]...)
@@ -499,7 +581,6 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType,
 	if err != nil {
 		return b, err
 	}
-	start := len(b)
 	out := append(b, messageHead(4, sentAtMillis), Version, byte(t))
 	out = appendStr(out, sender)
 	out = appendArrayLen(out, groups)
@@ -521,11 +602,7 @@ func appendKeys(b []byte, sender string, keys []tracker.BatchKey, t MessageType,
 		}
 		i = j
 	}
-	out = appendSentAt(out, sentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return b, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(b, out, sentAtMillis, t)
 }
 
 // AppendDigest appends d, encoded as a digest message, to dst, with sent_at

@@ -151,11 +151,7 @@ func AppendRecords(dst []byte, r Records) ([]byte, error) {
 	out[start] = messageHead(6, r.SentAtMillis)
 	out[start+2] = byte(TypeRecords)
 	out = appendManifests(out, r.Manifests)
-	out = appendSentAt(out, r.SentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return dst, tooLarge("records of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(dst, out, r.SentAtMillis, "records")
 }
 
 // RecordsParts encodes r's batch in parts of at most maxBytes (as
@@ -261,7 +257,6 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 	if err := checkSentAt(m.SentAtMillis); err != nil {
 		return dst, err
 	}
-	start := len(dst)
 	out := append(dst, messageHead(5, m.SentAtMillis), Version, byte(TypeAggregates), 0x93)
 	out = appendInt(out, m.Layout.Lowest)
 	out = appendInt(out, m.Layout.Highest)
@@ -288,11 +283,7 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 		out = appendUint(out, uint64(a.Coverage.Records))
 		out = appendUint(out, a.Coverage.Hash)
 	}
-	out = appendSentAt(out, m.SentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return dst, tooLarge("aggregates of %d bytes, more than %d", len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(dst, out, m.SentAtMillis, "aggregates")
 }
 
 // AppendAggDigest appends d as an aggregate digest:
@@ -351,7 +342,6 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 	if err := checkSentAt(e.SentAtMillis); err != nil {
 		return dst, err
 	}
-	start := len(dst)
 	out := append(dst, messageHead(4, e.SentAtMillis), Version, byte(t))
 	out = appendStr(out, e.Sender)
 	out = appendArrayLen(out, len(e.Entries))
@@ -365,11 +355,7 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 		out = appendUint(out, uint64(x.Coverage.Records))
 		out = appendUint(out, x.Coverage.Hash)
 	}
-	out = appendSentAt(out, e.SentAtMillis)
-	if len(out)-start > MaxMessageBytes {
-		return dst, tooLarge("%s of %d bytes, more than %d", t, len(out)-start, MaxMessageBytes)
-	}
-	return out, nil
+	return endMessage(dst, out, e.SentAtMillis, t)
 }
 
 // AppendRecordPull appends p as a record pull:

@@ -109,26 +109,8 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 	if err != nil {
 		return m, err
 	}
-	x, err := d.readRecord("layout", 3)
-	if err != nil {
-		return m, err
-	}
-	if m.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
-		return m, err
-	}
-	if m.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
-		return m, err
-	}
-	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
-	if err != nil {
-		return m, err
-	}
-	m.Layout.SignificantDigits = int(sig)
-	if err := d.finish(x); err != nil {
-		return m, err
-	}
-	countsLen, err := d.countsLen(m.Layout)
-	if err != nil {
+	var countsLen int
+	if m.Layout, countsLen, err = d.readLayout(); err != nil {
 		return m, err
 	}
 	if m.Sender, err = d.readName("sender"); err != nil {
@@ -242,21 +224,35 @@ func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
 	return a, nil
 }
 
+// openList opens a message of type t whose known fields are the sender's
+// name and an array of at most limit elements (what), and returns the
+// number of fields after them (as open does), the sender and the array's
+// length.
+func (d *Decoder) openList(msg []byte, t MessageType, what string, limit int) (int, string, int, error) {
+	extra, err := d.open(msg, t, 2)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	sender, err := d.readName("sender")
+	if err != nil {
+		return 0, "", 0, err
+	}
+	n, err := d.readArrayLen(what, limit)
+	if err != nil {
+		return 0, "", 0, err
+	}
+	return extra, sender, n, nil
+}
+
 // DecodeAggDigest decodes and validates an aggregate digest. The result
 // aliases the Decoder's buffers.
 func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
 	var g AggDigest
-	extra, err := d.open(msg, TypeAggDigest, 2)
+	extra, sender, n, err := d.openList(msg, TypeAggDigest, "digest epochs", MaxDigestEpochs)
 	if err != nil {
 		return g, err
 	}
-	if g.Sender, err = d.readName("sender"); err != nil {
-		return g, err
-	}
-	n, err := d.readArrayLen("digest epochs", MaxDigestEpochs)
-	if err != nil {
-		return g, err
-	}
+	g.Sender = sender
 	eps := d.digests[:0]
 	for i := range n {
 		x, err := d.readRecord("digest epoch", 2)
@@ -311,17 +307,11 @@ func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error
 	if t != TypeAggList && t != TypeAggPull {
 		return e, typeErr(t)
 	}
-	extra, err := d.open(msg, t, 2)
+	extra, sender, n, err := d.openList(msg, t, "entries", MaxAggEntries)
 	if err != nil {
 		return e, err
 	}
-	if e.Sender, err = d.readName("sender"); err != nil {
-		return e, err
-	}
-	n, err := d.readArrayLen("entries", MaxAggEntries)
-	if err != nil {
-		return e, err
-	}
+	e.Sender = sender
 	es := d.entries[:0]
 	for range n {
 		x, err := d.readRecord("entry", 4)
@@ -364,17 +354,11 @@ func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error
 // the Decoder's buffers.
 func (d *Decoder) DecodeRecordPull(msg []byte) (RecordPull, error) {
 	var p RecordPull
-	extra, err := d.open(msg, TypeRecordPull, 2)
+	extra, sender, n, err := d.openList(msg, TypeRecordPull, "epochs", MaxPullEpochs)
 	if err != nil {
 		return p, err
 	}
-	if p.Sender, err = d.readName("sender"); err != nil {
-		return p, err
-	}
-	n, err := d.readArrayLen("epochs", MaxPullEpochs)
-	if err != nil {
-		return p, err
-	}
+	p.Sender = sender
 	eps := d.epochs[:0]
 	for range n {
 		e, err := d.readInt("epoch", math.MinInt64, math.MaxInt64)

@@ -229,50 +229,63 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 	case need < 1 || need > len(dests):
 		return Decision{}, fmt.Errorf("%w (%d), got %d", ErrNeed, len(dests), need)
 	}
-	d := n.decide(dests, need, attempt, n.clock())
-	n.met.observe(d)
+	var d Decision
+	n.decideTo(&d, dests, need, attempt, n.clock())
+	n.met.observeOf(&d)
 	return d, nil
 }
 
 // decide is the one decision path of Timeout, TimeoutQuorum, Do and the
-// Policy methods: the decider on the fleet view at now. The estimates of up
-// to stackDests destinations stay on the stack.
+// Policy methods: the decider on the fleet view at now, over each
+// destination's decision input (tracker.DecisionInput, read from the
+// estimate cache).
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
+	var d Decision
+	n.decideTo(&d, dests, need, attempt, now)
+	return d
+}
+
+// decideTo is decide into *out (the hot paths' results go through
+// pointers: a Decision is large). The inputs of up to stackDests
+// destinations stay on the stack.
+func (n *Node) decideTo(out *Decision, dests []string, need, attempt int, now time.Time) {
 	n.poll(now)
 	switch {
 	case len(dests) == 1: // Do, Decide: the smallest buffer to zero
-		var es [1]tracker.Estimate
-		return n.decideIn(dests, need, attempt, now, es[:])
+		var in [1]tracker.DecisionInput
+		n.decideIn(out, dests, need, attempt, now, in[:])
+		return
 	case len(dests) <= stackDests:
-		var es [stackDests]tracker.Estimate
-		return n.decideIn(dests, need, attempt, now, es[:])
+		var in [stackDests]tracker.DecisionInput
+		n.decideIn(out, dests, need, attempt, now, in[:])
+		return
 	}
-	buf := estimateBufs.Get().(*estimateBuf)
-	defer estimateBufs.Put(buf)
+	buf := inputBufs.Get().(*inputBuf)
+	defer inputBufs.Put(buf)
 	switch {
-	case len(dests) <= len(buf.es):
+	case len(dests) <= len(buf.in):
 	case len(dests) <= maxTimeoutDests:
-		buf.es = make([]tracker.Estimate, len(dests))
+		buf.in = make([]tracker.DecisionInput, len(dests))
 	default: // the Go API has no limit; the pool keeps small buffers only
-		buf = &estimateBuf{es: make([]tracker.Estimate, len(dests))}
+		buf = &inputBuf{in: make([]tracker.DecisionInput, len(dests))}
 	}
-	return n.decideIn(dests, need, attempt, now, buf.es)
+	n.decideIn(out, dests, need, attempt, now, buf.in)
 }
 
-// decideIn is decide with es (at least len(dests) long) for the estimates.
-func (n *Node) decideIn(dests []string, need, attempt int, now time.Time, es []tracker.Estimate) Decision {
-	v := n.dec.Explain(dests, need, attempt, now, es)
-	out := Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
+// decideIn is decideTo with in (at least len(dests) long) for the inputs.
+func (n *Node) decideIn(out *Decision, dests []string, need, attempt int, now time.Time, in []tracker.DecisionInput) {
+	var v timeout.Verdict
+	n.dec.ExplainTo(&v, dests, need, attempt, now, in)
+	*out = Decision{Timeout: v.Timeout, Attempt: attempt, Need: need, Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
 	if v.DecidedBy >= 0 {
-		e := &es[v.DecidedBy]
-		out.DecidedBy, out.Source, out.Guarded = dests[v.DecidedBy], e.Source, e.Decision.Guarded
+		e := &in[v.DecidedBy]
+		out.DecidedBy, out.Source, out.Guarded = dests[v.DecidedBy], e.Source, e.Guarded
 	}
 	for i := range dests {
-		if es[i].Failing {
+		if in[i].Failing {
 			out.Failing = append(out.Failing, dests[i])
 		}
 	}
-	return out
 }
 
 // Decide returns the timeout of attempt to dest at now, implementing
@@ -281,8 +294,10 @@ func (n *Node) decideIn(dests []string, need, attempt int, now time.Time, es []t
 // atnode_timeout_chosen_seconds like Timeout.
 func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 	attempt = max(attempt, 1)
-	d := n.decide([]string{dest}, 1, attempt, now)
-	n.met.observe(d)
+	dests := [1]string{dest}
+	var d Decision
+	n.decideTo(&d, dests[:], 1, attempt, now)
+	n.met.observeOf(&d)
 	return attemptOf(dest, d)
 }
 
@@ -352,8 +367,10 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
-	d := n.decide([]string{dest}, 1, attempt, start)
-	n.met.observe(d)
+	dests := [1]string{dest}
+	var d Decision
+	n.decideTo(&d, dests[:], 1, attempt, start)
+	n.met.observeOf(&d)
 	a := attemptOf(dest, d)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
@@ -430,15 +447,15 @@ func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Tim
 	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
 }
 
-// stackDests is how many destinations' estimates a decision keeps on the
-// stack: most requests name a few.
+// stackDests is how many destinations' decision inputs a decision keeps on
+// the stack: most requests name a few.
 const stackDests = 4
 
-// estimateBuf holds the estimates of a decision over more than stackDests
-// destinations; pooled, since an estimate is over a hundred bytes.
-type estimateBuf struct{ es []tracker.Estimate }
+// inputBuf holds the decision inputs of a decision over more than
+// stackDests destinations; pooled, so that a large request allocates once.
+type inputBuf struct{ in []tracker.DecisionInput }
 
-var estimateBufs = sync.Pool{New: func() any { return &estimateBuf{es: make([]tracker.Estimate, maxTimeoutDests)} }}
+var inputBufs = sync.Pool{New: func() any { return &inputBuf{in: make([]tracker.DecisionInput, maxTimeoutDests)} }}
 
 // latencyMillis converts a POST /v1/record latency (finite, >= 0) to whole
 // milliseconds, truncated; values beyond any trackable latency saturate.

@@ -11,8 +11,12 @@ import (
 // benchNode is a node alone whose clock stays in one epoch, with 64
 // destinations of 1000 samples each, sealed into the fleet view.
 func benchNode(b *testing.B) (*Node, []string) {
+	return benchNodeWith(b, DefaultConfig())
+}
+
+// benchNodeWith is benchNode from cfg.
+func benchNodeWith(b *testing.B, cfg Config) (*Node, []string) {
 	clk := &testClock{now: epochStart(e0)}
-	cfg := DefaultConfig()
 	cfg.Name, cfg.DisableGossip, cfg.HTTP, cfg.Clock = "b", true, "", clk.Now
 	n, err := New(cfg, nil, nil)
 	if err != nil {
@@ -46,6 +50,39 @@ func BenchmarkRecord(b *testing.B) {
 		n.Record(dests[i&63], 12*time.Millisecond)
 		i++
 	}
+}
+
+// BenchmarkRecordUnbounded is BenchmarkRecord with no MaxDestinations:
+// without the eviction order (the shared sequence number and the move to
+// the front of the shard's list) that the bound needs. What the order
+// costs a record is the difference.
+func BenchmarkRecordUnbounded(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Tracker.MaxDestinations = 0
+	n, dests := benchNodeWith(b, cfg)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		n.Record(dests[i&63], 12*time.Millisecond)
+		i++
+	}
+}
+
+// BenchmarkRecordParallelUnbounded is BenchmarkRecordParallel with no
+// MaxDestinations: the shared sequence number is what the cores contend
+// on otherwise.
+func BenchmarkRecordParallelUnbounded(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Tracker.MaxDestinations = 0
+	n, dests := benchNodeWith(b, cfg)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			n.Record(dests[i&63], 12*time.Millisecond)
+			i++
+		}
+	})
 }
 
 // BenchmarkRecordParallel is Node.Record from every core on distinct

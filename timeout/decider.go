@@ -129,9 +129,9 @@ type Decider struct {
 	grid tracker.Config
 	src  Estimates
 	// fleet is src when it is a *tracker.Fleet, called directly: its
-	// EstimateTo writes in place (an estimate is large and a decision reads
-	// one per destination), and a static call keeps the caller's estimates
-	// on its stack.
+	// DecisionInput copies the small cached input of a destination and
+	// EstimateTo writes an estimate in place, and a static call keeps the
+	// caller's buffers on its stack.
 	fleet *tracker.Fleet
 	rec   Learner
 	// local is rec when it is a *tracker.SyncTracker[string], called
@@ -289,9 +289,10 @@ func (d *Decider) Config() Config { return d.cfg }
 // a probe is due.
 func (d *Decider) Decide(dest string, attempt int, now time.Time) Attempt {
 	dests := [1]string{dest}
-	var es [1]tracker.Estimate
-	v := d.Explain(dests[:], 1, attempt, now, es[:])
-	a := Attempt{Dest: dest, Attempt: max(attempt, 1), Timeout: v.Timeout, Reason: v.Reason, Failing: es[0].Failing}
+	var in [1]tracker.DecisionInput
+	var v Verdict
+	d.ExplainTo(&v, dests[:], 1, attempt, now, in[:])
+	a := Attempt{Dest: dest, Attempt: max(attempt, 1), Timeout: v.Timeout, Reason: v.Reason, Failing: in[0].Failing}
 	if v.Probe == 0 {
 		a.ProbeTimeout = v.ProbeTimeout
 	}
@@ -304,12 +305,19 @@ func (d *Decider) Decide(dest string, attempt int, now time.Time) Attempt {
 // estimate, Failing set when the detector treats it as failing, so the
 // caller can tell each destination's source and failing state; es must be
 // at least as long as dests, or nil (then Explain allocates). It does not
-// reserve a probe: Verdict.Probe is advisory.
+// reserve a probe: Verdict.Probe is advisory. ExplainTo is the same
+// decision on the decision inputs alone.
 func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es []tracker.Estimate) Verdict {
 	if len(es) < len(dests) {
 		es = make([]tracker.Estimate, len(dests))
 	}
 	es = es[:len(dests)]
+	var buf [stackInputs]tracker.DecisionInput
+	in := buf[:]
+	if len(dests) > len(in) {
+		in = make([]tracker.DecisionInput, len(dests))
+	}
+	in = in[:len(dests)]
 	for i, dest := range dests {
 		var err error
 		if d.fleet != nil {
@@ -320,43 +328,90 @@ func (d *Decider) Explain(dests []string, need, attempt int, now time.Time, es [
 		if err != nil {
 			es[i] = tracker.Estimate{Dest: dest, Quantile: d.cfg.Quantile}
 		}
+		in[i] = es[i].Input()
 	}
+	var v Verdict
+	d.verdict(&v, dests, need, attempt, now, in)
+	for i := range in {
+		es[i].Failing = in[i].Failing
+	}
+	return v
+}
+
+// stackInputs is how many destinations' decision inputs Explain keeps on
+// the stack.
+const stackInputs = 4
+
+// ExplainTo is Explain setting *v to the verdict and filling in[i] with
+// dests[i]'s decision input (tracker.Estimate.Input, Failing set when the
+// detector treats it as failing) instead of its whole estimate: the same
+// verdict, for a caller that needs no more of each destination than its
+// source, guard and failing state. Over a *tracker.Fleet it reads
+// Fleet.DecisionInput, which copies a small cached value rather than an
+// estimate; results go through pointers because this is the path of every
+// embedded decision (node.Timeout, node.Do). in must be at least as long
+// as dests, or nil (then ExplainTo allocates).
+func (d *Decider) ExplainTo(v *Verdict, dests []string, need, attempt int, now time.Time, in []tracker.DecisionInput) {
+	if len(in) < len(dests) {
+		in = make([]tracker.DecisionInput, len(dests))
+	}
+	in = in[:len(dests)]
+	for i, dest := range dests {
+		if d.fleet != nil {
+			_ = d.fleet.DecisionInput(&in[i], dest, d.cfg.Quantile, now) // (a valid Config's quantile)
+		} else {
+			d.srcInput(&in[i], dest, now)
+		}
+	}
+	d.verdict(v, dests, need, attempt, now, in)
+}
+
+// srcInput sets *in to dest's decision input from a source other than a
+// Fleet, zero when it fails.
+func (d *Decider) srcInput(in *tracker.DecisionInput, dest string, now time.Time) {
+	e, err := d.src.Estimate(dest, d.cfg.Quantile, now)
+	if err != nil {
+		*in = tracker.DecisionInput{}
+		return
+	}
+	*in = e.Input()
+}
+
+// verdict sets *v to the decision of Explain and ExplainTo on the
+// destinations' inputs: the detector marks its failing destinations in in,
+// the rule decides, and the probe bookkeeping says which probe may go.
+func (d *Decider) verdict(v *Verdict, dests []string, need, attempt int, now time.Time, in []tracker.DecisionInput) {
 	if d.n.Load() > 0 {
 		d.mu.Lock()
-		for i := range es {
+		for i := range in {
 			if h, ok := d.dests[dests[i]]; ok && h.fails >= FailingAfter {
-				es[i].Failing = true
+				in[i].Failing = true
 			}
 		}
 		d.mu.Unlock()
 	}
 	r := rule{c: d.cfg, attempt: attempt}
 	r.init()
-	v := r.verdict(es, need)
-	if v.Probe < 0 {
-		return v
-	}
-	// The rule offers probes; the bookkeeping says which may go.
-	if d.n.Load() == 0 {
-		return v
+	r.decide(v, in, need)
+	if v.Probe < 0 || d.n.Load() == 0 {
+		return // no probe offered, or no bookkeeping to refuse it
 	}
 	ep, ms := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.mayProbe(dests[v.Probe], ep, ms) {
-		return v
+		return
 	}
 	v.Probe, v.ProbeTimeout = -1, 0
 	if v.DecidedBy >= 0 {
-		return v // only the deciding destination's probe counts
+		return // only the deciding destination's probe counts
 	}
-	for i := range es {
-		if pt, ok := r.probe(&es[i], millis(v.Timeout)); ok && d.mayProbe(dests[i], ep, ms) {
+	for i := range in {
+		if pt, ok := r.probe(&in[i], millis(v.Timeout)); ok && d.mayProbe(dests[i], ep, ms) {
 			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
-			return v
+			return
 		}
 	}
-	return v
 }
 
 // mayProbe reports whether the bookkeeping allows a probe of dest in epoch
@@ -600,54 +655,44 @@ func (r *rule) init() {
 
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
-func (r *rule) own(e *tracker.Estimate) uint64 {
-	v, ok := decisionValue(e)
+func (r *rule) own(in *tracker.DecisionInput) uint64 {
+	v, ok := in.Value()
 	if !ok {
 		return r.fallback
 	}
 	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 }
 
-// decisionValue is e.DecisionValue() read through the pointer: the
-// estimate is large, and a decision reads it several times.
-func decisionValue(e *tracker.Estimate) (uint64, bool) {
-	if e.Source == tracker.SourceNone || e.Failing {
-		return 0, false
-	}
-	return e.Decision.ValueMillis, true
-}
-
-// decisionQuantile is e.DecisionQuantileMillis() read through the pointer.
-func decisionQuantile(e *tracker.Estimate) uint64 {
-	if e.Decision.Guarded {
-		return e.LocalValueMillis
-	}
-	return e.ValueMillis
-}
-
-// capped reports whether e's decision value is below its quantile (v = M <
+// capped reports whether in's decision value is below its quantile (v = M <
 // Q: too many attempts timed out for the quantile to be known).
-func capped(e *tracker.Estimate) bool {
-	v, ok := decisionValue(e)
-	return ok && v < decisionQuantile(e)
+func capped(in *tracker.DecisionInput) bool {
+	v, ok := in.Value()
+	return ok && v < in.QuantileMillis
 }
 
-// probe returns e's probe timeout when the rule makes a probe of it due
-// for an attempt whose timeout is timeoutMs: e is trusted, v < Q or it is
+// probe returns in's probe timeout when the rule makes a probe of it due
+// for an attempt whose timeout is timeoutMs: it is trusted, v < Q or it is
 // failing, and today's rule on Q gives more than timeoutMs.
-func (r *rule) probe(e *tracker.Estimate, timeoutMs uint64) (uint64, bool) {
-	if e.Source == tracker.SourceNone || !e.Failing && !capped(e) {
+func (r *rule) probe(in *tracker.DecisionInput, timeoutMs uint64) (uint64, bool) {
+	if in.Source == tracker.SourceNone || !in.Failing && !capped(in) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(decisionQuantile(e), r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 
-// verdict decides over es (need of them must answer) without the probe
+// verdict decides over es, the destinations' inputs (need of them must answer) without the probe
 // bookkeeping: the timeout as Explain or ExplainQuorum on the own
 // timeouts, the reason, and the probe the rule offers.
-func (r *rule) verdict(es []tracker.Estimate, need int) Verdict {
-	v := Verdict{Decision: Decision{DecidedBy: -1}, Probe: -1}
+func (r *rule) verdict(es []tracker.DecisionInput, need int) Verdict {
+	var v Verdict
+	r.decide(&v, es, need)
+	return v
+}
+
+// decide is verdict into *v.
+func (r *rule) decide(v *Verdict, es []tracker.DecisionInput, need int) {
+	*v = Verdict{Decision: Decision{DecidedBy: -1}, Probe: -1}
 	var ms uint64
 	switch {
 	case len(es) == 0:
@@ -691,7 +736,7 @@ func (r *rule) verdict(es []tracker.Estimate, need int) Verdict {
 		if pt, ok := r.probe(&es[v.DecidedBy], ms); ok {
 			v.Probe, v.ProbeTimeout = v.DecidedBy, fromMillis(pt)
 		}
-		return v
+		return
 	}
 	for i := range es {
 		if pt, ok := r.probe(&es[i], ms); ok {
@@ -699,5 +744,4 @@ func (r *rule) verdict(es []tracker.Estimate, need int) Verdict {
 			break
 		}
 	}
-	return v
 }

@@ -164,7 +164,7 @@ func TestVerdictRule(t *testing.T) {
 			}
 			r := rule{c: tc.c, attempt: tc.attempt}
 			r.init()
-			v := r.verdict(tc.es, need)
+			v := r.verdict(inputsOf(tc.es), need)
 			require.Equal(t, ms(int64(tc.want)), v.Timeout, "timeout")
 			require.Equal(t, tc.by, v.DecidedBy, "decided by")
 			require.Equal(t, tc.by < 0, v.Fallback, "fallback")
@@ -182,6 +182,9 @@ func TestVerdictRule(t *testing.T) {
 			d, _, _ := newTestDecider(t, tc.c, m)
 			got := d.Explain(dests, need, tc.attempt, t0, nil)
 			require.Equal(t, v, got)
+			var vi Verdict
+			d.ExplainTo(&vi, dests, need, tc.attempt, t0, nil)
+			require.Equal(t, v, vi, "ExplainTo")
 			if len(dests) == 1 {
 				a := d.Decide(dests[0], tc.attempt, t0)
 				require.Equal(t, Attempt{Dest: dests[0], Attempt: max(tc.attempt, 1), Timeout: v.Timeout, Reason: v.Reason,
@@ -229,7 +232,7 @@ func TestVerdictMatchesExplain(t *testing.T) {
 		need, attempt := 1+r.IntN(len(es)), r.IntN(6)
 		rl := rule{c: c, attempt: attempt}
 		rl.init()
-		v := rl.verdict(es, need)
+		v := rl.verdict(inputsOf(es), need)
 		want := ExplainQuorum(c, estimatorOf(es), idx, need, attempt, t0)
 		if need == len(es) {
 			require.Equal(t, Explain(c, estimatorOf(es), idx, attempt, t0), want, "case %d", i)
@@ -244,14 +247,14 @@ func TestVerdictMatchesExplain(t *testing.T) {
 			require.Equal(t, ReasonFailing, v.Reason)
 		case v.Fallback:
 			require.Equal(t, ReasonFallback, v.Reason)
-		case capped(&es[v.DecidedBy]):
+		case capped(new(es[v.DecidedBy].Input())):
 			require.Equal(t, ReasonCapped, v.Reason)
 		default:
 			require.Equal(t, ReasonEstimate, v.Reason)
 		}
 		if v.Probe >= 0 {
 			e := es[v.Probe]
-			require.True(t, e.Trusted() && (e.Failing || capped(&e)), "case %d", i)
+			require.True(t, e.Trusted() && (e.Failing || capped(new(e.Input()))), "case %d", i)
 			require.Greater(t, v.ProbeTimeout, v.Timeout, "case %d", i)
 			require.LessOrEqual(t, v.ProbeTimeout, c.Backoff.Max, "case %d", i)
 			if !v.Fallback {
@@ -537,7 +540,7 @@ func TestNewDeciderErrors(t *testing.T) {
 	var _ Policy = (*Decider)(nil)
 }
 
-// TestDecisionAccessors: the rule's pointer reads of an estimate are the
+// TestDecisionAccessors: the rule's reads of a decision input are the
 // estimate's own methods.
 func TestDecisionAccessors(t *testing.T) {
 	for _, e := range []tracker.Estimate{
@@ -547,10 +550,23 @@ func TestDecisionAccessors(t *testing.T) {
 		{Source: tracker.SourceLocal, ValueMillis: 80, Failing: true},
 		{Source: tracker.SourceNone, ValueMillis: 80, Decision: tracker.Decision{ValueMillis: 70}},
 	} {
-		v, ok := decisionValue(&e)
+		in := e.Input()
+		v, ok := in.Value()
 		wv, wok := e.DecisionValue()
 		require.Equal(t, wv, v)
 		require.Equal(t, wok, ok)
-		require.Equal(t, e.DecisionQuantileMillis(), decisionQuantile(&e))
+		require.Equal(t, e.DecisionQuantileMillis(), in.QuantileMillis)
+		require.Equal(t, e.Source, in.Source)
+		require.Equal(t, e.Decision.Guarded, in.Guarded)
+		require.Equal(t, e.Failing, in.Failing)
 	}
+}
+
+// inputsOf is the decision inputs of es.
+func inputsOf(es []tracker.Estimate) []tracker.DecisionInput {
+	in := make([]tracker.DecisionInput, len(es))
+	for i := range es {
+		in[i] = es[i].Input()
+	}
+	return in
 }

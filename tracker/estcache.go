@@ -56,7 +56,8 @@ type estCache struct {
 	lver   uint64
 	lv     viewFacts
 	lp     viewPos
-	est    Estimate // assembled from ff and lv (but for its staleness), when eok
+	est    Estimate      // assembled from ff and lv (but for its staleness), when eok
+	in     DecisionInput // est.Input(), when eok
 	fok    bool
 	lok    bool
 	eok    bool
@@ -143,6 +144,36 @@ func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 // (and cached) when the window changed; the staleness is recomputed at
 // each call.
 func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
+	c, sh := t.current(dest, name, q, now, fver, minSamples)
+	if c == nil {
+		return false
+	}
+	*e = c.est
+	if c.ff.hasNewest {
+		e.Staleness = sinceMillis(now, c.ff.newestEnd)
+	}
+	sh.mu.Unlock()
+	return true
+}
+
+// cachedInput is cached for the decision input alone: it sets *in to the
+// cached estimate's Input, which needs no staleness, and copies nothing
+// else.
+func (t *SyncTracker[D]) cachedInput(in *DecisionInput, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
+	c, sh := t.current(dest, name, q, now, fver, minSamples)
+	if c == nil {
+		return false
+	}
+	*in = c.in
+	sh.mu.Unlock()
+	return true
+}
+
+// current returns dest's cache for q with valid fleet facts (as cached
+// says) and its estimate assembled for the window as it is now, with the
+// shard sh locked for the caller to read it and unlock; nil (and no lock
+// held) when the cache holds no valid fleet facts.
+func (t *SyncTracker[D]) current(dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) (*estCache, *syncShard[D]) {
 	te := t.advance(now)
 	// The epoch of now: the tracker's current one when now is in it.
 	fepoch := te
@@ -154,12 +185,12 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 	en := sh.get(h, dest)
 	if en == nil || en.ec == nil {
 		sh.mu.Unlock()
-		return false
+		return nil, nil
 	}
 	c := en.ec.slot(q)
 	if c == nil || !c.fok || c.fver != fver || fepoch > c.fepoch {
 		sh.mu.Unlock()
-		return false
+		return nil, nil
 	}
 	en.rotate(te)
 	if !c.lok || c.lver != en.ver || c.lp.minSamples != minSamples {
@@ -169,14 +200,10 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 	}
 	if !c.eok {
 		assemble(&c.est, name, q, now, &c.ff, &c.lv, true, minSamples)
+		c.in = c.est.Input()
 		c.eok = true
 	}
-	*e = c.est
-	if c.ff.hasNewest {
-		e.Staleness = sinceMillis(now, c.ff.newestEnd)
-	}
-	sh.mu.Unlock()
-	return true
+	return c, sh
 }
 
 // fill caches ff, the fleet's facts of dest for q read at the Fleet's

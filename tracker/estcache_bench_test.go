@@ -61,3 +61,34 @@ func BenchmarkFleetEstimateUncached(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFleetDecisionInput is BenchmarkFleetEstimateCached for the
+// decision input alone (Fleet.DecisionInput): the cached input, no
+// estimate copied.
+func BenchmarkFleetDecisionInput(b *testing.B) {
+	f, _ := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	var in DecisionInput
+	for b.Loop() {
+		if _ = f.DecisionInput(&in, "dest-042", 0.9999, now); in.Source != SourceFleet {
+			b.Fatal(in)
+		}
+	}
+}
+
+// BenchmarkFleetDecisionInputNaive is the decision input through a whole
+// cached estimate (Fleet.EstimateTo, then Estimate.Input): what
+// DecisionInput saves.
+func BenchmarkFleetDecisionInputNaive(b *testing.B) {
+	f, _ := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	var e Estimate
+	for b.Loop() {
+		_ = f.EstimateTo(&e, "dest-042", 0.9999, now)
+		if in := e.Input(); in.Source != SourceFleet {
+			b.Fatal(in)
+		}
+	}
+}

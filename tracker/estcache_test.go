@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -127,11 +128,14 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 					hits++
 				}
 				total++
+				var in DecisionInput // read first: the input path fills and assembles alone
+				require.NoError(t, f.DecisionInput(&in, d, q, now))
 				got, err := f.Estimate(d, q, now)
 				require.NoError(t, err)
 				want, err := f.EstimateUncached(d, q, now)
 				require.NoError(t, err)
 				require.Equal(t, want, got, "seed %d step %d (%s): %s q %v", seed, step, what, d, q)
+				require.Equal(t, want.Input(), in, "seed %d step %d (%s): DecisionInput %s q %v", seed, step, what, d, q)
 			}
 		}
 	}
@@ -202,11 +206,14 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 				}
 				record(d, edge(d, 1, q, kj), r.IntN(4) == 0)
 			}
+			var in DecisionInput
+			require.NoError(t, f.DecisionInput(&in, d, q, now))
 			got, err := f.Estimate(d, q, now)
 			require.NoError(t, err)
 			want, err := f.EstimateUncached(d, q, now)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "seed %d step %d (%s)", seed, step, what)
+			require.Equal(t, want.Input(), in, "seed %d step %d (%s): DecisionInput", seed, step, what)
 		case k < 45:
 			d := dests[r.IntN(len(dests))]
 			ms := edge(d, 50, anyQ(), -1)
@@ -342,5 +349,37 @@ func TestEstimateCacheKeptViewsExact(t *testing.T) {
 			}
 		}
 		require.Greater(t, kept, recs/2, "seed %d: %d of %d records kept the cached views", seed, kept, recs)
+	}
+}
+
+// TestFleetDecisionInputQuantile: DecisionInput refuses a quantile outside
+// (0, 1] as Estimate does, with a zero input, and otherwise gives
+// Estimate's Input with and without a SyncTracker as the local view.
+func TestFleetDecisionInputQuantile(t *testing.T) {
+	c := testFleetConfig()
+	local, err := NewSync[string](c.Tracker)
+	require.NoError(t, err)
+	now := fleetAt(c, testE, 100)
+	for i := range 200 {
+		local.RecordMillis("d", uint64(10+i%50), now)
+	}
+	for _, f := range []*Fleet{newTestFleet(t, c, local), newTestFleet(t, c, fakeLocal{"d": {ms: 80, samples: 500, ok: true}})} {
+		for _, q := range []float64{0, -1, 1.0001, math.NaN()} {
+			in := DecisionInput{Source: SourceFleet, ValueMillis: 1}
+			err := f.DecisionInput(&in, "d", q, now)
+			require.ErrorIs(t, err, ErrQuantile)
+			_, werr := f.Estimate("d", q, now)
+			require.EqualError(t, err, werr.Error())
+			require.Zero(t, in)
+		}
+		for _, d := range []string{"d", "unknown"} {
+			for range 2 { // filling the cache, then from it
+				var in DecisionInput
+				require.NoError(t, f.DecisionInput(&in, d, 0.99, now))
+				e, err := f.Estimate(d, 0.99, now)
+				require.NoError(t, err)
+				require.Equal(t, e.Input(), in, d)
+			}
+		}
 	}
 }

@@ -135,6 +135,42 @@ type Decision struct {
 	Guarded bool
 }
 
+// DecisionInput is what a timeout decision reads of an Estimate, and only
+// that: its Source, whether it is Failing, Decision's value and Guarded,
+// and Q of the deciding view (DecisionQuantileMillis). It is a sixth of an
+// Estimate's size, so a decision over a few destinations copies little;
+// Fleet.DecisionInput gives it from the estimate cache without assembling
+// the rest. Estimate.Input derives it from a whole estimate.
+type DecisionInput struct {
+	// ValueMillis is Decision.ValueMillis: v of the deciding view.
+	ValueMillis uint64
+	// QuantileMillis is Estimate.DecisionQuantileMillis: Q of the view
+	// the decision reads.
+	QuantileMillis uint64
+	// Source is the estimate's Source.
+	Source Source
+	// Guarded is Decision.Guarded.
+	Guarded bool
+	// Failing is the estimate's Failing; a caller with failure knowledge of
+	// its own may set it, as on an Estimate.
+	Failing bool
+}
+
+// Input returns the decision input of e.
+func (e *Estimate) Input() DecisionInput {
+	return DecisionInput{ValueMillis: e.Decision.ValueMillis, QuantileMillis: e.DecisionQuantileMillis(),
+		Source: e.Source, Guarded: e.Decision.Guarded, Failing: e.Failing}
+}
+
+// Value is Estimate.DecisionValue of the estimate in reads: the decision
+// value, false when no view is trusted or the destination is failing.
+func (in *DecisionInput) Value() (ms uint64, ok bool) {
+	if in.Source == SourceNone || in.Failing {
+		return 0, false
+	}
+	return in.ValueMillis, true
+}
+
 // Trusted reports whether a view backs the estimate: Source != SourceNone.
 func (e Estimate) Trusted() bool { return e.Source != SourceNone }
 

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,27 @@ type memberEpoch struct {
 	samples uint64 // over all parts
 	entries int    // Σ max(1, len(Dests)) over all parts
 	buckets int    // over all parts
+}
+
+// viewParts yields m's held batches (every part) whose epoch is in the
+// view, [E−N+1, E−1], in no set order; none when m is excluded.
+func (f *Fleet) viewParts(m *fleetMember) iter.Seq[*heldBatch] {
+	return func(yield func(*heldBatch) bool) {
+		if m.excluded {
+			return
+		}
+		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
+			me := m.epochs[ep]
+			if me == nil {
+				continue
+			}
+			for _, hb := range me.parts {
+				if !yield(hb) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // heldBatch is a stored batch in canonical form (destinations sorted by name,
@@ -207,6 +229,19 @@ func (f *Fleet) Stats() FleetStats {
 	s.Buckets = f.buckets
 	s.Aggregates = f.aggCount
 	return s
+}
+
+// lockChange locks f for a change made at now, the window slid to now
+// first; defer unlockChange to end it.
+func (f *Fleet) lockChange(now time.Time) {
+	f.mu.Lock()
+	f.slide(now)
+}
+
+// unlockChange marks the change lockChange began (changed) and unlocks f.
+func (f *Fleet) unlockChange() {
+	f.changed()
+	f.mu.Unlock()
 }
 
 // changed marks a change of the Fleet's state, after it is made; f.mu is

@@ -123,11 +123,7 @@ func (f *Fleet) checkAggregate(a *Aggregate) InsertOutcome {
 	if !ValidName(a.Dest) || a.Coverage.Records == 0 || a.Peers < 0 {
 		return InsertMalformed
 	}
-	sum, last, ok := sumBuckets(a.Buckets)
-	if !ok || last >= int(f.geo.countsLen) || sum != a.Total {
-		return InsertMalformed
-	}
-	if len(a.TimedOut) > 0 && (a.CensoringUnknown || !censoredWithin(a.TimedOut, a.Buckets)) {
+	if !validCounts(a.Buckets, a.TimedOut, a.Total, a.CensoringUnknown, &f.geo) {
 		return InsertMalformed
 	}
 	return InsertNew

@@ -128,24 +128,13 @@ func BenchmarkFleetEstimateNaive(b *testing.B) {
 	for b.Loop() {
 		h.reset()
 		for _, m := range f.members {
-			if m.excluded {
-				continue
-			}
-			for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
-				me := m.epochs[ep]
-				if me == nil {
+			for hb := range f.viewParts(m) {
+				i, ok := findDest(hb.b.Dests, "dest-042")
+				if !ok {
 					continue
 				}
-				for _, hb := range me.parts {
-					i, ok := slices.BinarySearchFunc(hb.b.Dests, "dest-042", func(dc DestCounts, s string) int {
-						return strings.Compare(dc.Dest, s)
-					})
-					if !ok {
-						continue
-					}
-					for _, bk := range hb.b.Dests[i].Buckets {
-						h.add(int(bk.Index), uint64(bk.Count))
-					}
+				for _, bk := range hb.b.Dests[i].Buckets {
+					h.add(int(bk.Index), uint64(bk.Count))
 				}
 			}
 		}

@@ -21,6 +21,7 @@ type destSummary struct {
 	ch        hist      // the capped view, when capped
 	cc        sparseSum // its censored counts
 	m         int       // M's bucket in the (capped) view, when hasM
+	mMillis   uint64    // M: the highest equivalent value of bucket m
 	hasM      bool
 	newest    int64
 	newestEnd int64 // end of epoch newest, Unix ms
@@ -67,6 +68,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 	if share <= 0 || s.peers < 4 || !(float64(top) > share*float64(d.h.total)) {
 		s.effPeers = effectivePeersMap(d.contrib)
 		s.m, s.hasM = maxCompleted(&d.h, &d.c)
+		s.mMillis = uint64(f.geo.highestEquivalent(s.m))
 		return s
 	}
 	pcs := f.contribs[:0]
@@ -93,6 +95,7 @@ func (f *Fleet) summary(d *destState) *destSummary {
 		h, c = &s.ch, &s.cc
 	}
 	s.m, s.hasM = maxCompleted(h, c)
+	s.mMillis = uint64(f.geo.highestEquivalent(s.m))
 	return s
 }
 
@@ -129,6 +132,32 @@ func (f *Fleet) EstimateTo(e *Estimate, dest string, q float64, now time.Time) e
 	}
 	f.estimate(e, dest, q, now, true)
 	return nil
+}
+
+// DecisionInput sets *in to Estimate(dest, q, now).Input(): the decision
+// input of dest alone, what timeout.Decider reads. From the cache (see
+// Estimate) it copies the cached input and nothing else; otherwise it
+// assembles the estimate as Estimate does, filling the cache. It returns
+// ErrQuantile (and a zero input) when q is outside (0, 1].
+func (f *Fleet) DecisionInput(in *DecisionInput, dest string, q float64, now time.Time) error {
+	if !(q > 0 && q <= 1) {
+		*in = DecisionInput{}
+		return fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
+	}
+	if t := f.localSync; t != nil && t.s.subMs == f.swMs && t.cachedInput(in, dest, dest, q, now, f.ver.Load(), f.minSamples()) {
+		return nil
+	}
+	f.decisionInput(in, dest, q, now)
+	return nil
+}
+
+// decisionInput is DecisionInput's path without the cache: the whole
+// estimate, assembled (and cached) as Estimate does, kept off
+// DecisionInput's frame.
+func (f *Fleet) decisionInput(in *DecisionInput, dest string, q float64, now time.Time) {
+	var e Estimate
+	f.estimate(&e, dest, q, now, true)
+	*in = e.Input()
 }
 
 // minSamples is the trust threshold of the local view, max(MinSamples, 1).
@@ -205,7 +234,7 @@ func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
 	if qv, ok := h.quantileValue(&f.geo, q); ok {
 		ff.fv.q = uint64(qv)
 		if s.hasM {
-			ff.fv.m, ff.fv.hasM = uint64(f.geo.highestEquivalent(s.m)), true
+			ff.fv.m, ff.fv.hasM = s.mMillis, true // (computed once per summary)
 		}
 		ff.hasFleetValue = true
 	}

@@ -159,30 +159,21 @@ func naiveViewCensored(f *Fleet, dest string) (counts []uint64, censored map[int
 	censored = map[int]uint64{}
 	perPeer = map[string]uint64{}
 	for _, m := range f.members {
-		if m.excluded {
-			continue
-		}
-		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
-			me := m.epochs[ep]
-			if me == nil {
-				continue
-			}
-			for _, hb := range me.parts {
-				for i := range hb.b.Dests {
-					if hb.b.Dests[i].Dest != dest || hb.ds[i] == nil || hb.ds[i].evicted {
-						continue
-					}
-					for _, b := range hb.b.Dests[i].Buckets {
-						counts[b.Index] += uint64(b.Count)
-					}
-					for _, b := range hb.b.Dests[i].TimedOut {
-						censored[int(b.Index)] += uint64(b.Count)
-					}
-					if hb.b.Dests[i].CensoringUnknown {
-						unknown++
-					}
-					perPeer[m.key.name] += hb.b.Dests[i].Total
+		for hb := range f.viewParts(m) {
+			for i := range hb.b.Dests {
+				if hb.b.Dests[i].Dest != dest || hb.ds[i] == nil || hb.ds[i].evicted {
+					continue
 				}
+				for _, b := range hb.b.Dests[i].Buckets {
+					counts[b.Index] += uint64(b.Count)
+				}
+				for _, b := range hb.b.Dests[i].TimedOut {
+					censored[int(b.Index)] += uint64(b.Count)
+				}
+				if hb.b.Dests[i].CensoringUnknown {
+					unknown++
+				}
+				perPeer[m.key.name] += hb.b.Dests[i].Total
 			}
 		}
 	}

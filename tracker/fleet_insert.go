@@ -13,10 +13,8 @@ import (
 // b's slices. Malformed or oversized batches are refused and counted, never
 // a panic.
 func (f *Fleet) Insert(b Batch, now time.Time) InsertOutcome {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.changed()
-	f.slide(now)
+	f.lockChange(now)
+	defer f.unlockChange()
 	o := f.insert(&b)
 	f.stats.Inserts[o]++
 	return o
@@ -142,21 +140,17 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		}
 		out := all[:len(dc.Buckets):len(dc.Buckets)]
 		all = all[len(dc.Buckets):]
-		copy(out, dc.Buckets) // then check the copy, which the sender cannot change
-		sum, last, ok := sumBuckets(out)
-		if !ok || last >= int(f.geo.countsLen) || sum != dc.Total {
-			return nil, 0, InsertMalformed
-		}
+		copy(out, dc.Buckets) // then check the copies, which the sender cannot change
 		var to []Bucket
 		if len(dc.TimedOut) > 0 {
 			to = all[:len(dc.TimedOut):len(dc.TimedOut)]
 			all = all[len(dc.TimedOut):]
 			copy(to, dc.TimedOut)
-			if dc.CensoringUnknown || !censoredWithin(to, out) {
-				return nil, 0, InsertMalformed
-			}
 		}
-		samples += sum
+		if !validCounts(out, to, dc.Total, dc.CensoringUnknown, &f.geo) {
+			return nil, 0, InsertMalformed
+		}
+		samples += dc.Total
 		if samples > maxEpochSamples {
 			return nil, 0, InsertTooLarge
 		}
@@ -171,8 +165,21 @@ func nameOrder(ds []DestCounts) []int32 {
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return compareDests(ds[a], ds[b]) })
+	slices.SortFunc(order, func(a, b int32) int { return compareDestPtrs(&ds[a], &ds[b]) })
 	return order
+}
+
+// validCounts reports whether a destination's counts bs, of total samples,
+// and censored counts to are valid in geometry g: bs's indices strictly
+// ascending and in range, its counts non-zero and summing to total, and to
+// within bs (censoredWithin), empty when censoring is unknown. Every path
+// that takes counts from a peer checks them with it.
+func validCounts(bs, to []Bucket, total uint64, unknown bool, g *geometry) bool {
+	sum, last, ok := sumBuckets(bs)
+	if !ok || last >= int(g.countsLen) || sum != total {
+		return false
+	}
+	return len(to) == 0 || !unknown && censoredWithin(to, bs)
 }
 
 // sumBuckets returns the sum of bs's counts and its last index, and false

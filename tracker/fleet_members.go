@@ -101,10 +101,8 @@ const minEpoch = -1 << 63
 // FleetStats.ExclusionsEvicted), and that member's batches would count if
 // delivered again.
 func (f *Fleet) Exclude(name string, boot uint64, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.changed()
-	f.slide(now)
+	f.lockChange(now)
+	defer f.unlockChange()
 	k := memberKey{name, boot}
 	if _, ok := f.excluded[k]; !ok && len(f.excluded) >= f.maxExclusions() {
 		f.evictExclusion()
@@ -149,10 +147,8 @@ func (f *Fleet) evictExclusion() {
 // Include counts member (name, boot) in the views again, as when it refuted
 // its death, and forgets its exclusion. A member not excluded is left as is.
 func (f *Fleet) Include(name string, boot uint64, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	defer f.changed()
-	f.slide(now)
+	f.lockChange(now)
+	defer f.unlockChange()
 	k := memberKey{name, boot}
 	delete(f.excluded, k)
 	m := f.members[k]

@@ -88,34 +88,25 @@ func (f *Fleet) capPeer(d *destState, ch *hist, cc *sparseSum, p *fleetPeer, n, 
 	f.touched = f.touched[:0]
 	censored := false
 	for _, m := range p.members {
-		if m.excluded {
-			continue
-		}
-		for ep := f.epoch - f.n + 1; ep <= f.epoch-1; ep++ {
-			me := m.epochs[ep]
-			if me == nil {
+		for hb := range f.viewParts(m) {
+			i, found := findDest(hb.b.Dests, d.name)
+			if !found || hb.ds[i] != d {
 				continue
 			}
-			for _, hb := range me.parts {
-				i, found := findDest(hb.b.Dests, d.name)
-				if !found || hb.ds[i] != d {
-					continue
+			for _, b := range hb.b.Dests[i].Buckets {
+				if f.scratch[b.Index] == 0 {
+					f.touched = append(f.touched, int(b.Index))
 				}
-				for _, b := range hb.b.Dests[i].Buckets {
-					if f.scratch[b.Index] == 0 {
-						f.touched = append(f.touched, int(b.Index))
-					}
-					f.scratch[b.Index] += uint64(b.Count)
+				f.scratch[b.Index] += uint64(b.Count)
+			}
+			if to := hb.b.Dests[i].TimedOut; len(to) > 0 {
+				if f.scratchC == nil {
+					f.scratchC = make([]uint64, f.geo.countsLen)
 				}
-				if to := hb.b.Dests[i].TimedOut; len(to) > 0 {
-					if f.scratchC == nil {
-						f.scratchC = make([]uint64, f.geo.countsLen)
-					}
-					for _, b := range to {
-						f.scratchC[b.Index] += uint64(b.Count)
-					}
-					censored = true
+				for _, b := range to {
+					f.scratchC[b.Index] += uint64(b.Count)
 				}
+				censored = true
 			}
 		}
 	}

@@ -376,25 +376,13 @@ func TestFleetReplay(t *testing.T) {
 }
 
 // exactUnion sums, from the generated batches, the counts of dest over the
-// view of epoch e, per peer.
+// view of epoch e, per peer and over all peers.
 func exactUnion(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool) (map[string][]uint64, []uint64) {
-	perPeer := map[string][]uint64{}
+	perPeer := exactPerPeer(batches, dest, e, n, excluded, func(d *DestCounts) []Bucket { return d.Buckets })
 	all := make([]uint64, 1280)
-	for _, b := range batches {
-		if b.Key.Epoch < e-n+1 || b.Key.Epoch > e-1 || excluded[memberKey{b.Key.Origin, b.Key.Boot}] {
-			continue
-		}
-		for _, d := range b.Dests {
-			if d.Dest != dest {
-				continue
-			}
-			if perPeer[b.Key.Origin] == nil {
-				perPeer[b.Key.Origin] = make([]uint64, 1280)
-			}
-			for _, bk := range d.Buckets {
-				perPeer[b.Key.Origin][bk.Index] += uint64(bk.Count)
-				all[bk.Index] += uint64(bk.Count)
-			}
+	for _, h := range perPeer {
+		for i, c := range h {
+			all[i] += c
 		}
 	}
 	return perPeer, all
@@ -403,19 +391,26 @@ func exactUnion(batches []Batch, dest string, e, n int64, excluded map[memberKey
 // exactCensoredPerPeer sums, from the generated batches, the censored
 // counts of dest over the view of epoch e, per peer.
 func exactCensoredPerPeer(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool) map[string][]uint64 {
+	return exactPerPeer(batches, dest, e, n, excluded, func(d *DestCounts) []Bucket { return d.TimedOut })
+}
+
+// exactPerPeer sums, per peer, the buckets pick takes from dest's counts in
+// every generated batch of the view of epoch e whose member is not
+// excluded.
+func exactPerPeer(batches []Batch, dest string, e, n int64, excluded map[memberKey]bool, pick func(*DestCounts) []Bucket) map[string][]uint64 {
 	perPeer := map[string][]uint64{}
 	for _, b := range batches {
 		if b.Key.Epoch < e-n+1 || b.Key.Epoch > e-1 || excluded[memberKey{b.Key.Origin, b.Key.Boot}] {
 			continue
 		}
-		for _, d := range b.Dests {
-			if d.Dest != dest {
+		for i := range b.Dests {
+			if b.Dests[i].Dest != dest {
 				continue
 			}
 			if perPeer[b.Key.Origin] == nil {
 				perPeer[b.Key.Origin] = make([]uint64, 1280)
 			}
-			for _, bk := range d.TimedOut {
+			for _, bk := range pick(&b.Dests[i]) {
 				perPeer[b.Key.Origin][bk.Index] += uint64(bk.Count)
 			}
 		}

@@ -121,8 +121,9 @@ func rank(q float64, total uint64) uint64 {
 // bucket; callers report its lowest equivalent value then, and the highest
 // equivalent value otherwise.
 //
-// High quantiles scan down from the highest non-empty index, low ones up from
-// the bottom, both skipping whole blocks that cannot hold the answer.
+// High quantiles scan down from the block of the highest non-empty index,
+// low ones up from the bottom, both skipping whole blocks that cannot hold
+// the answer.
 func (h *hist) quantileIndex(q float64) (int, bool) {
 	if h.total == 0 {
 		return 0, false
@@ -131,21 +132,19 @@ func (h *hist) quantileIndex(q float64) (int, bool) {
 	if r > h.total/2 {
 		// Walk down: the answer is the first index at which the count seen
 		// from the top exceeds the samples allowed strictly above it.
+		// Counts above hi are 0, so hi's block sum is the sum up to hi:
+		// whole blocks are skipped from the top one down, hi's included.
 		above := h.total - r
 		var seen uint64
-		for i := h.hi; i >= 0; {
-			if i&blockMask == blockMask {
-				if s := h.blocks[i>>blockShift]; seen+s <= above {
-					seen += s
-					i -= blockSize
-					continue
-				}
-			}
+		b := h.hi >> blockShift
+		for ; b > 0 && seen+h.blocks[b] <= above; b-- {
+			seen += h.blocks[b]
+		}
+		for i := min(h.hi, b<<blockShift|blockMask); i >= 0; i-- {
 			seen += h.counts[i]
 			if seen > above {
 				return i, true
 			}
-			i--
 		}
 		return 0, true // unreachable while the sums are consistent
 	}

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"testing"
@@ -104,6 +105,50 @@ func TestHistAddSub(t *testing.T) {
 	h.sub(7, 2)
 	_, ok = h.quantileIndex(0.5)
 	require.False(t, ok)
+}
+
+// TestHistQuantileIndexMatchesScan compares quantileIndex, which skips
+// blocks, with a plain cumulative scan over seeded random histograms,
+// sparse and dense, with counts added and removed (so the highest index
+// moves down too), at quantiles on both of its walks.
+func TestHistQuantileIndexMatchesScan(t *testing.T) {
+	g, err := newGeometry(DefaultConfig().Layout())
+	require.NoError(t, err)
+	scan := func(h *hist, q float64) int {
+		r, cum := rank(q, h.total), uint64(0)
+		for i, c := range h.counts {
+			if cum += c; cum >= r {
+				return i
+			}
+		}
+		return -1
+	}
+	r := rand.New(rand.NewPCG(18, 1))
+	h := newHist(&g)
+	n := int(g.countsLen)
+	for round := range 300 {
+		h.reset()
+		spread := 1 + r.IntN(n)
+		base := r.IntN(n - spread + 1)
+		var held []int
+		for range 1 + r.IntN(200) {
+			i := base + r.IntN(spread)
+			h.add(i, 1+uint64(r.IntN(1000)))
+			held = append(held, i)
+		}
+		for _, i := range held[:r.IntN(len(held))] { // remove some, the top among them at times
+			h.sub(i, h.counts[i])
+		}
+		for _, q := range []float64{0, 0.001, 0.25, 0.5, 0.51, 0.9, 0.99, 0.9999, 1} {
+			got, ok := h.quantileIndex(q)
+			if h.total == 0 {
+				require.False(t, ok)
+				continue
+			}
+			require.True(t, ok)
+			require.Equal(t, scan(&h, q), got, "round %d, q=%v", round, q)
+		}
+	}
 }
 
 func TestConfigEpochGrid(t *testing.T) {

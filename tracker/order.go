@@ -28,7 +28,11 @@ func compareMembers(a, b memberKey) int {
 
 // compareDests orders a sub-window's destinations by name: the canonical
 // order of SealedSubWindow and of a held batch.
-func compareDests(a, b DestCounts) int { return strings.Compare(a.Dest, b.Dest) }
+func compareDests(a, b DestCounts) int { return compareDestPtrs(&a, &b) }
+
+// compareDestPtrs is compareDests without copying the DestCounts (80
+// bytes each): for sorts of indices into a slice of them.
+func compareDestPtrs(a, b *DestCounts) int { return strings.Compare(a.Dest, b.Dest) }
 
 // findDest returns the index of dest in ds, sorted by compareDests, and
 // whether it is there.

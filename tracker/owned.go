@@ -221,14 +221,10 @@ func (o *Owned) insert(b *Batch) InsertOutcome {
 				return InsertMalformed
 			}
 		}
-		sum, last, ok := sumBuckets(dc.Buckets)
-		if !ok || last >= int(o.geo.countsLen) || sum != dc.Total {
+		if !validCounts(dc.Buckets, dc.TimedOut, dc.Total, dc.CensoringUnknown, &o.geo) {
 			return InsertMalformed
 		}
-		if len(dc.TimedOut) > 0 && (dc.CensoringUnknown || !censoredWithin(dc.TimedOut, dc.Buckets)) {
-			return InsertMalformed
-		}
-		samples += sum
+		samples += dc.Total
 		if samples > maxEpochSamples {
 			return InsertTooLarge
 		}

@@ -136,9 +136,16 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 	}
 }
 
-// shard returns dest's hash and shard.
+// shard returns dest's hash and shard. A string key (the node's) is hashed
+// by maphash.String: maphash.Comparable reaches the same hash function
+// through the key's type, which cost a cached estimate ~10 %.
 func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
-	h := maphash.Comparable(t.seed, dest)
+	var h uint64
+	if s, ok := any(dest).(string); ok {
+		h = maphash.String(t.seed, s)
+	} else {
+		h = maphash.Comparable(t.seed, dest)
+	}
 	return h, &t.shards[h&(numShards-1)]
 }
 

@@ -145,30 +145,14 @@ type DecisionConfig struct {
 }
 
 func (c *DecisionConfig) defaults() {
-	if c.Nodes == 0 {
-		c.Nodes = 20
-	}
-	if c.Duration == 0 {
-		c.Duration = 240 * time.Second
-	}
-	if c.Warmup == 0 {
-		c.Warmup = 60 * time.Second
-	}
-	if c.StepAt == 0 {
-		c.StepAt = 120 * time.Second
-	}
-	if c.DeadAt == 0 {
-		c.DeadAt = 120 * time.Second
-	}
-	if c.TightAt == 0 {
-		c.TightAt = 120 * time.Second
-	}
-	if c.Settle == 0 {
-		c.Settle = 30 * time.Second
-	}
-	if c.Rate == 0 {
-		c.Rate = 50
-	}
+	orDefault(&c.Nodes, 20)
+	orDefault(&c.Duration, 240*time.Second)
+	orDefault(&c.Warmup, 60*time.Second)
+	orDefault(&c.StepAt, 120*time.Second)
+	orDefault(&c.DeadAt, 120*time.Second)
+	orDefault(&c.TightAt, 120*time.Second)
+	orDefault(&c.Settle, 30*time.Second)
+	orDefault(&c.Rate, 50)
 	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
 	if c.Policies == nil {
 		c.Policies = DefaultPolicies()

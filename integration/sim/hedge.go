@@ -160,48 +160,20 @@ type HedgeConfig struct {
 }
 
 func (c *HedgeConfig) defaults() {
-	if c.Nodes == 0 {
-		c.Nodes = 20
-	}
-	if c.Rare == 0 {
-		c.Rare = c.Nodes / 2
-	}
-	if c.Seeds == 0 {
-		c.Seeds = 1
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 3
-	}
-	if c.Duration == 0 {
-		c.Duration = 180 * time.Second
-	}
-	if c.Warmup == 0 {
-		c.Warmup = 60 * time.Second
-	}
-	if c.DegradeAt == 0 {
-		c.DegradeAt = 120 * time.Second
-	}
-	if c.Degrade == 0 {
-		c.Degrade = 2
-	}
-	if c.Rate == 0 {
-		c.Rate = 50
-	}
-	if c.RareRate == 0 {
-		c.RareRate = c.Rate / 100
-	}
-	if c.MedianMillis == 0 {
-		c.MedianMillis = 10
-	}
-	if c.Sigma == 0 {
-		c.Sigma = 0.3
-	}
-	if c.StallProb == 0 {
-		c.StallProb = 0.02
-	}
-	if c.HedgeBudget == 0 {
-		c.HedgeBudget = timeout.DefaultHedgeBudget
-	}
+	orDefault(&c.Nodes, 20)
+	orDefault(&c.Rare, c.Nodes/2)
+	orDefault(&c.Seeds, 1)
+	orDefault(&c.Replicas, 3)
+	orDefault(&c.Duration, 180*time.Second)
+	orDefault(&c.Warmup, 60*time.Second)
+	orDefault(&c.DegradeAt, 120*time.Second)
+	orDefault(&c.Degrade, 2)
+	orDefault(&c.Rate, 50)
+	orDefault(&c.RareRate, c.Rate/100)
+	orDefault(&c.MedianMillis, 10)
+	orDefault(&c.Sigma, 0.3)
+	orDefault(&c.StallProb, 0.02)
+	orDefault(&c.HedgeBudget, timeout.DefaultHedgeBudget)
 	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
 	if c.Policies == nil {
 		c.Policies = DefaultHedgePolicies()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -58,37 +59,19 @@ type ScaleConfig struct {
 }
 
 func (c *ScaleConfig) defaults() {
-	if c.Dests == 0 {
-		c.Dests = 100
-	}
-	if c.RatePerNode == 0 {
-		c.RatePerNode = 1000
-	}
-	if c.Observers == 0 {
-		c.Observers = min(2, c.Nodes)
-	}
-	if c.Epochs == 0 {
-		c.Epochs = 5
-	}
-	if c.Quantile == 0 {
-		c.Quantile = 0.9999
-	}
-	if c.Tracker == (tracker.Config{}) {
-		c.Tracker = tracker.DefaultConfig()
-	}
-	if c.Network == (NetworkConfig{}) {
-		c.Network = DefaultNetworkConfig()
-	}
-	if c.Gossip == (cluster.Gossip{}) {
-		c.Gossip = cluster.DefaultGossip()
-	}
+	orDefault(&c.Dests, 100)
+	orDefault(&c.RatePerNode, 1000)
+	orDefault(&c.Observers, min(2, c.Nodes))
+	orDefault(&c.Epochs, 5)
+	orDefault(&c.Quantile, 0.9999)
+	orDefault(&c.Tracker, tracker.DefaultConfig())
+	orDefault(&c.Network, DefaultNetworkConfig())
+	orDefault(&c.Gossip, cluster.DefaultGossip())
 	if c.Protocol != 0 {
 		c.Gossip.Protocol = c.Protocol
 	}
 	c.Protocol = c.Gossip.Protocol
-	if c.DetectAfter == 0 {
-		c.DetectAfter = 2 * time.Second
-	}
+	orDefault(&c.DetectAfter, 2*time.Second)
 }
 
 // NamedDist is a destination and its latency distribution.
@@ -234,6 +217,9 @@ type ScaleResult struct {
 	// was on its way, or pulled twice); SendDrops the messages dropped by
 	// full send queues; Lost those the network dropped.
 	Duplicates, SendDrops, Lost uint64
+	// V2 sums what every node's protocol v2 did over the measured epochs
+	// (publishes, republishes, takeovers, pulls).
+	V2 cluster.V2Stats
 	// BatchBytes is the mean size of one encoded batch.
 	BatchBytes float64
 	// HeldBytes is the encoded size of the batches node 0 holds at the end.
@@ -376,6 +362,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 		res.SendDrops += st.SendDrops - before[i].SendDrops
 		res.Lost += st.Lost - before[i].Lost
 		res.Refused += st.Refused - before[i].Refused
+		res.V2 = addV2(res.V2, st.V2, before[i].V2)
 	}
 	// Give the last measured epoch's batches time to spread (not counted in
 	// the bandwidth figures).
@@ -450,6 +437,16 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	runtime.KeepAlive(s)
 	res.Wall = time.Since(wallStart)
 	return res, nil
+}
+
+// addV2 returns sum plus (now − before), counter by counter (every
+// field of cluster.V2Stats is a uint64 count).
+func addV2(sum, now, before cluster.V2Stats) cluster.V2Stats {
+	s, n, b := reflect.ValueOf(&sum).Elem(), reflect.ValueOf(now), reflect.ValueOf(before)
+	for i := range s.NumField() {
+		s.Field(i).SetUint(s.Field(i).Uint() + n.Field(i).Uint() - b.Field(i).Uint())
+	}
+	return sum
 }
 
 func relErr(v, truth uint64) float64 {

@@ -77,6 +77,7 @@ func TestScaleSmallV2(t *testing.T) {
 				Network: net, Protocol: 2, KillOwners: tc.kill, Progress: throttle(t)})
 			require.NoError(t, err)
 			t.Logf("\n%s", ScaleTable([]ScaleResult{r}))
+			t.Logf("protocol v2: %+v; final mismatches %d", r.V2, r.FinalMismatches)
 			require.Equal(t, 2, r.Protocol)
 			require.Equal(t, 0, r.Unconverged, "every aggregate of the measured epochs reached every live node")
 			require.Equal(t, tc.nodes*3, r.Batches, "one aggregate per destination and epoch")
@@ -95,10 +96,16 @@ func TestScaleSmallV2(t *testing.T) {
 				require.Zero(t, r.Refused)
 				require.Less(t, r.ConvergeP99, 15*time.Second)
 				require.Greater(t, r.ByKind[MsgRecordPull]+r.ByKind[MsgAggPull], 0.0, "pulls repaired lost records or aggregates")
-				// A record lost on its first send is pulled when the next
-				// epoch's manifest names it and counts from the next
-				// aggregate on: a view can lack the newest epoch's lost
-				// records, never count one twice.
+				require.Positive(t, r.V2.RepairPulls, "owners pulled the records lost on their way")
+				// A record lost on its way is pulled by its owners before
+				// they publish, and again at the failover; only one whose
+				// message and both pulls were lost waits for the next
+				// manifest and counts from the next aggregate on. (Before
+				// the owners' pulls, 0 of these 90 views were the exact
+				// union at mid-epoch and 73–89 of 90 aggregates never
+				// were, over seeds 1–8.)
+				require.LessOrEqual(t, r.FinalMismatches, 1, "the largest coverage of (nearly) every aggregate is the exact union")
+				require.GreaterOrEqual(t, r.UnionChecks-r.UnionMismatches, r.UnionChecks*97/100, "at mid-epoch the views are the exact union")
 				require.Less(t, r.UnionErrP90, 0.01, "fleet values within 1 % of the exact union's")
 			}
 			require.Less(t, r.MaxBytesPerNodeSec, 250*1024.0, "the busiest node under 250 KiB/s")
@@ -189,6 +196,7 @@ func TestScaleSweepV2(t *testing.T) {
 		t.Logf("\n%s", ScaleTable([]ScaleResult{r}))
 		t.Logf("%d nodes: sent by kind (KiB/s/node): %s; lost %d, duplicates %d, send drops %d, refused %d, final mismatches %d; peak heap %d MiB",
 			r.Nodes, byKind(r), r.Lost, r.Duplicates, r.SendDrops, r.Refused, r.FinalMismatches, r.PeakHeapBytes>>20)
+		t.Logf("%d nodes: protocol v2: %+v", r.Nodes, r.V2)
 		require.Equal(t, 0, r.Unconverged)
 		require.Less(t, r.FleetErrP50, r.LocalErrP50)
 	}

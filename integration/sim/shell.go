@@ -62,54 +62,35 @@ const (
 	numMsgKinds
 )
 
+// kindNames are the kinds' names, in snake_case.
+var kindNames = [numMsgKinds]string{
+	MsgBatch: "batch", MsgDigest: "digest", MsgPull: "pull", MsgPulledBatch: "pulled_batch",
+	MsgRecords: "records", MsgRecordPull: "record_pull", MsgAggregates: "aggregates",
+	MsgAggDigest: "agg_digest", MsgAggList: "agg_list", MsgAggPull: "agg_pull",
+}
+
 // String returns the kind in snake_case.
 func (k MsgKind) String() string {
-	switch k {
-	case MsgBatch:
-		return "batch"
-	case MsgDigest:
-		return "digest"
-	case MsgPull:
-		return "pull"
-	case MsgPulledBatch:
-		return "pulled_batch"
-	case MsgRecords:
-		return "records"
-	case MsgRecordPull:
-		return "record_pull"
-	case MsgAggregates:
-		return "aggregates"
-	case MsgAggDigest:
-		return "agg_digest"
-	case MsgAggList:
-		return "agg_list"
-	case MsgAggPull:
-		return "agg_pull"
+	if k < numMsgKinds {
+		return kindNames[k]
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// typeKinds are the byte counters of every message type but the batch's.
+var typeKinds = map[codec.MessageType]MsgKind{
+	codec.TypeDigest: MsgDigest, codec.TypePull: MsgPull, codec.TypeRecords: MsgRecords,
+	codec.TypeRecordPull: MsgRecordPull, codec.TypeAggregates: MsgAggregates,
+	codec.TypeAggDigest: MsgAggDigest, codec.TypeAggList: MsgAggList, codec.TypeAggPull: MsgAggPull,
 }
 
 // kindOf is the byte counter of a message the protocol returned; pushed is
 // true for the messages of Protocol.Tick (whose batches are seals' pushes).
 func kindOf(t codec.MessageType, pushed bool) MsgKind {
-	switch {
-	case t == codec.TypeDigest:
-		return MsgDigest
-	case t == codec.TypePull:
-		return MsgPull
-	case t == codec.TypeRecords:
-		return MsgRecords
-	case t == codec.TypeRecordPull:
-		return MsgRecordPull
-	case t == codec.TypeAggregates:
-		return MsgAggregates
-	case t == codec.TypeAggDigest:
-		return MsgAggDigest
-	case t == codec.TypeAggList:
-		return MsgAggList
-	case t == codec.TypeAggPull:
-		return MsgAggPull
-	case pushed:
+	if k, ok := typeKinds[t]; ok {
+		return k
+	}
+	if pushed {
 		return MsgBatch
 	}
 	return MsgPulledBatch

@@ -131,6 +131,8 @@ type NodeStats struct {
 	Duplicates, Late uint64
 	// Held is the number of batches (parts) the node holds now.
 	Held int
+	// V2 is what the node's protocol v2 did (its cluster.V2Stats).
+	V2 cluster.V2Stats
 }
 
 // TotalBytes is the sum of Bytes over every kind.
@@ -394,6 +396,9 @@ func (s *Sim) Events() uint64 { return s.events }
 func (s *Sim) NodeStats(i int) NodeStats {
 	n := s.nodes[i]
 	st := n.stats
+	if n.sh.proto != nil {
+		st.V2 = n.sh.proto.Stats().V2
+	}
 	if n.light != nil {
 		st.Held = n.light.n
 	} else if n.fleet != nil {
@@ -671,4 +676,13 @@ func (s *Sim) alive() int {
 // Owners returns node i's owners of dest (protocol v2), first first.
 func (s *Sim) Owners(i int, dest string) []string {
 	return s.nodes[i].sh.proto.Owners(dest, s.Now())
+}
+
+// orDefault sets *p to def when it holds its type's zero value: one line
+// per default in the configs' defaults methods.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

@@ -192,3 +192,14 @@ func unary(ctx context.Context, cc *grpc.ClientConn, cmd string, opts ...grpc.Ca
 }
 
 var transports = []string{"bufconn", "loopback"}
+
+// eachTransport runs f as a subtest per transport, against a server of its
+// own.
+func eachTransport(t *testing.T, f func(t *testing.T, e *echo, target string, dial []grpc.DialOption)) {
+	for _, transport := range transports {
+		t.Run(transport, func(t *testing.T) {
+			e, target, dial := serve(t, transport)
+			f(t, e, target, dial)
+		})
+	}
+}

@@ -26,85 +26,79 @@ func noStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, m
 func code(c codes.Code) string { return "code:" + strconv.Itoa(int(c)) }
 
 func TestUnary(t *testing.T) {
-	for _, transport := range transports {
-		t.Run(transport, func(t *testing.T) {
-			_, target, dial := serve(t, transport)
-			for _, tt := range []struct {
-				name string
-				cmd  string
-				d    time.Duration // the policy's timeout
-				code codes.Code
-				want timeout.Outcome
-			}{
-				{"reply", "ok:hello", 10 * time.Second, codes.OK, timeout.Completed},
-				{"application error", code(codes.NotFound), 10 * time.Second, codes.NotFound, timeout.Completed},
-				{"server's own deadline", code(codes.DeadlineExceeded), 10 * time.Second, codes.DeadlineExceeded, timeout.Completed},
-				{"unavailable", code(codes.Unavailable), 10 * time.Second, codes.Unavailable, timeout.Failed},
-				{"our timeout", "hang", 50 * time.Millisecond, codes.DeadlineExceeded, timeout.TimedOut},
-			} {
-				t.Run(tt.name, func(t *testing.T) {
-					p := policytest.New(tt.d)
-					cc, spy := client(t, target, dial, UnaryClientInterceptor(p), noStream)
-					before := time.Now()
-					got, err := unary(context.Background(), cc, tt.cmd)
-					after := time.Now()
-					require.Equal(t, tt.code, status.Code(err), "%v", err)
-					require.Equal(t, []timeout.Outcome{tt.want}, p.Outcomes())
-					require.Equal(t, target, p.Observed()[0].Dest, "the destination is cc.Target()")
-					deadline, ok := spy.get()
-					require.True(t, ok)
-					require.False(t, deadline.Before(before.Add(tt.d)), "the policy's timeout")
-					require.False(t, deadline.After(after.Add(tt.d)))
-					if tt.want == timeout.TimedOut {
-						require.ErrorIs(t, err, ErrTimeout)
-						require.ErrorIs(t, err, context.DeadlineExceeded)
-						var te *TimeoutError
-						require.ErrorAs(t, err, &te)
-						require.Equal(t, TimeoutError{Dest: target, Method: "/test.Echo/Unary", Attempt: 1, Limit: 50 * time.Millisecond, Err: te.Err}, *te)
-						require.Equal(t, codes.DeadlineExceeded, status.Code(te.Err), "gRPC's own error, wrapped")
-						require.Equal(t, "timeoutgrpc: adaptive timeout exceeded (dest "+target+
-							", method /test.Echo/Unary, attempt 1, timeout 50ms)", status.Convert(err).Message())
-						return
-					}
-					require.NotErrorIs(t, err, ErrTimeout)
-					if tt.code == codes.OK {
-						require.NoError(t, err)
-						require.Equal(t, "hello", got)
-					}
-				})
-			}
-		})
-	}
+	eachTransport(t, func(t *testing.T, _ *echo, target string, dial []grpc.DialOption) {
+		for _, tt := range []struct {
+			name string
+			cmd  string
+			d    time.Duration // the policy's timeout
+			code codes.Code
+			want timeout.Outcome
+		}{
+			{"reply", "ok:hello", 10 * time.Second, codes.OK, timeout.Completed},
+			{"application error", code(codes.NotFound), 10 * time.Second, codes.NotFound, timeout.Completed},
+			{"server's own deadline", code(codes.DeadlineExceeded), 10 * time.Second, codes.DeadlineExceeded, timeout.Completed},
+			{"unavailable", code(codes.Unavailable), 10 * time.Second, codes.Unavailable, timeout.Failed},
+			{"our timeout", "hang", 50 * time.Millisecond, codes.DeadlineExceeded, timeout.TimedOut},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				p := policytest.New(tt.d)
+				cc, spy := client(t, target, dial, UnaryClientInterceptor(p), noStream)
+				before := time.Now()
+				got, err := unary(context.Background(), cc, tt.cmd)
+				after := time.Now()
+				require.Equal(t, tt.code, status.Code(err), "%v", err)
+				require.Equal(t, []timeout.Outcome{tt.want}, p.Outcomes())
+				require.Equal(t, target, p.Observed()[0].Dest, "the destination is cc.Target()")
+				deadline, ok := spy.get()
+				require.True(t, ok)
+				require.False(t, deadline.Before(before.Add(tt.d)), "the policy's timeout")
+				require.False(t, deadline.After(after.Add(tt.d)))
+				if tt.want == timeout.TimedOut {
+					require.ErrorIs(t, err, ErrTimeout)
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					var te *TimeoutError
+					require.ErrorAs(t, err, &te)
+					require.Equal(t, TimeoutError{Dest: target, Method: "/test.Echo/Unary", Attempt: 1, Limit: 50 * time.Millisecond, Err: te.Err}, *te)
+					require.Equal(t, codes.DeadlineExceeded, status.Code(te.Err), "gRPC's own error, wrapped")
+					require.Equal(t, "timeoutgrpc: adaptive timeout exceeded (dest "+target+
+						", method /test.Echo/Unary, attempt 1, timeout 50ms)", status.Convert(err).Message())
+					return
+				}
+				require.NotErrorIs(t, err, ErrTimeout)
+				if tt.code == codes.OK {
+					require.NoError(t, err)
+					require.Equal(t, "hello", got)
+				}
+			})
+		}
+	})
 }
 
 func TestUnaryCallerDeadlineAndCancel(t *testing.T) {
-	for _, transport := range transports {
-		t.Run(transport, func(t *testing.T) {
-			_, target, dial := serve(t, transport)
-			t.Run("caller's deadline first: the caller's, never extended", func(t *testing.T) {
-				p := policytest.New(10 * time.Second)
-				cc, spy := client(t, target, dial, UnaryClientInterceptor(p), noStream)
-				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-				defer cancel()
-				_, err := unary(ctx, cc, "hang")
-				require.Equal(t, codes.DeadlineExceeded, status.Code(err))
-				require.NotErrorIs(t, err, ErrTimeout)
-				want, _ := ctx.Deadline()
-				got, _ := spy.get()
-				require.Equal(t, want, got)
-				require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
-			})
-			t.Run("caller cancels", func(t *testing.T) {
-				p := policytest.New(10 * time.Second)
-				cc, _ := client(t, target, dial, UnaryClientInterceptor(p), noStream)
-				ctx, cancel := context.WithCancel(context.Background())
-				time.AfterFunc(20*time.Millisecond, cancel)
-				_, err := unary(ctx, cc, "hang")
-				require.Equal(t, codes.Canceled, status.Code(err))
-				require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
-			})
+	eachTransport(t, func(t *testing.T, _ *echo, target string, dial []grpc.DialOption) {
+		t.Run("caller's deadline first: the caller's, never extended", func(t *testing.T) {
+			p := policytest.New(10 * time.Second)
+			cc, spy := client(t, target, dial, UnaryClientInterceptor(p), noStream)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err := unary(ctx, cc, "hang")
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+			require.NotErrorIs(t, err, ErrTimeout)
+			want, _ := ctx.Deadline()
+			got, _ := spy.get()
+			require.Equal(t, want, got)
+			require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
 		})
-	}
+		t.Run("caller cancels", func(t *testing.T) {
+			p := policytest.New(10 * time.Second)
+			cc, _ := client(t, target, dial, UnaryClientInterceptor(p), noStream)
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			_, err := unary(ctx, cc, "hang")
+			require.Equal(t, codes.Canceled, status.Code(err))
+			require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
+		})
+	})
 }
 
 func TestUnaryAttemptAndDestination(t *testing.T) {

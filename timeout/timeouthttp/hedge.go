@@ -59,29 +59,34 @@ type hedgeCall struct {
 func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	hc := &hedgeCall{results: make(chan hedgeResult, 2)}
-	var tries []*attempt
+	var tries []*hedgeTry
 	launch := func(r *http.Request) {
-		a := &attempt{t: t, parent: parent, start: t.now()}
+		try := &hedgeTry{}
+		a := &try.attempt
+		a.t, a.done, a.start = t, parent.Done(), t.now()
 		a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
 		cctx, cancel := context.WithCancelCause(parent)
-		a.cancel = cancel
+		var ctx context.Context
+		var stop context.CancelFunc
 		if t.real {
-			a.ctx, a.stop = context.WithDeadlineCause(cctx, a.start.Add(a.a.Timeout), ErrTimeout)
+			ctx, stop = context.WithDeadlineCause(cctx, a.start.Add(a.a.Timeout), ErrTimeout)
 		} else {
-			a.ctx, a.stop = context.WithTimeoutCause(cctx, a.a.Timeout, ErrTimeout)
+			ctx, stop = context.WithTimeoutCause(cctx, a.a.Timeout, ErrTimeout)
 		}
+		a.req = r.WithContext(ctx)
+		try.cancel, a.stop = cancel, func() { cancel(nil); stop() }
 		i := len(tries)
-		tries = append(tries, a)
-		go func(r *http.Request) {
-			resp, err := t.base.RoundTrip(r.WithContext(a.ctx))
+		tries = append(tries, try)
+		go func() {
+			resp, err := t.base.RoundTrip(a.req)
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
 				hc.results <- hedgeResult{i, resp, err}
 				return
 			}
-			a.superseded(resp)
-		}(r)
+			try.superseded(resp)
+		}()
 	}
 	launch(req)
 	timer := time.NewTimer(delay)
@@ -107,12 +112,12 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 			pending++
 		case res := <-hc.results:
 			pending--
-			a := tries[res.i]
+			a := &tries[res.i].attempt
 			if res.err == nil {
 				hc.mu.Lock()
 				hc.won = true
 				for _, o := range tries {
-					if o != a {
+					if &o.attempt != a {
 						o.supersede()
 					}
 				}
@@ -134,30 +139,37 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 	return nil, first
 }
 
+// hedgeTry is one attempt of a hedged request.
+type hedgeTry struct {
+	attempt
+	cancel context.CancelCauseFunc // ends the attempt's context with a cause
+	lost   time.Duration           // its elapsed time when another attempt won (hedgeCall.mu)
+}
+
 // supersede marks a still-running hedged attempt as the loser, at its
 // elapsed time now, and cancels it; its goroutine observes it when its
 // round trip returns. hc.mu is held.
-func (a *attempt) supersede() {
-	if a.done.Load() {
+func (h *hedgeTry) supersede() {
+	if h.settled() {
 		return
 	}
-	a.lost = a.elapsed()
-	a.cancel(context.Canceled)
+	h.lost = h.elapsed()
+	h.cancel(context.Canceled)
 }
 
 // superseded ends a loser's round trip: it discards a late response and
 // observes the attempt as superseded at the time it lost (or as timed out,
 // if our timeout had ended it first).
-func (a *attempt) superseded(resp *http.Response) {
+func (h *hedgeTry) superseded(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
-	if a.done.CompareAndSwap(false, true) {
-		if context.Cause(a.ctx) == ErrTimeout {
-			a.observe(timeout.TimedOut, a.elapsed())
+	if h.settle() {
+		if context.Cause(h.ctx()) == ErrTimeout {
+			h.observe(timeout.TimedOut, h.elapsed())
 		} else {
-			a.observe(timeout.Superseded, a.lost)
+			h.observe(timeout.Superseded, h.lost)
 		}
 	}
-	a.end()
+	h.end()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 // seqBase answers its n-th call after delays[n] (bubble time) with body
@@ -46,16 +47,22 @@ func (s *seqBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 }
 
+// hedgedGet sends a GET to h under ctx through a hedging Transport over base
+// and p.
+func hedgedGet(t *testing.T, ctx context.Context, p timeout.Policy, base http.RoundTripper) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+	require.NoError(t, err)
+	return newTransport(t, Options{Base: base, Policy: p, Hedge: true}).RoundTrip(req)
+}
+
 func TestHedge(t *testing.T) {
 	t.Run("a stalled GET is hedged; the hedge wins, the first is superseded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Second, 5 * time.Millisecond}}
-			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
-			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
 			start := time.Now()
-			resp, err := rt.RoundTrip(req)
+			resp, err := hedgedGet(t, t.Context(), p, base)
 			require.NoError(t, err)
 			require.Equal(t, 26*time.Millisecond, time.Since(start))
 			b, err := io.ReadAll(resp.Body)
@@ -113,10 +120,7 @@ func TestHedge(t *testing.T) {
 			p, _ := policytest.Hedging(t)
 			p.SetHedgeBudget(0)
 			base := &seqBase{delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
-			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
-			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
-			resp, err := rt.RoundTrip(req)
+			resp, err := hedgedGet(t, t.Context(), p, base)
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
 			require.Equal(t, 1, base.calls)
@@ -125,12 +129,8 @@ func TestHedge(t *testing.T) {
 	t.Run("both time out: the first one's error", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p, tr := policytest.Hedging(t)
-			base := &seqBase{delays: []time.Duration{time.Hour}}
-			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
-			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
 			start := time.Now()
-			_, err = rt.RoundTrip(req)
+			_, err := hedgedGet(t, t.Context(), p, &seqBase{delays: []time.Duration{time.Hour}})
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 271*time.Millisecond, time.Since(start), "the hedge's own timeout, from 21 ms")
 			e := policytest.HedgedLocal(t, tr)
@@ -141,12 +141,9 @@ func TestHedge(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p, tr := policytest.Hedging(t)
 			base := &seqBase{delays: []time.Duration{time.Hour}}
-			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
 			ctx, cancel := context.WithCancel(t.Context())
 			time.AfterFunc(50*time.Millisecond, cancel)
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
-			_, err = rt.RoundTrip(req)
+			_, err := hedgedGet(t, ctx, p, base)
 			require.ErrorIs(t, err, context.Canceled)
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 2, base.calls)

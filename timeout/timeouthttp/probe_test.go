@@ -46,6 +46,16 @@ func (s *slowBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 }
 
+// hanging returns a Transport over p whose base never answers (within the
+// test), and a GET to h under ctx.
+func hanging(t *testing.T, p *policytest.Policy, ctx context.Context) (*Transport, *http.Request) {
+	t.Helper()
+	tr := newTransport(t, Options{Base: &slowBase{delay: time.Hour}, Policy: p})
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+	require.NoError(t, err)
+	return tr, req
+}
+
 // probing returns a Policy with a 100 ms timeout to "h" and a probe of 1 s
 // on offer.
 func probing() *policytest.Policy {
@@ -83,11 +93,9 @@ func TestShadowProbe(t *testing.T) {
 	t.Run("times out at the probe timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := probing()
-			tr := newTransport(t, Options{Base: &slowBase{delay: time.Hour}, Policy: p})
 			ctx, cancel := context.WithCancel(context.Background())
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
-			_, err = tr.RoundTrip(req)
+			tr, req := hanging(t, p, ctx)
+			_, err := tr.RoundTrip(req)
 			require.ErrorIs(t, err, ErrTimeout)
 			cancel() // the caller leaves, as a deferred cancel does: the probe is detached
 			time.Sleep(2 * time.Second)
@@ -100,9 +108,7 @@ func TestShadowProbe(t *testing.T) {
 	t.Run("declined: the attempt ends at its timeout", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := probing()
-			tr := newTransport(t, Options{Base: &slowBase{delay: time.Hour}, Policy: p})
-			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
+			tr, req := hanging(t, p, context.Background())
 			first := p.Decide("h", 1, time.Now())
 			require.True(t, p.Probe(&first, time.Now()), "someone else took the probe after our Decide")
 			a := p.Decide("h", 1, time.Now())
@@ -114,7 +120,7 @@ func TestShadowProbe(t *testing.T) {
 				p.OfferProbe(0)
 			}()
 			start := time.Now()
-			_, err = tr.RoundTrip(req)
+			_, err := tr.RoundTrip(req)
 			require.ErrorIs(t, err, ErrTimeout)
 			require.Equal(t, 100*time.Millisecond, time.Since(start))
 			synctest.Wait()
@@ -151,12 +157,10 @@ func TestShadowProbe(t *testing.T) {
 	t.Run("caller cancels first", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := probing()
-			tr := newTransport(t, Options{Base: &slowBase{delay: time.Hour}, Policy: p})
 			ctx, cancel := context.WithCancel(context.Background())
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
-			require.NoError(t, err)
+			tr, req := hanging(t, p, ctx)
 			time.AfterFunc(20*time.Millisecond, cancel)
-			_, err = tr.RoundTrip(req)
+			_, err := tr.RoundTrip(req)
 			require.ErrorIs(t, err, context.Canceled)
 			require.NotErrorIs(t, err, ErrTimeout)
 			require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 20 * time.Millisecond}}, p.Observed())

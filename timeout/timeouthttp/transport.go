@@ -200,38 +200,90 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	parent := req.Context()
-	a := &attempt{t: t, parent: parent, start: t.now()}
-	a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
-	if a.probeable(req) {
-		return a.roundTripAsync(req)
+	start := t.now()
+	a := &attempt{t: t, done: parent.Done(), start: start, a: t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), start)}
+	if a.a.ProbeTimeout > a.a.Timeout && a.probeable(req, parent) {
+		return a.roundTripAsync(req, parent)
 	}
+	var ctx context.Context
 	if t.real { // the deadline from the clock reading we already have
-		a.ctx, a.stop = context.WithDeadlineCause(parent, a.start.Add(a.a.Timeout), ErrTimeout)
+		ctx, a.stop = context.WithDeadlineCause(parent, start.Add(a.a.Timeout), ErrTimeout)
 	} else {
-		a.ctx, a.stop = context.WithTimeoutCause(parent, a.a.Timeout, ErrTimeout)
+		ctx, a.stop = context.WithTimeoutCause(parent, a.a.Timeout, ErrTimeout)
 	}
-	resp, err := t.base.RoundTrip(req.WithContext(a.ctx))
+	a.req = req.WithContext(ctx)
+	resp, err := t.base.RoundTrip(a.req)
 	return a.response(resp, err)
 }
 
 // attempt is one RoundTrip's state and, after it returns, the response body.
+// Every request allocates one, so it holds only what every attempt needs, in
+// as few words as it can (a shadow probe's and a hedged attempt's extra
+// state lives in their own closures and hedgeTry): each size class it
+// drops is a measurable part of the Transport's own cost.
 type attempt struct {
-	t      *Transport
-	parent context.Context
-	a      timeout.Attempt
-	start  time.Time
-	ctx    context.Context
-	stop   context.CancelFunc // ends ctx (the sync path's timeout context; the async path's probe deadline)
-	// The async path only: ctx is detached from parent; cancel ends it with
-	// a cause, and release stops what cuts the body at the timeout.
-	cancel  context.CancelCauseFunc
-	release func()
-	body    io.ReadCloser
-	length  int64         // the response's ContentLength; <= 0 means unknown (EOF decides)
-	got     int64         // body bytes read (Read is never concurrent with itself)
-	last    atomic.Int64  // when body data (at first, the headers) last arrived, as time since start
-	done    atomic.Bool   // observed
-	lost    time.Duration // a hedged attempt's elapsed time when another won (hedgeCall.mu)
+	t *Transport
+	// req is the request the base transport got; its context is the
+	// attempt's (ctx).
+	req *http.Request
+	// done is the caller's context's Done: closed when the caller gave up
+	// (nil: it never does).
+	done <-chan struct{}
+	// stop releases the attempt's context and whatever else the attempt
+	// holds (the sync path's timeout context; the async and hedged paths'
+	// contexts and timers). end calls it once.
+	stop  context.CancelFunc
+	body  io.ReadCloser
+	a     timeout.Attempt
+	start time.Time
+	left  int64 // body bytes still to come of a known ContentLength; <= 0: unknown, or all arrived (Read is never concurrent with itself)
+	// state holds the flags observed and ended in its low bits and, above
+	// them, when body data (at first, the headers) last arrived, as time
+	// since start: one word, so that a Close racing a Read takes the last
+	// arrival and the right to observe the attempt in one step.
+	state atomic.Int64
+}
+
+// The flags of attempt.state.
+const (
+	observed  = 1 << iota // the Policy has been told how the attempt ended
+	ended                 // stop has been called
+	flagBits  = iota      // the flags' width; the last arrival is above them
+	flagsMask = 1<<flagBits - 1
+)
+
+// settle marks the attempt observed and reports whether this call did: the
+// caller then observes it (every attempt is observed exactly once).
+func (a *attempt) settle() bool { return a.state.Or(observed)&observed == 0 }
+
+// settled reports whether the attempt has been observed.
+func (a *attempt) settled() bool { return a.state.Load()&observed != 0 }
+
+// arrived records that body data (or the headers) arrived at elapsed time
+// at.
+func (a *attempt) arrived(at time.Duration) {
+	for {
+		s := a.state.Load()
+		if a.state.CompareAndSwap(s, int64(at)<<flagBits|s&flagsMask) {
+			return
+		}
+	}
+}
+
+// ctx returns the attempt's context: the base transport's request's.
+func (a *attempt) ctx() context.Context { return a.req.Context() }
+
+// callerLeft reports whether the caller's context has ended.
+func (a *attempt) callerLeft() bool {
+	if a.done == nil { // context.Background and its kind: no runtime call
+		return false
+	}
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
 }
 
 func (a *attempt) elapsed() time.Duration {
@@ -244,11 +296,11 @@ func (a *attempt) elapsed() time.Duration {
 // probeable reports whether the attempt may become a shadow probe: the
 // Policy offered one, the caller's deadline leaves room for it, and the
 // request's body (if any) can be read again by the probe's own copy.
-func (a *attempt) probeable(req *http.Request) bool {
+func (a *attempt) probeable(req *http.Request, parent context.Context) bool {
 	if a.a.ProbeTimeout <= a.a.Timeout {
 		return false
 	}
-	if d, ok := a.parent.Deadline(); ok && time.Until(d) < a.a.ProbeTimeout {
+	if d, ok := parent.Deadline(); ok && time.Until(d) < a.a.ProbeTimeout {
 		return false
 	}
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
@@ -265,8 +317,8 @@ func (a *attempt) response(resp *http.Response, err error) (*http.Response, erro
 		a.end()
 		return resp, nil
 	}
-	a.last.Store(int64(headers))
-	a.length = resp.ContentLength
+	a.state.Store(int64(headers) << flagBits) // nothing observed or ended yet, and not yet shared
+	a.left = resp.ContentLength
 	a.body = resp.Body
 	resp.Body = a
 	return resp, nil
@@ -287,12 +339,20 @@ type call struct {
 // round trip runs in a goroutine under a context detached from the caller's
 // and ending at the probe timeout, while the caller waits for the answer,
 // its own context, or the timeout.
-func (a *attempt) roundTripAsync(req *http.Request) (*http.Response, error) {
-	probeCtx, stop := context.WithTimeoutCause(context.WithoutCancel(a.parent), a.a.ProbeTimeout, ErrTimeout)
-	a.ctx, a.cancel = context.WithCancelCause(probeCtx)
-	a.stop = stop
+func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*http.Response, error) {
+	probeCtx, stop := context.WithTimeoutCause(context.WithoutCancel(parent), a.a.ProbeTimeout, ErrTimeout)
+	ctx, cancel := context.WithCancelCause(probeCtx)
+	var release func() // stops what cuts the caller's body at the timeout
+	a.stop = func() {
+		if release != nil {
+			release()
+		}
+		cancel(nil)
+		stop()
+	}
 	deadline := time.Now().Add(a.a.Timeout)
-	r := req.Clone(a.ctx)
+	r := req.Clone(ctx)
+	a.req = r
 	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
 		body, err := req.GetBody()
 		_ = req.Body.Close() // ours to close: the base gets the copy
@@ -302,44 +362,44 @@ func (a *attempt) roundTripAsync(req *http.Request) (*http.Response, error) {
 		r.Body = body
 	}
 	c := &call{done: make(chan struct{})}
-	go a.run(c, r)
+	go a.run(c)
 
 	timer := time.NewTimer(a.a.Timeout)
 	defer timer.Stop()
 	select {
 	case <-c.done:
-	case <-a.parent.Done():
-		a.cancel(context.Cause(a.parent))
+	case <-parent.Done():
+		cancel(context.Cause(parent))
 		<-c.done
 	case <-timer.C:
 		c.mu.Lock()
-		if !c.finished && a.parent.Err() == nil && a.t.p.Probe(&a.a, a.t.now()) {
+		if !c.finished && parent.Err() == nil && a.t.p.Probe(&a.a, a.t.now()) {
 			c.probing = true
 			c.mu.Unlock()
 			return nil, &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout}
 		}
 		c.mu.Unlock()
-		if a.parent.Err() != nil {
-			a.cancel(context.Cause(a.parent))
+		if parent.Err() != nil {
+			cancel(context.Cause(parent))
 		} else {
-			a.cancel(ErrTimeout)
+			cancel(ErrTimeout)
 		}
 		<-c.done
 	}
 	if c.err == nil && c.resp.Body != nil {
 		// The caller reads the body: cut it at the timeout, or when the
 		// caller's context ends.
-		cut := time.AfterFunc(time.Until(deadline), func() { a.cancel(ErrTimeout) })
-		stopParent := context.AfterFunc(a.parent, func() { a.cancel(context.Cause(a.parent)) })
-		a.release = func() { cut.Stop(); stopParent() }
+		cut := time.AfterFunc(time.Until(deadline), func() { cancel(ErrTimeout) })
+		stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
+		release = func() { cut.Stop(); stopParent() }
 	}
 	return a.response(c.resp, c.err)
 }
 
 // run is the goroutine of an async attempt: the round trip, then, if the
 // caller left, the rest of the probe.
-func (a *attempt) run(c *call, r *http.Request) {
-	resp, err := a.t.base.RoundTrip(r)
+func (a *attempt) run(c *call) {
+	resp, err := a.t.base.RoundTrip(a.req)
 	c.mu.Lock()
 	c.finished, c.resp, c.err = true, resp, err
 	probing := c.probing
@@ -361,7 +421,7 @@ func (a *attempt) finishProbe(resp *http.Response, err error) {
 	elapsed := a.elapsed()
 	o := timeout.Completed
 	if err != nil {
-		if context.Cause(a.ctx) == ErrTimeout {
+		if context.Cause(a.ctx()) == ErrTimeout {
 			o = timeout.TimedOut
 		} else {
 			o = a.t.classify(err)
@@ -370,15 +430,12 @@ func (a *attempt) finishProbe(resp *http.Response, err error) {
 	a.observe(o, elapsed)
 }
 
-// end releases the attempt's context and timers.
+// end releases the attempt's context and timers, once: at EOF, and again at
+// Close, costs nothing the second time.
 func (a *attempt) end() {
-	if a.release != nil {
-		a.release()
+	if a.state.Load()&ended == 0 && a.state.Or(ended)&ended == 0 {
+		a.stop()
 	}
-	if a.cancel != nil {
-		a.cancel(nil)
-	}
-	a.stop()
 }
 
 // observe tells the Policy how the attempt ended, elapsed after its start
@@ -392,24 +449,31 @@ func (a *attempt) observe(o timeout.Outcome, elapsed time.Duration) {
 // Close may run concurrently with Read, as net/http allows.
 func (a *attempt) Read(p []byte) (int, error) {
 	n, err := a.body.Read(p)
-	var at time.Duration = -1
+	var at time.Duration
 	if n > 0 {
 		at = a.elapsed()
-		a.last.Store(int64(at))
-		a.got += int64(n)
-		if a.length > 0 && a.got >= a.length {
+		switch {
+		case a.left <= 0: // the length is unknown (or the body has arrived)
+			a.arrived(at)
+		case a.left > int64(n):
+			a.left -= int64(n)
+			a.arrived(at)
+		default: // the last of ContentLength bytes: Close has nothing to time
+			a.left = 0
 			a.complete(at) // the context lives on until EOF or Close
 		}
 	}
-	switch {
-	case err == io.EOF:
-		if at < 0 && !a.done.Load() {
-			at = a.elapsed()
+	if err != nil {
+		if err != io.EOF {
+			return n, a.fail(err)
 		}
-		a.complete(at)
+		if !a.settled() {
+			if n == 0 {
+				at = a.elapsed()
+			}
+			a.complete(at)
+		}
 		a.end()
-	case err != nil:
-		err = a.fail(err)
 	}
 	return n, err
 }
@@ -419,18 +483,27 @@ func (a *attempt) Read(p []byte) (int, error) {
 // last data arrived.
 func (a *attempt) Close() error {
 	err := a.body.Close()
-	a.complete(time.Duration(a.last.Load()))
+	if !a.settled() {
+		if s := a.state.Or(observed); s&observed == 0 {
+			a.completed(time.Duration(s >> flagBits))
+		}
+	}
 	a.end()
 	return err
 }
 
-// complete ends a successful attempt at latency d: Completed, or Canceled
-// if the caller gave up on it.
+// complete ends a successful attempt at latency d, unless it has been
+// observed.
 func (a *attempt) complete(d time.Duration) {
-	if !a.done.CompareAndSwap(false, true) {
-		return
+	if a.settle() {
+		a.completed(d)
 	}
-	if a.parent.Err() != nil {
+}
+
+// completed observes a successful attempt this call settled, at latency d:
+// Completed, or Canceled if the caller gave up on it.
+func (a *attempt) completed(d time.Duration) {
+	if a.callerLeft() {
 		a.observe(timeout.Canceled, d)
 		return
 	}
@@ -440,12 +513,12 @@ func (a *attempt) complete(d time.Duration) {
 // fail ends a failed attempt and returns the error to hand the caller: a
 // *TimeoutError when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
-	timedOut := context.Cause(a.ctx) == ErrTimeout
-	if a.done.CompareAndSwap(false, true) {
+	timedOut := context.Cause(a.ctx()) == ErrTimeout
+	if a.settle() {
 		switch {
 		case timedOut:
 			a.observe(timeout.TimedOut, a.elapsed())
-		case a.parent.Err() != nil:
+		case a.callerLeft():
 			a.observe(timeout.Canceled, a.elapsed())
 		default:
 			a.observe(a.t.classify(err), a.elapsed())

@@ -42,6 +42,14 @@ func (c *stepClock) Now() time.Time {
 	return t
 }
 
+// stepped returns a Transport over base and p whose clock reads step later
+// every time.
+func stepped(t *testing.T, base http.RoundTripper, p timeout.Policy, step time.Duration) *Transport {
+	t.Helper()
+	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: step}
+	return newTransport(t, Options{Base: base, Policy: p, Now: clock.Now})
+}
+
 // policy returns a test Policy whose first attempts get d to dest and
 // 10 ms to any other destination.
 func policy(dest string, d time.Duration) *policytest.Policy {
@@ -94,9 +102,7 @@ func get(t *testing.T, ctx context.Context, c *http.Client, u string) (*http.Res
 func TestFastObservedAtItsLatency(t *testing.T) {
 	srv, host := server(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello") })
 	p := policy(host, 80*time.Millisecond)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 7 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
-	c := &http.Client{Transport: tr}
+	c := &http.Client{Transport: stepped(t, srv.Client().Transport, p, 7*time.Millisecond)}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
 	require.NoError(t, err)
@@ -150,9 +156,7 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 		_, _ = io.WriteString(w, "the end")
 	})
 	p := policy(host, 10*time.Second)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 3 * time.Millisecond}
-	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p, Now: clock.Now})
-	c := &http.Client{Transport: tr}
+	c := &http.Client{Transport: stepped(t, srv.Client().Transport, p, 3*time.Millisecond)}
 
 	resp, err := get(t, context.Background(), c, srv.URL)
 	require.NoError(t, err)
@@ -337,8 +341,7 @@ func TestTimeoutInBubble(t *testing.T) {
 
 func TestCloseBeforeEOFObservesLatency(t *testing.T) {
 	p := policytest.New(time.Second)
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0), step: 12 * time.Millisecond}
-	tr := newTransport(t, Options{Base: roundTripFunc(okResponse), Policy: p, Now: clock.Now})
+	tr := stepped(t, roundTripFunc(okResponse), p, 12*time.Millisecond)
 	req, err := http.NewRequest(http.MethodGet, "http://db-1:8080/x", nil)
 	require.NoError(t, err)
 	resp, err := tr.RoundTrip(req)
@@ -371,6 +374,27 @@ func (b *dripBody) Read(p []byte) (int, error) {
 
 func (b *dripBody) Close() error { return nil }
 
+// dripGet sends a GET to h over a Transport on p whose base answers after
+// 10 ms (bubble time) with a body of length (its ContentLength) that
+// brings "01234" and "56789" 10 ms apart. It returns the response and the
+// context the base got.
+func dripGet(t *testing.T, p timeout.Policy, length int64) (*http.Response, context.Context) {
+	t.Helper()
+	var ctx context.Context
+	tr := newTransport(t, Options{Policy: p,
+		Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			ctx = r.Context()
+			time.Sleep(10 * time.Millisecond)
+			return &http.Response{StatusCode: http.StatusOK, ContentLength: length, Request: r,
+				Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
+		})})
+	req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+	require.NoError(t, err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	return resp, ctx
+}
+
 // TestCallerTimeIsNotLatency: a caller that reads the response (without
 // reaching EOF) and then works on it past the timeout before closing the
 // body must be observed at the destination's latency, not its own time and
@@ -389,18 +413,9 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				p := policy("h", 80*time.Millisecond)
-				tr := newTransport(t, Options{Policy: p,
-					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
-						time.Sleep(10 * time.Millisecond)
-						return &http.Response{StatusCode: http.StatusOK, ContentLength: tc.length, Request: r,
-							Body: &dripBody{chunks: []string{"01234", "56789"}, delay: 10 * time.Millisecond}}, nil
-					})})
-				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
-				require.NoError(t, err)
-				resp, err := tr.RoundTrip(req)
-				require.NoError(t, err)
+				resp, _ := dripGet(t, p, tc.length)
 				if tc.read > 0 {
-					_, err = io.ReadFull(resp.Body, make([]byte, tc.read))
+					_, err := io.ReadFull(resp.Body, make([]byte, tc.read))
 					require.NoError(t, err)
 				}
 				time.Sleep(time.Second) // the caller's own work, far past the timeout
@@ -408,6 +423,82 @@ func TestCallerTimeIsNotLatency(t *testing.T) {
 				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: tc.want}}, p.Observed())
 			})
 		})
+	}
+}
+
+// TestBodyAccounting pins when a body's attempt completes, in bubble time:
+// headers at 10 ms, a chunk per Read 10 ms apart (then EOF at once), the
+// caller's Close a second later. A known length completes at the read that
+// brings its last byte; a body shorter than it announced, at EOF; a body
+// read in part, at the last read. The attempt's context ends at EOF, or at
+// Close (if the timeout has not ended it first).
+func TestBodyAccounting(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		length int64
+		read   int // bytes read before Close; -1: to EOF
+		want   time.Duration
+	}{
+		{"content length, read part", 10, 5, 20 * time.Millisecond},
+		{"content length, read to EOF", 10, -1, 30 * time.Millisecond},
+		{"content length above the body, read to EOF", 20, -1, 30 * time.Millisecond},
+		{"unknown length, read to EOF", -1, -1, 30 * time.Millisecond},
+		{"content length, headers only", 10, 0, 10 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policy("h", 80*time.Millisecond)
+				resp, ctx := dripGet(t, p, tc.length)
+				switch {
+				case tc.read < 0:
+					_, err := io.ReadAll(resp.Body)
+					require.NoError(t, err)
+					require.ErrorIs(t, ctx.Err(), context.Canceled, "released at EOF, before Close")
+				case tc.read > 0:
+					_, err := io.ReadFull(resp.Body, make([]byte, tc.read))
+					require.NoError(t, err)
+					require.NoError(t, ctx.Err(), "alive until Close")
+				}
+				time.Sleep(time.Second)
+				require.NoError(t, resp.Body.Close())
+				require.NoError(t, resp.Body.Close(), "a second Close is harmless")
+				require.Error(t, ctx.Err())
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: tc.want}}, p.Observed())
+			})
+		})
+	}
+}
+
+// TestCloseRacesRead: net/http lets Close run while a Read is under way;
+// every attempt is still observed exactly once (run with -race).
+func TestCloseRacesRead(t *testing.T) {
+	p := policytest.New(time.Second)
+	tr := newTransport(t, Options{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+			Body: io.NopCloser(strings.NewReader(strings.Repeat("x", 64)))}, nil
+	})})
+	const n = 200
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := tr.RoundTrip(req)
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 8)
+			for {
+				if _, err := resp.Body.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		require.NoError(t, resp.Body.Close())
+		<-done
+	}
+	require.Len(t, p.Outcomes(), n)
+	for _, o := range p.Outcomes() {
+		require.Equal(t, timeout.Completed, o)
 	}
 }
 
