@@ -109,7 +109,7 @@ func TestHedgeTargets(t *testing.T) {
 // p99.9 at less than half its extra load (its thin sketch hedges early and
 // often, 22.3 % extra in README's run, and still misses stalls); not
 // pinned, and not StrictlyBetter: its p99 is lower than ours, and our
-// p99.9 is no longer lower beyond doubt (our interval reaches 59.5 ms).
+// p99.9 is no longer lower beyond doubt (our interval reaches 106.8 ms).
 func TestHedgeRarerCallers(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") == "" {
 		t.Skip("ATNODE_SIM=1 runs it")
