@@ -18,9 +18,17 @@ import (
 // that rarely calls a replica still hedges at the right moment.
 //
 // Order. Replicas are tried in order of their fleet median (q = 0.5, the
-// deciding view's as for timeouts): failing ones last, ones without a
-// trusted estimate after those with one, ties in the caller's order
-// (timeout.OrderReplicas).
+// deciding view's as for timeouts, with the hedge delay's exception to the
+// local guard: timeout.HedgeView), estimated correctly under censoring: a
+// censored sample (an attempt our timeout ended, or a hedge's loser
+// superseded at its elapsed time) says the latency was above that, so the
+// median is the Kaplan–Meier one over the view's buckets
+// (tracker.Fleet.Median), not the quantile that would count those samples
+// as latencies; with nothing censored the two are equal. Medians in one
+// bucket are told apart by where in it each falls (tracker.Median.Within).
+// Failing replicas come last, ones without a trusted estimate before them,
+// ones whose median is above every completed latency (too much censored)
+// before those; ties in the caller's order (timeout.OrderReplicas).
 //
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the
@@ -89,23 +97,23 @@ func (n *Node) replicaOrderIn(dests []string, now time.Time, h *hedgeRun) []stri
 	if len(dests) == 1 {
 		return dests
 	}
-	h.es = slices.Grow(h.es[:0], len(dests))[:len(dests)]
+	h.rs = slices.Grow(h.rs[:0], len(dests))[:len(dests)]
 	h.idx = slices.Grow(h.idx[:0], len(dests))[:len(dests)]
 	for i, d := range dests {
 		h.idx[i] = i
-		e, err := n.fleet.Estimate(d, timeout.MedianQuantile, now)
-		if err != nil {
-			e = tracker.Estimate{Dest: d}
+		r := &h.rs[i]
+		if err := n.fleet.EstimateTo(&r.Estimate, d, timeout.MedianQuantile, now); err != nil {
+			r.Estimate = tracker.Estimate{Dest: d}
 		}
-		e.Failing = e.Failing || n.dec.Failing(d)
-		h.es[i] = e
+		r.Estimate.Failing = r.Estimate.Failing || n.dec.Failing(d)
+		r.Median = n.fleet.Median(d, timeout.HedgeView(&r.Estimate), now)
 	}
-	timeout.OrderReplicas(h.es, h.idx)
+	timeout.OrderReplicas(h.rs, h.idx)
 	h.orderBuf = h.orderBuf[:0]
 	for _, k := range h.idx {
 		h.orderBuf = append(h.orderBuf, dests[k])
 	}
-	clear(h.es) // no estimate kept alive by the pool
+	clear(h.rs) // no estimate kept alive by the pool
 	return h.orderBuf
 }
 
@@ -151,7 +159,7 @@ type hedgeRun struct {
 	hedgeAt time.Time   // when the latest try's hedge delay passes (zero: no hedge)
 
 	// Buffers kept across pooled runs.
-	es       []tracker.Estimate
+	rs       []timeout.Replica
 	idx      []int
 	orderBuf []string
 }
@@ -206,7 +214,7 @@ func (h *hedgeRun) release() {
 	}
 	clear(h.tries[:cap(h.tries)])
 	clear(h.orderBuf)
-	*h = hedgeRun{es: h.es[:0], idx: h.idx[:0], tries: h.tries[:0], orderBuf: h.orderBuf[:0]}
+	*h = hedgeRun{rs: h.rs[:0], idx: h.idx[:0], tries: h.tries[:0], orderBuf: h.orderBuf[:0]}
 	hedgeRuns.Put(h)
 }
 

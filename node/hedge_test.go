@@ -265,6 +265,24 @@ func TestDoHedged(t *testing.T) {
 		})
 	})
 
+	t.Run("order: hedges' losers do not pull a replica's median down", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			for range 100 {
+				n.Record("fast", 10*time.Millisecond)
+				n.Record("demoted", 40*time.Millisecond) // when it was tried first
+			}
+			// Mostly tried as a hedge, which lost after 3 ms.
+			for range 300 {
+				n.Observe(timeout.Attempt{Dest: "demoted", Attempt: 1, Timeout: time.Second}, timeout.Superseded, 3*time.Millisecond, time.Now())
+			}
+			e, err := n.Estimate("demoted", timeout.MedianQuantile)
+			require.NoError(t, err)
+			require.Equal(t, uint64(3), e.ValueMillis, "the plain median counts the losers at 3 ms")
+			require.Equal(t, []string{"fast", "demoted"}, n.replicaOrder([]string{"demoted", "fast"}, time.Now()))
+		})
+	})
+
 	t.Run("hedge after the delay; the hedge wins; the loser is superseded at its elapsed time", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			n := newAlone(t, nil, nil)

@@ -34,7 +34,7 @@
 //
 // The pure parts of hedged requests, shared by node.DoHedged, the
 // transport adapters and the simulator: OrderReplicas (replicas by their
-// median, failing ones last), HedgeDelay (strictly above the bucket of the
+// median, estimated under censoring, failing ones last), HedgeDelay (strictly above the bucket of the
 // quantile HedgeQuantile(budget) = 1 − budget) and HedgeBudget (the token
 // bucket: budget of the calls plus HedgeBurst). A Policy that is also a
 // Hedger lets timeouthttp and timeoutgrpc hedge a request to one

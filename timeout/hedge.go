@@ -22,7 +22,9 @@ const HedgeBurst = 10
 // MaxHedgeBudget is the largest hedge budget: half of all calls.
 const MaxHedgeBudget = 0.5
 
-// MedianQuantile is the quantile replicas are ordered by.
+// MedianQuantile is the quantile of the estimate replicas are ordered
+// with: the median. The estimate at it names the deciding view; the
+// median itself is that view's censoring-aware one (tracker.Median).
 const MedianQuantile = 0.5
 
 // HedgeQuantile returns the quantile whose estimate is the hedge delay for
@@ -58,39 +60,77 @@ func HedgeDelay(e *tracker.Estimate) (time.Duration, bool) {
 // fewer local samples than 1/(1 − e.Quantile) (the fleet's view is then
 // trusted and not failing: it has a highest completed bucket).
 func hedgeQuantileMillis(e *tracker.Estimate) uint64 {
-	if e.Decision.Guarded && e.Source == tracker.SourceFleet && e.HasMaxCompleted &&
-		float64(e.LocalSamples)*(1-e.Quantile) < 1 {
+	if HedgeView(e) == tracker.SourceFleet {
 		return e.ValueMillis
 	}
 	return e.DecisionQuantileMillis()
 }
 
-// OrderReplicas sorts order, the indices of es, into the order replicas are
-// tried in, es[i] being replica i's estimate at MedianQuantile: trusted,
-// non-failing replicas first by their median (the deciding view's
-// quantile, with HedgeDelay's exception to the local guard), then those without a trusted estimate, then failing ones; ties
-// keep the order given. order must hold each index of es once (as
-// 0..len(es)−1 in the caller's order does).
-func OrderReplicas(es []tracker.Estimate, order []int) {
-	class := func(e *tracker.Estimate) int {
-		switch {
-		case e.Failing:
-			return 2
-		case !e.Trusted():
-			return 1
-		}
-		return 0
+// Replica is what OrderReplicas knows of one replica: its estimate at
+// MedianQuantile, which says whether a view is trusted, whether the
+// replica is failing and which view decides (HedgeView), and Median, the
+// censoring-aware median of that view (tracker.Fleet.Median with
+// HedgeView's source, or tracker.LocalMedian for a local estimate).
+type Replica struct {
+	Estimate tracker.Estimate
+	Median   tracker.Median
+}
+
+// HedgeView returns the view hedging reads of e: the deciding view
+// (tracker.Estimate.DecisionSource), with HedgeDelay's exception to the
+// local guard (the fleet's when the guard decided from fewer local
+// samples than 1/(1 − e.Quantile): 20 at q = 0.95, 2 at the median);
+// SourceNone when no view is trusted. HedgeDelay takes its quantile from
+// it, and an estimate at MedianQuantile names the view whose median
+// orders the replica (Replica.Median).
+func HedgeView(e *tracker.Estimate) tracker.Source {
+	if e.Decision.Guarded && e.Source == tracker.SourceFleet && e.HasMaxCompleted &&
+		float64(e.LocalSamples)*(1-e.Quantile) < 1 {
+		return tracker.SourceFleet
 	}
+	return e.DecisionSource()
+}
+
+// OrderReplicas sorts order, the indices of rs, into the order replicas
+// are tried in: by the fleet median (q = 0.5), estimated correctly under
+// censoring. Trusted, non-failing replicas come first by their Median
+// (the Kaplan–Meier median of HedgeView's view, which counts a censored
+// sample, a timeout or a hedge's loser, as "slower than this" rather than
+// as a latency: with nothing censored, the plain median; medians in one
+// bucket by Median.Within, where in the bucket each falls), then those whose
+// median is above every completed latency (Median.Above: too much of the
+// view is censored above what completed; ranked below a known median
+// because that median is unknown, above the untrusted because they did
+// complete), then those without a trusted estimate, then failing ones;
+// ties keep the order given. order must hold each index of rs once (as
+// 0..len(rs)−1 in the caller's order does).
+func OrderReplicas(rs []Replica, order []int) {
 	slices.SortStableFunc(order, func(a, b int) int {
-		ea, eb := &es[a], &es[b]
-		if c := cmp.Compare(class(ea), class(eb)); c != 0 {
+		ra, rb := &rs[a], &rs[b]
+		ca, cb := replicaClass(ra), replicaClass(rb)
+		if c := cmp.Compare(ca, cb); c != 0 || ca != 0 {
 			return c
 		}
-		if class(ea) != 0 {
-			return 0
+		if c := cmp.Compare(ra.Median.Millis, rb.Median.Millis); c != 0 {
+			return c
 		}
-		return cmp.Compare(hedgeQuantileMillis(ea), hedgeQuantileMillis(eb))
+		return cmp.Compare(ra.Median.Within, rb.Median.Within)
 	})
+}
+
+// replicaClass is r's rank before its median: 0 a known median, 1 a
+// median above every completed latency, 2 no trusted estimate (or no
+// median given for it), 3 failing.
+func replicaClass(r *Replica) int {
+	switch {
+	case r.Estimate.Failing:
+		return 3
+	case !r.Estimate.Trusted() || r.Median.Samples == 0:
+		return 2
+	case r.Median.Above:
+		return 1
+	}
+	return 0
 }
 
 // HedgeBudget is the token bucket that keeps hedges within a share of

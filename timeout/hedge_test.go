@@ -45,23 +45,59 @@ func TestHedgeDelay(t *testing.T) {
 }
 
 func TestOrderReplicas(t *testing.T) {
-	trusted := func(ms uint64) tracker.Estimate {
-		return tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: ms}
+	trusted := func(ms uint64) Replica {
+		return Replica{Estimate: tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: ms},
+			Median: tracker.Median{Millis: ms, Samples: 100}}
 	}
 	failing := trusted(5)
-	failing.Failing = true
-	es := []tracker.Estimate{
+	failing.Estimate.Failing = true
+	above := trusted(3)
+	above.Median = tracker.Median{Samples: 100, Above: true}
+	// A plain median of 4 ms, pulled down by hedges' losers: its
+	// censoring-aware median, 30 ms, orders it.
+	censored := trusted(4)
+	censored.Median.Millis = 30
+	rs := []Replica{
 		0: failing,
 		1: {},          // no estimate
 		2: trusted(40), //
 		3: trusted(20),
 		4: {},          // no estimate, after 1
 		5: trusted(20), // ties 3: after it
-		6: {Source: tracker.SourceFleet, ValueMillis: 10, LocalValueMillis: 60, Decision: tracker.Decision{Guarded: true}},
+		6: {Estimate: tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 10, LocalValueMillis: 60, Decision: tracker.Decision{Guarded: true}},
+			Median: tracker.Median{Millis: 60, Samples: 5}},
+		7: above,                           // after every known median, before the untrusted
+		8: censored,                        // by 30 ms
+		9: {Estimate: trusted(1).Estimate}, // trusted but no median given: as untrusted
 	}
-	order := []int{0, 1, 2, 3, 4, 5, 6}
-	OrderReplicas(es, order)
-	require.Equal(t, []int{3, 5, 2, 6, 1, 4, 0}, order)
+	order := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{3, 5, 8, 2, 6, 7, 1, 4, 9, 0}, order)
+
+	// Medians in one bucket: by where in it the median falls.
+	late, early := trusted(10), trusted(10)
+	late.Median.Within, early.Median.Within = 0.9, 0.2
+	rs = []Replica{late, early, trusted(10)}
+	order = []int{0, 1, 2}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{2, 1, 0}, order)
+}
+
+func TestHedgeView(t *testing.T) {
+	fleet := tracker.Estimate{Source: tracker.SourceFleet, Quantile: 0.5, HasMaxCompleted: true}
+	require.Equal(t, tracker.SourceFleet, HedgeView(&fleet))
+	require.Equal(t, tracker.SourceNone, HedgeView(&tracker.Estimate{}))
+	require.Equal(t, tracker.SourceLocal, HedgeView(&tracker.Estimate{Source: tracker.SourceLocal}))
+	guarded := fleet
+	guarded.Decision.Guarded = true
+	guarded.LocalSamples = 1 // fewer than 1/(1 − 0.5) = 2: the fleet's
+	require.Equal(t, tracker.SourceFleet, HedgeView(&guarded))
+	guarded.LocalSamples = 2
+	require.Equal(t, tracker.SourceLocal, HedgeView(&guarded))
+	guarded.Quantile, guarded.LocalSamples = 0.95, 19
+	require.Equal(t, tracker.SourceFleet, HedgeView(&guarded))
+	guarded.HasMaxCompleted = false // a failing fleet view defers to the local one
+	require.Equal(t, tracker.SourceLocal, HedgeView(&guarded))
 }
 
 func TestHedgeBudget(t *testing.T) {

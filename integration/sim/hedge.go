@@ -30,7 +30,8 @@ const (
 	// bhope/hedge's rule as that library builds it (see hedge_client.go).
 	HedgeClient
 	// HedgeFleet is DoHedged's rule run through the same pure parts:
-	// replicas in the order of the fleet median (timeout.OrderReplicas),
+	// replicas in the order of the fleet median, censoring-aware
+	// (tracker.Fleet.Median, timeout.OrderReplicas),
 	// the delay strictly above the fleet's bucket at 1 − budget
 	// (timeout.HedgeDelay), and the node's token bucket
 	// (timeout.HedgeBudget).
@@ -41,11 +42,13 @@ const (
 type HedgeOrder uint8
 
 const (
-	// OrderFleet is DoHedged's: by the fleet median (timeout.OrderReplicas
-	// on the node's fleet view).
+	// OrderFleet is DoHedged's: by the fleet median, censoring-aware
+	// (tracker.Fleet.Median and timeout.OrderReplicas on the node's fleet
+	// view).
 	OrderFleet HedgeOrder = iota
 	// OrderOwn is the same rule on the node's own calls only (its local
-	// view), as a client-side least-latency balancer would order them.
+	// view, tracker.LocalMedian), as a client-side least-latency balancer
+	// would order them.
 	OrderOwn
 	// OrderRandom is a random order per request.
 	OrderRandom
@@ -368,7 +371,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		}
 	}
 	hedgeQ := timeout.HedgeQuantile(fleetBudget)
-	es := make([]tracker.Estimate, cfg.Replicas)
+	rs := make([]timeout.Replica, cfg.Replicas)
 	order := make([]int, cfg.Replicas)
 	var tries []hedgeAttempt
 
@@ -420,21 +423,24 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			for k := range order {
 				order[k] = k
 			}
-			for r := range es {
+			for r := range rs {
 				var e tracker.Estimate
 				var err error
+				var m tracker.Median
 				if p.Order == OrderFleet {
 					e, err = s.Fleet(i).Estimate(replicas[r], timeout.MedianQuantile, now)
+					m = s.Fleet(i).Median(replicas[r], timeout.HedgeView(&e), now)
 				} else {
 					e, err = tracker.LocalEstimate(s.Tracker(i), replicas[r], timeout.MedianQuantile, now)
+					m = tracker.LocalMedian(s.Tracker(i), replicas[r], now)
 				}
 				if err != nil {
-					e = tracker.Estimate{}
+					e, m = tracker.Estimate{}, tracker.Median{}
 				}
 				e.Failing = e.Failing || nd.dec.Failing(replicas[r])
-				es[r] = e
+				rs[r] = timeout.Replica{Estimate: e, Median: m}
 			}
-			timeout.OrderReplicas(es, order)
+			timeout.OrderReplicas(rs, order)
 		}
 		if nd.budget != nil {
 			nd.budget.Deposit()

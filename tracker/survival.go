@@ -1,0 +1,203 @@
+package tracker
+
+import "time"
+
+// The median under censoring. A timed-out or superseded attempt is a
+// sample at its timeout or elapsed time that is also censored: its latency
+// was above that. As a plain quantile counts it at that value, a replica
+// whose attempts are mostly cut short (a demoted replica that mostly gets
+// hedges, which lose after a few milliseconds) shows a median far below
+// its true one. The Kaplan–Meier estimator treats censored samples as what
+// they are (right-censored), over the view's buckets: per bucket i, d_i
+// samples completed there (H_i − C_i) out of n_i at risk (every sample,
+// completed or censored, in buckets >= i), and the survival after bucket i
+// is S_i = Π_{j<=i} (1 − d_j/n_j). The median is the first bucket where S
+// falls to 1/2 or below. With nothing censored S_i is the share of samples
+// above bucket i, so the median is the plain quantile's, exactly.
+
+// Median is a view's median latency estimated under right-censoring: the
+// Kaplan–Meier estimator over the view's buckets, timed-out and superseded
+// samples counted as censored at their bucket. With nothing censored it is
+// exactly the view's quantile at q = 0.5 (QuantileMillis's bucket rule);
+// the timeout quantile is never computed this way (it keeps seed parity).
+// A view whose censoring is unknown (it holds a batch from a peer that
+// sends no censored counts) gives the plain quantile, as its timeouts do.
+type Median struct {
+	// Millis is the median, the highest equivalent value of the first
+	// bucket at which the survival function falls to 1/2 or below; 0 when
+	// Above or when the view is empty.
+	Millis uint64
+	// Within is where in that bucket the survival function, interpolated
+	// linearly across the bucket, reaches 1/2: in (0, 1], 1 at its top (the
+	// share of the bucket's completed samples the median needs). It tells
+	// apart medians that share a bucket (at 10 ms the buckets are 1 ms
+	// wide, so healthy replicas often do); 0 when Millis is.
+	Within float64
+	// Samples is the view's sample count, censored ones included; 0: the
+	// view is empty and there is no median.
+	Samples uint64
+	// Above reports that the survival function never falls to 1/2: so
+	// much of the view is censored above its completed samples that the
+	// median is above the highest completed latency, by how much unknown.
+	Above bool
+}
+
+// survivalMedian returns the index of the bucket holding h's Kaplan–Meier
+// median with c as its censored counts (C <= H bucket by bucket) and where
+// in the bucket S reaches 1/2 (Median.Within), and false when the survival
+// function never falls to 1/2 (or h is empty).
+//
+// It walks up from the bottom keeping n, the samples at risk, and lim, the
+// most samples that may remain (completed ones above i, plus those
+// censored at i) for S_i <= 1/2: with nothing censored below, lim = N/2
+// exactly, so the answer is the plain median's bucket (rank ceil(N/2)).
+// Each censored bucket i scales lim by n_{i+1}/(n_{i+1} + C_i): S_i =
+// w·(n_i − d_i) with w = S_{i−1}/n_i the KM mass per sample at risk, and
+// w grows by (n_{i+1} + C_i)/n_{i+1} past i. Between censored buckets
+// whole blocks whose remainder stays above lim are skipped, as the plain
+// quantile skips them; so it costs that walk plus a step per censored
+// bucket below the median, and allocates nothing. Within the bucket S
+// falls from n_i/(2·lim) to (n_i − d_i)/(2·lim), so it reaches 1/2 at
+// (n_i − lim)/d_i of the way.
+func survivalMedian(h *hist, c *sparseSum) (int, float64, bool) {
+	if h.total == 0 {
+		return 0, 0, false
+	}
+	n := h.total // at risk at bucket i: samples in buckets >= i
+	lim := float64(n) / 2
+	k := 0 // next censored entry
+	nc := len(h.counts)
+	if len(c.idx) > 0 {
+		nc = int(c.idx[0])
+	}
+	for i := 0; i <= h.hi; {
+		if i < nc {
+			// Nothing censored at i: S_i <= 1/2 when n − H_i <= lim.
+			if i&blockMask == 0 && i+blockMask < nc {
+				if s := h.blocks[i>>blockShift]; float64(n-s) > lim {
+					n -= s
+					i += blockSize
+					continue
+				}
+			}
+			if hc := h.counts[i]; hc > 0 {
+				if float64(n-hc) <= lim {
+					return i, (float64(n) - lim) / float64(hc), true
+				}
+				n -= hc
+			}
+			i++
+			continue
+		}
+		// A censored bucket: d = H − C completed, C censored at i.
+		hc, cc := h.counts[i], c.n[k]
+		if hc > cc && float64(n-hc+cc) <= lim {
+			return i, (float64(n) - lim) / float64(hc-cc), true
+		}
+		if n -= hc; n == 0 {
+			return 0, 0, false
+		}
+		lim *= float64(n) / float64(n+cc)
+		if k++; k < len(c.idx) {
+			nc = int(c.idx[k])
+		} else {
+			nc = len(h.counts)
+		}
+		i++
+	}
+	return 0, 0, false
+}
+
+// median returns the Median of the view h with censored counts c (nil:
+// none), in g's layout; unknown: the view's censoring is unknown, so the
+// plain quantile.
+func median(g *geometry, h *hist, c *sparseSum, unknown bool) Median {
+	m := Median{Samples: h.total}
+	if h.total == 0 {
+		return m
+	}
+	if c == nil || unknown {
+		c = &sparseSum{} // nothing censored: the plain median's bucket
+	}
+	i, within, ok := survivalMedian(h, c)
+	if !ok {
+		m.Above = true
+		return m
+	}
+	m.Millis, m.Within = uint64(g.highestEquivalent(i)), within
+	return m
+}
+
+// windowMedian is the Median of w in s's layout.
+func (s *settings) windowMedian(w *window) Median {
+	return median(&s.geo, &w.sum, w.censored(), false)
+}
+
+// Median returns the censoring-aware median of dest's view named by view
+// at now: SourceFleet the fleet view (after the share cap, as Estimate
+// reads it: the aggregate under protocol v2), SourceLocal the local
+// tracker's window; the zero Median for SourceNone, for a view that does
+// not hold dest, or for SourceLocal without a local tracker. It slides the
+// Fleet (or rotates the local tracker) to now, like an estimate, and
+// never creates dest. It is what replicas are ordered by
+// (timeout.OrderReplicas), beside an Estimate at q = 0.5 that names the
+// deciding view; it takes the Fleet's lock (the local view of a
+// *SyncTracker only the tracker's shard lock) and walks the view from the
+// bottom, without a cache.
+func (f *Fleet) Median(dest string, view Source, now time.Time) Median {
+	switch view {
+	case SourceFleet:
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.slide(now)
+		return f.fleetMedian(dest)
+	case SourceLocal:
+		if f.localSync != nil {
+			return LocalMedian(f.localSync, dest, now)
+		}
+		if f.localPlain != nil {
+			f.mu.Lock() // a *Tracker is read under the Fleet's lock
+			defer f.mu.Unlock()
+			return LocalMedian(f.localPlain, dest, now)
+		}
+	}
+	return Median{}
+}
+
+// fleetMedian is dest's Median in the fleet view; f.mu is held.
+func (f *Fleet) fleetMedian(dest string) Median {
+	if len(f.aggs) > 0 {
+		if v := f.aggregateView(dest); v != nil {
+			return median(&f.geo, &v.h, &v.c, v.src.CensoringUnknown)
+		}
+	}
+	d := f.dests[dest]
+	if d == nil {
+		return Median{}
+	}
+	h, c := &d.h, &d.c
+	if s := f.summary(d); s.capped {
+		h, c = &s.ch, &s.cc
+	}
+	return median(&f.geo, h, c, d.unknown > 0)
+}
+
+// LocalMedian returns the censoring-aware median (Median) of dest in t's
+// window at now: what a process without a fleet orders replicas by, beside
+// LocalEstimate at q = 0.5. It rotates t to now like a query and never
+// creates dest; the zero Median when t does not hold dest.
+func LocalMedian[T interface {
+	*Tracker[string] | *SyncTracker[string]
+}](t T, dest string, now time.Time) Median {
+	switch t := any(t).(type) {
+	case *Tracker[string]:
+		if en := t.lookup(dest, now); en != nil {
+			return t.s.windowMedian(&en.window)
+		}
+	case *SyncTracker[string]:
+		var m Median
+		t.withEntry(dest, now, func(en *entry[string]) { m = t.s.windowMedian(&en.window) })
+		return m
+	}
+	return Median{}
+}
