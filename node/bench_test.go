@@ -44,12 +44,7 @@ func benchNodeWith(b *testing.B, cfg Config) (*Node, []string) {
 // record and the records counter.
 func BenchmarkRecord(b *testing.B) {
 	n, dests := benchNode(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		n.Record(dests[i&63], 12*time.Millisecond)
-		i++
-	}
+	recordLoop(b, n, dests)
 }
 
 // BenchmarkRecordUnbounded is BenchmarkRecord with no MaxDestinations:
@@ -60,12 +55,7 @@ func BenchmarkRecordUnbounded(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Tracker.MaxDestinations = 0
 	n, dests := benchNodeWith(b, cfg)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		n.Record(dests[i&63], 12*time.Millisecond)
-		i++
-	}
+	recordLoop(b, n, dests)
 }
 
 // BenchmarkRecordParallelUnbounded is BenchmarkRecordParallel with no
@@ -75,28 +65,14 @@ func BenchmarkRecordParallelUnbounded(b *testing.B) {
 	cfg := DefaultConfig()
 	cfg.Tracker.MaxDestinations = 0
 	n, dests := benchNodeWith(b, cfg)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			n.Record(dests[i&63], 12*time.Millisecond)
-			i++
-		}
-	})
+	recordParallel(b, n, dests)
 }
 
 // BenchmarkRecordParallel is Node.Record from every core on distinct
 // destinations.
 func BenchmarkRecordParallel(b *testing.B) {
 	n, dests := benchNode(b)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := 0
-		for pb.Next() {
-			n.Record(dests[i&63], 12*time.Millisecond)
-			i++
-		}
-	})
+	recordParallel(b, n, dests)
 }
 
 // BenchmarkTimeout3 is Node.Timeout over 3 destinations: one cached
@@ -138,4 +114,28 @@ func BenchmarkEstimate(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// recordLoop measures Node.Record over dests, one destination after the
+// other.
+func recordLoop(b *testing.B, n *Node, dests []string) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		n.Record(dests[i&63], 12*time.Millisecond)
+		i++
+	}
+}
+
+// recordParallel measures Node.Record from every core, each going through
+// dests on its own.
+func recordParallel(b *testing.B, n *Node, dests []string) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			n.Record(dests[i&63], 12*time.Millisecond)
+			i++
+		}
+	})
 }
