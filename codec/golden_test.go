@@ -326,7 +326,14 @@ func appendSentAtRaw(valid []byte, values ...any) []byte {
 
 // TestFuzzCorpus keeps the committed seed corpora in sync with fuzzSeeds.
 func TestFuzzCorpus(t *testing.T) {
-	for target, seeds := range fuzzSeeds(t) {
+	syncFuzzCorpus(t, fuzzSeeds(t), "TestFuzzCorpus")
+}
+
+// syncFuzzCorpus checks that each fuzz target's committed seed corpus under
+// testdata/fuzz holds one file per seed of seeds, and with -update writes
+// the corpus afresh; test names the test that runs it, for the hint.
+func syncFuzzCorpus(t *testing.T, seeds map[string]map[string][]byte, test string) {
+	for target, seeds := range seeds {
 		dir := filepath.Join("testdata", "fuzz", target)
 		if *update {
 			require.NoError(t, os.RemoveAll(dir))
@@ -338,6 +345,6 @@ func TestFuzzCorpus(t *testing.T) {
 		}
 		entries, err := os.ReadDir(dir)
 		require.NoError(t, err)
-		require.Len(t, entries, len(seeds), "%s: run go test -run TestFuzzCorpus -update", dir)
+		require.Len(t, entries, len(seeds), "%s: run go test -run %s -update", dir, test)
 	}
 }

@@ -3,11 +3,9 @@ package codec
 import (
 	"bytes"
 	"encoding/hex"
-	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -288,20 +286,7 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 
 // TestFuzzCorpusV2 keeps the v2 seed corpora in sync with fuzzSeedsV2.
 func TestFuzzCorpusV2(t *testing.T) {
-	for target, seeds := range fuzzSeedsV2(t) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *update {
-			require.NoError(t, os.RemoveAll(dir))
-			require.NoError(t, os.MkdirAll(dir, 0o755))
-			for name, msg := range seeds {
-				body := fmt.Sprintf("go test fuzz v1\n[]byte(%s)\n", strconv.Quote(string(msg)))
-				require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644))
-			}
-		}
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		require.Len(t, entries, len(seeds), "%s: run go test -run TestFuzzCorpusV2 -update", dir)
-	}
+	syncFuzzCorpus(t, fuzzSeedsV2(t), "TestFuzzCorpusV2")
 }
 
 // fuzzV2 runs a v2 decoder on msg: no panic, every refusal typed, and
