@@ -36,6 +36,12 @@
 //	agg_pull    = [1, 8, sender, [[dest, epoch, coverage records, coverage hash], …]]
 //	record_pull = [1, 9, sender, [epoch, …]]
 //
+// and, at protocol level 4, a seventh:
+//
+//	packed_aggregates = [1, 10, layout, sender, [packed agg, …]]
+//	packed agg = agg with [pairs] and [censored pairs] each a bin of uvarints
+//	             (index₀, count₀, Δ₁, count₁, …)
+//
 // with the same rules for names, pairs and lengths, and caps of their own
 // (MaxManifests, MaxAggregates, MaxDigestEpochs, MaxAggEntries,
 // MaxPullEpochs).
