@@ -102,7 +102,9 @@ func (d *Decoder) readPairs(what string, countsLen int) (int, uint64, error) {
 }
 
 // readPackedPairs is readPairs for a packed pair list
-// (appendPackedPairs): a bin of uvarints, at most countsLen pairs.
+// (appendPackedPairs): a bin of uvarints, dense, at most countsLen
+// buckets, none beyond the layout's last index, no empty run of 0 indexes
+// nor one at the end.
 func (d *Decoder) readPackedPairs(what string, countsLen int) (int, uint64, error) {
 	c, err := d.rd.ReadByte()
 	if err != nil {
@@ -111,8 +113,7 @@ func (d *Decoder) readPackedPairs(what string, countsLen int) (int, uint64, erro
 	var n int
 	switch c {
 	case 0xc4, 0xc5, 0xc6:
-		size := 1 << (c - 0xc4)
-		for range size {
+		for range 1 << (c - 0xc4) {
 			x, err := d.rd.ReadByte()
 			if err != nil {
 				return 0, 0, d.fail(what, err)
@@ -127,32 +128,55 @@ func (d *Decoder) readPackedPairs(what string, countsLen int) (int, uint64, erro
 	}
 	start := len(d.buckets)
 	end := d.rd.Len() - n
-	last := uint64(countsLen - 1)
-	var idx, sum uint64
-	for j := 0; d.rd.Len() > end; j++ {
-		if j == countsLen {
-			return 0, 0, malformed("%s: more than %d buckets", what, countsLen)
-		}
+	next := func() (uint64, error) {
 		v, err := binary.ReadUvarint(&d.rd)
 		if err != nil || d.rd.Len() < end {
-			return 0, 0, malformed("%s: bad uvarint", what)
+			return 0, malformed("%s: bad uvarint", what)
+		}
+		return v, nil
+	}
+	if n == 0 {
+		return start, 0, nil
+	}
+	idx, err := next()
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case idx >= uint64(countsLen):
+		return 0, 0, malformed("%s: bucket index %d out of range [0, %d]", what, idx, countsLen-1)
+	}
+	var sum uint64
+	gap := false // the last token was an empty run
+	for d.rd.Len() > end {
+		v, err := next()
+		if err != nil {
+			return 0, 0, err
+		}
+		if v == 0 {
+			k, err := next()
+			switch {
+			case err != nil:
+				return 0, 0, err
+			case k == 0 || k >= uint64(countsLen):
+				return 0, 0, malformed("%s: empty run of %d indexes", what, k)
+			}
+			idx += k
+			gap = true
+			continue
 		}
 		switch {
-		case j == 0 && v > last:
-			return 0, 0, malformed("%s: bucket index %d out of range [0, %d]", what, v, last)
-		case j > 0 && (v == 0 || v > last-idx):
-			return 0, 0, malformed("%s: bucket index delta %d out of range [1, %d]", what, v, last-idx)
+		case idx >= uint64(countsLen):
+			return 0, 0, malformed("%s: bucket index %d out of range [0, %d]", what, idx, countsLen-1)
+		case v > math.MaxUint32:
+			return 0, 0, malformed("%s: bucket count %d out of range [1, %d]", what, v, uint64(math.MaxUint32))
 		}
-		idx += v
-		cnt, err := binary.ReadUvarint(&d.rd)
-		switch {
-		case err != nil || d.rd.Len() < end:
-			return 0, 0, malformed("%s: bad uvarint", what)
-		case cnt == 0 || cnt > math.MaxUint32:
-			return 0, 0, malformed("%s: bucket count %d out of range [1, %d]", what, cnt, uint64(math.MaxUint32))
-		}
-		sum += cnt
-		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(cnt)})
+		sum += v
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(v)})
+		idx++
+		gap = false
+	}
+	if gap || len(d.buckets) == start {
+		return 0, 0, malformed("%s: ends without a bucket", what)
 	}
 	return start, sum, nil
 }

@@ -288,18 +288,20 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 	}
 	packed := common(g["v1-packed-aggregates"])
 	pagg := func(mod func(a arr) arr) arr {
-		a := arr{"d", 5, 2, bin8(3, 1, 1, 1), bin8(), 0, 1, 0, 4, 0, 1, 9}
+		a := arr{"d", 5, 2, bin8(3, 1, 1), bin8(), 0, 1, 0, 4, 0, 1, 9}
 		return arr{1, 10, layout, "s", arr{mod(a)}}
 	}
 	for name, m := range map[string]arr{
 		"total-mismatch":      pagg(set(2, 3)),
 		"index-out-of-range":  pagg(set(3, bin8(0x80, 0x0a, 1))),
-		"index-repeated":      pagg(set(3, bin8(3, 1, 0, 1))),
-		"count-zero":          pagg(set(3, bin8(3, 0))),
+		"run-past-the-end":    pagg(set(3, bin8(3, 1, 0, 0x80, 0x0a, 1))),
+		"run-of-zero":         pagg(set(3, bin8(3, 1, 0, 0, 1))),
+		"run-wraps":           pagg(set(3, bin8(3, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1))),
+		"run-at-the-end":      pagg(set(3, bin8(3, 1, 1, 0, 2))),
+		"index-only":          pagg(set(3, bin8(3))),
 		"count-huge":          pagg(set(3, bin8(3, 0xff, 0xff, 0xff, 0xff, 0x7f))),
 		"uvarint-cut":         pagg(set(3, bin8(3, 0x81))),
 		"uvarint-overflow":    pagg(set(3, bin8(3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))),
-		"pair-half":           pagg(set(3, bin8(3))),
 		"buckets-an-array":    pagg(set(3, arr{3, 1})),
 		"censored-outside":    pagg(set(4, bin8(7, 1))),
 		"censored-over-count": pagg(set(4, bin8(3, 2))),
