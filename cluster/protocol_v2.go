@@ -95,7 +95,7 @@ type V2Stats struct {
 type v2 struct {
 	on      bool              // running v2
 	current map[string]Member // peer name → its current member up (self included)
-	level   uint8             // the lowest level of the other members up (CurrentLevel when alone)
+	level   uint8             // the lowest level of this node and the other members up
 	hashes  map[string]uint64 // peer name → tracker.NameHash, for the relays' rendezvous order
 	owners  *Owners
 	dirty   bool             // members or destinations changed: owners are stale
@@ -175,10 +175,11 @@ func (p *Protocol) setMembersV2(now time.Time) {
 	}
 	cur := map[string]Member{}
 	all := true
-	lvl := CurrentLevel
+	own := CurrentLevel
 	if p.cfg.Level > 0 {
-		lvl = p.cfg.Level
+		own = p.cfg.Level
 	}
+	lvl := own
 	for _, m := range p.members {
 		if !m.State.Up() || m.BootID == 0 {
 			continue
@@ -196,7 +197,7 @@ func (p *Protocol) setMembersV2(now time.Time) {
 			cur[m.Name] = m
 		}
 	}
-	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: lvl}
+	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: own}
 	if !sameCurrent(cur, p.v2.current) {
 		p.v2.dirty = true
 		for name := range p.v2.hashes {
