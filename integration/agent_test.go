@@ -160,47 +160,22 @@ func (a *agent) record(t testing.TB, samples []sample) {
 	require.JSONEq(t, fmt.Sprintf(`{"recorded":%d}`, len(samples)), string(resp))
 }
 
-// estimateJSON is GET /v1/estimate.
-type estimateJSON struct {
-	Dest           string   `json:"dest"`
-	Quantile       float64  `json:"quantile"`
-	Source         string   `json:"source"`
-	ValueMs        *uint64  `json:"value_ms"`
-	FleetValueMs   *uint64  `json:"fleet_value_ms"`
-	LocalValueMs   *uint64  `json:"local_value_ms"`
-	Samples        uint64   `json:"samples"`
-	LocalSamples   uint64   `json:"local_samples"`
-	Peers          int      `json:"peers"`
-	EffectivePeers float64  `json:"effective_peers"`
-	StalenessMs    *float64 `json:"staleness_ms"`
-	Trusted        bool     `json:"trusted"`
-}
-
-func (a *agent) estimate(t testing.TB, dest string, q float64) estimateJSON {
+func (a *agent) estimate(t testing.TB, dest string, q float64) testutil.Estimate {
 	t.Helper()
-	var e estimateJSON
+	var e testutil.Estimate
 	a.getJSON(t, "/v1/estimate?dest="+url.QueryEscape(dest)+"&q="+strconv.FormatFloat(q, 'g', -1, 64), &e)
 	return e
 }
 
-// memberJSON is one entry of GET /v1/members.
-type memberJSON struct {
-	Name   string `json:"name"`
-	Member string `json:"member"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"`
-	BootID string `json:"boot_id"`
-}
-
-func (a *agent) members(t testing.TB) []memberJSON {
+func (a *agent) members(t testing.TB) []testutil.Member {
 	t.Helper()
-	var ms []memberJSON
+	var ms []testutil.Member
 	a.getJSON(t, "/v1/members", &ms)
 	return ms
 }
 
 // self returns the agent's own entry of /v1/members.
-func (a *agent) self(t testing.TB) memberJSON {
+func (a *agent) self(t testing.TB) testutil.Member {
 	t.Helper()
 	var st struct {
 		Member string `json:"member"`
@@ -212,7 +187,7 @@ func (a *agent) self(t testing.TB) memberJSON {
 		}
 	}
 	t.Fatalf("%s does not list itself (%s)", a.name, st.Member)
-	return memberJSON{}
+	return testutil.Member{}
 }
 
 // gossipStats returns the "gossip" of the agent's GET /v1/status.
