@@ -129,6 +129,16 @@ func (p *agentProc) states(t *testing.T) map[string]string {
 	return out
 }
 
+type estimateJSON struct {
+	Source       string  `json:"source"`
+	ValueMs      *uint64 `json:"value_ms"`
+	FleetValueMs *uint64 `json:"fleet_value_ms"`
+	LocalValueMs *uint64 `json:"local_value_ms"`
+	Samples      uint64  `json:"samples"`
+	LocalSamples uint64  `json:"local_samples"`
+	Peers        int     `json:"peers"`
+}
+
 // keygen runs the binary's keygen and returns a key file holding its key.
 func keygen(t *testing.T) (path, key string) {
 	t.Helper()
@@ -203,10 +213,10 @@ func TestThreeAgents(t *testing.T) {
 	// Once the sub-window seals (1s) and gossip carries it (about 1s more:
 	// the 60s window keeps the samples well past the 30s deadline), every agent's fleet
 	// view holds all 300 samples from 3 peers, and they agree on the P99.99.
-	ests := make([]testutil.Estimate, len(agents))
+	ests := make([]estimateJSON, len(agents))
 	agreed := poll(30*time.Second, func() bool {
 		for i, p := range agents {
-			ests[i] = testutil.Estimate{}
+			ests[i] = estimateJSON{}
 			if getJSON(t, "http://"+p.http+"/v1/estimate?dest=db-1", &ests[i]) != http.StatusOK {
 				return false
 			}

@@ -5,27 +5,10 @@ import (
 	"fmt"
 )
 
-// Estimate is the body of GET /v1/estimate as a client reads it. Tests that
+// Member is one entry of GET /v1/members as a client reads it. Tests that
 // drive a node from outside (a subprocess, an agent over HTTP) decode into
 // it rather than into the node's own types, so a change of the JSON fails
 // them.
-type Estimate struct {
-	Dest           string   `json:"dest"`
-	Quantile       float64  `json:"quantile"`
-	Source         string   `json:"source"`
-	ValueMs        *uint64  `json:"value_ms"`
-	FleetValueMs   *uint64  `json:"fleet_value_ms"`
-	LocalValueMs   *uint64  `json:"local_value_ms"`
-	Samples        uint64   `json:"samples"`
-	LocalSamples   uint64   `json:"local_samples"`
-	Peers          int      `json:"peers"`
-	EffectivePeers float64  `json:"effective_peers"`
-	StalenessMs    *float64 `json:"staleness_ms"`
-	Trusted        bool     `json:"trusted"`
-}
-
-// Member is one entry of GET /v1/members as a client reads it (see
-// Estimate).
 type Member struct {
 	Name   string `json:"name"`
 	Member string `json:"member"`
