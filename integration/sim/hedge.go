@@ -147,6 +147,11 @@ type HedgeConfig struct {
 	// HedgeBudget is HedgeFleet's budget (node.Config.HedgeBudget).
 	// Default 0.05.
 	HedgeBudget float64
+	// ClientWarm starts every HedgeClient sketch past bhope/hedge's
+	// warm-up requests, as in a client that has run for long: its first
+	// request already reads its sketch (an empty one still gives the
+	// warm-up delay).
+	ClientWarm bool
 	// Timeout is every attempt's timeout rule (the Decider on each node's
 	// fleet view, as node.DoHedged). Default: timeout.DefaultConfig with
 	// Backoff 10ms..1m.
@@ -293,12 +298,19 @@ type hedgeAttempt struct {
 	a          timeout.Attempt
 	start, lat time.Duration // lat: its latency if it were let run
 	limit      time.Duration // when our timeout ends it, after start
+	stop       time.Duration // when it was cancelled (canceled only)
 	hedge      bool
 	running    bool
+	canceled   bool // HedgeClient: cancelled when its round trip failed
 }
 
-func (h *hedgeAttempt) end() time.Duration { return h.start + min(h.lat, h.limit) }
-func (h *hedgeAttempt) answers() bool      { return h.lat <= h.limit }
+func (h *hedgeAttempt) end() time.Duration {
+	if h.canceled {
+		return h.stop
+	}
+	return h.start + min(h.lat, h.limit)
+}
+func (h *hedgeAttempt) answers() bool { return h.lat <= h.limit }
 
 type hedgeClass struct {
 	waits                                   []time.Duration
@@ -368,6 +380,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				rps = rateOf(i)
 			}
 			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
+			if cfg.ClientWarm {
+				nodes[i].own.n = clientWarmupRequests
+			}
 		}
 	}
 	hedgeQ := timeout.HedgeQuantile(fleetBudget)
@@ -386,8 +401,8 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		}
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	// clientDelay is HedgeClient's delay for the request being run: one per
-	// request, taken at its start.
+	// clientDelay is HedgeClient's delay for the round trip being run, taken
+	// at its start.
 	var clientDelay time.Duration
 	// delay returns the hedge delay of an attempt to replica r by node i.
 	delay := func(i, r int, now time.Time) (time.Duration, bool) {
@@ -445,9 +460,6 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		if nd.budget != nil {
 			nd.budget.Deposit()
 		}
-		if nd.own != nil {
-			clientDelay = nd.own.delay(cmp.Or(p.Quantile, 0.9), at)
-		}
 		t0 := time.Duration(0) // the round's start, after at
 		for round := 1; round <= maxHedgeRounds; round++ {
 			tries = tries[:0]
@@ -456,8 +468,20 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			for r := range min(cfg.Replicas, len(lats)) {
 				lats[r] = latency(rng, r, at+t0)
 			}
+			// HedgeClient's round trip (one RoundTrip of bhope/hedge's
+			// transport): its first attempt and start. A round trip is the
+			// first attempt of a round or a failover, which is the caller's
+			// retry there.
+			var rtStart time.Duration
+			hedged := false
 			launch := func(start time.Duration, hedge bool) {
 				r := order[len(tries)]
+				if !hedge && nd.own != nil {
+					// A new round trip counts toward the warm-up and reads
+					// the sketch; it may send one hedge.
+					clientDelay = nd.own.delay(cmp.Or(p.Quantile, 0.9), at)
+					rtStart, hedged = start, false
+				}
 				a := nd.dec.Decide(replicas[r], round, now)
 				h := hedgeAttempt{replica: r, a: a, start: start, lat: lats[r], limit: a.Timeout, hedge: hedge, running: true}
 				if h.lat > a.Timeout && a.ProbeTimeout > a.Timeout && nd.dec.Probe(&h.a, now) {
@@ -466,11 +490,10 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				tries = append(tries, h)
 			}
 			hedgeAt := time.Duration(-1)
-			hedged := false
 			arm := func() { // the hedge timer of the latest attempt
 				hedgeAt = -1
 				if p.Kind == HedgeClient && hedged {
-					return // at most one hedge a request
+					return // at most one hedge a round trip
 				}
 				if last := len(tries) - 1; len(tries) < len(order) {
 					if d, ok := delay(i, tries[last].replica, now); ok {
@@ -520,6 +543,25 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					winner, tWin = which, next
 					break
 				}
+				if nd.own != nil {
+					// bhope/hedge returns its round trip's first result,
+					// an error too: it cancels the other attempt, learns
+					// the error's elapsed time, and the caller retries
+					// with the next replica.
+					for k := range tries {
+						if o := &tries[k]; o.running {
+							o.running, o.canceled, o.stop = false, true, next
+						}
+					}
+					own, d, when := nd.own, next-rtStart, at+next
+					s.At(when, func(time.Time) { own.add(d, when) })
+					hedgeAt = -1
+					if len(tries) < len(order) {
+						launch(next, false)
+						arm()
+					}
+					continue
+				}
 				// Ended by our timeout: fail over when no other attempt runs.
 				running := false
 				for k := range tries {
@@ -538,6 +580,8 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				switch {
 				case k == winner:
 					o, end = timeout.Completed, tWin
+				case h.canceled:
+					o, end = timeout.Superseded, h.stop
 				case !h.running:
 					o, end = timeout.TimedOut, h.end()
 					rq.timedOut++
@@ -547,9 +591,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				dec, a, el := nd.dec, h.a, end-h.start
 				s.At(at+end, func(t time.Time) { dec.Observe(a, o, el, t) })
 				if o == timeout.Completed && nd.own != nil {
-					// bhope/hedge learns the winner's latency from the
-					// request's start (the round's, here).
-					own, d, when := nd.own, end-t0, at+end
+					// bhope/hedge learns the winner's latency from its
+					// round trip's start.
+					own, d, when := nd.own, end-rtStart, at+end
 					s.At(when, func(time.Time) { own.add(d, when) })
 				}
 			}

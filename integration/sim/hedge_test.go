@@ -214,21 +214,30 @@ func TestHedgeDeterministic(t *testing.T) {
 }
 
 // TestClientSketch: the per-client model hedges after the warm-up delay for
-// its first 20 requests, then at the quantile of its last 30 to 60 s.
+// its first 20 round trips, then at the quantile of its last 30 to 60 s,
+// its windows rotating every 30 s from the sketch's first use.
 func TestClientSketch(t *testing.T) {
-	c := newClientSketch()
+	c := newClientSketch() // made at 1 s: rotates at 31 s, 61 s, …
 	for k := range clientWarmupRequests {
 		c.add(time.Duration(k+1)*time.Millisecond, time.Second)
 		require.Equal(t, clientWarmupDelay, c.delay(0.9, time.Second))
 	}
 	d := c.delay(0.9, time.Second) // the 21st: P90 of 1..20 ms is 18 ms
 	require.InEpsilon(t, float64(18*time.Millisecond), float64(d), 0.011)
-	d, ok := c.quantile(0.9, 35*time.Second) // rotated once: still there
+	d, ok := c.quantile(0.9, 60*time.Second) // rotated once: still there
 	require.True(t, ok)
 	require.InEpsilon(t, float64(18*time.Millisecond), float64(d), 0.011)
-	_, ok = c.quantile(0.9, 60*time.Second) // rotated twice: gone
+	_, ok = c.quantile(0.9, 61*time.Second) // rotated twice: gone
 	require.False(t, ok)
-	require.Equal(t, clientWarmupDelay, c.delay(0.9, 60*time.Second))
+	require.Equal(t, clientWarmupDelay, c.delay(0.9, 61*time.Second))
+
+	// Fewer values than 1/(1 − q): the quantile is their maximum.
+	c = newClientSketch()
+	c.n = clientWarmupRequests
+	for _, ms := range []int{10, 11, 12, 700} {
+		c.add(time.Duration(ms)*time.Millisecond, 0)
+	}
+	require.InEpsilon(t, float64(700*time.Millisecond), float64(c.delay(0.9, time.Second)), 0.011)
 
 	b := newClientBucket(0.1, 0.5) // 10 % of 0.5 calls a second: burst 1
 	require.True(t, b.spend(0))
