@@ -112,6 +112,18 @@ func (c *clientSketch) quantile(q float64, at time.Duration) (time.Duration, boo
 	return 0, false
 }
 
+// count returns the values the sketch holds at elapsed time at.
+func (c *clientSketch) count(at time.Duration) int {
+	c.rotate(at)
+	var n uint32
+	for _, m := range []map[int]uint32{c.prev, c.cur} {
+		for _, v := range m {
+			n += v
+		}
+	}
+	return int(n)
+}
+
 // delay returns the hedge delay of the client's next round trip at elapsed
 // time at, counting it toward the warm-up.
 func (c *clientSketch) delay(q float64, at time.Duration) time.Duration {
