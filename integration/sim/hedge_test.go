@@ -82,12 +82,23 @@ func rareSweep(r float64) HedgeConfig {
 			PolicyClient, PolicyClientOwnRate, PolicyClientSameBudget, PolicyOurs, PolicyOursClientBudget)}
 }
 
-// TestHedgeRareCallers is README's rare-caller sweep (ATNODE_SIM=1 only):
+// TestHedgeRareCallers is README's rare-caller sweep (ATNODE_SIM=1 only;
+// about 30 minutes on a shared 2-core machine, most of it the 0.03 rate):
 // every policy side by side in one run per rate of RareRates, the rare
 // callers' time to a successful answer with 95 % intervals, and for ours
 // at each budget its Verdict against every other row (ATNODE_SIM=1 go test
-// -run TestHedgeRareCallers -v ./integration/sim/; one subtest per rate,
-// e.g. -run 'TestHedgeRareCallers/0.03').
+// -run TestHedgeRareCallers -v -timeout 2h ./integration/sim/; one rate:
+// -run 'TestHedgeRareCallers/^0.1$').
+//
+// What holds, pinned, against bhope/hedge at its defaults: at every rate
+// ours at either budget has less extra load, and at bhope/hedge's budget
+// (0.10) no higher p99.9; at 0.3 a second ours at 0.10 is StrictlyBetter
+// (its p99 lower beyond doubt); at 0.03 its p99.9 is lower beyond doubt.
+// Against per-client P90 with its budget at 10 % of the client's own rate,
+// ours at 0.05 is StrictlyBetter at every rare rate (0.3 and below). Not
+// pinned, because it does not hold: ours StrictlyBetter than bhope/hedge
+// at 1, 0.1 or 0.03 a second (at 0.1 and 0.03 its p99 is lower than ours,
+// bought with 22 and 42 % extra requests: its thin sketch hedges early).
 func TestHedgeRareCallers(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") == "" {
 		t.Skip("ATNODE_SIM=1 runs it")
@@ -99,8 +110,20 @@ func TestHedgeRareCallers(t *testing.T) {
 			require.NoError(t, err)
 			t.Logf("rare callers at %v calls a second (%v measured, %d seeds pooled):\n%s", r, cfg.Duration-cfg.Warmup, cfg.Seeds, HedgeRareTable(rs))
 			by := hedgeByPolicy(t, rs)
-			for _, o := range []string{PolicyOurs, PolicyOursClientBudget} {
-				require.LessOrEqual(t, by[o].Rare.TimedOut, 0.005, o)
+			ours, ours10, bhope := by[PolicyOurs].Rare, by[PolicyOursClientBudget].Rare, by[PolicyClient].Rare
+			for _, o := range []HedgeCallers{ours, ours10} {
+				require.LessOrEqual(t, o.TimedOut, 0.005)
+				require.Less(t, o.Extra, bhope.Extra)
+			}
+			require.LessOrEqual(t, ours10.P999, bhope.P999)
+			if r < 1 {
+				require.True(t, StrictlyBetter(ours, by[PolicyClientOwnRate].Rare))
+			}
+			switch r {
+			case 0.3:
+				require.True(t, StrictlyBetter(ours10, bhope))
+			case 0.03:
+				require.Less(t, ours10.P999CI[1], bhope.P999CI[0])
 			}
 		})
 	}
