@@ -26,8 +26,10 @@ const (
 	// HedgeClient hedges after a quantile (HedgePolicy.Quantile, default
 	// 0.9) of the calling node's own latencies, within a token bucket of
 	// its own (HedgePolicy.Budget, default 0.1, of HedgePolicy.RPS
-	// requests a second), at most once a request: at the defaults,
-	// bhope/hedge's rule as that library builds it (see hedge_client.go).
+	// requests a second), at most once a round trip (a request, or a
+	// failover: the caller's retry there), a round trip ending at its
+	// first result: at the defaults, bhope/hedge's rule as that library
+	// runs it (see hedge_client.go).
 	HedgeClient
 	// HedgeFleet is DoHedged's rule run through the same pure parts:
 	// replicas in the order of the fleet median, censoring-aware
