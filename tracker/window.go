@@ -171,7 +171,7 @@ func (w *window) record(i int) {
 	w.cur[i] = c + 1
 	w.curN++
 	w.ver++
-	w.sum.add(i, 1)
+	w.sum.inc(i)
 }
 
 // recordTimeout adds one timed-out sample at index i: a sample as record
