@@ -91,8 +91,8 @@ func BenchmarkMaxCompletedNaive(b *testing.B) {
 		for _, bk := range w.cens.cur {
 			dense[bk.Index] += uint64(bk.Count)
 		}
-		for k := range w.ring {
-			if s := w.ring[k].timedOut; s != nil {
+		for _, s := range w.cens.ring {
+			if s != nil {
 				for _, bk := range s.buckets {
 					dense[bk.Index] += uint64(bk.Count)
 				}
