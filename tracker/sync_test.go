@@ -15,11 +15,7 @@ import (
 
 func newST(t testing.TB, mut func(*Config)) *SyncTracker[string] {
 	t.Helper()
-	c := DefaultConfig()
-	if mut != nil {
-		mut(&c)
-	}
-	st, err := NewSync[string](c)
+	st, err := NewSync[string](testConfig(mut))
 	require.NoError(t, err)
 	return st
 }
@@ -286,30 +282,16 @@ func TestSealedSubWindowsEqualRecorded(t *testing.T) {
 		func(c *Config) { c.SubWindows = 1; c.Window = time.Second },
 		func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second },
 	} {
-		c := DefaultConfig()
-		if mut != nil {
-			mut(&c)
-		}
-		g, err := newGeometry(c.Layout())
-		require.NoError(t, err)
-		tr, err := New[string](c)
-		require.NoError(t, err)
-		st, err := NewSync[string](c)
-		require.NoError(t, err)
-		m := newModel(c)
+		x := newTrio(t, mut)
+		c, g, tr, st, m := x.c, x.g, x.tr, x.st, x.m
 		type kept struct{ got, copy []DestCounts }
 		var held []kept
 		for i, o := range workload(99, 12000, c) {
 			switch o.kind {
 			case 0:
-				tr.RecordMillis(o.dest, o.ms, o.now)
-				st.RecordMillis(o.dest, o.ms, o.now)
-				m.record(o.dest, o.ms, o.now)
+				x.record(o.dest, o.ms, o.now)
 			case 3:
-				tr.Clear()
-				st.Clear()
-				m.dests = map[string][]modelSample{}
-				m.order = map[string]int{}
+				x.clear()
 			default:
 				e := m.advance(o.now)
 				for ep := e - int64(c.SubWindows) - 1; ep <= e+1; ep++ {
@@ -337,18 +319,12 @@ func TestSealedSubWindowsEqualRecorded(t *testing.T) {
 // TestExportHistogramEqualsOracle records the same window into
 // hdrhistogram-go directly and compares every count.
 func TestExportHistogramEqualsOracle(t *testing.T) {
-	c := DefaultConfig()
-	tr, err := New[string](c)
-	require.NoError(t, err)
-	st, err := NewSync[string](c)
-	require.NoError(t, err)
-	m := newModel(c)
+	x := newTrio(t, nil)
+	c, tr, st, m := x.c, x.tr, x.st, x.m
 	ops := workload(5, 6000, c)
 	for _, o := range ops {
 		if o.kind == 0 {
-			tr.RecordMillis(o.dest, o.ms, o.now)
-			st.RecordMillis(o.dest, o.ms, o.now)
-			m.record(o.dest, o.ms, o.now)
+			x.record(o.dest, o.ms, o.now)
 		}
 	}
 	now := ops[len(ops)-1].now

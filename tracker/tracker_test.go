@@ -18,15 +18,71 @@ func at(ms int64) time.Time { return time.UnixMilli(ms) }
 
 const sub = 6000 // default sub-window in ms
 
-func newT(t testing.TB, mut func(*Config)) *Tracker[string] {
-	t.Helper()
+// testConfig is DefaultConfig changed by mut (nil: unchanged).
+func testConfig(mut func(*Config)) Config {
 	c := DefaultConfig()
 	if mut != nil {
 		mut(&c)
 	}
-	tr, err := New[string](c)
+	return c
+}
+
+func newT(t testing.TB, mut func(*Config)) *Tracker[string] {
+	t.Helper()
+	tr, err := New[string](testConfig(mut))
 	require.NoError(t, err)
 	return tr
+}
+
+// trio is a Tracker, a SyncTracker and the model on one Config, for the
+// tests that drive all three with one workload and compare them.
+type trio struct {
+	c  Config
+	g  geometry
+	tr *Tracker[string]
+	st *SyncTracker[string]
+	m  *model
+}
+
+// newTrio returns an empty trio on testConfig(mut).
+func newTrio(t testing.TB, mut func(*Config)) *trio {
+	t.Helper()
+	x := &trio{c: testConfig(mut)}
+	var err error
+	x.g, err = newGeometry(x.c.Layout())
+	require.NoError(t, err)
+	x.tr, err = New[string](x.c)
+	require.NoError(t, err)
+	x.st, err = NewSync[string](x.c)
+	require.NoError(t, err)
+	x.m = newModel(x.c)
+	return x
+}
+
+// record records a latency of ms to dest at now in all three.
+func (x *trio) record(dest string, ms uint64, now time.Time) {
+	x.tr.RecordMillis(dest, ms, now)
+	x.st.RecordMillis(dest, ms, now)
+	x.m.record(dest, ms, now)
+}
+
+// clear forgets every destination in all three.
+func (x *trio) clear() {
+	x.tr.Clear()
+	x.st.Clear()
+	x.m.clear()
+}
+
+// checkWindows checks checkWindowInvariants on every window of both
+// trackers.
+func (x *trio) checkWindows(t *testing.T) {
+	t.Helper()
+	for _, en := range x.tr.dests {
+		checkWindowInvariants(t, &x.g, &en.window)
+	}
+	for _, en := range syncEntries(x.st) {
+		checkWindowInvariants(t, &x.g, &en.window)
+	}
 }
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
@@ -457,7 +513,14 @@ type modelSample struct {
 }
 
 func newModel(c Config) *model {
-	return &model{cfg: c, dests: map[string][]modelSample{}, order: map[string]int{}}
+	m := &model{cfg: c}
+	m.clear()
+	return m
+}
+
+// clear forgets every destination, as Tracker.Clear (the epoch is kept).
+func (m *model) clear() {
+	m.dests, m.order = map[string][]modelSample{}, map[string]int{}
 }
 
 func (m *model) advance(now time.Time) int64 {
@@ -630,14 +693,8 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 		{"255 sub-windows", func(c *Config) { c.SubWindows = 255; c.Window = 255 * 100 * time.Millisecond }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
-			if tc.mut != nil {
-				tc.mut(&c)
-			}
-			tr, err := New[string](c)
-			require.NoError(t, err)
-			g, err := newGeometry(c.Layout())
-			require.NoError(t, err)
+			x := newTrio(t, tc.mut) // (its SyncTracker is not used here)
+			c, g, tr := x.c, x.g, x.tr
 			minSamples := max(uint64(c.MinSamples), 1)
 			for seed := uint64(1); seed <= 3; seed++ {
 				m := newModel(c)
@@ -662,8 +719,7 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 						require.Equal(t, uint64(len(m.window(o.dest, o.now))), tr.Samples(o.dest, o.now), "seed %d op %d", seed, i)
 					case 3:
 						tr.Clear()
-						m.dests = map[string][]modelSample{}
-						m.order = map[string]int{}
+						m.clear()
 					}
 				}
 				// The incrementally kept sum equals a rebuild from the parts.
