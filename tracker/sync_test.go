@@ -174,20 +174,14 @@ func TestSyncMatchesTracker(t *testing.T) {
 		func(c *Config) { c.MaxDestinations = 3; c.MinSamples = 0 },
 		func(c *Config) { c.SubWindows = 4; c.Window = 2 * time.Second; c.MaxTrackableLatency = time.Second },
 	} {
-		c := DefaultConfig()
-		if mut != nil {
-			mut(&c)
-		}
+		c := testConfig(mut)
 		for seed := uint64(10); seed < 13; seed++ {
-			tr, err := New[string](c)
-			require.NoError(t, err)
-			st, err := NewSync[string](c)
-			require.NoError(t, err)
+			x := newTrio(t, mut) // (its model is not read here)
+			tr, st := x.tr, x.st
 			for i, o := range workload(seed, 8000, c) {
 				switch o.kind {
 				case 0:
-					tr.RecordMillis(o.dest, o.ms, o.now)
-					st.RecordMillis(o.dest, o.ms, o.now)
+					x.record(o.dest, o.ms, o.now)
 				case 1:
 					a, aok := tr.QuantileMillis(o.dest, o.q, o.now)
 					b, bok := st.QuantileMillis(o.dest, o.q, o.now)
@@ -201,8 +195,7 @@ func TestSyncMatchesTracker(t *testing.T) {
 					require.Equal(t, SealedSubWindow(tr, e, o.now), SealedSubWindow(st, e, o.now), "seed %d op %d", seed, i)
 					require.Equal(t, ExportHistogram(tr, o.dest, o.now).Export(), ExportHistogram(st, o.dest, o.now).Export())
 				case 3:
-					tr.Clear()
-					st.Clear()
+					x.clear()
 				}
 			}
 		}

@@ -693,18 +693,15 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 		{"255 sub-windows", func(c *Config) { c.SubWindows = 255; c.Window = 255 * 100 * time.Millisecond }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := newTrio(t, tc.mut) // (its SyncTracker is not used here)
-			c, g, tr := x.c, x.g, x.tr
+			c := testConfig(tc.mut)
 			minSamples := max(uint64(c.MinSamples), 1)
 			for seed := uint64(1); seed <= 3; seed++ {
-				m := newModel(c)
-				tr.Clear()
-				tr.clock = newEpochClock()
+				x := newTrio(t, tc.mut) // (its SyncTracker is only recorded to)
+				g, tr, m := x.g, x.tr, x.m
 				for i, o := range workload(seed, 10000, c) {
 					switch o.kind {
 					case 0:
-						tr.RecordMillis(o.dest, o.ms, o.now)
-						m.record(o.dest, o.ms, o.now)
+						x.record(o.dest, o.ms, o.now)
 					case 1:
 						got, ok := tr.QuantileMillis(o.dest, o.q, o.now)
 						want, wok := m.quantile(&g, o.dest, o.q, o.now, minSamples)
@@ -718,14 +715,11 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 					case 2:
 						require.Equal(t, uint64(len(m.window(o.dest, o.now))), tr.Samples(o.dest, o.now), "seed %d op %d", seed, i)
 					case 3:
-						tr.Clear()
-						m.clear()
+						x.clear()
 					}
 				}
 				// The incrementally kept sum equals a rebuild from the parts.
-				for _, en := range tr.dests {
-					checkWindowInvariants(t, &g, &en.window)
-				}
+				x.checkWindows(t)
 			}
 		})
 	}
