@@ -160,34 +160,27 @@ func BenchmarkRecordEvicting(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("junk-%d", i)
 	}
-	b.Run("Tracker", func(b *testing.B) {
-		t, err := New[string](c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range c.MaxDestinations {
-			t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
-		}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
-			i++
-		}
-	})
-	b.Run("SyncTracker", func(b *testing.B) {
-		t, err := NewSync[string](c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range c.MaxDestinations {
-			t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
-		}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
-			i++
-		}
-	})
+	for _, im := range []struct {
+		name string
+		make func() (recQuery, error)
+	}{
+		{"Tracker", func() (recQuery, error) { return New[string](c) }},
+		{"SyncTracker", func() (recQuery, error) { return NewSync[string](c) }},
+	} {
+		b.Run(im.name, func(b *testing.B) {
+			t, err := im.make()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range c.MaxDestinations {
+				t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
+				i++
+			}
+		})
+	}
 }
