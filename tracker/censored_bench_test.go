@@ -117,24 +117,17 @@ func BenchmarkMaxCompletedNaive(b *testing.B) {
 func BenchmarkFleetEstimateCensored(b *testing.B) {
 	c := testFleetConfig()
 	local := mustNew(b)
-	f := newTestFleet(b, c, local)
 	tpl := benchTemplates(1)
-	now := fleetAt(c, testE, 100)
-	N := int64(c.Tracker.SubWindows)
-	for ep := testE - N - 1; ep <= testE-1; ep++ {
-		for _, t := range tpl {
-			t.Key.Epoch = ep
-			for i := range t.Dests {
-				if d := &t.Dests[i]; d.Dest == "dest-042" {
-					top := d.Buckets[len(d.Buckets)-1]
-					d.TimedOut = []Bucket{{Index: top.Index, Count: top.Count}}
-				}
-			}
-			if o := f.Insert(t, now); o != InsertNew {
-				b.Fatal(o)
+	for _, t := range tpl {
+		for i := range t.Dests {
+			if d := &t.Dests[i]; d.Dest == "dest-042" {
+				top := d.Buckets[len(d.Buckets)-1]
+				d.TimedOut = []Bucket{{Index: top.Index, Count: top.Count}}
 			}
 		}
 	}
+	f, _ := benchFleetOf(b, c, local, tpl)
+	now := fleetAt(c, testE, 100)
 	for i := range 500 {
 		if i%50 == 0 {
 			local.RecordTimeoutMillis("dest-042", 250, now)
