@@ -19,6 +19,14 @@ func fullCensoredWindow(t *Tracker[string], dest string) time.Time {
 	}, dest, benchPerSub)
 }
 
+// censoredBenchWindow is the window of a full censored window's
+// destination, rotated to its last sub-window.
+func censoredBenchWindow(b *testing.B) *window {
+	t := mustNew(b)
+	now := fullCensoredWindow(t, "db-1")
+	return &t.lookup("db-1", now).window
+}
+
 // BenchmarkRecordTimeoutMillis: Tracker.RecordTimeoutMillis in steady state
 // (no rotation), into a window holding censored counts; compare
 // BenchmarkRecordMillis, which it must not slow down.
@@ -57,9 +65,7 @@ func BenchmarkLocalEstimate(b *testing.B) {
 // sub-windows' censored counts into a dense array per query, then scan the
 // histogram down from its highest bucket for one not entirely censored.
 func BenchmarkMaxCompleted(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := w.maxCompleted(); !ok {
@@ -69,9 +75,7 @@ func BenchmarkMaxCompleted(b *testing.B) {
 }
 
 func BenchmarkMaxCompletedByCounts(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := maxCompleted(&w.sum, w.censored()); !ok {
@@ -81,9 +85,7 @@ func BenchmarkMaxCompletedByCounts(b *testing.B) {
 }
 
 func BenchmarkMaxCompletedNaive(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	dense := make([]uint64, len(w.sum.counts))
 	b.ReportAllocs()
 	for b.Loop() {
