@@ -694,14 +694,19 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig(tc.mut)
+			tr := newT(t, tc.mut)
+			g, err := newGeometry(c.Layout())
+			require.NoError(t, err)
 			minSamples := max(uint64(c.MinSamples), 1)
 			for seed := uint64(1); seed <= 3; seed++ {
-				x := newTrio(t, tc.mut) // (its SyncTracker is only recorded to)
-				g, tr, m := x.g, x.tr, x.m
+				m := newModel(c)
+				tr.Clear()
+				tr.clock = newEpochClock()
 				for i, o := range workload(seed, 10000, c) {
 					switch o.kind {
 					case 0:
-						x.record(o.dest, o.ms, o.now)
+						tr.RecordMillis(o.dest, o.ms, o.now)
+						m.record(o.dest, o.ms, o.now)
 					case 1:
 						got, ok := tr.QuantileMillis(o.dest, o.q, o.now)
 						want, wok := m.quantile(&g, o.dest, o.q, o.now, minSamples)
@@ -715,11 +720,14 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 					case 2:
 						require.Equal(t, uint64(len(m.window(o.dest, o.now))), tr.Samples(o.dest, o.now), "seed %d op %d", seed, i)
 					case 3:
-						x.clear()
+						tr.Clear()
+						m.clear()
 					}
 				}
 				// The incrementally kept sum equals a rebuild from the parts.
-				x.checkWindows(t)
+				for _, en := range tr.dests {
+					checkWindowInvariants(t, &g, &en.window)
+				}
 			}
 		})
 	}
