@@ -26,9 +26,11 @@ import (
 // (tracker.Fleet.Median), not the quantile that would count those samples
 // as latencies; with nothing censored the two are equal. Medians in one
 // bucket are told apart by where in it each falls (tracker.Median.Within).
-// Failing replicas come last, ones without a trusted estimate before them,
-// ones whose median is above every completed latency (too much censored)
-// before those; ties in the caller's order (timeout.OrderReplicas).
+// A median on fewer than timeout.MedianMinSamples samples ranks after every
+// known one. Failing replicas come last, ones without a trusted estimate
+// before them, ones whose median is above every completed latency (too
+// much censored) before those, thinly sampled ones before those; ties in
+// the caller's order (timeout.OrderReplicas).
 //
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the

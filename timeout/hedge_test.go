@@ -81,6 +81,18 @@ func TestOrderReplicas(t *testing.T) {
 	order = []int{0, 1, 2}
 	OrderReplicas(rs, order)
 	require.Equal(t, []int{2, 1, 0}, order)
+
+	// A median on fewer than MedianMinSamples samples (a replica only
+	// failovers reached) ranks after every known median however low it
+	// is, and before one above every completed latency.
+	thin := trusted(7)
+	thin.Median.Samples = MedianMinSamples - 1
+	enough := trusted(7)
+	enough.Median.Samples = MedianMinSamples
+	rs = []Replica{above, thin, trusted(10), enough}
+	order = []int{0, 1, 2, 3}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{3, 2, 1, 0}, order)
 }
 
 func TestHedgeView(t *testing.T) {

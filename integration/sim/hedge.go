@@ -26,8 +26,10 @@ const (
 	// HedgeClient hedges after a quantile (HedgePolicy.Quantile, default
 	// 0.9) of the calling node's own latencies, within a token bucket of
 	// its own (HedgePolicy.Budget, default 0.1, of HedgePolicy.RPS
-	// requests a second), at most once a request: at the defaults,
-	// bhope/hedge's rule as that library builds it (see hedge_client.go).
+	// requests a second), at most once a round trip (a request, or a
+	// failover: the caller's retry there), a round trip ending at its
+	// first result: at the defaults, bhope/hedge's rule as that library
+	// runs it (see hedge_client.go).
 	HedgeClient
 	// HedgeFleet is DoHedged's rule run through the same pure parts:
 	// replicas in the order of the fleet median, censoring-aware
@@ -147,6 +149,11 @@ type HedgeConfig struct {
 	// HedgeBudget is HedgeFleet's budget (node.Config.HedgeBudget).
 	// Default 0.05.
 	HedgeBudget float64
+	// ClientWarm starts every HedgeClient sketch past bhope/hedge's
+	// warm-up requests, as in a client that has run for long: its first
+	// request already reads its sketch (an empty one still gives the
+	// warm-up delay).
+	ClientWarm bool
 	// Timeout is every attempt's timeout rule (the Decider on each node's
 	// fleet view, as node.DoHedged). Default: timeout.DefaultConfig with
 	// Backoff 10ms..1m.
@@ -187,11 +194,22 @@ func (c *HedgeConfig) defaults() {
 type HedgeCallers struct {
 	Requests       uint64
 	P50, P99, P999 time.Duration
-	// P99CI and P999CI are distribution-free 95 % confidence intervals of
-	// P99 and P999 (the order statistics at n·q ± 1.96·√(n·q·(1−q))).
-	P99CI, P999CI [2]time.Duration
-	Extra         float64
-	TimedOut      float64
+	// P50CI, P99CI and P999CI are distribution-free 95 % confidence
+	// intervals of P50, P99 and P999 (the order statistics at
+	// n·q ± 1.96·√(n·q·(1−q))).
+	P50CI, P99CI, P999CI [2]time.Duration
+	Extra                float64
+	TimedOut             float64
+	// ExtraCI and TimedOutCI are 95 % confidence intervals of Extra and
+	// TimedOut, the means per request ± 1.96 standard errors. Like the
+	// quantiles' they take requests as independent.
+	ExtraCI, TimedOutCI [2]float64
+	// Sketch is, for a per-client policy (HedgeClient), how many values the
+	// client's sketch held at its round trips: the 10th, 50th and 90th
+	// percentiles; SketchEmpty the share of round trips that found it
+	// empty (and so hedged after the warm-up delay).
+	Sketch      [3]int
+	SketchEmpty float64
 	// Hedges and Refused count this class's hedges sent and refused by a
 	// budget.
 	Hedges, Refused uint64
@@ -285,6 +303,10 @@ type hedgeRequest struct {
 	wait                                time.Duration
 	attempts, timedOut, hedges, refused int
 	ok                                  bool
+	// HedgeClient: the values in the client's sketch at each of the
+	// request's first round trips.
+	sketch [4]int
+	trips  int
 }
 
 // hedgeAttempt is one attempt of a request round.
@@ -293,16 +315,25 @@ type hedgeAttempt struct {
 	a          timeout.Attempt
 	start, lat time.Duration // lat: its latency if it were let run
 	limit      time.Duration // when our timeout ends it, after start
+	stop       time.Duration // when it was cancelled (canceled only)
 	hedge      bool
 	running    bool
+	canceled   bool // HedgeClient: cancelled when its round trip failed
 }
 
-func (h *hedgeAttempt) end() time.Duration { return h.start + min(h.lat, h.limit) }
-func (h *hedgeAttempt) answers() bool      { return h.lat <= h.limit }
+func (h *hedgeAttempt) end() time.Duration {
+	if h.canceled {
+		return h.stop
+	}
+	return h.start + min(h.lat, h.limit)
+}
+func (h *hedgeAttempt) answers() bool { return h.lat <= h.limit }
 
 type hedgeClass struct {
 	waits                                   []time.Duration
 	extra, timedOut, count, hedges, refused uint64
+	extra2, timedOut2                       uint64 // sums of squares per request
+	sketch                                  []int  // HedgeClient: values in the sketch per round trip
 }
 
 func (c *hedgeClass) result() HedgeCallers {
@@ -312,9 +343,26 @@ func (c *hedgeClass) result() HedgeCallers {
 	}
 	slices.Sort(c.waits)
 	r.P50, r.P99, r.P999 = pctDur(c.waits, 0.5), pctDur(c.waits, 0.99), pctDur(c.waits, 0.999)
-	r.P99CI, r.P999CI = quantileCI(c.waits, 0.99), quantileCI(c.waits, 0.999)
-	r.Extra, r.TimedOut = float64(c.extra)/float64(c.count), float64(c.timedOut)/float64(c.count)
+	r.P50CI, r.P99CI, r.P999CI = quantileCI(c.waits, 0.5), quantileCI(c.waits, 0.99), quantileCI(c.waits, 0.999)
+	r.Extra, r.ExtraCI = meanCI(c.extra, c.extra2, c.count)
+	r.TimedOut, r.TimedOutCI = meanCI(c.timedOut, c.timedOut2, c.count)
+	if len(c.sketch) > 0 {
+		slices.Sort(c.sketch)
+		at := func(q float64) int { return c.sketch[min(int(q*float64(len(c.sketch))), len(c.sketch)-1)] }
+		r.Sketch = [3]int{at(0.1), at(0.5), at(0.9)}
+		empty, _ := slices.BinarySearch(c.sketch, 1)
+		r.SketchEmpty = float64(empty) / float64(len(c.sketch))
+	}
 	return r
+}
+
+// meanCI returns the mean of n values whose sum is sum and sum of squares
+// sum2, and its 95 % confidence interval (± 1.96 standard errors).
+func meanCI(sum, sum2, n uint64) (float64, [2]float64) {
+	m := float64(sum) / float64(n)
+	v := max(float64(sum2)/float64(n)-m*m, 0)
+	h := 1.96 * math.Sqrt(v/float64(n))
+	return m, [2]float64{max(m-h, 0), m + h}
 }
 
 // quantileCI returns a distribution-free 95 % confidence interval of the
@@ -368,6 +416,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				rps = rateOf(i)
 			}
 			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
+			if cfg.ClientWarm {
+				nodes[i].own.n = clientWarmupRequests
+			}
 		}
 	}
 	hedgeQ := timeout.HedgeQuantile(fleetBudget)
@@ -386,8 +437,8 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		}
 		return time.Duration(ms * float64(time.Millisecond))
 	}
-	// clientDelay is HedgeClient's delay for the request being run: one per
-	// request, taken at its start.
+	// clientDelay is HedgeClient's delay for the round trip being run, taken
+	// at its start.
 	var clientDelay time.Duration
 	// delay returns the hedge delay of an attempt to replica r by node i.
 	delay := func(i, r int, now time.Time) (time.Duration, bool) {
@@ -445,9 +496,6 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		if nd.budget != nil {
 			nd.budget.Deposit()
 		}
-		if nd.own != nil {
-			clientDelay = nd.own.delay(cmp.Or(p.Quantile, 0.9), at)
-		}
 		t0 := time.Duration(0) // the round's start, after at
 		for round := 1; round <= maxHedgeRounds; round++ {
 			tries = tries[:0]
@@ -456,8 +504,24 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			for r := range min(cfg.Replicas, len(lats)) {
 				lats[r] = latency(rng, r, at+t0)
 			}
+			// HedgeClient's round trip (one RoundTrip of bhope/hedge's
+			// transport): its first attempt and start. A round trip is the
+			// first attempt of a round or a failover, which is the caller's
+			// retry there.
+			var rtStart time.Duration
+			hedged := false
 			launch := func(start time.Duration, hedge bool) {
 				r := order[len(tries)]
+				if !hedge && nd.own != nil {
+					// A new round trip counts toward the warm-up and reads
+					// the sketch; it may send one hedge.
+					if rq.trips < len(rq.sketch) {
+						rq.sketch[rq.trips] = nd.own.count(at)
+						rq.trips++
+					}
+					clientDelay = nd.own.delay(cmp.Or(p.Quantile, 0.9), at)
+					rtStart, hedged = start, false
+				}
 				a := nd.dec.Decide(replicas[r], round, now)
 				h := hedgeAttempt{replica: r, a: a, start: start, lat: lats[r], limit: a.Timeout, hedge: hedge, running: true}
 				if h.lat > a.Timeout && a.ProbeTimeout > a.Timeout && nd.dec.Probe(&h.a, now) {
@@ -466,11 +530,10 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				tries = append(tries, h)
 			}
 			hedgeAt := time.Duration(-1)
-			hedged := false
 			arm := func() { // the hedge timer of the latest attempt
 				hedgeAt = -1
 				if p.Kind == HedgeClient && hedged {
-					return // at most one hedge a request
+					return // at most one hedge a round trip
 				}
 				if last := len(tries) - 1; len(tries) < len(order) {
 					if d, ok := delay(i, tries[last].replica, now); ok {
@@ -520,6 +583,25 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					winner, tWin = which, next
 					break
 				}
+				if nd.own != nil {
+					// bhope/hedge returns its round trip's first result,
+					// an error too: it cancels the other attempt, learns
+					// the error's elapsed time, and the caller retries
+					// with the next replica.
+					for k := range tries {
+						if o := &tries[k]; o.running {
+							o.running, o.canceled, o.stop = false, true, next
+						}
+					}
+					own, d, when := nd.own, next-rtStart, at+next
+					s.At(when, func(time.Time) { own.add(d, when) })
+					hedgeAt = -1
+					if len(tries) < len(order) {
+						launch(next, false)
+						arm()
+					}
+					continue
+				}
 				// Ended by our timeout: fail over when no other attempt runs.
 				running := false
 				for k := range tries {
@@ -538,6 +620,8 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				switch {
 				case k == winner:
 					o, end = timeout.Completed, tWin
+				case h.canceled:
+					o, end = timeout.Superseded, h.stop
 				case !h.running:
 					o, end = timeout.TimedOut, h.end()
 					rq.timedOut++
@@ -547,9 +631,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 				dec, a, el := nd.dec, h.a, end-h.start
 				s.At(at+end, func(t time.Time) { dec.Observe(a, o, el, t) })
 				if o == timeout.Completed && nd.own != nil {
-					// bhope/hedge learns the winner's latency from the
-					// request's start (the round's, here).
-					own, d, when := nd.own, end-t0, at+end
+					// bhope/hedge learns the winner's latency from its
+					// round trip's start.
+					own, d, when := nd.own, end-rtStart, at+end
 					s.At(when, func(time.Time) { own.add(d, when) })
 				}
 			}
@@ -586,6 +670,9 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			c.waits = append(c.waits, rq.wait)
 			c.extra += uint64(rq.attempts - 1)
 			c.timedOut += uint64(rq.timedOut)
+			c.extra2 += uint64((rq.attempts - 1) * (rq.attempts - 1))
+			c.timedOut2 += uint64(rq.timedOut * rq.timedOut)
+			c.sketch = append(c.sketch, rq.sketch[:rq.trips]...)
 			c.hedges += uint64(rq.hedges)
 			c.refused += uint64(rq.refused)
 			if !rq.ok {
@@ -646,10 +733,23 @@ func StrictlyBetter(a, b HedgeCallers) bool {
 	return a.P99CI[1] < b.P99CI[0] || a.P999CI[1] < b.P999CI[0]
 }
 
+// Verdict compares callers a with b as StrictlyBetter does: "better" when
+// a is strictly better than b, "worse" when b is strictly better than a,
+// else "neither".
+func Verdict(a, b HedgeCallers) string {
+	switch {
+	case StrictlyBetter(a, b):
+		return "better"
+	case StrictlyBetter(b, a):
+		return "worse"
+	}
+	return "neither"
+}
+
 // HedgeRareTable formats the rare callers' results as a markdown table,
-// with the 95 % confidence intervals of p99 and p99.9, and for each of
-// ours (every HedgeFleet row, by its budget) whether it is StrictlyBetter
-// than each other row.
+// with 95 % confidence intervals, for per-client rows the values their
+// sketches held at a round trip, and for each of ours (every HedgeFleet
+// row, by its budget) its Verdict against each other row.
 func HedgeRareTable(rs []HedgeResult) string {
 	var ours []HedgeResult
 	for _, r := range rs {
@@ -658,25 +758,30 @@ func HedgeRareTable(rs []HedgeResult) string {
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| policy | requests | p50 | p99 (95 % CI) | p99.9 (95 % CI) | extra requests | ended by our timeout |")
+	b.WriteString("| policy | requests | p50 (95 % CI) | p99 (95 % CI) | p99.9 (95 % CI) | extra requests (95 % CI) | ended by our timeout (95 % CI) | own sketch: values (p10 / p50 / p90), empty |")
 	for _, o := range ours {
-		fmt.Fprintf(&b, " ours at %.2f strictly better? |", o.Budget)
+		fmt.Fprintf(&b, " ours at %.2f is |", o.Budget)
 	}
-	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)) + "\n")
+	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)) + "\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+	q := func(v time.Duration, ci [2]time.Duration) string {
+		return fmt.Sprintf("%s ms (%s–%s)", ms(v), ms(ci[0]), ms(ci[1]))
+	}
+	pct := func(v float64, ci [2]float64, prec int) string {
+		return fmt.Sprintf("%.*f %% (%.*f–%.*f)", prec, 100*v, prec, 100*ci[0], prec, 100*ci[1])
+	}
 	for _, r := range rs {
 		c := r.Rare
-		fmt.Fprintf(&b, "| %s | %d | %s ms | %s ms (%s–%s) | %s ms (%s–%s) | %.2f %% | %.3f %% |", r.Policy, c.Requests,
-			ms(c.P50), ms(c.P99), ms(c.P99CI[0]), ms(c.P99CI[1]), ms(c.P999), ms(c.P999CI[0]), ms(c.P999CI[1]),
-			100*c.Extra, 100*c.TimedOut)
+		sketch := ""
+		if r.Kind == HedgeClient {
+			sketch = fmt.Sprintf("%d / %d / %d, %.1f %%", c.Sketch[0], c.Sketch[1], c.Sketch[2], 100*c.SketchEmpty)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s |", r.Policy, c.Requests, q(c.P50, c.P50CI), q(c.P99, c.P99CI),
+			q(c.P999, c.P999CI), pct(c.Extra, c.ExtraCI, 2), pct(c.TimedOut, c.TimedOutCI, 3), sketch)
 		for _, o := range ours {
 			verdict := ""
-			switch {
-			case r.Kind == HedgeFleet:
-			case StrictlyBetter(o.Rare, c):
-				verdict = "yes"
-			default:
-				verdict = "no"
+			if r.Kind != HedgeFleet {
+				verdict = Verdict(o.Rare, c)
 			}
 			fmt.Fprintf(&b, " %s |", verdict)
 		}

@@ -7,17 +7,27 @@ import (
 )
 
 // The per-client hedge, modelled on bhope/hedge's defaults (its README and
-// source): each client keeps its own latency sketch of the target (~1 %
-// relative accuracy, as DDSketch) over two windows that rotate every 30 s,
-// so a quantile reads the last 30 to 60 s; the first 20 requests hedge
-// after a fixed 10 ms warm-up delay, as does a request finding the sketch
-// empty; the delay is at least 1 ms; a request sends at most one hedge;
-// the sketch learns each request's winning latency measured from the
-// request's start; and one token bucket per client refills at budget ×
-// the estimated request rate per second (100 unless configured), holds
-// twice that (at least one token) and starts full. The bucket counts time,
-// not calls: at the default rate a client calling twice a second may hedge
-// every request.
+// source). Its transport keeps, per target host, a request counter and a
+// latency sketch (DDSketch, 1 % relative accuracy) over two windows that a
+// ticker started with the sketch (at the host's first request) rotates
+// every 30 s, so a quantile reads the last 30 to 60 s and nothing older:
+// with no call for 60 s the sketch is empty. Each round trip (RoundTrip:
+// a request, or a caller's retry) counts one request; the first 20 hedge
+// after a fixed 10 ms warm-up delay, as does a round trip finding the
+// sketch empty; otherwise the delay is the sketch's quantile (the bucket
+// holding the ⌈q·n⌉-th value, at its midpoint: with fewer than 1/(1 − q)
+// values, their maximum), at least 1 ms. A round trip sends at most one
+// hedge and returns its first result, an error too, cancelling the other
+// attempt; the sketch learns the time from the round trip's start to that
+// result (the first byte of the winner, or the error). One token bucket
+// per transport refills at budget × the estimated request rate per second
+// (100 unless WithEstimatedRPS), holds twice that (at least one token) and
+// starts full; a hedge it refuses leaves the round trip waiting for its
+// first attempt. The bucket counts time, not calls: at the default rate a
+// client calling twice a second may hedge every request. Here the replica
+// set is one host to it (a name behind a balancer), so one counter and one
+// sketch cover the set, and its hedge goes to the next replica in the
+// fleet's order.
 
 // bhope/hedge's defaults.
 const (
@@ -34,8 +44,10 @@ const (
 // clientRotate of simulated time.
 type clientSketch struct {
 	cur, prev map[int]uint32
-	n         uint64 // requests seen (for the warm-up)
-	epoch     int64  // index of the rotation period cur belongs to
+	n         uint64        // round trips seen (for the warm-up)
+	born      time.Duration // when the sketch was made: its ticker's start
+	alive     bool          // born is set
+	epoch     int64         // index of the rotation period cur belongs to
 	keys      []int
 }
 
@@ -45,9 +57,13 @@ func newClientSketch() *clientSketch {
 
 var clientLogGamma = math.Log((1 + clientAccuracy) / (1 - clientAccuracy))
 
-// rotate brings the windows to elapsed time at.
+// rotate brings the windows to elapsed time at, the first call making the
+// sketch (its ticker starts then).
 func (c *clientSketch) rotate(at time.Duration) {
-	e := int64(at / clientRotate)
+	if !c.alive {
+		c.born, c.alive = at, true
+	}
+	e := int64((at - c.born) / clientRotate)
 	switch {
 	case e == c.epoch:
 		return
@@ -96,9 +112,22 @@ func (c *clientSketch) quantile(q float64, at time.Duration) (time.Duration, boo
 	return 0, false
 }
 
-// delay returns the hedge delay of the client's next request at elapsed
-// time at, counting the request toward the warm-up.
+// count returns the values the sketch holds at elapsed time at.
+func (c *clientSketch) count(at time.Duration) int {
+	c.rotate(at)
+	var n uint32
+	for _, m := range []map[int]uint32{c.prev, c.cur} {
+		for _, v := range m {
+			n += v
+		}
+	}
+	return int(n)
+}
+
+// delay returns the hedge delay of the client's next round trip at elapsed
+// time at, counting it toward the warm-up.
 func (c *clientSketch) delay(q float64, at time.Duration) time.Duration {
+	c.rotate(at)
 	c.n++
 	d := clientWarmupDelay
 	if c.n > clientWarmupRequests {
