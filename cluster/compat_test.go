@@ -448,9 +448,7 @@ func TestMetaVersionFor(t *testing.T) {
 // and a node without settings judge nothing; a malformed state is counted.
 func TestJudgeState(t *testing.T) {
 	t.Parallel()
-	nw := newNetwork(t, 73)
-	g := newGossipNode(t, nw, "judge", 0x1d6f, defaultGossipOpts())
-	same := newSettings(gossipTracker())
+	nw, g, same := newJudge(t, 73, 0x1d6f)
 	other := same
 	other.window = 4 * time.Second
 	g.observe(&memberlist.Node{Name: MemberName("odd", 4), Addr: []byte{127, 0, 0, 9}, Port: 7946,

@@ -56,6 +56,14 @@ func startGossipNode(t *testing.T, nw *memtransport.Network, name string, boot u
 	return g
 }
 
+// newJudge is a gossiping member named judge on a network of its own
+// (seeded with seed), and the settings it advertises.
+func newJudge(t *testing.T, seed, boot uint64) (*memtransport.Network, *gnode, settings) {
+	t.Helper()
+	nw := newNetwork(t, seed)
+	return nw, newGossipNode(t, nw, "judge", boot, defaultGossipOpts()), newSettings(gossipTracker())
+}
+
 // newGossipNode is startGossipNode without the Start.
 func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uint64, o gossipOpts, seeds ...string) *gnode {
 	t.Helper()

@@ -101,9 +101,7 @@ func TestJoinWithoutSettings(t *testing.T) {
 // unreadable metadata; a member without a Store judges nobody.
 func TestAliveDelegateJudges(t *testing.T) {
 	t.Parallel()
-	nw := newNetwork(t, 45)
-	g := newGossipNode(t, nw, "judge", 0x1d6e, defaultGossipOpts())
-	same := newSettings(gossipTracker())
+	nw, g, same := newJudge(t, 45, 0x1d6e)
 	other := same
 	other.subWindow = time.Second
 	node := func(name string, boot uint64, st *settings) *memberlist.Node {

@@ -12,66 +12,28 @@ import (
 
 // oldReader decodes batches by the grammar of version 1 before
 // destinations carried timed-out counts, dest = [name, total, [pairs…]]:
-// its decodeBatch and readDest below are copied verbatim from that
-// revision (only the receiver changed; the spans it needs are its own),
-// over the Decoder's primitives, which accept and refuse what they did
-// then (a shortcut for fixints since, with the same results). So what it
-// accepts is what a node of that revision accepts.
+// a node of that revision. What changed since is its own, as that
+// revision had it: the message's fields (no sent_at: extras after the
+// destinations are skipped) and a destination record read as three fields,
+// so whatever follows its buckets is an unknown field, skipped. What has not
+// changed is the Decoder's own: the primitives, which accept and refuse
+// what they did then (a shortcut for fixints since, with the same
+// results), the layout, the key and a destination's name, total and
+// buckets. So what it accepts is what a node of that revision accepts, as
+// long as those shared readers keep the grammar they had, which the
+// golden files pin.
 type oldReader struct {
 	*Decoder
 	spans []int
 }
 
 func (d *oldReader) decodeBatch(msg []byte) (tracker.Batch, error) {
-	var b tracker.Batch
 	extra, err := d.open(msg, TypeBatch, 3)
 	if err != nil {
-		return b, err
+		return tracker.Batch{}, err
 	}
-
-	// Layout: [lowest, highest, significant digits].
-	x, err := d.readRecord("layout", 3)
+	b, countsLen, err := d.readBatchHead()
 	if err != nil {
-		return b, err
-	}
-	if b.Layout.Lowest, err = d.readInt("layout lowest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
-	}
-	if b.Layout.Highest, err = d.readInt("layout highest", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
-	}
-	sig, err := d.readInt("layout significant digits", math.MinInt32, math.MaxInt32)
-	if err != nil {
-		return b, err
-	}
-	b.Layout.SignificantDigits = int(sig)
-	if err := d.finish(x); err != nil {
-		return b, err
-	}
-	countsLen, err := d.countsLen(b.Layout)
-	if err != nil {
-		return b, err
-	}
-
-	// Key: [origin, boot, epoch, part].
-	if x, err = d.readRecord("key", 4); err != nil {
-		return b, err
-	}
-	if b.Key.Origin, err = d.readName("origin"); err != nil {
-		return b, err
-	}
-	if b.Key.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
-		return b, err
-	}
-	if b.Key.Epoch, err = d.readInt("epoch", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
-	}
-	part, err := d.readUint("part", math.MaxUint16)
-	if err != nil {
-		return b, err
-	}
-	b.Key.Part = uint16(part)
-	if err := d.finish(x); err != nil {
 		return b, err
 	}
 
@@ -82,8 +44,8 @@ func (d *oldReader) decodeBatch(msg []byte) (tracker.Batch, error) {
 	}
 	d.dests, d.spans, d.buckets = d.dests[:0], d.spans[:0], d.buckets[:0]
 	clear(d.seen)
-	for i := range n {
-		if err := d.readDest(i, countsLen); err != nil {
+	for range n {
+		if err := d.readDest(countsLen); err != nil {
 			return b, err
 		}
 	}
@@ -99,58 +61,14 @@ func (d *oldReader) decodeBatch(msg []byte) (tracker.Batch, error) {
 	return b, nil
 }
 
-func (d *oldReader) readDest(i, countsLen int) error {
+func (d *oldReader) readDest(countsLen int) error {
 	x, err := d.readRecord("destination", 3)
 	if err != nil {
 		return err
 	}
-	name, err := d.readName("destination name")
+	name, total, _, err := d.readDestBuckets(countsLen)
 	if err != nil {
 		return err
-	}
-	if _, dup := d.seen[name]; dup {
-		return malformed("destination %q appears twice", name)
-	}
-	d.seen[name] = struct{}{}
-	total, err := d.readUint("destination total", math.MaxUint64)
-	if err != nil {
-		return err
-	}
-	m, err := d.readArrayLen("buckets", math.MaxInt)
-	if err != nil {
-		return err
-	}
-	switch {
-	case m == 0:
-		return malformed("destination %q: no buckets", name)
-	case m%2 != 0:
-		return malformed("destination %q: odd bucket array of %d elements", name, m)
-	case m/2 > countsLen:
-		return malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
-	}
-	last := uint64(countsLen - 1)
-	idx, err := d.readUint("bucket index", last)
-	if err != nil {
-		return err
-	}
-	var sum uint64
-	for j := range m / 2 {
-		if j > 0 {
-			delta, err := d.readCount("bucket index delta", last-idx)
-			if err != nil {
-				return malformed("destination %q: bucket %d: index not ascending or beyond %d: %w", name, j, last, err)
-			}
-			idx += delta
-		}
-		c, err := d.readCount("bucket count", math.MaxUint32)
-		if err != nil {
-			return err
-		}
-		sum += c // at most 65536 · (2^32−1): cannot overflow
-		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
-	}
-	if sum != total {
-		return malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
 	}
 	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total})
 	d.spans = append(d.spans, len(d.buckets))

@@ -536,35 +536,47 @@ func (d *Decoder) readLayout() (tracker.Layout, int, error) {
 	return l, n, err
 }
 
-// decodeBatch reads a batch's layout, key and destinations.
-func (d *Decoder) decodeBatch() (tracker.Batch, error) {
+// readBatchKey reads a batch's key, [origin, boot, epoch, part].
+func (d *Decoder) readBatchKey() (tracker.BatchKey, error) {
+	var k tracker.BatchKey
+	x, err := d.readRecord("key", 4)
+	if err != nil {
+		return k, err
+	}
+	if k.Origin, err = d.readName("origin"); err != nil {
+		return k, err
+	}
+	if k.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
+		return k, err
+	}
+	if k.Epoch, err = d.readInt("epoch", math.MinInt64, math.MaxInt64); err != nil {
+		return k, err
+	}
+	part, err := d.readUint("part", math.MaxUint16)
+	if err != nil {
+		return k, err
+	}
+	k.Part = uint16(part)
+	return k, d.finish(x)
+}
+
+// readBatchHead reads what precedes a batch's destinations, its layout and
+// key, and returns them with the layout's number of counts.
+func (d *Decoder) readBatchHead() (tracker.Batch, int, error) {
 	var b tracker.Batch
 	var countsLen int
 	var err error
 	if b.Layout, countsLen, err = d.readLayout(); err != nil {
-		return b, err
+		return b, 0, err
 	}
+	b.Key, err = d.readBatchKey()
+	return b, countsLen, err
+}
 
-	// Key: [origin, boot, epoch, part].
-	x, err := d.readRecord("key", 4)
+// decodeBatch reads a batch's layout, key and destinations.
+func (d *Decoder) decodeBatch() (tracker.Batch, error) {
+	b, countsLen, err := d.readBatchHead()
 	if err != nil {
-		return b, err
-	}
-	if b.Key.Origin, err = d.readName("origin"); err != nil {
-		return b, err
-	}
-	if b.Key.Boot, err = d.readUint("boot", math.MaxUint64); err != nil {
-		return b, err
-	}
-	if b.Key.Epoch, err = d.readInt("epoch", math.MinInt64, math.MaxInt64); err != nil {
-		return b, err
-	}
-	part, err := d.readUint("part", math.MaxUint16)
-	if err != nil {
-		return b, err
-	}
-	b.Key.Part = uint16(part)
-	if err := d.finish(x); err != nil {
 		return b, err
 	}
 
@@ -576,8 +588,8 @@ func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 	}
 	d.dests, d.spans, d.buckets, d.timedOut = d.dests[:0], d.spans[:0], d.buckets[:0], d.timedOut[:0]
 	clear(d.seen)
-	for i := range n {
-		if err := d.readDest(i, countsLen); err != nil {
+	for range n {
+		if err := d.readDest(countsLen); err != nil {
 			return b, err
 		}
 	}
@@ -593,64 +605,22 @@ func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 	return b, nil
 }
 
-func (d *Decoder) readDest(i, countsLen int) error {
+// readDest reads one destination record, [name, total, buckets,
+// timed-out buckets, …], into d.dests, d.buckets, d.timedOut and d.spans.
+func (d *Decoder) readDest(countsLen int) error {
 	x, err := d.readRecord("destination", 3)
 	if err != nil {
 		return err
 	}
-	name, err := d.readName("destination name")
+	name, total, buckets, err := d.readDestBuckets(countsLen)
 	if err != nil {
 		return err
-	}
-	if _, dup := d.seen[name]; dup {
-		return malformed("destination %q appears twice", name)
-	}
-	d.seen[name] = struct{}{}
-	total, err := d.readUint("destination total", math.MaxUint64)
-	if err != nil {
-		return err
-	}
-	m, err := d.readArrayLen("buckets", math.MaxInt)
-	if err != nil {
-		return err
-	}
-	switch {
-	case m == 0:
-		return malformed("destination %q: no buckets", name)
-	case m%2 != 0:
-		return malformed("destination %q: odd bucket array of %d elements", name, m)
-	case m/2 > countsLen:
-		return malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
-	}
-	last := uint64(countsLen - 1)
-	idx, err := d.readUint("bucket index", last)
-	if err != nil {
-		return err
-	}
-	var sum uint64
-	for j := range m / 2 {
-		if j > 0 {
-			delta, err := d.readCount("bucket index delta", last-idx)
-			if err != nil {
-				return malformed("destination %q: bucket %d: index not ascending or beyond %d: %w", name, j, last, err)
-			}
-			idx += delta
-		}
-		c, err := d.readCount("bucket count", math.MaxUint32)
-		if err != nil {
-			return err
-		}
-		sum += c // at most 65536 · (2^32−1): cannot overflow
-		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
-	}
-	if sum != total {
-		return malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
 	}
 	// The timed-out buckets, appended to the record by a minor revision: a
 	// record without them is from a sender that does not send them.
 	unknown := x == 0
 	if !unknown {
-		if err := d.readTimedOut(name, d.buckets[len(d.buckets)-m/2:]); err != nil {
+		if err := d.readTimedOut(name, buckets); err != nil {
 			return err
 		}
 		x--
@@ -658,6 +628,63 @@ func (d *Decoder) readDest(i, countsLen int) error {
 	d.dests = append(d.dests, tracker.DestCounts{Dest: name, Total: total, CensoringUnknown: unknown})
 	d.spans = append(d.spans, destSpan{len(d.buckets), len(d.timedOut)})
 	return d.finish(x)
+}
+
+// readDestBuckets reads the fields a destination record has had since the
+// first version, name, total and [index, count, Δindex, count, …], and
+// appends the buckets to d.buckets: a name not seen before in the batch,
+// 1..countsLen buckets of strictly ascending indexes below countsLen with
+// counts in [1, 2^32−1], summing to total. buckets is what it appended,
+// valid until d.buckets grows again.
+func (d *Decoder) readDestBuckets(countsLen int) (name string, total uint64, buckets []tracker.Bucket, err error) {
+	if name, err = d.readName("destination name"); err != nil {
+		return "", 0, nil, err
+	}
+	if _, dup := d.seen[name]; dup {
+		return "", 0, nil, malformed("destination %q appears twice", name)
+	}
+	d.seen[name] = struct{}{}
+	if total, err = d.readUint("destination total", math.MaxUint64); err != nil {
+		return "", 0, nil, err
+	}
+	m, err := d.readArrayLen("buckets", math.MaxInt)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	switch {
+	case m == 0:
+		return "", 0, nil, malformed("destination %q: no buckets", name)
+	case m%2 != 0:
+		return "", 0, nil, malformed("destination %q: odd bucket array of %d elements", name, m)
+	case m/2 > countsLen:
+		return "", 0, nil, malformed("destination %q: %d buckets, layout has %d", name, m/2, countsLen)
+	}
+	last := uint64(countsLen - 1)
+	idx, err := d.readUint("bucket index", last)
+	if err != nil {
+		return "", 0, nil, err
+	}
+	start := len(d.buckets)
+	var sum uint64
+	for j := range m / 2 {
+		if j > 0 {
+			delta, err := d.readCount("bucket index delta", last-idx)
+			if err != nil {
+				return "", 0, nil, malformed("destination %q: bucket %d: index not ascending or beyond %d: %w", name, j, last, err)
+			}
+			idx += delta
+		}
+		c, err := d.readCount("bucket count", math.MaxUint32)
+		if err != nil {
+			return "", 0, nil, err
+		}
+		sum += c // at most 65536 · (2^32−1): cannot overflow
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(c)})
+	}
+	if sum != total {
+		return "", 0, nil, malformed("destination %q: total %d, buckets sum to %d", name, total, sum)
+	}
+	return name, total, d.buckets[start:], nil
 }
 
 // readTimedOut reads a destination's timed-out (index, count) pairs, coded

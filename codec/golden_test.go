@@ -172,35 +172,45 @@ func TestGoldenLegacy(t *testing.T) {
 	}
 }
 
+// framingSeeds are the seeds every decoder's corpus starts from: valid, that
+// message cut short, extended, or followed by hostile extra fields, and
+// framing no message type accepts (empty, huge declared lengths, nil).
+func framingSeeds(valid []byte) map[string][]byte {
+	return map[string][]byte{
+		"valid":                 valid,
+		"truncated-half":        valid[:len(valid)/2],
+		"truncated-last-byte":   valid[:len(valid)-1],
+		"trailing-byte":         append(append([]byte(nil), valid...), 0),
+		"empty":                 {},
+		"array32-4G":            {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
+		"str32-4GiB-in-8-bytes": {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
+		"bin32-4GiB-extra":      withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
+		"nested-deep-extra":     withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
+		"valid-with-extra":      withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
+		"nil-everywhere":        build(arr{nil, nil, nil, nil, nil}),
+	}
+}
+
 // fuzzSeeds are the hostile and valid inputs committed under
 // testdata/fuzz/<target>/ (rewritten with -update).
 func fuzzSeeds(t testing.TB) map[string]map[string][]byte {
 	g := goldenMessages(t)
 	huge := raw{0xdb, 0xff, 0xff, 0xff, 0xff}
 	common := func(valid []byte) map[string][]byte {
-		return map[string][]byte{
-			"valid":                     valid,
-			"truncated-half":            valid[:len(valid)/2],
-			"truncated-last-byte":       valid[:len(valid)-1],
-			"trailing-byte":             append(append([]byte(nil), valid...), 0),
-			"empty":                     {},
-			"array32-4G":                {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
-			"str32-4GiB-in-8-bytes":     {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
-			"bin32-4GiB-extra":          withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
+		m := framingSeeds(valid)
+		maps.Copy(m, map[string][]byte{
 			"version-2":                 build(arr{2, 1}),
 			"version-string":            build(arr{"1", 1}),
 			"type-unknown":              build(arr{1, 77}),
-			"nested-deep-extra":         withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
 			"map32-4G-extra":            withExtra(valid, 0xdf, 0xff, 0xff, 0xff, 0xff),
-			"valid-with-extra":          withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
 			"name-str32-4GiB":           build(arr{1, 2, huge}),
 			"reserved-code":             {0x92, 0x01, 0xc1},
-			"nil-everywhere":            build(arr{nil, nil, nil, nil, nil}),
 			"float-version":             build(arr{raw{0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0}, 1}),
 			"negative-fixint-type":      build(arr{1, -1}),
 			"uint64-max-version":        build(arr{uint64(math.MaxUint64), 1}),
 			"extra-fields-on-all-known": build(arr{1, 2, "s", arr{arr{"o", 1, 0, arr{0, 0}, "x", arr{}}}, 9, raw{0xc4, 1, 0}}),
-		}
+		})
+		return m
 	}
 	sentAt := func(valid []byte) map[string][]byte {
 		msg := func(v ...any) []byte { return appendSentAtRaw(valid, v...) }

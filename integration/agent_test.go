@@ -183,24 +183,15 @@ func (a *agent) estimate(t testing.TB, dest string, q float64) estimateJSON {
 	return e
 }
 
-// memberJSON is one entry of GET /v1/members.
-type memberJSON struct {
-	Name   string `json:"name"`
-	Member string `json:"member"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"`
-	BootID string `json:"boot_id"`
-}
-
-func (a *agent) members(t testing.TB) []memberJSON {
+func (a *agent) members(t testing.TB) []testutil.Member {
 	t.Helper()
-	var ms []memberJSON
+	var ms []testutil.Member
 	a.getJSON(t, "/v1/members", &ms)
 	return ms
 }
 
 // self returns the agent's own entry of /v1/members.
-func (a *agent) self(t testing.TB) memberJSON {
+func (a *agent) self(t testing.TB) testutil.Member {
 	t.Helper()
 	var st struct {
 		Member string `json:"member"`
@@ -212,7 +203,7 @@ func (a *agent) self(t testing.TB) memberJSON {
 		}
 	}
 	t.Fatalf("%s does not list itself (%s)", a.name, st.Member)
-	return memberJSON{}
+	return testutil.Member{}
 }
 
 // gossipStats returns the "gossip" of the agent's GET /v1/status.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -101,7 +102,7 @@ func reasonOf(err error) string {
 // (unknown, the target itself, and a conflicting copy of a batch every
 // agent holds, conflictKey), epochs out of range, and digests and pulls
 // from a sender that is no member.
-func hostileMessages(t *testing.T, cfg tracker.Config, target memberJSON, conflictKey tracker.BatchKey) []hostileMsg {
+func hostileMessages(t *testing.T, cfg tracker.Config, target testutil.Member, conflictKey tracker.BatchKey) []hostileMsg {
 	t.Helper()
 	layout := cfg.Layout()
 	e := cfg.Epoch(time.Now())
@@ -196,7 +197,7 @@ func attackAgents(t *testing.T, keyFile, label string, fleet []*agent, u *union,
 		rejected map[string]uint64
 		sys, rss uint64
 	}
-	selves := make([]memberJSON, len(fleet))
+	selves := make([]testutil.Member, len(fleet))
 	prior := make([]before, len(fleet))
 	for j, a := range fleet {
 		selves[j] = a.self(t)

@@ -61,7 +61,7 @@ func TestImportBoundaries(t *testing.T) {
 		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":              {"cluster", "node", "tracker"},
 		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
-		"integration/load":        {"node"},
+		"integration/load":        {"internal/testutil", "node"}, // testutil: the record body node's benchmarks decode
 		"internal/memtransport":   {},
 		"internal/testutil":       {},
 		"internal/netfail":        {},

@@ -33,6 +33,35 @@ func BenchmarkTimeout3Uncached(b *testing.B) {
 	benchTimeout(b, n, dests[:3])
 }
 
+// BenchmarkTimeout1Parallel is BenchmarkTimeout1 from every core at once,
+// for the same destination: its published decision input is read without
+// the shard lock, so the cores share no written cache line but the
+// chosen-timeout histogram's.
+func BenchmarkTimeout1Parallel(b *testing.B) {
+	n, dests := benchNode(b)
+	benchTimeoutParallel(b, n, dests[:1])
+}
+
+// BenchmarkTimeout1ParallelUncached is BenchmarkTimeout1Parallel on
+// EstimateUncached (the Fleet's lock and the shard's at every decision).
+func BenchmarkTimeout1ParallelUncached(b *testing.B) {
+	n, dests := benchNode(b)
+	useUncached(b, n)
+	benchTimeoutParallel(b, n, dests[:1])
+}
+
+func benchTimeoutParallel(b *testing.B, n *Node, ds []string) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := n.Timeout(ds, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
 func benchTimeout(b *testing.B, n *Node, ds []string) {
 	b.ReportAllocs()
 	for b.Loop() {

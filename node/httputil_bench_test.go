@@ -6,22 +6,9 @@ import (
 	"io"
 	"strings"
 	"testing"
-)
 
-// recordBody is an honest POST /v1/record body of n samples over 8
-// destinations, latencies with a fraction as clients send them.
-func recordBody(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"samples":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"dest":"db-%d","latency_ms":%d.%d}`, i%8, 1+i%300, i%10)
-	}
-	b.WriteString(`]}`)
-	return b.Bytes()
-}
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
+)
 
 // hostileBody is the 1 MiB body of empty objects that issue 20 measured:
 // 349 520 samples of {}, each missing every field.
@@ -52,10 +39,10 @@ func benchDecoder(b *testing.B, decode func(io.Reader) ([]Sample, error), body [
 }
 
 // BenchmarkDecodeRecord1 is the stream decoder on one sample.
-func BenchmarkDecodeRecord1(b *testing.B) { benchDecode(b, recordBody(1), false) }
+func BenchmarkDecodeRecord1(b *testing.B) { benchDecode(b, testutil.RecordBody(1), false) }
 
 // BenchmarkDecodeRecord1000 is decodeRecord on 1000 samples.
-func BenchmarkDecodeRecord1000(b *testing.B) { benchDecode(b, recordBody(1000), false) }
+func BenchmarkDecodeRecord1000(b *testing.B) { benchDecode(b, testutil.RecordBody(1000), false) }
 
 // BenchmarkDecodeRecordHostile is decodeRecord on the 1 MiB body of empty
 // objects: what one hostile request costs.
@@ -64,12 +51,12 @@ func BenchmarkDecodeRecordHostile(b *testing.B) { benchDecode(b, hostileBody(), 
 // BenchmarkDecodeRecordNaive1 is the naive decoder (read whole, then
 // encoding/json) on one sample.
 func BenchmarkDecodeRecordNaive1(b *testing.B) {
-	benchDecoder(b, decodeRecordNaive, recordBody(1), false)
+	benchDecoder(b, decodeRecordNaive, testutil.RecordBody(1), false)
 }
 
 // BenchmarkDecodeRecordNaive1000 is the naive decoder on 1000 samples.
 func BenchmarkDecodeRecordNaive1000(b *testing.B) {
-	benchDecoder(b, decodeRecordNaive, recordBody(1000), false)
+	benchDecoder(b, decodeRecordNaive, testutil.RecordBody(1000), false)
 }
 
 // BenchmarkDecodeRecordNaiveHostile is the naive decoder on the 1 MiB

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -227,7 +228,7 @@ func TestDecodeRecordStopsEarly(t *testing.T) {
 	require.EqualError(t, err, `samples[0]: missing field "dest"`)
 	require.LessOrEqual(t, cr.n, 8<<10, "one buffer read of 1 MiB")
 
-	body := recordBody(20_000)
+	body := testutil.RecordBody(20_000)
 	cut := bytes.Index(body, []byte(`{"dest"`)) // sample 0
 	for range 10_000 {
 		cut += bytes.Index(body[cut+1:], []byte(`{"dest"`)) + 1

@@ -141,7 +141,8 @@ var descChosen = desc("atnode_timeout_chosen_seconds", chosenHelp, "source")
 const chosenHelp = "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by source: the deciding destination's estimate source, as GET /v1/timeout's source (none: the exponential fallback decided)."
 
 // chosenHist is atnode_timeout_chosen_seconds by source: a Prometheus
-// histogram of chosenBounds, observed with one atomic add to its bucket and
+// histogram of chosenBounds, observed with a table lookup and an integer
+// comparison or two for its bucket (chosenBucket), one atomic add to it and
 // one compare-and-swap of its sum rather than prometheus.Histogram's
 // binary search and four atomic operations (it is on every decision's
 // path). Its buckets and sums are exactly what a prometheus.HistogramVec
@@ -178,7 +179,7 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 	}
 	c := &h.by[s]
 	v := d.Seconds()
-	c.counts[chosenBucket(d, v)].Add(1)
+	c.counts[chosenBucket(d)].Add(1)
 	for {
 		old := c.sum.Load()
 		if c.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
@@ -187,23 +188,49 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 	}
 }
 
-// chosenBucket returns the bucket of d, v = d.Seconds(): the first whose
-// bound v does not exceed, len(chosenBounds) when it exceeds every one.
-// The doubling bounds give it from the bit length of d in milliseconds,
-// then the float64 comparison settles the values at a bound exactly as
-// Prometheus compares them.
-func chosenBucket(d time.Duration, v float64) int {
-	k := 0
-	if d > time.Millisecond {
-		k = min(bits.Len64(uint64((d-1)/time.Millisecond)), len(chosenBounds))
+// chosenBucket returns the bucket of d: the first whose bound d.Seconds()
+// does not exceed, len(chosenBounds) when it exceeds every one. It
+// compares d with chosenMax, the largest duration at or below each bound
+// as Prometheus compares them (float64 seconds), starting from the first
+// bound that d's bit length can reach: the doubling bounds leave at most
+// two steps.
+func chosenBucket(d time.Duration) int {
+	if d <= chosenMax[0] {
+		return 0
 	}
-	for k < len(chosenBounds) && !(v <= chosenBounds[k]) {
+	k := int(chosenStart[bits.Len64(uint64(d))])
+	for k < len(chosenMax) && d > chosenMax[k] {
 		k++
 	}
-	for k > 0 && v <= chosenBounds[k-1] {
-		k--
-	}
 	return k
+}
+
+// chosenMax[k] is the largest duration d with d.Seconds() <=
+// chosenBounds[k]; chosenStart[L] the first k whose chosenMax[k] a
+// duration of bit length L (at least 1<<(L-1)) can be at or below.
+var chosenMax, chosenStart = chosenTables()
+
+func chosenTables() ([]time.Duration, [65]uint8) {
+	hi := make([]time.Duration, len(chosenBounds))
+	for k, b := range chosenBounds {
+		d := time.Duration(math.Round(b * 1e9))
+		for (d + 1).Seconds() <= b {
+			d++
+		}
+		for d.Seconds() > b {
+			d--
+		}
+		hi[k] = d
+	}
+	var start [65]uint8 // [0] and [64] unused: 0 and negative durations are in bucket 0
+	for l := 1; l < 64; l++ {
+		k := 0
+		for k < len(hi) && hi[k] < time.Duration(1)<<(l-1) {
+			k++
+		}
+		start[l] = uint8(k)
+	}
+	return hi, start
 }
 
 // Describe sends atnode_timeout_chosen_seconds' description.

@@ -8,75 +8,87 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
+// stateDescs are the descriptions of the metrics read at scrape time, in
+// the order declared below: stateDesc adds each, so Describe sends them all.
+var stateDescs []*prometheus.Desc
+
+// stateDesc returns the description of a metric read at scrape time and adds
+// it to stateDescs.
+func stateDesc(name, help string, labels ...string) *prometheus.Desc {
+	d := desc(name, help, labels...)
+	stateDescs = append(stateDescs, d)
+	return d
+}
+
 // Descriptions of the metrics read at scrape time.
 var (
-	descDestLocal = desc("atnode_destination_local_quantile_seconds",
+	descDestLocal = stateDesc("atnode_destination_local_quantile_seconds",
 		"The configured latency quantile of the local view, per tracked destination (absent without samples).", "dest")
-	descDestFleet = desc("atnode_destination_fleet_quantile_seconds",
+	descDestFleet = stateDesc("atnode_destination_fleet_quantile_seconds",
 		"The configured latency quantile of the fleet view after the share cap, per tracked destination (absent without samples).", "dest")
-	descDestTimeout = desc("atnode_destination_timeout_seconds",
+	descDestTimeout = stateDesc("atnode_destination_timeout_seconds",
 		"The first attempt's timeout for the destination alone.", "dest")
-	descDestSamples = desc("atnode_destination_samples",
+	descDestSamples = stateDesc("atnode_destination_samples",
 		"Samples in the destination's fleet view after the share cap.", "dest")
-	descDestLocalSamples = desc("atnode_destination_local_samples",
+	descDestLocalSamples = stateDesc("atnode_destination_local_samples",
 		"Samples in the destination's local view.", "dest")
-	descDestPeers = desc("atnode_destination_peers",
+	descDestPeers = stateDesc("atnode_destination_peers",
 		"Distinct peers with samples in the destination's fleet view, self included.", "dest")
-	descDestEffPeers = desc("atnode_destination_effective_peers",
+	descDestEffPeers = stateDesc("atnode_destination_effective_peers",
 		"(Σn)²/Σn² over the peers' sample counts in the destination's fleet view.", "dest")
-	descDestFailing = desc("atnode_destination_failing",
+	descDestFailing = stateDesc("atnode_destination_failing",
 		"1 when this node treats the destination as failing (its first attempt's timeout is the fallback: the deciding view is failing, or the failure detector is), else 0.", "dest")
-	descDests = desc("atnode_destinations",
+	descDests = stateDesc("atnode_destinations",
 		"Destinations in the local or fleet view; per-destination metrics cover at most 100 of them.")
-	descFailing = desc("atnode_destinations_failing",
+	descFailing = stateDesc("atnode_destinations_failing",
 		"Destinations this node treats as failing: the view deciding for them is failing (enough samples, some timed out, none completed), or the failure detector is (3 consecutive timed-out or failed attempts of this node, no completion since).")
 
-	descProbesStarted  = desc("atnode_probes_started_total", "Probes started: attempts that reached their timeout and went on until the probe timeout (at most one per destination in flight, one per sub-window).")
-	descProbesFinished = desc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, canceled.", "outcome")
-	descProbesInFlight = desc("atnode_probes_in_flight", "Probes in flight.")
-	descDetectorEvict  = desc("atnode_failure_state_evicted_total",
+	descProbesStarted  = stateDesc("atnode_probes_started_total", "Probes started: attempts that reached their timeout and went on until the probe timeout (at most one per destination in flight, one per sub-window).")
+	descProbesFinished = stateDesc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, canceled.", "outcome")
+	descProbesInFlight = stateDesc("atnode_probes_in_flight", "Probes in flight.")
+	descDetectorEvict  = stateDesc("atnode_failure_state_evicted_total",
 		"Destinations whose failure-detector or probe state was dropped because state for too many destinations (-max-destinations) was held.")
 
-	descMembers = desc("atnode_cluster_members", "Members this node knows, by state.", "state")
+	descMembers = stateDesc("atnode_cluster_members", "Members this node knows, by state.", "state")
 
-	descFleetInserts = desc("atnode_fleet_inserts_total", "Batches offered to the fleet view, by outcome.", "outcome")
-	descFleetExpired = desc("atnode_fleet_expired_batches_total", "Batches dropped from the fleet view because they aged out.")
-	descFleetOrigEv  = desc("atnode_fleet_evicted_origins_total", "Members evicted from the fleet view by its origin cap.")
-	descFleetDestEv  = desc("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.")
-	descFleetBatches = desc("atnode_fleet_batches", "Batches held by the fleet view.")
-	descFleetMembers = desc("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.")
-	descFleetPeers   = desc("atnode_fleet_peers", "Distinct peer names held by the fleet view.")
-	descFleetDests   = desc("atnode_fleet_destinations", "Destinations with a fleet view.")
-	descFleetDestRef = desc("atnode_fleet_refused_destinations_total",
+	descFleetInserts = stateDesc("atnode_fleet_inserts_total", "Batches offered to the fleet view, by outcome.", "outcome")
+	descFleetExpired = stateDesc("atnode_fleet_expired_batches_total", "Batches dropped from the fleet view because they aged out.")
+	descFleetOrigEv  = stateDesc("atnode_fleet_evicted_origins_total", "Members evicted from the fleet view by its origin cap.")
+	descFleetDestEv  = stateDesc("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.")
+	descFleetBatches = stateDesc("atnode_fleet_batches", "Batches held by the fleet view.")
+	descFleetMembers = stateDesc("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.")
+	descFleetPeers   = stateDesc("atnode_fleet_peers", "Distinct peer names held by the fleet view.")
+	descFleetDests   = stateDesc("atnode_fleet_destinations", "Destinations with a fleet view.")
+	descFleetDestRef = stateDesc("atnode_fleet_refused_destinations_total",
 		"Batch entries not counted: a new destination while the destination cap was full of destinations two or more peers report.")
-	descFleetExclEv  = desc("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.")
-	descFleetExcl    = desc("atnode_fleet_exclusions", "Exclusions of dead members the fleet view remembers.")
-	descFleetBuckets = desc("atnode_fleet_buckets", "Sparse histogram buckets held by the fleet view over all batches (8 bytes each).")
+	descFleetExclEv  = stateDesc("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.")
+	descFleetExcl    = stateDesc("atnode_fleet_exclusions", "Exclusions of dead members the fleet view remembers.")
+	descFleetBuckets = stateDesc("atnode_fleet_buckets", "Sparse histogram buckets held by the fleet view over all batches (8 bytes each).")
 
-	descClusterMsgIn    = desc("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.")
-	descClusterMsgDrop  = desc("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.")
-	descClusterMsgLarge = desc("atnode_cluster_messages_too_large_total", "User messages the cluster dropped for their size.")
-	descClusterEvDrop   = desc("atnode_cluster_events_dropped_total", "Membership events dropped because the event queue was full.")
-	descClusterBadMeta  = desc("atnode_cluster_bad_metadata_total", "Members whose metadata was malformed.")
-	descClusterJoins    = desc("atnode_cluster_join_attempts_total", "Seed joins tried.")
-	descClusterJoinFail = desc("atnode_cluster_join_failures_total", "Seed joins that failed.")
+	descClusterMsgIn    = stateDesc("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.")
+	descClusterMsgDrop  = stateDesc("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.")
+	descClusterMsgLarge = stateDesc("atnode_cluster_messages_too_large_total", "User messages the cluster dropped for their size.")
+	descClusterEvDrop   = stateDesc("atnode_cluster_events_dropped_total", "Membership events dropped because the event queue was full.")
+	descClusterBadMeta  = stateDesc("atnode_cluster_bad_metadata_total", "Members whose metadata was malformed.")
+	descClusterJoins    = stateDesc("atnode_cluster_join_attempts_total", "Seed joins tried.")
+	descClusterJoinFail = stateDesc("atnode_cluster_join_failures_total", "Seed joins that failed.")
 
-	descGossipBytes    = desc("atnode_gossip_bytes_total", "Dissemination message bytes, by direction and type.", "direction", "type")
-	descGossipMessages = desc("atnode_gossip_messages_total", "Dissemination messages, by direction and type.", "direction", "type")
-	descGossipBatches  = desc("atnode_gossip_batches_total", "Batches received (decoded) and batch messages sent, by direction.", "direction")
-	descGossipOutcomes = desc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
-	descGossipRejected = desc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
-	descGossipQDrops   = desc("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.")
-	descGossipSDrops   = desc("atnode_gossip_send_drops_total",
+	descGossipBytes    = stateDesc("atnode_gossip_bytes_total", "Dissemination message bytes, by direction and type.", "direction", "type")
+	descGossipMessages = stateDesc("atnode_gossip_messages_total", "Dissemination messages, by direction and type.", "direction", "type")
+	descGossipBatches  = stateDesc("atnode_gossip_batches_total", "Batches received (decoded) and batch messages sent, by direction.", "direction")
+	descGossipOutcomes = stateDesc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
+	descGossipRejected = stateDesc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
+	descGossipQDrops   = stateDesc("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.")
+	descGossipSDrops   = stateDesc("atnode_gossip_send_drops_total",
 		"Messages not sent: the send queue was full, the member went dead or left, the cluster closed, or a batch expired while queued.")
-	descGossipQDisc   = desc("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.")
-	descGossipRepairs = desc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
-	descGossipDelay   = desc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+	descGossipQDisc   = stateDesc("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.")
+	descGossipRepairs = stateDesc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
+	descGossipDelay   = stateDesc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
 
-	descWarnings = desc("atnode_warnings",
+	descWarnings = stateDesc("atnode_warnings",
 		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
-	descWarningsRaised = desc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
-	descDestDropped    = desc("atnode_destinations_dropped_total",
+	descWarningsRaised = stateDesc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
+	descDestDropped    = stateDesc("atnode_destinations_dropped_total",
 		"Destinations dropped, by where: tracker (evicted from the local tracker by -max-destinations, fewest samples first), seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
 )
 
@@ -87,17 +99,7 @@ type stateCollector struct{ n *Node }
 // Describe sends every description; the per-destination and by-label
 // series vary, the descriptions do not.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{
-		descDestLocal, descDestFleet, descDestTimeout, descDestSamples, descDestLocalSamples, descDestPeers,
-		descDestEffPeers, descDestFailing, descDests, descFailing, descProbesStarted, descProbesFinished,
-		descProbesInFlight, descDetectorEvict, descMembers, descFleetInserts, descFleetExpired, descFleetOrigEv,
-		descFleetDestEv, descFleetBatches, descFleetMembers, descFleetPeers, descFleetDests,
-		descFleetDestRef, descFleetExclEv, descFleetExcl, descFleetBuckets,
-		descClusterMsgIn, descClusterMsgDrop, descClusterMsgLarge, descClusterEvDrop, descClusterBadMeta,
-		descClusterJoins, descClusterJoinFail, descGossipBytes, descGossipMessages, descGossipBatches,
-		descGossipOutcomes, descGossipRejected, descGossipQDrops, descGossipSDrops, descGossipQDisc, descGossipRepairs,
-		descGossipDelay, descWarnings, descWarningsRaised, descDestDropped,
-	} {
+	for _, d := range stateDescs {
 		ch <- d
 	}
 }

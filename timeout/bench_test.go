@@ -108,11 +108,14 @@ func BenchmarkSelectMillis(b *testing.B) {
 	}
 }
 
+// spread3 is what the quorum and Explain benchmarks decide over: the
+// defaults, three destinations estimated at 1, 3 and 2 s, and a time.
+func spread3() (Config, time.Time, []string, Estimator[string]) {
+	return DefaultConfig(), time.Unix(1_700_000_000, 0), benchDests(3), spread{1000, 3000, 2000}
+}
+
 func BenchmarkSelectQuorum(b *testing.B) {
-	c := DefaultConfig()
-	now := time.Unix(1_700_000_000, 0)
-	dests := benchDests(3)
-	var est Estimator[string] = spread{1000, 3000, 2000}
+	c, now, dests, est := spread3()
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = SelectQuorum(c, est, dests, 2, 1, now)
@@ -120,10 +123,7 @@ func BenchmarkSelectQuorum(b *testing.B) {
 }
 
 func BenchmarkExplain(b *testing.B) {
-	c := DefaultConfig()
-	now := time.Unix(1_700_000_000, 0)
-	dests := benchDests(3)
-	var est Estimator[string] = spread{1000, 3000, 2000}
+	c, now, dests, est := spread3()
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = Explain(c, est, dests, 1, now)

@@ -146,6 +146,10 @@ type Decider struct {
 	stats DeciderStats
 
 	hedge atomic.Pointer[deciderHedge] // Hedger's budget
+
+	// rules are the rule of attempts 1..len(rules), made once (each call
+	// of verdict made its own).
+	rules [8]rule
 }
 
 // deciderHedge is a Decider's hedge budget and the quantile of its delay.
@@ -229,6 +233,10 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 	d.local, _ = rec.(*tracker.SyncTracker[string])
 	if d.max <= 0 {
 		d.max = DefaultMaxTracked
+	}
+	for i := range d.rules {
+		d.rules[i] = rule{c: cfg, attempt: i + 1}
+		d.rules[i].init()
 	}
 	d.SetHedgeBudget(DefaultHedgeBudget)
 	return d, nil
@@ -390,8 +398,13 @@ func (d *Decider) verdict(v *Verdict, dests []string, need, attempt int, now tim
 		}
 		d.mu.Unlock()
 	}
-	r := rule{c: d.cfg, attempt: attempt}
-	r.init()
+	var r *rule
+	if attempt >= 1 && attempt <= len(d.rules) {
+		r = &d.rules[attempt-1]
+	} else {
+		r = &rule{c: d.cfg, attempt: attempt}
+		r.init()
+	}
 	r.decide(v, in, need)
 	if v.Probe < 0 || d.n.Load() == 0 {
 		return // no probe offered, or no bookkeeping to refuse it

@@ -239,6 +239,25 @@ type recQuery interface {
 	QuantileMillis(dest string, q float64, now time.Time) (uint64, bool)
 }
 
+// fillParallel fills the window of each of dests (a full window when there
+// is one, else 600 samples per sub-window) and returns a time in its last
+// sub-window and a function that hands each parallel goroutine its
+// destination, dests in turn; the timer starts afresh.
+func fillParallel(b *testing.B, t recQuery, dests []string) (time.Time, func() string) {
+	var now time.Time
+	for _, d := range dests {
+		if len(dests) == 1 {
+			now = fullWindow(t.RecordMillis, d)
+		} else {
+			now = fillWindow(t.RecordMillis, d, 600)
+		}
+	}
+	var id atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	return now, func() string { return dests[id.Add(1)%int64(len(dests))] }
+}
+
 // BenchmarkSync compares SyncTracker with a mutex around a Tracker:
 // RecordMillis uncontended (one goroutine), in parallel on distinct
 // destinations (one per goroutine) and on the same destination, and
@@ -266,37 +285,23 @@ func BenchmarkSync(b *testing.B) {
 				i++
 			}
 		})
-		b.Run(im.name+"/RecordMillis/parallel-distinct", func(b *testing.B) {
-			t := im.make(b)
-			var now time.Time
-			for _, d := range dests {
-				now = fillWindow(t.RecordMillis, d, 600)
-			}
-			var id atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				d := dests[id.Add(1)%int64(len(dests))]
-				i := 0
-				for pb.Next() {
-					t.RecordMillis(d, benchLat[i&(len(benchLat)-1)], now)
-					i++
-				}
+		for _, p := range []struct {
+			name  string
+			dests []string
+		}{{"parallel-distinct", dests}, {"parallel-same", []string{"db-1"}}} {
+			b.Run(im.name+"/RecordMillis/"+p.name, func(b *testing.B) {
+				t := im.make(b)
+				now, next := fillParallel(b, t, p.dests)
+				b.RunParallel(func(pb *testing.PB) {
+					d := next()
+					i := 0
+					for pb.Next() {
+						t.RecordMillis(d, benchLat[i&(len(benchLat)-1)], now)
+						i++
+					}
+				})
 			})
-		})
-		b.Run(im.name+"/RecordMillis/parallel-same", func(b *testing.B) {
-			t := im.make(b)
-			now := fullWindow(t.RecordMillis, "db-1")
-			b.ReportAllocs()
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := 0
-				for pb.Next() {
-					t.RecordMillis("db-1", benchLat[i&(len(benchLat)-1)], now)
-					i++
-				}
-			})
-		})
+		}
 		b.Run(im.name+"/QuantileMillis/uncontended", func(b *testing.B) {
 			t := im.make(b)
 			now := fullWindow(t.RecordMillis, "db-1")
@@ -307,15 +312,9 @@ func BenchmarkSync(b *testing.B) {
 		})
 		b.Run(im.name+"/QuantileMillis/parallel-distinct", func(b *testing.B) {
 			t := im.make(b)
-			var now time.Time
-			for _, d := range dests {
-				now = fillWindow(t.RecordMillis, d, 600)
-			}
-			var id atomic.Int64
-			b.ReportAllocs()
-			b.ResetTimer()
+			now, next := fillParallel(b, t, dests)
 			b.RunParallel(func(pb *testing.PB) {
-				d := dests[id.Add(1)%int64(len(dests))]
+				d := next()
 				for pb.Next() {
 					t.QuantileMillis(d, 0.9999, now)
 				}

@@ -19,6 +19,14 @@ func fullCensoredWindow(t *Tracker[string], dest string) time.Time {
 	}, dest, benchPerSub)
 }
 
+// censoredBenchWindow is the window of a full censored window's
+// destination, rotated to its last sub-window.
+func censoredBenchWindow(b *testing.B) *window {
+	t := mustNew(b)
+	now := fullCensoredWindow(t, "db-1")
+	return &t.lookup("db-1", now).window
+}
+
 // BenchmarkRecordTimeoutMillis: Tracker.RecordTimeoutMillis in steady state
 // (no rotation), into a window holding censored counts; compare
 // BenchmarkRecordMillis, which it must not slow down.
@@ -57,9 +65,7 @@ func BenchmarkLocalEstimate(b *testing.B) {
 // sub-windows' censored counts into a dense array per query, then scan the
 // histogram down from its highest bucket for one not entirely censored.
 func BenchmarkMaxCompleted(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := w.maxCompleted(); !ok {
@@ -69,9 +75,7 @@ func BenchmarkMaxCompleted(b *testing.B) {
 }
 
 func BenchmarkMaxCompletedByCounts(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, ok := maxCompleted(&w.sum, w.censored()); !ok {
@@ -81,9 +85,7 @@ func BenchmarkMaxCompletedByCounts(b *testing.B) {
 }
 
 func BenchmarkMaxCompletedNaive(b *testing.B) {
-	t := mustNew(b)
-	now := fullCensoredWindow(t, "db-1")
-	w := &t.lookup("db-1", now).window
+	w := censoredBenchWindow(b)
 	dense := make([]uint64, len(w.sum.counts))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -91,8 +93,8 @@ func BenchmarkMaxCompletedNaive(b *testing.B) {
 		for _, bk := range w.cens.cur {
 			dense[bk.Index] += uint64(bk.Count)
 		}
-		for k := range w.ring {
-			if s := w.ring[k].timedOut; s != nil {
+		for _, s := range w.cens.ring {
+			if s != nil {
 				for _, bk := range s.buckets {
 					dense[bk.Index] += uint64(bk.Count)
 				}
@@ -117,24 +119,17 @@ func BenchmarkMaxCompletedNaive(b *testing.B) {
 func BenchmarkFleetEstimateCensored(b *testing.B) {
 	c := testFleetConfig()
 	local := mustNew(b)
-	f := newTestFleet(b, c, local)
 	tpl := benchTemplates(1)
-	now := fleetAt(c, testE, 100)
-	N := int64(c.Tracker.SubWindows)
-	for ep := testE - N - 1; ep <= testE-1; ep++ {
-		for _, t := range tpl {
-			t.Key.Epoch = ep
-			for i := range t.Dests {
-				if d := &t.Dests[i]; d.Dest == "dest-042" {
-					top := d.Buckets[len(d.Buckets)-1]
-					d.TimedOut = []Bucket{{Index: top.Index, Count: top.Count}}
-				}
-			}
-			if o := f.Insert(t, now); o != InsertNew {
-				b.Fatal(o)
+	for _, t := range tpl {
+		for i := range t.Dests {
+			if d := &t.Dests[i]; d.Dest == "dest-042" {
+				top := d.Buckets[len(d.Buckets)-1]
+				d.TimedOut = []Bucket{{Index: top.Index, Count: top.Count}}
 			}
 		}
 	}
+	f, _ := benchFleetOf(b, c, local, tpl)
+	now := fleetAt(c, testE, 100)
 	for i := range 500 {
 		if i%50 == 0 {
 			local.RecordTimeoutMillis("dest-042", 250, now)
@@ -160,34 +155,27 @@ func BenchmarkRecordEvicting(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("junk-%d", i)
 	}
-	b.Run("Tracker", func(b *testing.B) {
-		t, err := New[string](c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range c.MaxDestinations {
-			t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
-		}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
-			i++
-		}
-	})
-	b.Run("SyncTracker", func(b *testing.B) {
-		t, err := NewSync[string](c)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for i := range c.MaxDestinations {
-			t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
-		}
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
-			i++
-		}
-	})
+	for _, im := range []struct {
+		name string
+		make func() (recQuery, error)
+	}{
+		{"Tracker", func() (recQuery, error) { return New[string](c) }},
+		{"SyncTracker", func() (recQuery, error) { return NewSync[string](c) }},
+	} {
+		b.Run(im.name, func(b *testing.B) {
+			t, err := im.make()
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range c.MaxDestinations {
+				t.RecordMillis(fmt.Sprint("d", i), 5, benchStart)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				t.RecordMillis(names[i&(len(names)-1)], 5, benchStart)
+				i++
+			}
+		})
+	}
 }

@@ -211,26 +211,16 @@ func TestCensoredMatchesModel(t *testing.T) {
 		{"3 sub-windows, 1s max", func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second; c.MaxTrackableLatency = time.Second }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
-			if tc.mut != nil {
-				tc.mut(&c)
-			}
-			g, err := newGeometry(c.Layout())
-			require.NoError(t, err)
+			c := testConfig(tc.mut)
 			minSamples := max(uint64(c.MinSamples), 1)
 			seen := map[string]int{}
 			for seed := uint64(1); seed <= 2; seed++ {
-				tr, err := New[string](c)
-				require.NoError(t, err)
-				st, err := NewSync[string](c)
-				require.NoError(t, err)
-				m := newModel(c)
+				x := newTrio(t, tc.mut)
+				g, tr, st, m := x.g, x.tr, x.st, x.m
 				for i, o := range censoredWorkload(seed, 5000, c) {
 					switch o.kind {
 					case 0:
-						tr.RecordMillis(o.dest, o.ms, o.now)
-						st.RecordMillis(o.dest, o.ms, o.now)
-						m.record(o.dest, o.ms, o.now)
+						x.record(o.dest, o.ms, o.now)
 					case 4:
 						tr.RecordTimeoutMillis(o.dest, o.ms, o.now)
 						st.RecordTimeout(o.dest, time.Duration(o.ms)*time.Millisecond, o.now)
@@ -263,18 +253,10 @@ func TestCensoredMatchesModel(t *testing.T) {
 						require.Equal(t, want, SealedSubWindow(tr, e, o.now), "seed %d op %d", seed, i)
 						require.Equal(t, want, SealedSubWindow(st, e, o.now), "seed %d op %d", seed, i)
 					case 3:
-						tr.Clear()
-						st.Clear()
-						m.dests = map[string][]modelSample{}
-						m.order = map[string]int{}
+						x.clear()
 					}
 				}
-				for _, en := range tr.dests {
-					checkWindowInvariants(t, &g, &en.window)
-				}
-				for _, en := range syncEntries(st) {
-					checkWindowInvariants(t, &g, &en.window)
-				}
+				x.checkWindows(t)
 				require.Equal(t, Stats(tr), Stats(st))
 			}
 			for _, k := range []string{"failing=true capped=false", "failing=false capped=true", "failing=false capped=false"} {

@@ -1,6 +1,10 @@
 package tracker
 
-import "time"
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
 
 // estCaches are one destination's cached estimates, kept in its entry of
 // the Fleet's local *SyncTracker[string] (one lookup finds both the local
@@ -12,6 +16,13 @@ import "time"
 type estCaches struct {
 	slots []estCache
 	next  int // the slot a further quantile replaces
+	// cell is the decision input of one quantile published for readers
+	// without the shard lock (pubCell), nil until the first is; pubQ is
+	// its quantile while pubOn (a copy of the cell's state for the writers,
+	// who hold the lock).
+	cell  *pubCell
+	pubQ  float64
+	pubOn bool
 }
 
 // estSlots is how many quantiles a destination's cache holds.
@@ -33,6 +44,7 @@ func (cs *estCaches) claim(q float64) *estCache {
 	if c := cs.slot(q); c != nil {
 		return c
 	}
+
 	if len(cs.slots) < estSlots {
 		cs.slots = append(cs.slots, estCache{q: q})
 		return &cs.slots[len(cs.slots)-1]
@@ -135,6 +147,18 @@ func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 			c.lver = to
 		}
 	}
+	if cs.pubOn {
+		// The published input holds while its quantile's cached view
+		// does: its value, quantile, source and failing state are the
+		// view's, which viewPos.shift keeps only when none changes. When
+		// that cache was replaced (claim) nothing tells, so it goes at
+		// the first record after. (A fill needs nothing: it follows a
+		// change of the Fleet's version or epoch, which the cell's fver
+		// and clk already refuse, or replaces the facts with equal ones.)
+		if c := cs.slot(cs.pubQ); c == nil || !c.lok || c.lver != to {
+			cs.unpublish()
+		}
+	}
 }
 
 // cached sets *e to dest's estimate (its Dest set to name) at now for q from the cache and
@@ -144,7 +168,8 @@ func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 // (and cached) when the window changed; the staleness is recomputed at
 // each call.
 func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
-	c, sh := t.current(dest, name, q, now, fver, minSamples)
+	h, sh := t.shard(dest)
+	_, c, _ := t.current(h, sh, dest, name, q, now, fver, minSamples)
 	if c == nil {
 		return false
 	}
@@ -158,39 +183,50 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 
 // cachedInput is cached for the decision input alone: it sets *in to the
 // cached estimate's Input, which needs no staleness, and copies nothing
-// else.
+// else. It reads the published input first (pubCell: no shard lock), and
+// publishes the one it finds under the lock for the next call.
 func (t *SyncTracker[D]) cachedInput(in *DecisionInput, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
-	c, sh := t.current(dest, name, q, now, fver, minSamples)
+	h, sh := t.shard(dest)
+	if t.published(in, name, h, q, now, fver, minSamples) {
+		return true
+	}
+	en, c, clk := t.current(h, sh, dest, name, q, now, fver, minSamples)
 	if c == nil {
 		return false
 	}
 	*in = c.in
+	if clk != nil {
+		t.publish(en.ec, c, name, h, clk, fver, minSamples)
+	}
 	sh.mu.Unlock()
 	return true
 }
 
 // current returns dest's cache for q with valid fleet facts (as cached
 // says) and its estimate assembled for the window as it is now, with the
-// shard sh locked for the caller to read it and unlock; nil (and no lock
-// held) when the cache holds no valid fleet facts.
-func (t *SyncTracker[D]) current(dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) (*estCache, *syncShard[D]) {
+// shard sh (dest's, of hash h) locked for the caller to read it and unlock;
+// nil (and no lock held) when the cache holds no valid fleet facts. clk is
+// the tracker's epoch when the cache may be published for calls at times
+// within it (now is in it, and the fleet's facts hold through it), else
+// nil.
+func (t *SyncTracker[D]) current(h uint64, sh *syncShard[D], dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) (*entry[D], *estCache, *clockState) {
 	te := t.advance(now)
 	// The epoch of now: the tracker's current one when now is in it.
 	fepoch := te
-	if ms, c := now.UnixMilli(), t.clock.Load(); ms < c.start || ms >= c.end {
+	ms, clk := now.UnixMilli(), t.clock.Load()
+	if ms < clk.start || ms >= clk.end {
 		fepoch = floorDiv(ms, t.s.subMs)
 	}
-	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil || en.ec == nil {
 		sh.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	c := en.ec.slot(q)
 	if c == nil || !c.fok || c.fver != fver || fepoch > c.fepoch {
 		sh.mu.Unlock()
-		return nil, nil
+		return nil, nil, nil
 	}
 	en.rotate(te)
 	if !c.lok || c.lver != en.ver || c.lp.minSamples != minSamples {
@@ -203,7 +239,10 @@ func (t *SyncTracker[D]) current(dest D, name string, q float64, now time.Time, 
 		c.in = c.est.Input()
 		c.eok = true
 	}
-	return c, sh
+	if clk.epoch != te || ms < clk.start || ms >= clk.end {
+		clk = nil
+	}
+	return en, c, clk
 }
 
 // fill caches ff, the fleet's facts of dest for q read at the Fleet's
@@ -217,6 +256,157 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 		}
 		c := en.ec.claim(q)
 		c.fver, c.fepoch, c.ff, c.fok, c.eok = fver, fepoch, *ff, true, false
+
 	}
 	sh.mu.Unlock()
+}
+
+// pubCell is one destination's decision input at one quantile, published
+// by the SyncTracker's decision-input path for readers that take no lock
+// (SyncTracker.published), with what it holds for: the Fleet's version,
+// the trust threshold, and the tracker's epoch (a clockState: while it is
+// the current one and now falls in it, no rotation has moved the window
+// and the fleet's facts hold, as estCache's fepoch says). Writers, under
+// the entry's shard lock, publish it when the locked path has assembled
+// the input, and withdraw it (flags = 0) whenever the window changes what
+// the input says or the cache that backs it went (estCaches.recorded), or
+// the destination goes (eviction, Clear). Its fields are
+// a sequence lock: seq is odd while a publisher writes them, and a reader
+// that sees seq change, or odd, falls back to the locked path.
+//
+// Cells are reached through the tracker's pubTable by the destination's
+// hash; key names the destination a cell is of, so a slot another
+// destination took over is only a miss.
+type pubCell struct {
+	seq        atomic.Uint64
+	flags      atomic.Uint64 // pubValid | Source<<8 | pubGuarded | pubFailing; 0 when withdrawn
+	value      atomic.Uint64 // DecisionInput.ValueMillis
+	quant      atomic.Uint64 // DecisionInput.QuantileMillis
+	q          atomic.Uint64 // the quantile's float64 bits
+	minSamples atomic.Uint64
+	fver       atomic.Uint64
+	clk        atomic.Pointer[clockState]
+	key        string // immutable
+}
+
+// The bits of pubCell.flags.
+const (
+	pubValid   = 1
+	pubGuarded = 2
+	pubFailing = 4
+)
+
+// unpublish withdraws the published input; the shard lock is held.
+func (cs *estCaches) unpublish() {
+	cs.cell.flags.Store(0)
+	cs.pubOn = false
+}
+
+// pubTable is where readers find the published cells: a two-way
+// set-associative table indexed by the bits of a destination's hash above
+// the shard's (a slot holds the cell last published there; a collision
+// costs a miss, never a wrong answer).
+type pubTable struct {
+	slots []atomic.Pointer[pubCell]
+	mask  uint64
+}
+
+// pubTableSize is the number of slots of a tracker's pubTable: twice
+// MaxDestinations (or 4096 when unbounded) rounded up to a power of two,
+// at most 1<<16.
+func pubTableSize(maxDests int) int {
+	n := 4096
+	if maxDests > 0 {
+		n = 64
+		for n < 2*maxDests && n < 1<<16 {
+			n <<= 1
+		}
+	}
+	return n
+}
+
+// table returns the tracker's pubTable, making it on first use.
+func (t *SyncTracker[D]) table() *pubTable {
+	if tb := t.pubs.Load(); tb != nil {
+		return tb
+	}
+	n := pubTableSize(t.s.cfg.MaxDestinations)
+	tb := &pubTable{slots: make([]atomic.Pointer[pubCell], n), mask: uint64(n - 1)}
+	if t.pubs.CompareAndSwap(nil, tb) {
+		return tb
+	}
+	return t.pubs.Load()
+}
+
+// publish publishes c's decision input (cs's cache of quantile c.q, of the
+// destination name of hash h) for calls at times in clk's epoch, at the
+// Fleet's version fver and trust threshold minSamples. The shard lock is
+// held.
+func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, h uint64, clk *clockState, fver, minSamples uint64) {
+	cell := cs.cell
+	if cell == nil {
+		cell = &pubCell{key: name}
+		cs.cell = cell
+	}
+	fl := uint64(pubValid) | uint64(c.in.Source)<<8
+	if c.in.Guarded {
+		fl |= pubGuarded
+	}
+	if c.in.Failing {
+		fl |= pubFailing
+	}
+	cell.seq.Add(1)
+	cell.value.Store(c.in.ValueMillis)
+	cell.quant.Store(c.in.QuantileMillis)
+	cell.q.Store(math.Float64bits(c.q))
+	cell.minSamples.Store(minSamples)
+	cell.fver.Store(fver)
+	cell.clk.Store(clk)
+	cell.flags.Store(fl)
+	cell.seq.Add(1)
+	cs.pubQ, cs.pubOn = c.q, true
+	tb := t.table()
+	i := (h >> 8) & tb.mask
+	a, b := &tb.slots[i], &tb.slots[i^1]
+	switch pa, pb := a.Load(), b.Load(); {
+	case pa == cell || pb == cell:
+	case pa == nil || pa.flags.Load() == 0:
+		a.Store(cell)
+	case pb == nil || pb.flags.Load() == 0:
+		b.Store(cell)
+	default:
+		a.Store(cell)
+	}
+}
+
+// published sets *in to the decision input published for name (of hash h)
+// at quantile q and reports whether it holds at now for the Fleet's
+// version fver and trust threshold minSamples: the lock-free path of
+// cachedInput, the same answer as the locked one (TestPublishedInputConcurrent).
+func (t *SyncTracker[D]) published(in *DecisionInput, name string, h uint64, q float64, now time.Time, fver, minSamples uint64) bool {
+	tb := t.pubs.Load()
+	if tb == nil {
+		return false
+	}
+	i := (h >> 8) & tb.mask
+	cell := tb.slots[i].Load()
+	if cell == nil || cell.key != name {
+		if cell = tb.slots[i^1].Load(); cell == nil || cell.key != name {
+			return false
+		}
+	}
+	s := cell.seq.Load()
+	fl := cell.flags.Load()
+	value, quant := cell.value.Load(), cell.quant.Load()
+	ok := fl != 0 && cell.q.Load() == math.Float64bits(q) && cell.minSamples.Load() == minSamples && cell.fver.Load() == fver
+	clk := cell.clk.Load()
+	if !ok || s&1 != 0 || cell.seq.Load() != s || clk != t.clock.Load() {
+		return false
+	}
+	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+		return false
+	}
+	*in = DecisionInput{ValueMillis: value, QuantileMillis: quant, Source: Source(fl >> 8),
+		Guarded: fl&pubGuarded != 0, Failing: fl&pubFailing != 0}
+	return true
 }

@@ -92,3 +92,23 @@ func BenchmarkFleetDecisionInputNaive(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFleetDecisionInputLocked is BenchmarkFleetDecisionInput through
+// the cache under the shard lock (the path before the published inputs):
+// what the lock-free read of the published input saves.
+func BenchmarkFleetDecisionInputLocked(b *testing.B) {
+	f, local := benchCachedFleet(b)
+	now := fleetAt(f.cfg, testE, 100)
+	b.ReportAllocs()
+	var in DecisionInput
+	_ = f.DecisionInput(&in, "dest-042", 0.9999, now)
+	for b.Loop() {
+		h, sh := local.shard("dest-042")
+		_, c, _ := local.current(h, sh, "dest-042", "dest-042", 0.9999, now, f.ver.Load(), f.minSamples())
+		in = c.in
+		sh.mu.Unlock()
+		if in.Source != SourceFleet {
+			b.Fatal(in)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,8 +54,9 @@ func TestEstimateCacheMatchesUncached(t *testing.T) {
 				tc.mut(&c)
 			}
 			for seed := uint64(1); seed <= seeds; seed++ {
-				hits, total, kept, recs := estimateCacheRun(t, c, seed, steps)
+				hits, total, kept, recs, pubs := estimateCacheRun(t, c, seed, steps)
 				require.Greater(t, hits, total/3, "seed %d: the cache answered %d of %d estimates", seed, hits, total)
+				require.Greater(t, pubs, total/10, "seed %d: the published inputs answered %d of %d", seed, pubs, total)
 				require.Greater(t, kept, recs/5, "seed %d: %d of %d records kept a cached local view", seed, kept, recs)
 			}
 		})
@@ -62,9 +64,10 @@ func TestEstimateCacheMatchesUncached(t *testing.T) {
 }
 
 // estimateCacheRun is one sequence of TestEstimateCacheMatchesUncached; it
-// returns how many of the estimates compared came from the cache, and how
-// many records found a fresh cached local view and kept it.
-func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits, total, kept, recs int) {
+// returns how many of the estimates compared came from the cache, how
+// many records found a fresh cached local view and kept it, and how many
+// decision inputs the published cells gave (each compared too).
+func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits, total, kept, recs, pubs int) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 24))
 	local, err := NewSync[string](c.Tracker)
@@ -123,6 +126,9 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 				qs = append(qs, 0.25) // a fourth quantile replaces one
 			}
 			for _, q := range qs {
+				var pin DecisionInput // what the lock-free path answers, before any locked call advances or republishes
+				h, _ := local.shard(d)
+				pub := local.published(&pin, d, h, q, now, f.ver.Load(), f.minSamples())
 				var e Estimate
 				if local.cached(&e, d, d, q, now, f.ver.Load(), f.minSamples()) {
 					hits++
@@ -136,6 +142,10 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 				require.NoError(t, err)
 				require.Equal(t, want, got, "seed %d step %d (%s): %s q %v", seed, step, what, d, q)
 				require.Equal(t, want.Input(), in, "seed %d step %d (%s): DecisionInput %s q %v", seed, step, what, d, q)
+				if pub {
+					pubs++
+					require.Equal(t, want.Input(), pin, "seed %d step %d (%s): published %s q %v", seed, step, what, d, q)
+				}
 			}
 		}
 	}
@@ -242,10 +252,14 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			p := peers[r.IntN(len(peers))]
 			what = "include " + p
 			f.Include(p, 1, now)
-		case k < 88:
+		case k < 86:
 			d := time.Duration(r.IntN(int(sw/time.Millisecond))) * time.Millisecond / 3
 			what = fmt.Sprintf("step %v", d)
 			now = now.Add(d)
+		case k < 88: // another destination's record a sub-window ahead: the tracker's epoch moves past now's
+			d := dests[r.IntN(len(dests))]
+			what = "record ahead " + d
+			local.RecordMillis(d, uint64(1+r.IntN(300)), now.Add(sw))
 		case k < 94:
 			what = "next sub-window"
 			now = now.Add(sw)
@@ -264,7 +278,7 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 		}
 		check(step, what)
 	}
-	return hits, total, kept, recs
+	return hits, total, kept, recs, pubs
 }
 
 // localSlot returns the cache of dest's estimate at q in local, nil when
@@ -381,5 +395,133 @@ func TestFleetDecisionInputQuantile(t *testing.T) {
 				require.Equal(t, e.Input(), in, d)
 			}
 		}
+	}
+}
+
+// TestPublishedInputConcurrent runs writers (records, completed and timed
+// out, of values that move the quantile and ones that do not; peer
+// batches) and readers (Fleet.DecisionInput, the lock-free path, and
+// Estimate) of the same destinations at once, in rounds with the clock
+// moved between them, and after each round, with the writers stopped,
+// requires the published input of every destination, when there is one,
+// and DecisionInput to equal EstimateUncached's: a published input that a
+// concurrent write should have withdrawn would survive the round. Run
+// with -race it also checks that the lock-free reads race with nothing.
+// Bounded: 40 rounds of 200 operations per goroutine.
+func TestPublishedInputConcurrent(t *testing.T) {
+	c := testFleetConfig()
+	c.Tracker.MinSamples = 5
+	local, err := NewSync[string](c.Tracker)
+	require.NoError(t, err)
+	f := newTestFleet(t, c, local)
+	dests := []string{"a", "b", "c", "d"}
+	now := fleetAt(c, testE, 100)
+	pubs := 0
+	for round := range 40 {
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Add(1)
+			go func() { // a writer
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)))
+				for range 200 {
+					d, ms := dests[r.IntN(len(dests))], uint64(1+r.IntN(200))
+					if r.IntN(5) == 0 {
+						local.RecordTimeoutMillis(d, ms, now)
+					} else {
+						local.RecordMillis(d, ms, now)
+					}
+				}
+			}()
+			wg.Add(1)
+			go func() { // a reader
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)+10))
+				for range 200 {
+					var in DecisionInput
+					d := dests[r.IntN(len(dests))]
+					err := f.DecisionInput(&in, d, 0.99, now)
+					if r.IntN(4) == 0 && err == nil {
+						_, err = f.Estimate(d, 0.5, now)
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		if round%3 == 0 {
+			wg.Add(1)
+			go func() { // a peer's batch
+				defer wg.Done()
+				b := mkBatch(fmt.Sprint("p", round%5), 1, c.Tracker.Epoch(now)-1)
+				b.Layout = c.Tracker.Layout()
+				for i, d := range dests[:2+round%3] {
+					b.Dests = append(b.Dests, DestCounts{Dest: d, Total: 20,
+						Buckets: []Bucket{{Index: uint16(40 + 30*i + round), Count: 20}}})
+				}
+				f.Insert(b, now)
+			}()
+		}
+		wg.Wait()
+		for _, d := range dests {
+			want, err := f.EstimateUncached(d, 0.99, now)
+			require.NoError(t, err)
+			var pin DecisionInput
+			h, _ := local.shard(d)
+			if local.published(&pin, d, h, 0.99, now, f.ver.Load(), f.minSamples()) {
+				pubs++
+				require.Equal(t, want.Input(), pin, "round %d: published %s", round, d)
+			}
+			var in DecisionInput
+			require.NoError(t, f.DecisionInput(&in, d, 0.99, now))
+			require.Equal(t, want.Input(), in, "round %d: DecisionInput %s", round, d)
+		}
+		now = now.Add(c.Tracker.SubWindow() / 3)
+	}
+	require.Greater(t, pubs, 10, "the published inputs answered %d times after a round", pubs)
+}
+
+// TestPublishedInputWithdrawn: Clear and eviction withdraw a destination's
+// published input, so that the destination recorded again (or never) is
+// answered from its new window.
+func TestPublishedInputWithdrawn(t *testing.T) {
+	for _, evict := range []bool{false, true} {
+		c := testFleetConfig()
+		c.Tracker.MaxDestinations = 2
+		local, err := NewSync[string](c.Tracker)
+		require.NoError(t, err)
+		f := newTestFleet(t, c, local)
+		now := fleetAt(c, testE, 100)
+		for i := range 5 {
+			local.RecordMillis("a", uint64(100+i), now)
+		}
+		check := func(what string) {
+			t.Helper()
+			want, err := f.EstimateUncached("a", 0.99, now)
+			require.NoError(t, err)
+			var in DecisionInput
+			require.NoError(t, f.DecisionInput(&in, "a", 0.99, now))
+			require.Equal(t, want.Input(), in, what)
+		}
+		check("filled")
+		check("published")
+		var pin DecisionInput
+		h, _ := local.shard("a")
+		require.True(t, local.published(&pin, "a", h, 0.99, now, f.ver.Load(), f.minSamples()))
+		if evict {
+			for i := range 50 { // b, then c: a, with fewer samples than b, goes
+				local.RecordMillis("b", uint64(i), now)
+			}
+			local.RecordMillis("c", 1, now)
+			require.Equal(t, uint64(1), local.trackerStats().DestinationsEvicted)
+			require.Zero(t, local.Samples("a", now))
+		} else {
+			local.Clear()
+		}
+		require.False(t, local.published(&pin, "a", h, 0.99, now, f.ver.Load(), f.minSamples()), "evicted %v", evict)
+		local.RecordMillis("a", 3, now)
+		check(fmt.Sprint("recorded again, evicted ", evict))
 	}
 }

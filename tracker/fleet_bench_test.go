@@ -49,8 +49,12 @@ func benchTemplates(seed uint64) []Batch {
 // destinations for every epoch it accepts up to E−1 (the view's N−1 epochs
 // plus E−N and E−N−1).
 func benchFleet(b *testing.B, c FleetConfig, local localWindow) (*Fleet, []Batch) {
+	return benchFleetOf(b, c, local, benchTemplates(1))
+}
+
+// benchFleetOf is benchFleet holding the batches tpl, one per origin.
+func benchFleetOf(b *testing.B, c FleetConfig, local localWindow, tpl []Batch) (*Fleet, []Batch) {
 	f := newTestFleet(b, c, local)
-	tpl := benchTemplates(1)
 	now := fleetAt(c, testE, 0)
 	N := int64(c.Tracker.SubWindows)
 	for ep := testE - N - 1; ep <= testE-1; ep++ {

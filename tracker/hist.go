@@ -47,6 +47,17 @@ func (h *hist) add(i int, n uint64) {
 	}
 }
 
+// inc adds one to index i: add(i, 1) for the record path, cheap enough to
+// inline there.
+func (h *hist) inc(i int) {
+	h.counts[i]++
+	h.blocks[i>>blockShift]++
+	h.total++
+	if i > h.hi {
+		h.hi = i
+	}
+}
+
 // sub subtracts n from index i; n must not exceed the count there.
 func (h *hist) sub(i int, n uint64) {
 	if n == 0 {
@@ -132,16 +143,32 @@ func (h *hist) quantileIndex(q float64) (int, bool) {
 	if r > h.total/2 {
 		// Walk down: the answer is the first index at which the count seen
 		// from the top exceeds the samples allowed strictly above it.
-		// Counts above hi are 0, so hi's block sum is the sum up to hi:
-		// whole blocks are skipped from the top one down, hi's included.
+		// The highest bucket alone often holds it (a full window's
+		// P99.99). Otherwise: counts above hi are 0, so hi's block sum is
+		// the sum up to hi, and whole blocks are skipped from the top one
+		// down, hi's included, before one block is scanned; the slices
+		// are held in locals so the loops reload no field.
 		above := h.total - r
-		var seen uint64
-		b := h.hi >> blockShift
-		for ; b > 0 && seen+h.blocks[b] <= above; b-- {
-			seen += h.blocks[b]
+		counts, blocks := h.counts, h.blocks
+		i := h.hi
+		if counts[i] > above {
+			return i, true
 		}
-		for i := min(h.hi, b<<blockShift|blockMask); i >= 0; i-- {
-			seen += h.counts[i]
+		var seen uint64
+		b := i >> blockShift
+		for b > 0 {
+			s := seen + blocks[b]
+			if s > above {
+				break
+			}
+			seen = s
+			b--
+		}
+		if b != i>>blockShift {
+			i = b<<blockShift | blockMask
+		}
+		for ; i >= 0; i-- {
+			seen += counts[i]
 			if seen > above {
 				return i, true
 			}

@@ -17,25 +17,25 @@ type list[V any] struct {
 }
 
 // pushFront makes n, which must be in no list, the head.
-func (l *list[V]) pushFront(n *listNode[V]) {
-	n.prev, n.next = nil, l.head
-	if l.head != nil {
-		l.head.prev = n
-	} else {
-		l.tail = n
-	}
-	l.head = n
-}
+func (l *list[V]) pushFront(n *listNode[V]) { l.link(n, nil, l.head) }
 
 // pushBack makes n, which must be in no list, the tail.
-func (l *list[V]) pushBack(n *listNode[V]) {
-	n.prev, n.next = l.tail, nil
-	if l.tail != nil {
-		l.tail.next = n
+func (l *list[V]) pushBack(n *listNode[V]) { l.link(n, l.tail, nil) }
+
+// link puts n, which must be in no list, between prev and next: adjacent
+// nodes of l, nil standing for either end.
+func (l *list[V]) link(n, prev, next *listNode[V]) {
+	n.prev, n.next = prev, next
+	if prev != nil {
+		prev.next = n
 	} else {
 		l.head = n
 	}
-	l.tail = n
+	if next != nil {
+		next.prev = n
+	} else {
+		l.tail = n
+	}
 }
 
 // remove takes n, which must be in l, out of l.

@@ -31,10 +31,10 @@ func SealedSubWindow[T interface {
 	var out []DestCounts
 	collect := func(key string, en *entry[string], e int64) {
 		en.rotate(e)
-		if s, ok := en.sealedAt(epoch); ok {
+		if s, timedOut, ok := en.sealedAt(epoch); ok {
 			dc := DestCounts{Dest: key, Total: s.total, Buckets: s.sparse()}
-			if s.timedOut != nil {
-				dc.TimedOut = s.timedOut.sparse()
+			if timedOut != nil {
+				dc.TimedOut = timedOut.sparse()
 			}
 			out = append(out, dc)
 		}

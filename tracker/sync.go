@@ -33,6 +33,7 @@ type SyncTracker[D comparable] struct {
 	seed   maphash.Seed
 	clock  atomic.Pointer[clockState] // nil until the first call
 	shards [numShards]syncShard[D]
+	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
 
 	// Eviction, used only when MaxDestinations > 0.
 	seq     atomic.Uint64 // sequence number of Record calls
@@ -87,6 +88,9 @@ func (sh *syncShard[D]) del(en *entry[D]) {
 	}
 	en.hnext = nil
 	sh.n.Add(-1)
+	if en.ec != nil && en.ec.pubOn {
+		en.ec.unpublish()
+	}
 }
 
 // each calls f for every entry of the shard.
@@ -418,6 +422,11 @@ func (t *SyncTracker[D]) Clear() {
 	}
 	for k := range t.shards {
 		sh := &t.shards[k]
+		sh.each(func(en *entry[D]) {
+			if en.ec != nil && en.ec.pubOn {
+				en.ec.unpublish()
+			}
+		})
 		sh.dests = make(map[uint64]*entry[D])
 		sh.n.Store(0)
 		sh.lru = list[*entry[D]]{}

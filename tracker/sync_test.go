@@ -15,11 +15,7 @@ import (
 
 func newST(t testing.TB, mut func(*Config)) *SyncTracker[string] {
 	t.Helper()
-	c := DefaultConfig()
-	if mut != nil {
-		mut(&c)
-	}
-	st, err := NewSync[string](c)
+	st, err := NewSync[string](testConfig(mut))
 	require.NoError(t, err)
 	return st
 }
@@ -178,20 +174,14 @@ func TestSyncMatchesTracker(t *testing.T) {
 		func(c *Config) { c.MaxDestinations = 3; c.MinSamples = 0 },
 		func(c *Config) { c.SubWindows = 4; c.Window = 2 * time.Second; c.MaxTrackableLatency = time.Second },
 	} {
-		c := DefaultConfig()
-		if mut != nil {
-			mut(&c)
-		}
+		c := testConfig(mut)
 		for seed := uint64(10); seed < 13; seed++ {
-			tr, err := New[string](c)
-			require.NoError(t, err)
-			st, err := NewSync[string](c)
-			require.NoError(t, err)
+			x := newTrio(t, mut) // (its model is not read here)
+			tr, st := x.tr, x.st
 			for i, o := range workload(seed, 8000, c) {
 				switch o.kind {
 				case 0:
-					tr.RecordMillis(o.dest, o.ms, o.now)
-					st.RecordMillis(o.dest, o.ms, o.now)
+					x.record(o.dest, o.ms, o.now)
 				case 1:
 					a, aok := tr.QuantileMillis(o.dest, o.q, o.now)
 					b, bok := st.QuantileMillis(o.dest, o.q, o.now)
@@ -205,8 +195,7 @@ func TestSyncMatchesTracker(t *testing.T) {
 					require.Equal(t, SealedSubWindow(tr, e, o.now), SealedSubWindow(st, e, o.now), "seed %d op %d", seed, i)
 					require.Equal(t, ExportHistogram(tr, o.dest, o.now).Export(), ExportHistogram(st, o.dest, o.now).Export())
 				case 3:
-					tr.Clear()
-					st.Clear()
+					x.clear()
 				}
 			}
 		}
@@ -286,30 +275,16 @@ func TestSealedSubWindowsEqualRecorded(t *testing.T) {
 		func(c *Config) { c.SubWindows = 1; c.Window = time.Second },
 		func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second },
 	} {
-		c := DefaultConfig()
-		if mut != nil {
-			mut(&c)
-		}
-		g, err := newGeometry(c.Layout())
-		require.NoError(t, err)
-		tr, err := New[string](c)
-		require.NoError(t, err)
-		st, err := NewSync[string](c)
-		require.NoError(t, err)
-		m := newModel(c)
+		x := newTrio(t, mut)
+		c, g, tr, st, m := x.c, x.g, x.tr, x.st, x.m
 		type kept struct{ got, copy []DestCounts }
 		var held []kept
 		for i, o := range workload(99, 12000, c) {
 			switch o.kind {
 			case 0:
-				tr.RecordMillis(o.dest, o.ms, o.now)
-				st.RecordMillis(o.dest, o.ms, o.now)
-				m.record(o.dest, o.ms, o.now)
+				x.record(o.dest, o.ms, o.now)
 			case 3:
-				tr.Clear()
-				st.Clear()
-				m.dests = map[string][]modelSample{}
-				m.order = map[string]int{}
+				x.clear()
 			default:
 				e := m.advance(o.now)
 				for ep := e - int64(c.SubWindows) - 1; ep <= e+1; ep++ {
@@ -337,18 +312,12 @@ func TestSealedSubWindowsEqualRecorded(t *testing.T) {
 // TestExportHistogramEqualsOracle records the same window into
 // hdrhistogram-go directly and compares every count.
 func TestExportHistogramEqualsOracle(t *testing.T) {
-	c := DefaultConfig()
-	tr, err := New[string](c)
-	require.NoError(t, err)
-	st, err := NewSync[string](c)
-	require.NoError(t, err)
-	m := newModel(c)
+	x := newTrio(t, nil)
+	c, tr, st, m := x.c, x.tr, x.st, x.m
 	ops := workload(5, 6000, c)
 	for _, o := range ops {
 		if o.kind == 0 {
-			tr.RecordMillis(o.dest, o.ms, o.now)
-			st.RecordMillis(o.dest, o.ms, o.now)
-			m.record(o.dest, o.ms, o.now)
+			x.record(o.dest, o.ms, o.now)
 		}
 	}
 	now := ops[len(ops)-1].now

@@ -18,15 +18,71 @@ func at(ms int64) time.Time { return time.UnixMilli(ms) }
 
 const sub = 6000 // default sub-window in ms
 
-func newT(t testing.TB, mut func(*Config)) *Tracker[string] {
-	t.Helper()
+// testConfig is DefaultConfig changed by mut (nil: unchanged).
+func testConfig(mut func(*Config)) Config {
 	c := DefaultConfig()
 	if mut != nil {
 		mut(&c)
 	}
-	tr, err := New[string](c)
+	return c
+}
+
+func newT(t testing.TB, mut func(*Config)) *Tracker[string] {
+	t.Helper()
+	tr, err := New[string](testConfig(mut))
 	require.NoError(t, err)
 	return tr
+}
+
+// trio is a Tracker, a SyncTracker and the model on one Config, for the
+// tests that drive all three with one workload and compare them.
+type trio struct {
+	c  Config
+	g  geometry
+	tr *Tracker[string]
+	st *SyncTracker[string]
+	m  *model
+}
+
+// newTrio returns an empty trio on testConfig(mut).
+func newTrio(t testing.TB, mut func(*Config)) *trio {
+	t.Helper()
+	x := &trio{c: testConfig(mut)}
+	var err error
+	x.g, err = newGeometry(x.c.Layout())
+	require.NoError(t, err)
+	x.tr, err = New[string](x.c)
+	require.NoError(t, err)
+	x.st, err = NewSync[string](x.c)
+	require.NoError(t, err)
+	x.m = newModel(x.c)
+	return x
+}
+
+// record records a latency of ms to dest at now in all three.
+func (x *trio) record(dest string, ms uint64, now time.Time) {
+	x.tr.RecordMillis(dest, ms, now)
+	x.st.RecordMillis(dest, ms, now)
+	x.m.record(dest, ms, now)
+}
+
+// clear forgets every destination in all three.
+func (x *trio) clear() {
+	x.tr.Clear()
+	x.st.Clear()
+	x.m.clear()
+}
+
+// checkWindows checks checkWindowInvariants on every window of both
+// trackers.
+func (x *trio) checkWindows(t *testing.T) {
+	t.Helper()
+	for _, en := range x.tr.dests {
+		checkWindowInvariants(t, &x.g, &en.window)
+	}
+	for _, en := range syncEntries(x.st) {
+		checkWindowInvariants(t, &x.g, &en.window)
+	}
 }
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
@@ -457,7 +513,14 @@ type modelSample struct {
 }
 
 func newModel(c Config) *model {
-	return &model{cfg: c, dests: map[string][]modelSample{}, order: map[string]int{}}
+	m := &model{cfg: c}
+	m.clear()
+	return m
+}
+
+// clear forgets every destination, as Tracker.Clear (the epoch is kept).
+func (m *model) clear() {
+	m.dests, m.order = map[string][]modelSample{}, map[string]int{}
 }
 
 func (m *model) advance(now time.Time) int64 {
@@ -630,12 +693,8 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 		{"255 sub-windows", func(c *Config) { c.SubWindows = 255; c.Window = 255 * 100 * time.Millisecond }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := DefaultConfig()
-			if tc.mut != nil {
-				tc.mut(&c)
-			}
-			tr, err := New[string](c)
-			require.NoError(t, err)
+			c := testConfig(tc.mut)
+			tr := newT(t, tc.mut)
 			g, err := newGeometry(c.Layout())
 			require.NoError(t, err)
 			minSamples := max(uint64(c.MinSamples), 1)
@@ -662,8 +721,7 @@ func TestTrackerMatchesExactQuantiles(t *testing.T) {
 						require.Equal(t, uint64(len(m.window(o.dest, o.now))), tr.Samples(o.dest, o.now), "seed %d op %d", seed, i)
 					case 3:
 						tr.Clear()
-						m.dests = map[string][]modelSample{}
-						m.order = map[string]int{}
+						m.clear()
 					}
 				}
 				// The incrementally kept sum equals a rebuild from the parts.
@@ -722,21 +780,21 @@ func checkWindowInvariants(t *testing.T, g *geometry, w *window) {
 			wantC[int(b.Index)] += uint64(b.Count)
 		}
 	}
-	if w.cens != nil {
-		subset(w.cens.cur, func(i int) uint32 { return w.cur[i] })
+	if w.cens == nil {
+		return // (the censored counts of sealed sub-windows live in it)
 	}
-	for _, s := range w.ring {
-		if s.timedOut == nil {
+	subset(w.cens.cur, func(i int) uint32 { return w.cur[i] })
+	require.Len(t, w.cens.ring, len(w.ring))
+	for k, s := range w.ring {
+		to := w.cens.ring[k]
+		if to == nil {
 			continue
 		}
+		require.False(t, s.empty(), "censored counts only beside a sealed sub-window")
 		h := map[int]uint32{}
 		s.each(func(i int, c uint32) { h[i] = c })
-		subset(s.timedOut.sparse(), func(i int) uint32 { return h[i] })
-		require.Equal(t, s.timedOut.packed != nil, 8*len(s.timedOut.sparse()) > len(w.cur))
-	}
-	if w.cens == nil {
-		require.Empty(t, wantC)
-		return
+		subset(to.sparse(), func(i int) uint32 { return h[i] })
+		require.Equal(t, to.packed != nil, 8*len(to.sparse()) > len(w.cur))
 	}
 	require.Positive(t, w.cens.sum.total, "an empty censoring is dropped")
 	bm := make([]uint64, len(w.touched))

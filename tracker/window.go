@@ -17,14 +17,13 @@ import (
 //
 // Neither slice is modified after it is built, so they can be shared; an
 // expired slot is replaced, never rewritten. Both are nil when the slot is
-// empty. timedOut holds the sub-window's censored counts, nil when none of
-// its samples timed out.
+// empty. The sub-window's censored counts are kept beside the ring
+// (censoring.ring), so a window without timeouts keeps 64-byte slots.
 type sealedSub struct {
-	epoch    int64
-	total    uint64
-	buckets  []Bucket
-	packed   []byte
-	timedOut *sparseForm
+	epoch   int64
+	total   uint64
+	buckets []Bucket
+	packed  []byte
 }
 
 // empty reports whether the slot holds no sub-window.
@@ -114,9 +113,10 @@ func uvarintLen(c uint32) int {
 // bookkeeping, plus per sealed sub-window (9 at most) 8 bytes per non-empty
 // bucket up to 160 buckets, and beyond that 162 bytes plus about one byte per
 // non-empty bucket (two where its count is 128 or more, three from 16384).
-// Censored counts add about 100 bytes plus 8 bytes per censored bucket of
-// each sub-window (packed like the counts beyond 160) and 10 bytes per
-// censored bucket of the window: under 1 KiB for timeouts at a few values
+// Censored counts add about 200 bytes (a slot per sub-window included)
+// plus 8 bytes per censored bucket of each sub-window (packed like the
+// counts beyond 160) and 10 bytes per censored bucket of the window: under
+// 1 KiB for timeouts at a few values
 // (TestMemoryPerDestination: 18.2 → 19.3 KiB at 200 samples per
 // sub-window, 1 in 20 timed out), and about 67 KiB in all for the hostile
 // worst case of every bucket censored in every sub-window.
@@ -133,14 +133,16 @@ type window struct {
 	ver uint64
 }
 
-// censoring is a window's censored counts: the current sub-window's and
-// their sum over the window (C <= the count in sum, bucket by bucket); and,
-// for finding M quickly, the bitmap of the indices non-empty in some sealed
-// sub-window of the ring (with cur's touched bitmap, exactly the non-empty
-// buckets of sum). It is rebuilt at each rotation, so only destinations
-// with timeouts in their window pay for it.
+// censoring is a window's censored counts: the current sub-window's, each
+// sealed sub-window's (by ring slot) and their sum over the window (C <=
+// the count in sum, bucket by bucket); and, for finding M quickly, the
+// bitmap of the indices non-empty in some sealed sub-window of the ring
+// (with cur's touched bitmap, exactly the non-empty buckets of sum). The
+// bitmap is rebuilt at each rotation, so only destinations with timeouts
+// in their window pay for it.
 type censoring struct {
-	cur    []Bucket // censored counts recorded in epoch, ascending
+	cur    []Bucket      // censored counts recorded in epoch, ascending
+	ring   []*sparseForm // by the slot of w.ring; nil where none timed out
 	sum    sparseSum
 	sealed []uint64
 }
@@ -171,7 +173,7 @@ func (w *window) record(i int) {
 	w.cur[i] = c + 1
 	w.curN++
 	w.ver++
-	w.sum.add(i, 1)
+	w.sum.inc(i)
 }
 
 // recordTimeout adds one timed-out sample at index i: a sample as record
@@ -183,7 +185,7 @@ func (w *window) recordTimeout(i int) {
 	}
 	w.record(i)
 	if w.cens == nil {
-		w.cens = &censoring{sealed: make([]uint64, len(w.touched))}
+		w.cens = &censoring{ring: make([]*sparseForm, len(w.ring)), sealed: make([]uint64, len(w.touched))}
 		w.markSealed()
 	}
 	w.cens.cur = addOne(w.cens.cur, i)
@@ -228,8 +230,9 @@ func (w *window) rotateTo(e int64) {
 		if s.packed != nil {
 			unpack(s.packed, func(i int, c uint32) { w.sum.sub(i, uint64(c)) })
 		}
-		if s.timedOut != nil {
-			w.cens.sum.subBuckets(s.timedOut.sparse())
+		if w.cens != nil && w.cens.ring[k] != nil {
+			w.cens.sum.subBuckets(w.cens.ring[k].sparse())
+			w.cens.ring[k] = nil
 		}
 		*s = sealedSub{}
 	}
@@ -301,8 +304,16 @@ func highestSetBelow(a, b []uint64, i int) int {
 // sparse or packed (see sealedSub), and empties cur, visiting only the
 // indices it touched.
 func (w *window) seal() {
-	slot := &w.ring[w.slot(w.epoch)]
+	k := w.slot(w.epoch)
+	slot := &w.ring[k]
 	*slot = sealedSub{}
+	if w.cens != nil {
+		w.cens.ring[k] = nil
+		if len(w.cens.cur) > 0 {
+			w.cens.ring[k] = newSparseForm(w.cens.cur, len(w.cur))
+			w.cens.cur = nil
+		}
+	}
 	if w.curN == 0 {
 		return
 	}
@@ -310,13 +321,8 @@ func (w *window) seal() {
 	for _, word := range w.touched {
 		nz += bits.OnesCount64(word)
 	}
-	var timedOut *sparseForm
-	if w.cens != nil && len(w.cens.cur) > 0 {
-		timedOut = newSparseForm(w.cens.cur, len(w.cur))
-		w.cens.cur = nil
-	}
 	if 8*nz > len(w.cur) {
-		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched), timedOut: timedOut}
+		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched)}
 		w.emptyCur()
 		return
 	}
@@ -330,7 +336,7 @@ func (w *window) seal() {
 		}
 		w.touched[k] = 0
 	}
-	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets, timedOut: timedOut}
+	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets}
 	w.curN = 0
 }
 
@@ -360,16 +366,21 @@ func (w *window) clear(e int64) {
 	w.epoch = e
 }
 
-// sealedAt returns the sealed sub-window of epoch e if the ring still holds it.
-func (w *window) sealedAt(e int64) (sealedSub, bool) {
+// sealedAt returns the sealed sub-window of epoch e if the ring still holds
+// it, and its censored counts (nil when none of its samples timed out).
+func (w *window) sealedAt(e int64) (s sealedSub, timedOut *sparseForm, ok bool) {
 	if e >= w.epoch {
-		return sealedSub{}, false
+		return sealedSub{}, nil, false
 	}
-	s := w.ring[w.slot(e)]
+	k := w.slot(e)
+	s = w.ring[k]
 	if s.empty() || s.epoch != e {
-		return sealedSub{}, false
+		return sealedSub{}, nil, false
 	}
-	return s, true
+	if w.cens != nil {
+		timedOut = w.cens.ring[k]
+	}
+	return s, timedOut, true
 }
 
 // slot returns the ring slot of epoch e: e mod N, rounded toward negative

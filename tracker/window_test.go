@@ -58,17 +58,8 @@ func TestWideSubWindowsEqualRecorded(t *testing.T) {
 			c.MaxTrackableLatency = 300 * time.Millisecond
 		},
 	} {
-		c := DefaultConfig()
-		if mut != nil {
-			mut(&c)
-		}
-		g, err := newGeometry(c.Layout())
-		require.NoError(t, err)
-		tr, err := New[string](c)
-		require.NoError(t, err)
-		st, err := NewSync[string](c)
-		require.NoError(t, err)
-		m := newModel(c)
+		x := newTrio(t, mut)
+		c, g, tr, st, m := x.c, x.g, x.tr, x.st, x.m
 		r := rand.New(rand.NewPCG(7, uint64(c.SubWindows)))
 		subMs := c.SubWindow().Milliseconds()
 		reachable := int(g.highestIndex) + 1

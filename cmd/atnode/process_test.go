@@ -118,16 +118,9 @@ func (p *agentProc) metrics(t *testing.T) string {
 	return string(body)
 }
 
-type memberJSON struct {
-	Name   string `json:"name"`
-	Member string `json:"member"`
-	Addr   string `json:"addr"`
-	State  string `json:"state"`
-}
-
 // states returns the state of each peer name in p's /v1/members.
 func (p *agentProc) states(t *testing.T) map[string]string {
-	var ms []memberJSON
+	var ms []testutil.Member
 	require.Equal(t, http.StatusOK, getJSON(t, "http://"+p.http+"/v1/members", &ms))
 	out := map[string]string{}
 	for _, m := range ms {

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 )
 
@@ -75,19 +76,6 @@ type scenario struct {
 	body   []byte
 }
 
-func recordBody(n int) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"samples":[`)
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"dest":"db-%d","latency_ms":%d.%d}`, i%8, 1+i%300, i%10)
-	}
-	b.WriteString(`]}`)
-	return b.Bytes()
-}
-
 func run(duration time.Duration, conns int, only, profile string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -126,13 +114,13 @@ func run(duration time.Duration, conns int, only, profile string) error {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
 	// Samples for the timeout scenarios, so that they decide on estimates.
 	for range 20 {
-		if err := send(client, scenario{method: "POST", path: "/v1/record", body: recordBody(1000)}, base); err != nil {
+		if err := send(client, scenario{method: "POST", path: "/v1/record", body: testutil.RecordBody(1000)}, base); err != nil {
 			return err
 		}
 	}
 	scenarios := []scenario{
-		{name: "record 1 sample", method: "POST", path: "/v1/record", body: recordBody(1)},
-		{name: "record 1000 samples", method: "POST", path: "/v1/record", body: recordBody(1000)},
+		{name: "record 1 sample", method: "POST", path: "/v1/record", body: testutil.RecordBody(1)},
+		{name: "record 1000 samples", method: "POST", path: "/v1/record", body: testutil.RecordBody(1000)},
 		{name: "timeout 1 dest", method: "GET", path: "/v1/timeout?dest=db-1"},
 		{name: "timeout 3 dests", method: "GET", path: "/v1/timeout?dest=db-1&dest=db-2&dest=db-3"},
 	}

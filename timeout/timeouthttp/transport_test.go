@@ -69,6 +69,14 @@ func server(t *testing.T, h http.HandlerFunc) (*httptest.Server, string) {
 	return srv, u.Host
 }
 
+// stalledBody sends the headers and the first part of the body, then
+// nothing more until the request's context is done.
+func stalledBody(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.WriteString(w, "part")
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
+}
+
 // spy records the deadline of the context each request reaches the base
 // transport with.
 type spy struct {
@@ -174,11 +182,7 @@ func TestStreamingBodyNotTruncated(t *testing.T) {
 }
 
 func TestStreamingBodyCutAtTheTimeout(t *testing.T) {
-	srv, host := server(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, "part")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})
+	srv, host := server(t, stalledBody)
 	p := policy(host, 60*time.Millisecond)
 	tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p})
 	c := &http.Client{Transport: tr}
@@ -243,11 +247,7 @@ func TestCallerCancellation(t *testing.T) {
 		require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
 	})
 	t.Run("while reading the body", func(t *testing.T) {
-		srv, host := server(t, func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, "part")
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		})
+		srv, host := server(t, stalledBody)
 		p := policy(host, 10*time.Second)
 		tr := newTransport(t, Options{Base: srv.Client().Transport, Policy: p})
 		ctx, cancel := context.WithCancel(context.Background())
