@@ -17,20 +17,21 @@ import (
 // hedged request, with the hedge delay taken from the fleet view, so a node
 // that rarely calls a replica still hedges at the right moment.
 //
-// Order. Replicas are tried in order of their fleet median (q = 0.5, the
-// deciding view's as for timeouts, with the hedge delay's exception to the
-// local guard: timeout.HedgeView), estimated correctly under censoring: a
+// Order. Replicas are tried in order of their fleet median (q = 0.5):
+// failing ones last, ones without an estimate after those with one, ties
+// in the caller's order (timeout.OrderReplicas). "An estimate" is a
+// trusted one (the tracker's MinSamples); a replica with one is ordered by
+// its median whatever that median's sample count, and medians equal at
+// the tracker's bucket resolution are ties. The median is the deciding
+// view's, as for timeouts, with the hedge delay's exception to the local
+// guard (timeout.HedgeView), estimated correctly under censoring: a
 // censored sample (an attempt our timeout ended, or a hedge's loser
 // superseded at its elapsed time) says the latency was above that, so the
 // median is the Kaplan–Meier one over the view's buckets
 // (tracker.Fleet.Median), not the quantile that would count those samples
-// as latencies; with nothing censored the two are equal. Medians in one
-// bucket are told apart by where in it each falls (tracker.Median.Within).
-// A median on fewer than timeout.MedianMinSamples samples ranks after every
-// known one. Failing replicas come last, ones without a trusted estimate
-// before them, ones whose median is above every completed latency (too
-// much censored) before those, thinly sampled ones before those; ties in
-// the caller's order (timeout.OrderReplicas).
+// as latencies; with nothing censored the two are equal. A replica whose
+// median is above every completed latency (too much censored) comes after
+// those with a median and before those without a trusted estimate.
 //
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the

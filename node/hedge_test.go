@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // replicas is a set of simulated replicas for DoHedged tests: each call's
@@ -262,6 +263,43 @@ func TestDoHedged(t *testing.T) {
 			require.Equal(t, []string{"fast", "tie", "slow", "new", "down"},
 				n.replicaOrder([]string{"down", "new", "slow", "fast", "tie"}, time.Now()))
 			require.Equal(t, []string{"tie", "fast"}, n.replicaOrder([]string{"tie", "fast"}, time.Now()))
+		})
+	})
+
+	t.Run("order: by the median whatever its sample count; medians in one bucket tie", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			for range 4 { // trusted (MinSamples 3), a lower median on few samples
+				n.Record("thin", 7*time.Millisecond)
+			}
+			for range 1000 {
+				n.Record("known", 10*time.Millisecond)
+			}
+			require.Equal(t, []string{"thin", "known"}, n.replicaOrder([]string{"known", "thin"}, time.Now()))
+
+			// Both medians in the 10 ms bucket, at different places in it
+			// (its top for "top", 50 of its 60 samples for "low"): a tie.
+			for range 100 {
+				n.Record("top", 10*time.Millisecond)
+				n.Record("top", 30*time.Millisecond)
+			}
+			for range 60 {
+				n.Record("low", 10*time.Millisecond)
+			}
+			for range 40 {
+				n.Record("low", 30*time.Millisecond)
+			}
+			median := func(d string) tracker.Median {
+				e, err := n.Estimate(d, timeout.MedianQuantile)
+				require.NoError(t, err)
+				return n.fleet.Median(d, timeout.HedgeView(&e), time.Now())
+			}
+			mt, ml := median("top"), median("low")
+			require.Equal(t, mt.Millis, ml.Millis)
+			require.Greater(t, mt.Within, ml.Within)
+			for _, given := range [][]string{{"top", "low"}, {"low", "top"}} {
+				require.Equal(t, given, n.replicaOrder(given, time.Now()), "the caller's order")
+			}
 		})
 	})
 

@@ -92,20 +92,20 @@ func HedgeView(e *tracker.Estimate) tracker.Source {
 }
 
 // OrderReplicas sorts order, the indices of rs, into the order replicas
-// are tried in: by the fleet median (q = 0.5), estimated correctly under
-// censoring. Trusted, non-failing replicas whose median rests on at least
-// MedianMinSamples samples come first by their Median (the Kaplan–Meier
-// median of HedgeView's view, which counts a censored sample, a timeout or
-// a hedge's loser, as "slower than this" rather than as a latency: with
-// nothing censored, the plain median; medians in one bucket by
-// Median.Within, where in the bucket each falls). Then the trusted ones
-// whose median rests on fewer samples (a replica only failovers reached:
-// its median is not known well enough to rank it ahead of a known one),
-// then those whose median is above every completed latency (Median.Above:
-// too much of the view is censored above what completed; ranked below a
-// known median because that median is unknown, above the untrusted because
-// they did complete), then those without a trusted estimate, then failing ones;
-// ties keep the order given. order must hold each index of rs once (as
+// are tried in, as node.DoHedged's contract writes it: by their fleet
+// median (q = 0.5), failing ones last, ones without an estimate after
+// those with one, ties in the caller's order. A replica with a trusted
+// estimate (tracker.Estimate.Trusted: the tracker's MinSamples) and a
+// median is ordered by its Median.Millis, whatever the median's sample
+// count: the Kaplan–Meier median of HedgeView's view, which counts a
+// censored sample (a timeout or a hedge's loser) as "slower than this"
+// rather than as a latency; with nothing censored, the plain median.
+// Medians equal at the tracker's bucket resolution are ties. Then come
+// those whose median is above every completed latency (Median.Above: too
+// much of the view is censored above what completed; after a known median
+// because that median is unknown, before the untrusted because they did
+// complete), then those without a trusted estimate (or no median given),
+// then failing ones. order must hold each index of rs once (as
 // 0..len(rs)−1 in the caller's order does).
 func OrderReplicas(rs []Replica, order []int) {
 	slices.SortStableFunc(order, func(a, b int) int {
@@ -114,33 +114,20 @@ func OrderReplicas(rs []Replica, order []int) {
 		if c := cmp.Compare(ca, cb); c != 0 || ca != 0 {
 			return c
 		}
-		if c := cmp.Compare(ra.Median.Millis, rb.Median.Millis); c != 0 {
-			return c
-		}
-		return cmp.Compare(ra.Median.Within, rb.Median.Within)
+		return cmp.Compare(ra.Median.Millis, rb.Median.Millis)
 	})
 }
 
-// MedianMinSamples is the fewest samples a view's median is ranked on
-// (OrderReplicas): the least n whose median's distribution-free 95 %
-// interval, the order statistics at ranks n/2 ± 0.98·√n, lies between the
-// quartiles (0.98·√n <= n/4). With fewer the median may be any of the
-// view's middle samples: 4 samples put a replica reached only by failovers
-// at 7 ms, ahead of one at 10 ms over 27,000.
-const MedianMinSamples = 16
-
-// replicaClass is r's rank before its median: 0 a known median, 1 a median
-// on fewer than MedianMinSamples samples, 2 a median above every completed
-// latency, 3 no trusted estimate (or no median given for it), 4 failing.
+// replicaClass is r's rank before its median: 0 a trusted estimate with a
+// median, 1 a median above every completed latency, 2 no trusted estimate
+// (or no median given for it), 3 failing.
 func replicaClass(r *Replica) int {
 	switch {
 	case r.Estimate.Failing:
-		return 4
-	case !r.Estimate.Trusted() || r.Median.Samples == 0:
 		return 3
-	case r.Median.Above:
+	case !r.Estimate.Trusted() || r.Median.Samples == 0:
 		return 2
-	case r.Median.Samples < MedianMinSamples:
+	case r.Median.Above:
 		return 1
 	}
 	return 0

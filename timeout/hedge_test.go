@@ -2,6 +2,7 @@ package timeout
 
 import (
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -64,6 +65,7 @@ func TestOrderReplicas(t *testing.T) {
 		3: trusted(20),
 		4: {},          // no estimate, after 1
 		5: trusted(20), // ties 3: after it
+		// Guarded by its local view, whose median (on 5 samples) orders it.
 		6: {Estimate: tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 10, LocalValueMillis: 60, Decision: tracker.Decision{Guarded: true}},
 			Median: tracker.Median{Millis: 60, Samples: 5}},
 		7: above,                           // after every known median, before the untrusted
@@ -74,25 +76,38 @@ func TestOrderReplicas(t *testing.T) {
 	OrderReplicas(rs, order)
 	require.Equal(t, []int{3, 5, 8, 2, 6, 7, 1, 4, 9, 0}, order)
 
-	// Medians in one bucket: by where in it the median falls.
+	// The contract: ties in the caller's order. Two trusted replicas
+	// whose medians share a bucket (equal Median.Millis) keep the order
+	// given, in both orders, wherever in the bucket each median falls.
 	late, early := trusted(10), trusted(10)
 	late.Median.Within, early.Median.Within = 0.9, 0.2
-	rs = []Replica{late, early, trusted(10)}
+	rs = []Replica{late, early}
+	for _, given := range [][]int{{0, 1}, {1, 0}} {
+		order = slices.Clone(given)
+		OrderReplicas(rs, order)
+		require.Equal(t, given, order, "equal medians keep the caller's order")
+	}
+
+	// A trusted estimate with a median is ordered by its median, whatever
+	// its sample count: few samples and a lower median go before many
+	// samples and a higher one.
+	few := trusted(7)
+	few.Median.Samples = 4
+	many := trusted(10)
+	many.Median.Samples = 27_000
+	rs = []Replica{many, few}
+	order = []int{0, 1}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{1, 0}, order)
+
+	// Failing last, the untrusted before it, whatever their medians.
+	untrusted := Replica{Median: tracker.Median{Millis: 1, Samples: 2}}
+	failingLow := trusted(1)
+	failingLow.Estimate.Failing = true
+	rs = []Replica{failingLow, untrusted, trusted(50)}
 	order = []int{0, 1, 2}
 	OrderReplicas(rs, order)
 	require.Equal(t, []int{2, 1, 0}, order)
-
-	// A median on fewer than MedianMinSamples samples (a replica only
-	// failovers reached) ranks after every known median however low it
-	// is, and before one above every completed latency.
-	thin := trusted(7)
-	thin.Median.Samples = MedianMinSamples - 1
-	enough := trusted(7)
-	enough.Median.Samples = MedianMinSamples
-	rs = []Replica{above, thin, trusted(10), enough}
-	order = []int{0, 1, 2, 3}
-	OrderReplicas(rs, order)
-	require.Equal(t, []int{3, 2, 1, 0}, order)
 }
 
 func TestHedgeView(t *testing.T) {

@@ -90,15 +90,20 @@ func rareSweep(r float64) HedgeConfig {
 // -run TestHedgeRareCallers -v -timeout 2h ./integration/sim/; one rate:
 // -run 'TestHedgeRareCallers/^0.1$').
 //
-// What holds, pinned, against bhope/hedge at its defaults: at every rate
-// ours at either budget has less extra load, and at bhope/hedge's budget
-// (0.10) no higher p99.9; at 0.3 a second ours at 0.10 is StrictlyBetter
-// (its p99 lower beyond doubt); at 0.03 its p99.9 is lower beyond doubt.
-// Against per-client P90 with its budget at 10 % of the client's own rate,
-// ours at 0.05 is StrictlyBetter at every rare rate (0.3 and below). Not
-// pinned, because it does not hold: ours StrictlyBetter than bhope/hedge
-// at 1, 0.1 or 0.03 a second (at 0.1 and 0.03 its p99 is lower than ours,
-// bought with 22 and 42 % extra requests: its thin sketch hedges early).
+// What holds, pinned, against bhope/hedge at its defaults (re-measured with
+// the contract's replica order, DoHedged's: equal medians and thin medians
+// not told apart): at every rate ours at either budget has less extra
+// load; at 0.3 and 0.1 a second ours at bhope/hedge's budget (0.10) has no
+// higher p99.9, and at 0.3 it is StrictlyBetter (its p99.9 lower beyond
+// doubt). Against per-client P90 with its budget at 10 % of the client's
+// own rate, ours at 0.05 is StrictlyBetter below 0.3 a second. Not pinned,
+// because it does not hold: ours StrictlyBetter than bhope/hedge at 1, 0.1
+// or 0.03 a second (at 0.1 and 0.03 its p99 is lower than ours, bought
+// with 22 and 42 % extra requests: its thin sketch hedges early); ours at
+// 0.10's p99.9 no higher at 1 a second (264 ms against 43) or at 0.03
+// (32.7 ms against 32.3; with the earlier order it was lower beyond
+// doubt); ours at 0.05 StrictlyBetter than the own-rate row at 0.3 (it
+// spends 7.4 % against 5.6 %).
 func TestHedgeRareCallers(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") == "" {
 		t.Skip("ATNODE_SIM=1 runs it")
@@ -115,15 +120,19 @@ func TestHedgeRareCallers(t *testing.T) {
 				require.LessOrEqual(t, o.TimedOut, 0.005)
 				require.Less(t, o.Extra, bhope.Extra)
 			}
-			require.LessOrEqual(t, ours10.P999, bhope.P999)
-			if r < 1 {
+			if r == 0.3 || r == 0.1 {
+				// Not at 1 a second with the contract's replica order
+				// (ours at 0.10 264 ms, 57–670, against 43), nor at 0.03
+				// (32.7 ms against 32.3).
+				require.LessOrEqual(t, ours10.P999, bhope.P999)
+			}
+			if r < 0.3 {
+				// Not at 0.3 with the contract's replica order: ours at
+				// 0.05 spends more (7.4 % against 5.6 %).
 				require.True(t, StrictlyBetter(ours, by[PolicyClientOwnRate].Rare))
 			}
-			switch r {
-			case 0.3:
+			if r == 0.3 {
 				require.True(t, StrictlyBetter(ours10, bhope))
-			case 0.03:
-				require.Less(t, ours10.P999CI[1], bhope.P999CI[0])
 			}
 		})
 	}
