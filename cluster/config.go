@@ -122,8 +122,8 @@ type Config struct {
 	// Owned keeps the records of the destinations this node owns under
 	// protocol v2 (a *tracker.Owned made from the Store's configuration).
 	// With it, a Store that is also an AggregateStore (*tracker.Fleet) and
-	// Gossip.Protocol 2, this member advertises Level3 and runs v2 once every
-	// member up does; nil (the default) advertises Level2 and runs v1 only.
+	// Gossip.Protocol 2, this member advertises CurrentLevel and runs v2
+	// once every member up advertises Level3 or later; nil (the default) advertises Level2 and runs v1 only.
 	Owned OwnedStore `yaml:"-"`
 
 	// SealLimits caps this node's sealed batch per epoch: set it to the

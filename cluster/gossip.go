@@ -198,11 +198,11 @@ func aggregatesOf(cfg Config) AggregateStore {
 }
 
 // advertisedLevel is the protocol level this member advertises:
-// CurrentLevel (Level3, protocol v2) when it can run protocol v2 (see
-// Config.Owned), else Level2.
+// CurrentLevel (Level4: protocol v2, packed aggregates, relays) when it
+// can run protocol v2 (see Config.Owned), else Level2.
 func advertisedLevel(cfg Config) uint8 {
 	if cfg.Store != nil && cfg.Gossip.Protocol >= ProtocolV2 && aggregatesOf(cfg) != nil {
-		return Level3
+		return CurrentLevel
 	}
 	return Level2
 }

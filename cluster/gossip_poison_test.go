@@ -57,7 +57,7 @@ func TestGossipPoisonedPeerRefused(t *testing.T) {
 		{"truncated", batch("evil", 0xe411, e-1, layout, "poison-trunc", 3)[:20], RejectDecodeMalformed},
 		{"decode bomb", bomb, RejectDecodeTooLarge},
 		{"other version", []byte{0x92, 0x02, 0x01}, RejectDecodeVersion},
-		{"unknown type", []byte{0x92, 0x01, 0x0a}, RejectDecodeType}, // 4–9 are protocol v2's
+		{"unknown type", []byte{0x92, 0x01, 0x0b}, RejectDecodeType}, // 4–10 are protocol v2's
 		{"wrong layout", batch("evil", 0xe411, e-1, tracker.Layout{Lowest: 1, Highest: 1000, SignificantDigits: 2}, "poison-layout", 3), RejectDecodeLayout},
 		{"forged unknown origin", batch("ghost", 1, e-1, layout, "poison-ghost", 3), RejectUnknownOrigin},
 		{"forged own origin", batch(victim.Name(), victim.BootID(), e-1, layout, "poison-own", 3), RejectOwnOrigin},

@@ -115,7 +115,7 @@ func NewGossipStats() GossipStats {
 }
 
 func typeName(t codec.MessageType) string {
-	if t >= codec.TypeBatch && t <= codec.TypeRecordPull {
+	if t >= codec.TypeBatch && t <= codec.TypePackedAggregates {
 		return t.String()
 	}
 	return "invalid"

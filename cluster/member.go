@@ -113,8 +113,15 @@ const (
 	// ClusterLevel is at least Level3. A member of this release that
 	// cannot run it (no fleet, or Gossip.Protocol 1) advertises Level2.
 	Level3 uint8 = 3
+	// Level4 also reads packed aggregates (codec.TypePackedAggregates)
+	// and forwards aggregates as a relay: while every member up speaks
+	// it, first owners send their aggregates packed, and in clusters of
+	// ProtocolConfig.RelayFrom members or more through relays (see
+	// Protocol). A member of this release that cannot run protocol v2
+	// advertises Level2.
+	Level4 uint8 = 4
 	// CurrentLevel is this release's level.
-	CurrentLevel = Level3
+	CurrentLevel = Level4
 )
 
 // ClusterLevel returns the level every member up in members speaks: the

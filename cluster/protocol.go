@@ -94,6 +94,15 @@ type ProtocolConfig struct {
 	// only.
 	Owned      OwnedStore
 	Aggregates AggregateStore
+	// RelayFrom is the fewest members (this node included) at which first
+	// owners send aggregates through relays under protocol v2, once every
+	// member up is at Level4: 0 means DefaultRelayFrom, a negative value
+	// never (every aggregate mailed to every member by its publisher).
+	RelayFrom int
+	// Level is the protocol level this node advertises (Member.Level);
+	// 0 means CurrentLevel. It uses what a level brings only while it and
+	// every member up speak that level.
+	Level uint8
 }
 
 // Message is one message the protocol wants sent.

@@ -271,7 +271,7 @@ func TestDecodeReason(t *testing.T) {
 		want string
 	}{
 		{[]byte{0x92, 0x02, 0x01}, RejectDecodeVersion},
-		{[]byte{0x92, 0x01, 0x0a}, RejectDecodeType}, // 4–9 are protocol v2's
+		{[]byte{0x92, 0x01, 0x0b}, RejectDecodeType}, // 4–10 are protocol v2's
 		{[]byte{0xc1}, RejectDecodeMalformed},
 		{make([]byte, codec.MaxMessageBytes+1), RejectDecodeTooLarge},
 	} {

@@ -15,7 +15,9 @@ import (
 // epoch to every member, the second cross-checks and takes over, readers
 // keep the largest coverage. A node runs it once every member up
 // is at Level3 (Member.Level, ClusterLevel) and it has the stores for it
-// (ProtocolConfig.Owned and Aggregates); until then, v1.
+// (ProtocolConfig.Owned and Aggregates); until then, v1. Once every member
+// up is at Level4 it sends aggregates packed, and in large clusters
+// through relays (protocol_relay.go).
 
 // ProtocolV2 is the protocol version of destination-owned aggregation, the
 // highest this package speaks.
@@ -82,12 +84,19 @@ type V2Stats struct {
 	// the publish and after the republish (the periodic anti-entropy's
 	// are not counted).
 	RoundDigests uint64
+	// RelayedPublishes counts the aggregates this node published through
+	// relays (of Published, Republished and Takeovers); Relayed the
+	// aggregates it forwarded as a relay, RelaySends the messages those
+	// forwards took.
+	RelayedPublishes, Relayed, RelaySends uint64
 }
 
 // v2 is the protocol's v2 state.
 type v2 struct {
 	on      bool              // running v2
 	current map[string]Member // peer name → its current member up (self included)
+	level   uint8             // the lowest level of this node and the other members up
+	hashes  map[string]uint64 // peer name → tracker.NameHash, for the relays' rendezvous order
 	owners  *Owners
 	dirty   bool             // members or destinations changed: owners are stale
 	known   map[string]int64 // destination → newest epoch it was seen in
@@ -135,6 +144,7 @@ func newV2() v2 {
 		published: map[string]tracker.Coverage{}, late: map[string]bool{}, republished: map[string]bool{},
 		askedRecs: map[string]time.Time{}, askedAggs: map[string]time.Time{}, mans: map[int64]map[string]tracker.Manifest{},
 		heard: map[string]int64{}, wanted: map[string]map[int64]tracker.Manifest{},
+		hashes: map[string]uint64{},
 	}
 }
 
@@ -165,12 +175,20 @@ func (p *Protocol) setMembersV2(now time.Time) {
 	}
 	cur := map[string]Member{}
 	all := true
+	own := CurrentLevel
+	if p.cfg.Level > 0 {
+		own = p.cfg.Level
+	}
+	lvl := own
 	for _, m := range p.members {
 		if !m.State.Up() || m.BootID == 0 {
 			continue
 		}
 		if m.Member != p.self && m.Level > 0 && m.Level < Level3 {
 			all = false // the one rule: every member up at Level3 (ClusterLevel)
+		}
+		if m.Member != p.self && m.Level > 0 {
+			lvl = min(lvl, m.Level)
 		}
 		if m.Name == p.cfg.Name && m.BootID != p.cfg.BootID {
 			continue // an old boot of this peer name
@@ -179,11 +197,17 @@ func (p *Protocol) setMembersV2(now time.Time) {
 			cur[m.Name] = m
 		}
 	}
-	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: Level3}
+	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: own}
 	if !sameCurrent(cur, p.v2.current) {
 		p.v2.dirty = true
+		for name := range p.v2.hashes {
+			if _, ok := cur[name]; !ok {
+				delete(p.v2.hashes, name)
+			}
+		}
 	}
 	p.v2.current = cur
+	p.v2.level = lvl
 	switch {
 	case all && !p.v2.on:
 		p.v2.on, p.v2.resend, p.v2.dirty = true, true, true
@@ -765,7 +789,8 @@ func (p *Protocol) publishDue(now time.Time) {
 }
 
 // publish merges dests' aggregates, keeps them and sends them to every
-// member up; it returns how many it published.
+// member up, straight or through relays (relaying); it returns how many it
+// published.
 func (p *Protocol) publish(dests []string, now time.Time) int {
 	var aggs []tracker.Aggregate
 	for _, d := range dests {
@@ -780,31 +805,51 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 	if len(aggs) == 0 {
 		return 0
 	}
+	expires := p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 3)
+	if p.relaying() {
+		p.stats.V2.RelayedPublishes += uint64(len(aggs))
+		p.publishRelayed(aggs, expires, now)
+		return len(aggs)
+	}
 	var to []string
 	for _, peer := range slices.Sorted(mapsKeys(p.v2.current)) {
 		if peer != p.cfg.Name {
 			to = append(to, p.v2.current[peer].Member)
 		}
 	}
-	expires := p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 3)
+	t := p.aggType()
 	for _, payload := range p.aggregateMessages(aggs, now) {
 		for _, m := range to {
-			p.v2.outbox = append(p.v2.outbox, Message{To: m, Type: codec.TypeAggregates, Payload: payload, Expires: expires})
+			p.v2.outbox = append(p.v2.outbox, Message{To: m, Type: t, Payload: payload, Expires: expires})
 		}
 	}
 	return len(aggs)
 }
 
-// aggregateMessages encodes aggs in messages of at most Gossip.MaxPartBytes
-// (one aggregate alone may exceed it, up to codec.MaxMessageBytes).
+// aggType is the type of the aggregates messages this node sends: packed
+// once every member up is at Level4.
+func (p *Protocol) aggType() codec.MessageType {
+	if p.v2.level >= Level4 {
+		return codec.TypePackedAggregates
+	}
+	return codec.TypeAggregates
+}
+
+// aggregateMessages encodes aggs (as aggType) in messages of at most
+// Gossip.MaxPartBytes (one aggregate alone may exceed it, up to
+// codec.MaxMessageBytes).
 func (p *Protocol) aggregateMessages(aggs []tracker.Aggregate, now time.Time) [][]byte {
+	appendAggs := codec.AppendAggregates
+	if p.aggType() == codec.TypePackedAggregates {
+		appendAggs = codec.AppendPackedAggregates
+	}
 	var out [][]byte
 	for len(aggs) > 0 {
 		n := len(aggs)
 		var msg []byte
 		for {
 			var err error
-			msg, err = codec.AppendAggregates(nil, codec.Aggregates{Sender: p.self, Layout: p.layout, Aggregates: aggs[:n], SentAtMillis: clockMillis(now)})
+			msg, err = appendAggs(nil, codec.Aggregates{Sender: p.self, Layout: p.layout, Aggregates: aggs[:n], SentAtMillis: clockMillis(now)})
 			if err == nil && (len(msg) <= p.cfg.Gossip.MaxPartBytes || n == 1) {
 				break
 			}

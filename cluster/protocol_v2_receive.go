@@ -23,9 +23,14 @@ func (p *Protocol) receiveV2(msg []byte, t codec.MessageType, now time.Time, r *
 		if pl, err := p.dec.DecodeRecordPull(msg); p.accept(err, pl.Sender, pl.SentAtMillis, now, r) {
 			p.answerRecordPull(pl, now)
 		}
-	case codec.TypeAggregates:
-		if m, err := p.dec.DecodeAggregates(msg); p.accept(err, m.Sender, m.SentAtMillis, now, r) {
-			p.insertAggregates(m.Aggregates, now, r)
+	case codec.TypeAggregates, codec.TypePackedAggregates:
+		decode := p.dec.DecodeAggregates
+		if t == codec.TypePackedAggregates {
+			decode = p.dec.DecodePackedAggregates
+		}
+		if m, err := decode(msg); p.accept(err, m.Sender, m.SentAtMillis, now, r) {
+			fresh := p.insertAggregates(m.Aggregates, now, r)
+			p.relay(m.Sender, m.Aggregates, fresh, now)
 		}
 	case codec.TypeAggDigest:
 		if d, err := p.dec.DecodeAggDigest(msg); p.accept(err, d.Sender, d.SentAtMillis, now, r) {
@@ -156,8 +161,9 @@ func (p *Protocol) answerRecordPull(pl codec.RecordPull, now time.Time) {
 
 // insertAggregates keeps received aggregates (the largest coverage per
 // destination and epoch). The receipt counts the first refusal, and lists
-// the aggregates kept as new.
-func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *Receipt) {
+// the aggregates kept as new; so does the result, by index in aggs.
+func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *Receipt) []int {
+	var fresh []int
 	r.Inserted, r.Outcome = true, tracker.InsertDuplicate
 	for i := range aggs {
 		a := &aggs[i]
@@ -168,6 +174,7 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 			r.Outcome = tracker.InsertNew
 			r.Key.Epoch = max(r.Key.Epoch, a.Epoch)
 			r.NewAggregates = append(r.NewAggregates, tracker.AggregateEntry{Dest: a.Dest, Epoch: a.Epoch, Coverage: a.Coverage})
+			fresh = append(fresh, i)
 			delete(p.v2.askedAggs, aggKey(a.Dest, a.Epoch))
 		case tracker.InsertDuplicate, tracker.InsertSuperseded:
 			if r.Outcome != tracker.InsertNew {
@@ -179,6 +186,7 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 			}
 		}
 	}
+	return fresh
 }
 
 func aggKey(dest string, ep int64) string { return fmt.Sprintf("%s/%d", dest, ep) }
@@ -270,7 +278,7 @@ func (p *Protocol) answerAggPull(pl codec.AggEntries, now time.Time) {
 			break
 		}
 		budget -= len(payload)
-		p.v2.outbox = append(p.v2.outbox, Message{To: pl.Sender, Type: codec.TypeAggregates, Payload: payload})
+		p.v2.outbox = append(p.v2.outbox, Message{To: pl.Sender, Type: p.aggType(), Payload: payload})
 	}
 }
 

@@ -32,13 +32,16 @@ import (
 //	init nodes=(a,b,c) [members=(a,b)] [jitter=500ms] [ae=2s]
 //	     [bulk-peers=3] [bulk-delay=800ms] [max-dests=0] [max-buckets=0]
 //	     [skew=(c:-20s)] [old=(c)] [v2] [v1=(c)] [owners=2]
+//	     [level4=(a,b)] [relay-from=100]
 //	    the nodes (boot IDs 1, 2, …), each ticked once at t=0 to start its
 //	    schedule; members are those every node of them lists alive at the
 //	    start (default all); a node outside lists only itself; an old node
 //	    seals as a node older than timed-out counts: its batches carry none
 //	    and decode with censoring unknown. The nodes speak protocol v1
 //	    only, or with v2 protocol v2 (destination-owned aggregation) but
-//	    those of v1= (as a node of an older release)
+//	    those of v1= (as a node of an older release); v2 nodes
+//	    advertise Level3 (as the release before packed aggregates and
+//	    relays) but those of level4=; relay-from is ProtocolConfig.RelayFrom
 //	owners [n=(a,b)] dest=db   each node's owners of dest (protocol v2)
 //	record n=a dest=db ms=12 [count=1] [timed-out]   samples in a's local
 //	    tracker, now; timed-out records attempts that timed out at ms
@@ -97,7 +100,8 @@ type scenario struct {
 type snode struct {
 	name  string
 	boot  uint64
-	proto uint8 // the protocol it advertises
+	proto uint8 // the protocol it runs
+	level uint8 // the level it advertises
 	p     *Protocol
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
@@ -120,10 +124,15 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 	d.MaybeScanArgs(t, "bulk-delay", &delay)
 	d.MaybeScanArgs(t, "bulk-peers", &g.BulkSyncPeers)
 	d.MaybeScanArgs(t, "owners", &g.Owners)
-	var v1 []string
+	var v1, level4 []string
 	if d.HasArg("v1") {
 		v1 = argList(t, d, "v1")
 	}
+	if d.HasArg("level4") {
+		level4 = argList(t, d, "level4")
+	}
+	relayFrom := 0
+	d.MaybeScanArgs(t, "relay-from", &relayFrom)
 	var lim SealLimits
 	d.MaybeScanArgs(t, "max-dests", &lim.MaxDestinations)
 	d.MaybeScanArgs(t, "max-buckets", &lim.MaxBuckets)
@@ -150,6 +159,10 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		if !d.HasArg("v2") || slices.Contains(v1, name) {
 			ng.Protocol, n.proto = 1, 1
 		}
+		n.level = levelOf(n.proto)
+		if n.proto >= ProtocolV2 && slices.Contains(level4, name) {
+			n.level = Level4
+		}
 		seal := func(e int64, now time.Time) []tracker.DestCounts { return tracker.SealedSubWindow(n.local, e, now) }
 		if slices.Contains(old, name) {
 			seal = func(e int64, now time.Time) []tracker.DestCounts {
@@ -159,7 +172,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 		n.p, err = NewProtocol(ProtocolConfig{
 			Name: name, BootID: n.boot, Tracker: s.trk, Gossip: ng, Store: n.fleet, BulkSyncDelay: delay, SealLimits: lim,
 			Seal:  seal,
-			Owned: n.owned, Aggregates: n.fleet,
+			Owned: n.owned, Aggregates: n.fleet, RelayFrom: relayFrom, Level: n.level,
 		})
 		require.NoError(t, err)
 		s.nodes = append(s.nodes, n)
@@ -189,7 +202,7 @@ func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 
 // see sets m's state in n's view.
 func (n *snode) see(m *snode, st State) {
-	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st, Level: levelOf(m.proto)}
+	n.view[m.member()] = Member{Name: m.name, Member: m.member(), BootID: m.boot, State: st, Level: m.level}
 }
 
 func (n *snode) member() string { return MemberName(n.name, n.boot) }
@@ -541,8 +554,12 @@ func (s *scenario) describeV2(from, to string, m Message) string {
 		dests := bracketed(r.Batch.Dests, func(dc tracker.DestCounts) string { return fmt.Sprintf("%s:%d", dc.Dest, dc.Total) })
 		ms := bracketed(r.Manifests, func(x codec.EpochManifest) string { return fmt.Sprintf("%s:%d", ep(x.Epoch), x.Manifest.Records) })
 		return fmt.Sprintf("%s %s %s manifests %s", head, s.key(r.Batch.Key), dests, ms)
-	case codec.TypeAggregates:
-		a, err := s.dec.DecodeAggregates(m.Payload)
+	case codec.TypeAggregates, codec.TypePackedAggregates:
+		decode := s.dec.DecodeAggregates
+		if m.Type == codec.TypePackedAggregates {
+			decode = s.dec.DecodePackedAggregates
+		}
+		a, err := decode(m.Payload)
 		if err != nil {
 			return fail(err)
 		}

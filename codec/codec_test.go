@@ -493,7 +493,7 @@ func TestType(t *testing.T) {
 		{build(goodBatch()), TypeBatch, nil},
 		{digest, TypeDigest, nil},
 		{pull, TypePull, nil},
-		{build(arr{1, 10}), 10, ErrType}, // 4..9 are the protocol v2 types
+		{build(arr{1, 11}), 11, ErrType}, // 4..10 are the protocol v2 types
 		{build(arr{1, 0}), 0, ErrType},
 		{build(arr{3, 1}), 0, ErrVersion},
 		{build(arr{1}), 0, ErrMalformed},
@@ -513,7 +513,7 @@ func TestType(t *testing.T) {
 	require.ErrorIs(t, err, ErrType)
 	_, err = dec.DecodePull(digest)
 	require.ErrorIs(t, err, ErrType)
-	require.Equal(t, "type(10)", MessageType(10).String())
+	require.Equal(t, "type(11)", MessageType(11).String())
 }
 
 func randomKeys(rng *rand.Rand) []tracker.BatchKey {

@@ -106,7 +106,7 @@ func (d *Decoder) Reset() {
 // DecodePull. An unknown type is returned with an error wrapping ErrType.
 func (d *Decoder) Type(msg []byte) (MessageType, error) {
 	t, _, err := d.begin(msg)
-	if err == nil && (t < TypeBatch || t > TypeRecordPull) {
+	if err == nil && (t < TypeBatch || t > lastType) {
 		err = fmt.Errorf("%w: %s", ErrType, t)
 	}
 	return t, err

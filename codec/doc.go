@@ -36,6 +36,13 @@
 //	agg_pull    = [1, 8, sender, [[dest, epoch, coverage records, coverage hash], …]]
 //	record_pull = [1, 9, sender, [epoch, …]]
 //
+// and, at protocol level 4, a seventh:
+//
+//	packed_aggregates = [1, 10, layout, sender, [packed agg, …]]
+//	packed agg = agg with [pairs] and [censored pairs] each a bin of uvarints:
+//	             index₀, then per index up to the last bucket's its count (>= 1),
+//	             or 0 and the number (>= 1) of empty indexes that follow
+//
 // with the same rules for names, pairs and lengths, and caps of their own
 // (MaxManifests, MaxAggregates, MaxDigestEpochs, MaxAggEntries,
 // MaxPullEpochs).

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
@@ -31,7 +32,16 @@ const (
 	// TypeRecordPull asks an origin to send again its records of the
 	// listed epochs for the destinations the sender owns.
 	TypeRecordPull MessageType = 9
+	// TypePackedAggregates carries aggregates as TypeAggregates does, with
+	// each aggregate's buckets and censored counts packed densely as
+	// uvarints in a bin (AppendPackedAggregates): about a third smaller. A node sends it
+	// only while every member up advertises cluster Level4; an older node
+	// refuses it as ErrType, as it would any type it does not know.
+	TypePackedAggregates MessageType = 10
 )
+
+// lastType is the highest message type this release knows.
+const lastType = TypePackedAggregates
 
 // Caps of the v2 messages.
 const (
@@ -117,6 +127,8 @@ func v2TypeName(t MessageType) string {
 		return "agg_pull"
 	case TypeRecordPull:
 		return "record_pull"
+	case TypePackedAggregates:
+		return "packed_aggregates"
 	}
 	return ""
 }
@@ -237,6 +249,29 @@ func checkAggTimedOut(dest string, to, bs []tracker.Bucket) error {
 // flags bit 0 is CensoringUnknown. Errors wrap ErrLayout, ErrMalformed or
 // ErrTooLarge (over MaxAggregates or MaxMessageBytes).
 func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
+	return appendAggregates(dst, m, TypeAggregates)
+}
+
+// AppendPackedAggregates appends m as a packed aggregates message: as
+// AppendAggregates, with type TypePackedAggregates and each pair list a
+// msgpack bin of uvarints, dense, instead of an array of (Δindex, count)
+// pairs:
+//
+//	packed_aggregates = [1, 10, layout, sender, [agg, …]]
+//	agg = [dest, epoch, total, bin(dense buckets), bin(dense censored),
+//	       flags, peers, square sum hi, square sum lo, epoch − newest, coverage records, coverage hash]
+//	dense = uvarint index₀, then per index up to the last bucket's: count (>= 1),
+//	        or 0 and the number (>= 1) of empty indexes that follow
+//
+// A bucket next to the previous one with a count below 128 takes one
+// byte (a pair takes two), one below 2¹⁴ two (a pair three), so a typical
+// aggregate is about a quarter smaller with the same content. Errors are
+// AppendAggregates'.
+func AppendPackedAggregates(dst []byte, m Aggregates) ([]byte, error) {
+	return appendAggregates(dst, m, TypePackedAggregates)
+}
+
+func appendAggregates(dst []byte, m Aggregates, t MessageType) ([]byte, error) {
 	if err := m.Layout.Validate(); err != nil {
 		return dst, layoutErr(err)
 	}
@@ -257,7 +292,11 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 	if err := checkSentAt(m.SentAtMillis); err != nil {
 		return dst, err
 	}
-	out := append(dst, messageHead(5, m.SentAtMillis), Version, byte(TypeAggregates), 0x93)
+	pairs := appendPairs
+	if t == TypePackedAggregates {
+		pairs = appendPackedPairs
+	}
+	out := append(dst, messageHead(5, m.SentAtMillis), Version, byte(t), 0x93)
 	out = appendInt(out, m.Layout.Lowest)
 	out = appendInt(out, m.Layout.Highest)
 	out = appendInt(out, int64(m.Layout.SignificantDigits))
@@ -269,8 +308,8 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 		out = appendStr(out, a.Dest)
 		out = appendInt(out, a.Epoch)
 		out = appendUint(out, a.Total)
-		out = appendPairs(out, a.Buckets)
-		out = appendPairs(out, a.TimedOut)
+		out = pairs(out, a.Buckets)
+		out = pairs(out, a.TimedOut)
 		var flags uint64
 		if a.CensoringUnknown {
 			flags = 1
@@ -283,7 +322,59 @@ func AppendAggregates(dst []byte, m Aggregates) ([]byte, error) {
 		out = appendUint(out, uint64(a.Coverage.Records))
 		out = appendUint(out, a.Coverage.Hash)
 	}
-	return endMessage(dst, out, m.SentAtMillis, "aggregates")
+	return endMessage(dst, out, m.SentAtMillis, t)
+}
+
+// appendPackedPairs writes bs (checked: ascending, counts > 0) as a msgpack
+// bin of uvarints, dense: the first index, then for each index from it to
+// the last bucket's either the bucket's count (>= 1), or a 0 and how many
+// indexes (>= 1) in a row hold no bucket. A histogram's buckets are mostly
+// adjacent with counts below 128, so a bucket takes about one byte instead
+// of a pair's two.
+func appendPackedPairs(b []byte, bs []tracker.Bucket) []byte {
+	n := 0
+	if len(bs) > 0 {
+		next := int(bs[0].Index)
+		n = uvarintLen(uint64(next))
+		for _, bk := range bs {
+			if gap := int(bk.Index) - next; gap > 0 {
+				n += 1 + uvarintLen(uint64(gap))
+			}
+			n += uvarintLen(uint64(bk.Count))
+			next = int(bk.Index) + 1
+		}
+	}
+	switch {
+	case n <= math.MaxUint8:
+		b = append(b, 0xc4, byte(n))
+	case n <= math.MaxUint16:
+		b = append(b, 0xc5, byte(n>>8), byte(n))
+	default:
+		b = append(b, 0xc6, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+	}
+	if len(bs) == 0 {
+		return b
+	}
+	next := int(bs[0].Index)
+	b = binary.AppendUvarint(b, uint64(next))
+	for _, bk := range bs {
+		if gap := int(bk.Index) - next; gap > 0 {
+			b = binary.AppendUvarint(append(b, 0), uint64(gap))
+		}
+		b = binary.AppendUvarint(b, uint64(bk.Count))
+		next = int(bk.Index) + 1
+	}
+	return b
+}
+
+// uvarintLen is the length of v as a uvarint.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // AppendAggDigest appends d as an aggregate digest:

@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"math"
 
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
@@ -100,12 +101,103 @@ func (d *Decoder) readPairs(what string, countsLen int) (int, uint64, error) {
 	return start, sum, nil
 }
 
+// readPackedPairs is readPairs for a packed pair list
+// (appendPackedPairs): a bin of uvarints, dense, at most countsLen
+// buckets, none beyond the layout's last index, no empty run of 0 indexes
+// nor one at the end.
+func (d *Decoder) readPackedPairs(what string, countsLen int) (int, uint64, error) {
+	c, err := d.rd.ReadByte()
+	if err != nil {
+		return 0, 0, d.fail(what, err)
+	}
+	var n int
+	switch c {
+	case 0xc4, 0xc5, 0xc6:
+		for range 1 << (c - 0xc4) {
+			x, err := d.rd.ReadByte()
+			if err != nil {
+				return 0, 0, d.fail(what, err)
+			}
+			n = n<<8 | int(x)
+		}
+	default:
+		return 0, 0, malformed("%s: code %#x, want a bin", what, c)
+	}
+	if n > d.rd.Len() {
+		return 0, 0, malformed("%s: bin of %d bytes, only %d left", what, n, d.rd.Len())
+	}
+	start := len(d.buckets)
+	end := d.rd.Len() - n
+	next := func() (uint64, error) {
+		v, err := binary.ReadUvarint(&d.rd)
+		if err != nil || d.rd.Len() < end {
+			return 0, malformed("%s: bad uvarint", what)
+		}
+		return v, nil
+	}
+	if n == 0 {
+		return start, 0, nil
+	}
+	idx, err := next()
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case idx >= uint64(countsLen):
+		return 0, 0, malformed("%s: bucket index %d out of range [0, %d]", what, idx, countsLen-1)
+	}
+	var sum uint64
+	gap := false // the last token was an empty run
+	for d.rd.Len() > end {
+		v, err := next()
+		if err != nil {
+			return 0, 0, err
+		}
+		if v == 0 {
+			k, err := next()
+			switch {
+			case err != nil:
+				return 0, 0, err
+			case k == 0 || k >= uint64(countsLen):
+				return 0, 0, malformed("%s: empty run of %d indexes", what, k)
+			}
+			idx += k
+			gap = true
+			continue
+		}
+		switch {
+		case idx >= uint64(countsLen):
+			return 0, 0, malformed("%s: bucket index %d out of range [0, %d]", what, idx, countsLen-1)
+		case v > math.MaxUint32:
+			return 0, 0, malformed("%s: bucket count %d out of range [1, %d]", what, v, uint64(math.MaxUint32))
+		}
+		sum += v
+		d.buckets = append(d.buckets, tracker.Bucket{Index: uint16(idx), Count: uint32(v)})
+		idx++
+		gap = false
+	}
+	if gap || len(d.buckets) == start {
+		return 0, 0, malformed("%s: ends without a bucket", what)
+	}
+	return start, sum, nil
+}
+
 // DecodeAggregates decodes and validates an aggregates message. The result
 // aliases the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge,
 // ErrVersion, ErrType, ErrLayout or ErrMalformed.
 func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
+	return d.decodeAggregates(msg, TypeAggregates)
+}
+
+// DecodePackedAggregates decodes and validates a packed aggregates message
+// (AppendPackedAggregates): the same result as DecodeAggregates of the
+// message AppendAggregates makes of it. Errors are DecodeAggregates'.
+func (d *Decoder) DecodePackedAggregates(msg []byte) (Aggregates, error) {
+	return d.decodeAggregates(msg, TypePackedAggregates)
+}
+
+func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error) {
 	var m Aggregates
-	extra, err := d.open(msg, TypeAggregates, 3)
+	extra, err := d.open(msg, t, 3)
 	if err != nil {
 		return m, err
 	}
@@ -124,7 +216,7 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 	d.buckets, d.aggSpans = d.buckets[:0], d.aggSpans[:0]
 	clear(d.seen)
 	for range n {
-		a, err := d.readAggregate(countsLen)
+		a, err := d.readAggregate(countsLen, t == TypePackedAggregates)
 		if err != nil {
 			return m, err
 		}
@@ -158,8 +250,12 @@ func (d *Decoder) DecodeAggregates(msg []byte) (Aggregates, error) {
 	return m, nil
 }
 
-func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
+func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, error) {
 	var a tracker.Aggregate
+	pairs := d.readPairs
+	if packed {
+		pairs = d.readPackedPairs
+	}
 	x, err := d.readRecord("aggregate", 12)
 	if err != nil {
 		return a, err
@@ -173,7 +269,7 @@ func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
 	if a.Total, err = d.readUint("aggregate total", math.MaxUint64); err != nil {
 		return a, err
 	}
-	b0, sum, err := d.readPairs("aggregate buckets", countsLen)
+	b0, sum, err := pairs("aggregate buckets", countsLen)
 	if err != nil {
 		return a, err
 	}
@@ -181,7 +277,7 @@ func (d *Decoder) readAggregate(countsLen int) (tracker.Aggregate, error) {
 		return a, malformed("aggregate %q: total %d, buckets sum to %d", a.Dest, a.Total, sum)
 	}
 	b1 := len(d.buckets)
-	if _, _, err = d.readPairs("aggregate censored", countsLen); err != nil {
+	if _, _, err = pairs("aggregate censored", countsLen); err != nil {
 		return a, err
 	}
 	b2 := len(d.buckets)

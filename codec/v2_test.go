@@ -72,12 +72,13 @@ func goldenV2Messages(t testing.TB) map[string][]byte {
 		return b
 	}
 	return map[string][]byte{
-		"v1-records":     must(AppendRecords(nil, goldenRecords())),
-		"v1-aggregates":  must(AppendAggregates(nil, goldenAggregates())),
-		"v1-agg-digest":  must(AppendAggDigest(nil, goldenAggDigest())),
-		"v1-agg-list":    must(AppendAggEntries(nil, TypeAggList, goldenEntries())),
-		"v1-agg-pull":    must(AppendAggEntries(nil, TypeAggPull, goldenEntries())),
-		"v1-record-pull": must(AppendRecordPull(nil, goldenRecordPull())),
+		"v1-records":           must(AppendRecords(nil, goldenRecords())),
+		"v1-aggregates":        must(AppendAggregates(nil, goldenAggregates())),
+		"v1-packed-aggregates": must(AppendPackedAggregates(nil, goldenAggregates())),
+		"v1-agg-digest":        must(AppendAggDigest(nil, goldenAggDigest())),
+		"v1-agg-list":          must(AppendAggEntries(nil, TypeAggList, goldenEntries())),
+		"v1-agg-pull":          must(AppendAggEntries(nil, TypeAggPull, goldenEntries())),
+		"v1-record-pull":       must(AppendRecordPull(nil, goldenRecordPull())),
 	}
 }
 
@@ -107,6 +108,11 @@ func TestGoldenV2(t *testing.T) {
 				require.Equal(t, goldenRecords().Manifests, got.Manifests)
 			case "v1-aggregates":
 				got, err := dec.DecodeAggregates(want)
+				require.NoError(t, err)
+				require.Equal(t, goldenAggregates(), got)
+			case "v1-packed-aggregates":
+				require.Equal(t, TypePackedAggregates, typ)
+				got, err := dec.DecodePackedAggregates(want)
 				require.NoError(t, err)
 				require.Equal(t, goldenAggregates(), got)
 			case "v1-agg-digest":
@@ -183,9 +189,44 @@ func TestV2Refusals(t *testing.T) {
 	require.ErrorIs(t, err, ErrType)
 	_, err = AppendRecordPull(nil, RecordPull{Sender: "s", Epochs: make([]int64, MaxPullEpochs+1)})
 	require.ErrorIs(t, err, ErrTooLarge)
-	for ty := TypeRecords; ty <= TypeRecordPull; ty++ {
+	for ty := TypeRecords; ty <= lastType; ty++ {
 		require.NotContains(t, ty.String(), "type(")
 	}
+}
+
+// TestPackedAggregates checks that a packed aggregates message carries the
+// same aggregates as the plain one in fewer bytes, and that a decoder of
+// the plain type (an older release's) refuses it as ErrType, so an old
+// node drops it without misreading it.
+func TestPackedAggregates(t *testing.T) {
+	dec := newDecoder(t, defaultLayout)
+	m := goldenAggregates()
+	// A typical aggregate: 200 buckets with counts in the hundreds.
+	big := tracker.Aggregate{Dest: "d042", Epoch: 291_234_567, Layout: defaultLayout, Peers: 1000, Newest: 291_234_567,
+		Coverage: tracker.Coverage{Records: 1000, Hash: 0xfedcba9876543210}, SquareSum: [2]uint64{0, 1 << 40}}
+	for i := range 200 {
+		c := uint32(100 + 7*i%900)
+		big.Buckets = append(big.Buckets, tracker.Bucket{Index: uint16(300 + i), Count: c})
+		big.Total += uint64(c)
+	}
+	big.TimedOut = []tracker.Bucket{{Index: 499, Count: 3}}
+	m.Aggregates = append(m.Aggregates, big)
+	plain, err := AppendAggregates(nil, m)
+	require.NoError(t, err)
+	packed, err := AppendPackedAggregates(nil, m)
+	require.NoError(t, err)
+	got, err := dec.DecodePackedAggregates(packed)
+	require.NoError(t, err)
+	require.Equal(t, m, got)
+	require.Less(t, float64(len(packed)), 0.85*float64(len(plain)), "packed %d B, plain %d B", len(packed), len(plain))
+	t.Logf("packed %d B, plain %d B", len(packed), len(plain))
+	_, err = dec.DecodeAggregates(packed)
+	require.ErrorIs(t, err, ErrType)
+	_, err = dec.DecodePackedAggregates(plain)
+	require.ErrorIs(t, err, ErrType)
+	typ, err := dec.Type(packed)
+	require.NoError(t, err)
+	require.Equal(t, "packed_aggregates", typ.String())
 }
 
 // fuzzSeedsV2 are the seed corpora of the v2 decoders.
@@ -245,6 +286,29 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 	} {
 		aggs[name] = build(m)
 	}
+	packed := common(g["v1-packed-aggregates"])
+	pagg := func(mod func(a arr) arr) arr {
+		a := arr{"d", 5, 2, bin8(3, 1, 1), bin8(), 0, 1, 0, 4, 0, 1, 9}
+		return arr{1, 10, layout, "s", arr{mod(a)}}
+	}
+	for name, m := range map[string]arr{
+		"total-mismatch":      pagg(set(2, 3)),
+		"index-out-of-range":  pagg(set(3, bin8(0x80, 0x0a, 1))),
+		"run-past-the-end":    pagg(set(3, bin8(3, 1, 0, 0x80, 0x0a, 1))),
+		"run-of-zero":         pagg(set(3, bin8(3, 1, 0, 0, 1))),
+		"run-wraps":           pagg(set(3, bin8(3, 1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 1))),
+		"run-at-the-end":      pagg(set(3, bin8(3, 1, 1, 0, 2))),
+		"index-only":          pagg(set(3, bin8(3))),
+		"count-huge":          pagg(set(3, bin8(3, 0xff, 0xff, 0xff, 0xff, 0x7f))),
+		"uvarint-cut":         pagg(set(3, bin8(3, 0x81))),
+		"uvarint-overflow":    pagg(set(3, bin8(3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01))),
+		"buckets-an-array":    pagg(set(3, arr{3, 1})),
+		"censored-outside":    pagg(set(4, bin8(7, 1))),
+		"censored-over-count": pagg(set(4, bin8(3, 2))),
+		"bin32-4GiB-buckets":  pagg(set(3, raw{0xc6, 0xff, 0xff, 0xff, 0xff})),
+	} {
+		packed[name] = build(m)
+	}
 	digest := common(g["v1-agg-digest"])
 	slices16 := make(arr, 32)
 	for i := range slices16 {
@@ -279,10 +343,13 @@ func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 		rpull[name] = build(m)
 	}
 	return map[string]map[string][]byte{
-		"FuzzDecodeRecords": records, "FuzzDecodeAggregates": aggs, "FuzzDecodeAggDigest": digest,
+		"FuzzDecodeRecords": records, "FuzzDecodeAggregates": aggs, "FuzzDecodePackedAggregates": packed, "FuzzDecodeAggDigest": digest,
 		"FuzzDecodeAggList": list, "FuzzDecodeAggPull": pull, "FuzzDecodeRecordPull": rpull,
 	}
 }
+
+// bin8 is a msgpack bin of b (at most 255 bytes).
+func bin8(b ...byte) raw { return append(raw{0xc4, byte(len(b))}, b...) }
 
 // TestFuzzCorpusV2 keeps the v2 seed corpora in sync with fuzzSeedsV2.
 func TestFuzzCorpusV2(t *testing.T) {
@@ -317,6 +384,10 @@ func FuzzDecodeRecords(f *testing.F) {
 
 func FuzzDecodeAggregates(f *testing.F) {
 	fuzzV2(f, "v1-aggregates", (*Decoder).DecodeAggregates, func(a Aggregates) ([]byte, error) { return AppendAggregates(nil, a) })
+}
+
+func FuzzDecodePackedAggregates(f *testing.F) {
+	fuzzV2(f, "v1-packed-aggregates", (*Decoder).DecodePackedAggregates, func(a Aggregates) ([]byte, error) { return AppendPackedAggregates(nil, a) })
 }
 
 func FuzzDecodeAggDigest(f *testing.F) {

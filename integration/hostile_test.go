@@ -142,7 +142,7 @@ func hostileMessages(t *testing.T, cfg tracker.Config, target testutil.Member, c
 		{"string bomb", stringBomb, ""},
 		{"over 1 MiB", bytes.Repeat([]byte{0xc0}, 1<<20+1), cluster.RejectDecodeTooLarge},
 		{"other version", []byte{0x92, 0x02, 0x01}, cluster.RejectDecodeVersion},
-		{"unknown type", []byte{0x92, 0x01, 0x0a}, cluster.RejectDecodeType}, // 4–9 are protocol v2's
+		{"unknown type", []byte{0x92, 0x01, 0x0b}, cluster.RejectDecodeType}, // 4–10 are protocol v2's
 		{"other layout", batch(evil(e-1), tracker.Layout{Lowest: 1, Highest: 1000, SignificantDigits: 2}, "poison-layout", 3), cluster.RejectDecodeLayout},
 		{"unknown origin", batch(tracker.BatchKey{Origin: "ghost", Boot: 1, Epoch: e - 1}, layout, "poison-ghost", 3), cluster.RejectUnknownOrigin},
 		{"forged own origin", batch(own, layout, "poison-own", 3), cluster.RejectOwnOrigin},

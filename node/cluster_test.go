@@ -94,7 +94,7 @@ func TestThreeNodes(t *testing.T) {
 	require.Equal(t, 200, code)
 	require.Regexp(t, `atnode_gossip_bytes_total\{direction="in",type="records"\} [1-9]`, string(metrics))
 	require.Regexp(t, `atnode_gossip_bytes_total\{direction="out",type="records"\} [1-9]`, string(metrics))
-	require.Regexp(t, `atnode_gossip_messages_total\{direction="in",type="aggregates"\} [1-9]`, string(metrics))
+	require.Regexp(t, `atnode_gossip_messages_total\{direction="in",type="packed_aggregates"\} [1-9]`, string(metrics)) // Level4: packed
 
 	// The real HTTP listener of n0.
 	addr := nodes[0].HTTPAddr()

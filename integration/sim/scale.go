@@ -40,6 +40,9 @@ type ScaleConfig struct {
 	Tracker tracker.Config
 	Network NetworkConfig
 	Gossip  cluster.Gossip
+	// RelayFrom is cluster.ProtocolConfig.RelayFrom (0: the default;
+	// negative: no relays).
+	RelayFrom int
 	// Protocol is the dissemination protocol: 2, destination-owned
 	// aggregation (the default), or 1, every node holding every origin's
 	// batches (for comparison).
@@ -224,11 +227,14 @@ type ScaleResult struct {
 	BatchBytes float64
 	// HeldBytes is the encoded size of the batches node 0 holds at the end.
 	HeldBytes int
-	// FleetBytes is the measured live heap of one observer's fleet view and
-	// local tracker (0 unless MeasureMemory); FleetBatches the batches its
-	// fleet view holds.
-	FleetBytes   float64
-	FleetBatches int
+	// FleetBytes is the measured live heap of one observer's fleet state:
+	// its fleet view, owned records and protocol, without its local
+	// tracker (0 unless MeasureMemory); LocalTrackerBytes that of its local
+	// tracker, measured apart (section 13's fleet-state target leaves it
+	// out); FleetBatches the batches its fleet view holds.
+	FleetBytes        float64
+	LocalTrackerBytes float64
+	FleetBatches      int
 	// FleetErr and LocalErr are relative errors |estimate − truth| / truth of
 	// the Quantile, per observer, destination and measured epoch, at the
 	// median (…P50) and the 90th percentile (…P90) of those errors. The
@@ -267,7 +273,7 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	sc := Config{
 		Seed: cfg.Seed, Nodes: cfg.Nodes, Observers: cfg.Observers,
 		Tracker: cfg.Tracker, Fleet: tracker.DefaultFleetConfig(),
-		Network: cfg.Network, Gossip: cfg.Gossip,
+		Network: cfg.Network, Gossip: cfg.Gossip, RelayFrom: cfg.RelayFrom,
 		Workload: w, Progress: cfg.Progress,
 	}
 	s, err := New(sc)
@@ -426,13 +432,23 @@ func RunScale(cfg ScaleConfig) (ScaleResult, error) {
 	runtime.ReadMemStats(&ms)
 	res.HeapBytes = ms.HeapAlloc
 	if cfg.MeasureMemory && cfg.Observers > 0 {
-		s.ReleaseObservers()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		if ms.HeapAlloc > after.HeapAlloc {
-			res.FleetBytes = float64(ms.HeapAlloc-after.HeapAlloc) / float64(cfg.Observers)
+		// Measured by difference, in two steps: the fleet state, then the
+		// local trackers the fleet views held.
+		freed := func(before *runtime.MemStats) float64 {
+			runtime.GC()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			d := 0.0
+			if before.HeapAlloc > after.HeapAlloc {
+				d = float64(before.HeapAlloc-after.HeapAlloc) / float64(cfg.Observers)
+			}
+			*before = after
+			return d
 		}
+		s.ReleaseObserverFleets()
+		res.FleetBytes = freed(&ms)
+		s.ReleaseObserverTrackers()
+		res.LocalTrackerBytes = freed(&ms)
 	}
 	runtime.KeepAlive(s)
 	res.Wall = time.Since(wallStart)
@@ -474,12 +490,12 @@ func pctDur(xs []time.Duration, q float64) time.Duration {
 // ScaleTable formats results as a markdown table.
 func ScaleTable(rs []ScaleResult) string {
 	var b strings.Builder
-	b.WriteString("| protocol | N | D | seal→identical p50 / p99 / max | unconverged | refused | sent KiB/s/node (mean / max) | fleet state MiB/node (measured) | P99.99 err vs truth, fleet p50 / p90 | local p50 / p90 | views = exact union | err vs exact union p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
+	b.WriteString("| protocol | N | D | seal→identical p50 / p99 / max | unconverged | refused | sent KiB/s/node (mean / max) | fleet state MiB/node (measured; + local tracker) | P99.99 err vs truth, fleet p50 / p90 | local p50 / p90 | views = exact union | err vs exact union p50 / p90 | samples fleet / local | sim heap MiB | wall |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		mem := "—"
 		if r.FleetBytes > 0 {
-			mem = fmt.Sprintf("%.1f", r.FleetBytes/(1<<20))
+			mem = fmt.Sprintf("%.1f + %.1f", r.FleetBytes/(1<<20), r.LocalTrackerBytes/(1<<20))
 		}
 		fmt.Fprintf(&b, "| v%d | %d | %d | %v / %v / %v | %d/%d | %d | %.0f / %.0f | %s | %.1f %% / %.1f %% | %.1f %% / %.1f %% | %d/%d | %.2f %% / %.2f %% | %d / %d | %d | %v |\n",
 			r.Protocol, r.Nodes, r.Dests, r.ConvergeP50.Round(time.Millisecond), r.ConvergeP99.Round(time.Millisecond), r.ConvergeMax.Round(time.Millisecond),

@@ -117,6 +117,30 @@ func TestScaleSmallV2(t *testing.T) {
 	}
 }
 
+// TestScaleSmallV2Relays is TestScaleSmallV2's lossless case through
+// relays (cluster.ProtocolConfig.RelayFrom lowered to 10 members; by
+// default relays start at 100): every publisher mails each aggregate to
+// the other owner and ⌈√18⌉ = 5 relays, which forward it to the rest;
+// the views are still identical everywhere and the exact union, and the
+// publishers no longer send the most.
+func TestScaleSmallV2Relays(t *testing.T) {
+	const nodes = 20
+	r, err := RunScale(ScaleConfig{Seed: 42, Nodes: nodes, Dests: nodes, Observers: 3, Epochs: 3,
+		Protocol: 2, RelayFrom: 10, Progress: throttle(t)})
+	require.NoError(t, err)
+	t.Logf("\n%s", ScaleTable([]ScaleResult{r}))
+	t.Logf("protocol v2: %+v", r.V2)
+	require.Equal(t, 0, r.Unconverged)
+	require.Zero(t, r.Refused)
+	require.Equal(t, nodes*3, r.Batches)
+	require.Equal(t, r.V2.Published+r.V2.Republished+r.V2.Takeovers, r.V2.RelayedPublishes, "every publish through relays")
+	require.Positive(t, r.V2.Relayed)
+	require.Zero(t, r.ViewMismatches)
+	require.Zero(t, r.UnionMismatches)
+	require.Less(t, r.ConvergeP99, 2500*time.Millisecond)
+	require.Equal(t, uint64(nodes)*r.LocalSamples*9/10, r.FleetSamples)
+}
+
 // TestScaleDeterministic checks that a seed fixes the whole run.
 func TestScaleDeterministic(t *testing.T) {
 	run := func() ScaleResult {
@@ -186,7 +210,8 @@ func TestScaleSweep(t *testing.T) {
 // (opt-in with ATNODE_SIM=1), all to all (D = N) at 10 000 samples/s per
 // node: the section-13 targets at N = D = 100, 300 and 1000, 1 % loss at
 // 300, and one first owner killed per epoch at 100. Run one part at a time
-// with -run: nodes/300 took about 3 min on a shared 2-vCPU machine;
+// with -run (also norelay: nodes/300 without relays): nodes/300 took
+// about 3 min on a shared 2-vCPU machine;
 // nodes/1000 costs about (1000/300)² as much per simulated epoch.
 func TestScaleSweepV2(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") != "1" {
@@ -197,6 +222,10 @@ func TestScaleSweepV2(t *testing.T) {
 		t.Logf("%d nodes: sent by kind (KiB/s/node): %s; lost %d, duplicates %d, send drops %d, refused %d, final mismatches %d; peak heap %d MiB",
 			r.Nodes, byKind(r), r.Lost, r.Duplicates, r.SendDrops, r.Refused, r.FinalMismatches, r.PeakHeapBytes>>20)
 		t.Logf("%d nodes: protocol v2: %+v", r.Nodes, r.V2)
+		if r.FleetBytes > 0 {
+			t.Logf("%d nodes: fleet state %.1f MiB, local tracker %.1f MiB (%.1f KiB per destination)",
+				r.Nodes, r.FleetBytes/(1<<20), r.LocalTrackerBytes/(1<<20), r.LocalTrackerBytes/1024/float64(r.Dests))
+		}
 		require.Equal(t, 0, r.Unconverged)
 		require.Less(t, r.FleetErrP50, r.LocalErrP50)
 	}
@@ -212,11 +241,20 @@ func TestScaleSweepV2(t *testing.T) {
 				if n >= 300 { // section 13's targets
 					require.LessOrEqual(t, r.BytesPerNodeSec, 100*1024.0)
 					require.LessOrEqual(t, r.MaxBytesPerNodeSec, 250*1024.0)
-					require.LessOrEqual(t, r.FleetBytes, 32*float64(1<<20))
+					require.LessOrEqual(t, r.FleetBytes, 32*float64(1<<20), "fleet state ≤ 32 MiB per node, the local tracker apart")
+					require.Positive(t, r.LocalTrackerBytes, "the local tracker, measured apart")
 					require.LessOrEqual(t, r.ConvergeP99, 2500*time.Millisecond)
 				}
 			})
 		}
+	})
+	t.Run("norelay", func(t *testing.T) {
+		// nodes/300 without relays (every publisher mails all N−1 members
+		// itself), for what the relays' extra hop costs.
+		r, err := RunScale(ScaleConfig{Seed: 1, Nodes: 300, Dests: 300, RatePerNode: 10_000, Epochs: 3, Protocol: 2, RelayFrom: -1, Progress: throttle(t)})
+		require.NoError(t, err)
+		check(t, r)
+		require.Zero(t, r.V2.RelayedPublishes)
 	})
 	t.Run("loss", func(t *testing.T) {
 		lossy := DefaultNetworkConfig()

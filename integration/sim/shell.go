@@ -80,7 +80,7 @@ func (k MsgKind) String() string {
 // typeKinds are the byte counters of every message type but the batch's.
 var typeKinds = map[codec.MessageType]MsgKind{
 	codec.TypeDigest: MsgDigest, codec.TypePull: MsgPull, codec.TypeRecords: MsgRecords,
-	codec.TypeRecordPull: MsgRecordPull, codec.TypeAggregates: MsgAggregates,
+	codec.TypeRecordPull: MsgRecordPull, codec.TypeAggregates: MsgAggregates, codec.TypePackedAggregates: MsgAggregates,
 	codec.TypeAggDigest: MsgAggDigest, codec.TypeAggList: MsgAggList, codec.TypeAggPull: MsgAggPull,
 }
 
@@ -135,6 +135,7 @@ func (s *Sim) newShell(i int, store cluster.Store) error {
 		Seal:          s.sealFunc(int32(i)),
 		SealLimits:    cluster.SealLimits{MaxDestinations: s.cfg.Fleet.MaxDestinations, MaxBuckets: s.cfg.Fleet.MaxEpochBuckets},
 		BulkSyncDelay: bulkSyncDelay,
+		RelayFrom:     s.cfg.RelayFrom,
 	}
 	if n.owned != nil {
 		pc.Owned, pc.Aggregates = n.owned, n.aggs
@@ -376,8 +377,8 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 		return
 	}
 	for _, m := range msgs {
-		if m.Type == codec.TypeAggregates && s.v2 {
-			s.registerAggregates(i, m.Payload)
+		if (m.Type == codec.TypeAggregates || m.Type == codec.TypePackedAggregates) && s.v2 {
+			s.registerAggregates(i, m.Type, m.Payload)
 		}
 		to, ok := s.byMember[m.To]
 		if !ok {
@@ -461,12 +462,16 @@ func (s *Sim) sent(from, to int32) {
 // registerAggregates keeps the aggregates of a message node i sends (once
 // per payload: one payload goes to every member) and notes that i holds
 // them: it published them, or holds them to answer a pull.
-func (s *Sim) registerAggregates(i int32, payload []byte) {
+func (s *Sim) registerAggregates(i int32, t codec.MessageType, payload []byte) {
 	if len(payload) == 0 || &payload[0] == s.lastAgg {
 		return
 	}
 	s.lastAgg = &payload[0]
-	m, err := s.aggDec.DecodeAggregates(payload)
+	decode := s.aggDec.DecodeAggregates
+	if t == codec.TypePackedAggregates {
+		decode = s.aggDec.DecodePackedAggregates
+	}
+	m, err := decode(payload)
 	if err != nil {
 		s.fail(fmt.Errorf("sim: node %s sent undecodable aggregates: %w", s.nodes[i].name, err))
 		return

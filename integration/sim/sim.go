@@ -50,6 +50,10 @@ type Config struct {
 	// parts) and the send queue around it (shell.go). Default
 	// cluster.DefaultGossip().
 	Gossip cluster.Gossip
+	// RelayFrom is every node's cluster.ProtocolConfig.RelayFrom: the
+	// fewest members at which protocol v2 publishes through relays (0:
+	// cluster.DefaultRelayFrom, negative: never).
+	RelayFrom int
 	// Workload gives the latencies nodes record each epoch; nil means none
 	// (then the caller records into observers' trackers itself, and other
 	// nodes send nothing).
@@ -265,7 +269,7 @@ func New(cfg Config) (*Sim, error) {
 			return nil, err
 		}
 		for i := range s.memberList {
-			s.memberList[i].Level = cluster.Level3
+			s.memberList[i].Level = cluster.CurrentLevel
 		}
 	}
 	fc := cfg.Fleet
@@ -444,10 +448,26 @@ func (s *Sim) HeldBytes(i int) int {
 // protocols (to measure their memory by difference); the Sim cannot run
 // afterwards, and observers answer nothing.
 func (s *Sim) ReleaseObservers() {
-	for _, n := range s.nodes {
-		if n.fleet != nil {
-			n.fleet, n.tr, n.store, n.sh, n.owned, n.aggs = nil, nil, nil, shellNode{}, nil, nil
-		}
+	s.ReleaseObserverFleets()
+	s.ReleaseObserverTrackers()
+}
+
+// ReleaseObserverFleets drops the observers' fleet state (fleet views,
+// owned records, protocols and their shells) but not their local trackers,
+// so that the two are measured apart: first the fleet state by difference,
+// then the trackers (ReleaseObserverTrackers). The Sim cannot run
+// afterwards.
+func (s *Sim) ReleaseObserverFleets() {
+	for _, n := range s.nodes[:s.cfg.Observers] {
+		n.fleet, n.store, n.sh, n.owned, n.aggs = nil, nil, shellNode{}, nil, nil
+	}
+}
+
+// ReleaseObserverTrackers drops the observers' local trackers (after
+// ReleaseObserverFleets: a fleet view holds its local tracker).
+func (s *Sim) ReleaseObserverTrackers() {
+	for _, n := range s.nodes[:s.cfg.Observers] {
+		n.tr = nil
 	}
 }
 
