@@ -1,7 +1,6 @@
 package codec
 
 import (
-	"bytes"
 	"encoding/hex"
 	"math"
 	"os"
@@ -233,21 +232,7 @@ func TestPackedAggregates(t *testing.T) {
 func fuzzSeedsV2(t testing.TB) map[string]map[string][]byte {
 	g := goldenV2Messages(t)
 	huge := raw{0xdb, 0xff, 0xff, 0xff, 0xff}
-	common := func(valid []byte) map[string][]byte {
-		return map[string][]byte{
-			"valid":                 valid,
-			"truncated-half":        valid[:len(valid)/2],
-			"truncated-last-byte":   valid[:len(valid)-1],
-			"trailing-byte":         append(append([]byte(nil), valid...), 0),
-			"empty":                 {},
-			"array32-4G":            {0xdd, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01, 0x90},
-			"str32-4GiB-in-8-bytes": {0x92, 0x01, 0xdb, 0xff, 0xff, 0xff, 0xff, 0x00},
-			"bin32-4GiB-extra":      withExtra(valid, 0xc6, 0xff, 0xff, 0xff, 0xff),
-			"nested-deep-extra":     withExtra(valid, bytes.Repeat([]byte{0x91}, 100)...),
-			"valid-with-extra":      withExtra(valid, 0xc4, 0x02, 0x01, 0x02),
-			"nil-everywhere":        build(arr{nil, nil, nil, nil, nil}),
-		}
-	}
+	common := framingSeeds
 	layout := arr{1, 60000, 2}
 	records := common(g["v1-records"])
 	key := arr{"o", 1, 5, 0}

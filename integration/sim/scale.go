@@ -230,7 +230,7 @@ type ScaleResult struct {
 	// FleetBytes is the measured live heap of one observer's fleet state:
 	// its fleet view, owned records and protocol, without its local
 	// tracker (0 unless MeasureMemory); LocalTrackerBytes that of its local
-	// tracker, measured apart (section 13's fleet-state target leaves it
+	// tracker, measured apart (the fleet-state target, docs/design.md, leaves it
 	// out); FleetBatches the batches its fleet view holds.
 	FleetBytes        float64
 	LocalTrackerBytes float64

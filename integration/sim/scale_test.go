@@ -53,7 +53,7 @@ func TestScaleSmall(t *testing.T) {
 }
 
 // TestScaleSmallV2 is TestScaleSmall for protocol v2 (destination-owned
-// aggregation), all to all (D = N), with the section-13 targets: every
+// aggregation), all to all (D = N), with the scale targets (docs/design.md): every
 // (destination, epoch) aggregate reaches every node, the fleet views are
 // identical on every observer and bucket for bucket the exact union of
 // every origin's sealed counts (v1's fleet view with every batch arrived),
@@ -208,7 +208,7 @@ func TestScaleSweep(t *testing.T) {
 
 // TestScaleSweepV2 is protocol v2's sweep for README's Scale section
 // (opt-in with ATNODE_SIM=1), all to all (D = N) at 10 000 samples/s per
-// node: the section-13 targets at N = D = 100, 300 and 1000, 1 % loss at
+// node: the scale targets (docs/design.md) at N = D = 100, 300 and 1000, 1 % loss at
 // 300, and one first owner killed per epoch at 100. Run one part at a time
 // with -run (also norelay: nodes/300 without relays): nodes/300 took
 // about 3 min on a shared 2-vCPU machine;
@@ -238,7 +238,7 @@ func TestScaleSweepV2(t *testing.T) {
 				check(t, r)
 				require.Zero(t, r.Refused)
 				require.Zero(t, r.UnionMismatches, "fleet views are v1's exact union")
-				if n >= 300 { // section 13's targets
+				if n >= 300 { // the scale targets, docs/design.md
 					require.LessOrEqual(t, r.BytesPerNodeSec, 100*1024.0)
 					require.LessOrEqual(t, r.MaxBytesPerNodeSec, 250*1024.0)
 					require.LessOrEqual(t, r.FleetBytes, 32*float64(1<<20), "fleet state ≤ 32 MiB per node, the local tracker apart")
