@@ -78,10 +78,10 @@ func TestOrderReplicas(t *testing.T) {
 
 	// The contract: ties in the caller's order. Two trusted replicas
 	// whose medians share a bucket (equal Median.Millis) keep the order
-	// given, in both orders, wherever in the bucket each median falls.
-	late, early := trusted(10), trusted(10)
-	late.Median.Within, early.Median.Within = 0.9, 0.2
-	rs = []Replica{late, early}
+	// given, in both orders, whatever their sample counts.
+	thin, thick := trusted(10), trusted(10)
+	thin.Median.Samples, thick.Median.Samples = 5, 500
+	rs = []Replica{thin, thick}
 	for _, given := range [][]int{{0, 1}, {1, 0}} {
 		order = slices.Clone(given)
 		OrderReplicas(rs, order)

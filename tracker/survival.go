@@ -27,12 +27,6 @@ type Median struct {
 	// bucket at which the survival function falls to 1/2 or below; 0 when
 	// Above or when the view is empty.
 	Millis uint64
-	// Within is where in that bucket the survival function, interpolated
-	// linearly across the bucket, reaches 1/2: in (0, 1], 1 at its top (the
-	// share of the bucket's completed samples the median needs). It tells
-	// apart medians that share a bucket (at 10 ms the buckets are 1 ms
-	// wide, so healthy replicas often do); 0 when Millis is.
-	Within float64
 	// Samples is the view's sample count, censored ones included; 0: the
 	// view is empty and there is no median.
 	Samples uint64
@@ -43,9 +37,8 @@ type Median struct {
 }
 
 // survivalMedian returns the index of the bucket holding h's Kaplan–Meier
-// median with c as its censored counts (C <= H bucket by bucket) and where
-// in the bucket S reaches 1/2 (Median.Within), and false when the survival
-// function never falls to 1/2 (or h is empty).
+// median with c as its censored counts (C <= H bucket by bucket), and false
+// when the survival function never falls to 1/2 (or h is empty).
 //
 // It walks up from the bottom keeping n, the samples at risk, and lim, the
 // most samples that may remain (completed ones above i, plus those
@@ -56,12 +49,10 @@ type Median struct {
 // w grows by (n_{i+1} + C_i)/n_{i+1} past i. Between censored buckets
 // whole blocks whose remainder stays above lim are skipped, as the plain
 // quantile skips them; so it costs that walk plus a step per censored
-// bucket below the median, and allocates nothing. Within the bucket S
-// falls from n_i/(2·lim) to (n_i − d_i)/(2·lim), so it reaches 1/2 at
-// (n_i − lim)/d_i of the way.
-func survivalMedian(h *hist, c *sparseSum) (int, float64, bool) {
+// bucket below the median, and allocates nothing.
+func survivalMedian(h *hist, c *sparseSum) (int, bool) {
 	if h.total == 0 {
-		return 0, 0, false
+		return 0, false
 	}
 	n := h.total // at risk at bucket i: samples in buckets >= i
 	lim := float64(n) / 2
@@ -82,7 +73,7 @@ func survivalMedian(h *hist, c *sparseSum) (int, float64, bool) {
 			}
 			if hc := h.counts[i]; hc > 0 {
 				if float64(n-hc) <= lim {
-					return i, (float64(n) - lim) / float64(hc), true
+					return i, true
 				}
 				n -= hc
 			}
@@ -92,10 +83,10 @@ func survivalMedian(h *hist, c *sparseSum) (int, float64, bool) {
 		// A censored bucket: d = H − C completed, C censored at i.
 		hc, cc := h.counts[i], c.n[k]
 		if hc > cc && float64(n-hc+cc) <= lim {
-			return i, (float64(n) - lim) / float64(hc-cc), true
+			return i, true
 		}
 		if n -= hc; n == 0 {
-			return 0, 0, false
+			return 0, false
 		}
 		lim *= float64(n) / float64(n+cc)
 		if k++; k < len(c.idx) {
@@ -105,7 +96,7 @@ func survivalMedian(h *hist, c *sparseSum) (int, float64, bool) {
 		}
 		i++
 	}
-	return 0, 0, false
+	return 0, false
 }
 
 // median returns the Median of the view h with censored counts c (nil:
@@ -119,12 +110,12 @@ func median(g *geometry, h *hist, c *sparseSum, unknown bool) Median {
 	if c == nil || unknown {
 		c = &sparseSum{} // nothing censored: the plain median's bucket
 	}
-	i, within, ok := survivalMedian(h, c)
+	i, ok := survivalMedian(h, c)
 	if !ok {
 		m.Above = true
 		return m
 	}
-	m.Millis, m.Within = uint64(g.highestEquivalent(i)), within
+	m.Millis = uint64(g.highestEquivalent(i))
 	return m
 }
 

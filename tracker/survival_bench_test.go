@@ -50,7 +50,7 @@ func BenchmarkMedian(b *testing.B) {
 			b.ReportAllocs()
 			var sink int
 			for b.Loop() {
-				i, _, _ := survivalMedian(&h, &c)
+				i, _ := survivalMedian(&h, &c)
 				sink += i
 			}
 			_ = sink

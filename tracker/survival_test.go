@@ -73,17 +73,11 @@ func TestSurvivalMedianPlain(t *testing.T) {
 		h := randomHist(r, &g)
 		want, ok := h.quantileIndex(0.5)
 		require.True(t, ok)
-		got, within, ok := survivalMedian(&h, &none)
+		got, ok := survivalMedian(&h, &none)
 		require.True(t, ok, "histogram %d", k)
 		require.Equal(t, want, got, "histogram %d: total %d", k, h.total)
-		// Within: the share of the bucket the rank ceil(N/2)... reaches,
-		// as N/2 − (samples below) over the bucket's count.
-		below := h.total - h.countFrom(got)
-		require.InDelta(t, (float64(h.total)/2-float64(below))/float64(h.counts[got]), within, 1e-12)
-		require.Greater(t, within, 0.0)
-		require.LessOrEqual(t, within, 1.0)
 		qv, _ := h.quantileValue(&g, 0.5)
-		require.Equal(t, Median{Millis: uint64(qv), Within: within, Samples: h.total}, median(&g, &h, &none, false))
+		require.Equal(t, Median{Millis: uint64(qv), Samples: h.total}, median(&g, &h, &none, false))
 	}
 	// One sample, two, and an even split: rank ceil(N/2).
 	for _, tc := range []struct {
@@ -100,11 +94,11 @@ func TestSurvivalMedianPlain(t *testing.T) {
 		for i, n := range tc.counts {
 			h.add(i, n)
 		}
-		got, _, ok := survivalMedian(&h, &none)
+		got, ok := survivalMedian(&h, &none)
 		require.True(t, ok)
 		require.Equal(t, tc.want, got, "%v", tc.counts)
 	}
-	got, _, ok := survivalMedian(new(hist), &none)
+	got, ok := survivalMedian(new(hist), &none)
 	require.False(t, ok)
 	require.Zero(t, got)
 }
@@ -120,7 +114,7 @@ func TestSurvivalMedianKaplanMeier(t *testing.T) {
 		h := randomHist(r, &g)
 		c := randomCensored(r, &h)
 		want, wantOK, near := kmReference(&h, &c)
-		got, _, ok := survivalMedian(&h, &c)
+		got, ok := survivalMedian(&h, &c)
 		if near && (got != want || ok != wantOK) {
 			ties++
 			continue
@@ -134,14 +128,6 @@ func TestSurvivalMedianKaplanMeier(t *testing.T) {
 	t.Logf("%d histograms with S above 1/2 to the end, %d float ties", above, ties)
 	require.Positive(t, above, "some histograms have S above 1/2 to the end")
 	require.Less(t, ties, 10, "float ties are rare")
-}
-
-// requireMedian checks got is want, Within to within rounding.
-func requireMedian(t *testing.T, want, got Median, msg ...any) {
-	t.Helper()
-	require.InDelta(t, want.Within, got.Within, 1e-12, msg...)
-	want.Within, got.Within = 0, 0
-	require.Equal(t, want, got, msg...)
 }
 
 // TestSurvivalMedianHedged is the case it is for: a demoted replica whose
@@ -162,7 +148,7 @@ func TestSurvivalMedianHedged(t *testing.T) {
 	// S stays 1 through the losers (nothing completed), the at-risk share
 	// falling to 60 of 260: lim = 130·60/260 = 30, reached half way through
 	// the 60 completed at 20 ms.
-	requireMedian(t, Median{Millis: 20, Within: 0.5, Samples: 260}, LocalMedian(tr, "r0", now))
+	require.Equal(t, Median{Millis: 20, Samples: 260}, LocalMedian(tr, "r0", now))
 
 	// So much censored above what completed that S stays above 1/2.
 	for range 10 {
@@ -191,8 +177,8 @@ func TestFleetMedian(t *testing.T) {
 	e, err := f.Estimate("x", 0.5, now)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), e.FleetValueMillis)
-	requireMedian(t, Median{Millis: 10, Within: 0.5, Samples: 50}, f.Median("x", SourceFleet, now))
-	requireMedian(t, Median{Millis: 5, Within: 25.0 / 30, Samples: 50}, f.Median("y", SourceFleet, now), "censoring unknown")
+	require.Equal(t, Median{Millis: 10, Samples: 50}, f.Median("x", SourceFleet, now))
+	require.Equal(t, Median{Millis: 5, Samples: 50}, f.Median("y", SourceFleet, now), "censoring unknown")
 	require.Equal(t, Median{}, f.Median("nosuch", SourceFleet, now))
 	require.Equal(t, Median{}, f.Median("x", SourceNone, now))
 
@@ -200,7 +186,7 @@ func TestFleetMedian(t *testing.T) {
 		local.Record("x", 40*time.Millisecond, now)
 	}
 	local.RecordTimeout("x", 2*time.Millisecond, now)
-	requireMedian(t, Median{Millis: 40, Within: 0.5, Samples: 4}, f.Median("x", SourceLocal, now))
+	require.Equal(t, Median{Millis: 40, Samples: 4}, f.Median("x", SourceLocal, now))
 	require.Equal(t, LocalMedian(local, "x", now), f.Median("x", SourceLocal, now))
 	require.Equal(t, Median{}, f.Median("x", SourceLocal, now.Add(time.Hour)), "rotated out")
 
@@ -208,6 +194,6 @@ func TestFleetMedian(t *testing.T) {
 	require.NoError(t, err)
 	plain.Record("x", 7*time.Millisecond, now)
 	fp := newTestFleet(t, c, plain)
-	requireMedian(t, Median{Millis: 7, Within: 0.5, Samples: 1}, fp.Median("x", SourceLocal, now))
+	require.Equal(t, Median{Millis: 7, Samples: 1}, fp.Median("x", SourceLocal, now))
 	require.Equal(t, Median{}, newTestFleet(t, c, nil).Median("x", SourceLocal, now))
 }
