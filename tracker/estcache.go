@@ -17,12 +17,8 @@ type estCaches struct {
 	slots []estCache
 	next  int // the slot a further quantile replaces
 	// cell is the decision input of one quantile published for readers
-	// without the shard lock (pubCell), nil until the first is; pubQ is
-	// its quantile while pubOn (a copy of the cell's state for the writers,
-	// who hold the lock).
-	cell  *pubCell
-	pubQ  float64
-	pubOn bool
+	// without the shard lock (pubCell), nil until the first is.
+	cell *pubCell
 }
 
 // estSlots is how many quantiles a destination's cache holds.
@@ -44,7 +40,6 @@ func (cs *estCaches) claim(q float64) *estCache {
 	if c := cs.slot(q); c != nil {
 		return c
 	}
-
 	if len(cs.slots) < estSlots {
 		cs.slots = append(cs.slots, estCache{q: q})
 		return &cs.slots[len(cs.slots)-1]
@@ -147,7 +142,7 @@ func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 			c.lver = to
 		}
 	}
-	if cs.pubOn {
+	if q, on := cs.pubQuantile(); on {
 		// The published input holds while its quantile's cached view
 		// does: its value, quantile, source and failing state are the
 		// view's, which viewPos.shift keeps only when none changes. When
@@ -155,7 +150,7 @@ func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 		// the first record after. (A fill needs nothing: it follows a
 		// change of the Fleet's version or epoch, which the cell's fver
 		// and clk already refuse, or replaces the facts with equal ones.)
-		if c := cs.slot(cs.pubQ); c == nil || !c.lok || c.lver != to {
+		if c := cs.slot(q); c == nil || !c.lok || c.lver != to {
 			cs.unpublish()
 		}
 	}
@@ -256,7 +251,6 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 		}
 		c := en.ec.claim(q)
 		c.fver, c.fepoch, c.ff, c.fok, c.eok = fver, fepoch, *ff, true, false
-
 	}
 	sh.mu.Unlock()
 }
@@ -296,10 +290,22 @@ const (
 	pubFailing = 4
 )
 
-// unpublish withdraws the published input; the shard lock is held.
+// unpublish withdraws the published input, if any (cs may be nil); the
+// shard lock is held.
 func (cs *estCaches) unpublish() {
-	cs.cell.flags.Store(0)
-	cs.pubOn = false
+	if cs != nil && cs.cell != nil {
+		cs.cell.flags.Store(0)
+	}
+}
+
+// pubQuantile returns the quantile of the published input and true, or
+// false when none is published; the shard lock is held (only its holders
+// write the cell).
+func (cs *estCaches) pubQuantile() (float64, bool) {
+	if cs.cell == nil || cs.cell.flags.Load() == 0 {
+		return 0, false
+	}
+	return math.Float64frombits(cs.cell.q.Load()), true
 }
 
 // pubTable is where readers find the published cells: a two-way
@@ -364,7 +370,6 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, h uint
 	cell.clk.Store(clk)
 	cell.flags.Store(fl)
 	cell.seq.Add(1)
-	cs.pubQ, cs.pubOn = c.q, true
 	tb := t.table()
 	i := (h >> 8) & tb.mask
 	a, b := &tb.slots[i], &tb.slots[i^1]

@@ -88,9 +88,7 @@ func (sh *syncShard[D]) del(en *entry[D]) {
 	}
 	en.hnext = nil
 	sh.n.Add(-1)
-	if en.ec != nil && en.ec.pubOn {
-		en.ec.unpublish()
-	}
+	en.ec.unpublish()
 }
 
 // each calls f for every entry of the shard.
@@ -423,9 +421,7 @@ func (t *SyncTracker[D]) Clear() {
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.each(func(en *entry[D]) {
-			if en.ec != nil && en.ec.pubOn {
-				en.ec.unpublish()
-			}
+			en.ec.unpublish()
 		})
 		sh.dests = make(map[uint64]*entry[D])
 		sh.n.Store(0)
