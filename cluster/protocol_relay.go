@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -151,7 +152,7 @@ func (p *Protocol) sendAggregatesTo(by map[string][]int, aggs []tracker.Aggregat
 	}
 	var groups []*group
 	byKey := map[string]*group{}
-	for _, peer := range slices.Sorted(mapsKeys(by)) {
+	for _, peer := range slices.Sorted(maps.Keys(by)) {
 		to := p.memberOf(peer)
 		if to == "" {
 			continue

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -348,19 +349,9 @@ func (p *Protocol) resendRecords(old *Owners, now time.Time) {
 				}
 			}
 		}
-		for _, peer := range slices.Sorted(mapsKeys(by)) {
+		for _, peer := range slices.Sorted(maps.Keys(by)) {
 			p.stats.V2.Resent++
 			p.sendRecords(peer, ep, by[peer], p.manifests(peer, []int64{ep}), now)
-		}
-	}
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
 		}
 	}
 }
@@ -496,10 +487,10 @@ func (p *Protocol) sealV2(ep int64, dests []tracker.DestCounts, now time.Time) {
 			}
 		}
 	}
-	for _, peer := range slices.Sorted(mapsKeys(by)) {
+	for _, peer := range slices.Sorted(maps.Keys(by)) {
 		p.sendRecords(peer, ep, by[peer], p.manifests(peer, []int64{ep - 1, ep}), now)
 	}
-	for _, peer := range slices.Sorted(mapsKeys(quiet)) {
+	for _, peer := range slices.Sorted(maps.Keys(quiet)) {
 		if ms := p.manifests(peer, window); len(ms) > 0 {
 			p.sendRecords(peer, ep, nil, ms, now)
 		}
@@ -645,7 +636,7 @@ func (p *Protocol) pullMissing(now time.Time) {
 			delete(p.v2.wanted, m)
 		}
 	}
-	for _, m := range slices.Sorted(mapsKeys(missing)) {
+	for _, m := range slices.Sorted(maps.Keys(missing)) {
 		eps := missing[m]
 		slices.Sort(eps)
 		eps = slices.Compact(eps)
@@ -696,7 +687,7 @@ func (p *Protocol) pullAggregates(rank int, now time.Time) {
 		p.stats.V2.RepairsSkipped++ // late, not lost: anti-entropy's
 		return
 	}
-	for _, to := range slices.Sorted(mapsKeys(by)) {
+	for _, to := range slices.Sorted(maps.Keys(by)) {
 		for want := by[to]; len(want) > 0; {
 			n := min(len(want), 2048)
 			if payload, err := codec.AppendAggEntries(nil, codec.TypeAggPull, codec.AggEntries{Sender: p.self, Entries: want[:n], SentAtMillis: clockMillis(now)}); err == nil {
@@ -764,7 +755,7 @@ func (p *Protocol) publishDue(now time.Time) {
 	if !p.v2.lateAt.IsZero() && !now.Before(p.v2.lateAt) {
 		p.v2.lateAt = time.Time{}
 		var again []string
-		for _, d := range slices.Sorted(mapsKeys(p.v2.late)) {
+		for _, d := range slices.Sorted(maps.Keys(p.v2.late)) {
 			mine := p.cfg.Owned.Coverage(d, now)
 			held, _ := p.cfg.Aggregates.AggregateCoverage(d, p.v2.pubEpoch)
 			// Not when the other owner published as much already.
@@ -812,7 +803,7 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 		return len(aggs)
 	}
 	var to []string
-	for _, peer := range slices.Sorted(mapsKeys(p.v2.current)) {
+	for _, peer := range slices.Sorted(maps.Keys(p.v2.current)) {
 		if peer != p.cfg.Name {
 			to = append(to, p.v2.current[peer].Member)
 		}

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -230,10 +231,10 @@ func (m *model) expectedSealed(g *geometry, epoch int64, now time.Time) []DestCo
 			continue
 		}
 		dc := DestCounts{Dest: d, Total: total}
-		for _, i := range slices.Sorted(mapsKeys(counts)) {
+		for _, i := range slices.Sorted(maps.Keys(counts)) {
 			dc.Buckets = append(dc.Buckets, Bucket{Index: uint16(i), Count: counts[i]})
 		}
-		for _, i := range slices.Sorted(mapsKeys(censored)) {
+		for _, i := range slices.Sorted(maps.Keys(censored)) {
 			dc.TimedOut = append(dc.TimedOut, Bucket{Index: uint16(i), Count: censored[i]})
 		}
 		out = append(out, dc)
@@ -245,16 +246,6 @@ func (m *model) expectedSealed(g *geometry, epoch int64, now time.Time) []DestCo
 		return 1
 	})
 	return out
-}
-
-func mapsKeys(m map[int]uint32) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func cloneDestCounts(in []DestCounts) []DestCounts {
