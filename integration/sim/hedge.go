@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -115,6 +117,46 @@ const (
 	PolicyOursClientBudget = "ours, HedgeBudget 0.10 (bhope's budget)"
 )
 
+// RareHedgePolicies returns the rows of the rare callers' sweep
+// (TestHedgeRareCallers): no hedging, fixed 15 ms (the fixed delay nearest
+// ours at 0.10 in load), the per-client rule at bhope/hedge's defaults, at
+// 10 % and 5 % of the client's own rate, and at P95 with a 5 % budget, and
+// ours at HedgeBudget 0.05 (the default), 0.10, 0.20 and 0.40, so that
+// every per-client row has a row of ours at no more extra load to be
+// compared with (RareAtNoMoreLoad).
+func RareHedgePolicies() []HedgePolicy {
+	ps := hedgePoliciesNamed(DefaultHedgePolicies(), "no hedging", "fixed 15 ms", PolicyClient, PolicyClientOwnRate)
+	return append(ps,
+		HedgePolicy{Name: PolicyClientOwnRate5, Kind: HedgeClient, Budget: 0.05, OwnRate: true},
+		HedgePolicy{Name: PolicyClientSameBudget, Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
+		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
+		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
+		HedgePolicy{Name: PolicyOurs20, Kind: HedgeFleet, Budget: 0.20},
+		HedgePolicy{Name: PolicyOurs40, Kind: HedgeFleet, Budget: 0.40},
+	)
+}
+
+// The names of RareHedgePolicies' rows not in DefaultHedgePolicies.
+const (
+	PolicyClientOwnRate5 = "per-client P90, 5 % of own rate"
+	PolicyOurs20         = "ours, HedgeBudget 0.20"
+	PolicyOurs40         = "ours, HedgeBudget 0.40"
+)
+
+// hedgePoliciesNamed returns the policies of ps with the given names, in
+// that order.
+func hedgePoliciesNamed(ps []HedgePolicy, names ...string) []HedgePolicy {
+	var out []HedgePolicy
+	for _, n := range names {
+		for _, p := range ps {
+			if p.Name == n {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // HedgeConfig configures RunHedge.
 type HedgeConfig struct {
 	// Seed makes the run. Every policy sees the same requests with the same
@@ -162,7 +204,8 @@ type HedgeConfig struct {
 	Tracker tracker.Config
 	// Policies to compare. Default DefaultHedgePolicies().
 	Policies []HedgePolicy
-	// Progress receives a line per simulated epoch when not nil.
+	// Progress receives a line per simulated epoch when not nil, from
+	// several goroutines at once (RunHedge runs policies side by side).
 	Progress func(format string, args ...any)
 }
 
@@ -267,25 +310,49 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 	if err := cfg.Timeout.Validate(); err != nil {
 		return nil, err
 	}
-	var out []HedgeResult
-	for _, p := range cfg.Policies {
-		res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
-			DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
-		if p.Kind == HedgeFleet {
-			res.Budget = cmp.Or(p.Budget, cfg.HedgeBudget)
-		}
-		var frequent, rare hedgeClass
-		for k := range cfg.Seeds {
-			c := cfg
-			c.Seed = cfg.Seed + uint64(k)
-			if err := runHedgePolicy(c, p, &res, &frequent, &rare); err != nil {
-				return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+	out := make([]HedgeResult, len(cfg.Policies))
+	errs := make([]error, len(cfg.Policies))
+	// Policies are independent runs (each its own simulated cluster from
+	// the same seeds), so they run side by side, up to GOMAXPROCS at once;
+	// each result is the same as if they ran one after another.
+	next := make(chan int, len(cfg.Policies))
+	for k := range cfg.Policies {
+		next <- k
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(cfg.Policies)) {
+		wg.Go(func() {
+			for k := range next {
+				out[k], errs[k] = runHedgePolicySeeds(cfg, cfg.Policies[k])
 			}
-		}
-		res.Frequent, res.Rare = frequent.result(), rare.result()
-		out = append(out, res)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// runHedgePolicySeeds runs policy p once per seed of cfg and pools the
+// seeds' requests into one result.
+func runHedgePolicySeeds(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
+	res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
+		DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
+	if p.Kind == HedgeFleet {
+		res.Budget = cmp.Or(p.Budget, cfg.HedgeBudget)
+	}
+	var frequent, rare hedgeClass
+	for k := range cfg.Seeds {
+		c := cfg
+		c.Seed = cfg.Seed + uint64(k)
+		if err := runHedgePolicy(c, p, &res, &frequent, &rare); err != nil {
+			return HedgeResult{}, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+		}
+	}
+	res.Frequent, res.Rare = frequent.result(), rare.result()
+	return res, nil
 }
 
 // hedgeNode is one calling node's state for a policy.
@@ -733,6 +800,29 @@ func StrictlyBetter(a, b HedgeCallers) bool {
 	return a.P99CI[1] < b.P99CI[0] || a.P999CI[1] < b.P999CI[0]
 }
 
+// RareAtNoMoreLoad returns ours at no more extra load than rare callers
+// spending maxExtra: of the HedgeFleet results, the one whose rare callers
+// spend the most extra requests without exceeding maxExtra (the budget
+// nearest that load from below), and false when there is none. It picks by
+// load alone, never by the latencies it is then compared on.
+func RareAtNoMoreLoad(rs []HedgeResult, maxExtra float64) (HedgeResult, bool) {
+	var best HedgeResult
+	found := false
+	for _, r := range rs {
+		if r.Kind == HedgeFleet && r.Rare.Extra <= maxExtra && (!found || r.Rare.Extra > best.Rare.Extra) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// LowerTail reports whether callers a have a lower p99 and a lower p99.9
+// than b at no more extra load: the point estimates, with no regard to
+// their intervals (StrictlyBetter asks the intervals too).
+func LowerTail(a, b HedgeCallers) bool {
+	return a.Extra <= b.Extra && a.P99 < b.P99 && a.P999 < b.P999
+}
+
 // Verdict compares callers a with b as StrictlyBetter does: "better" when
 // a is strictly better than b, "worse" when b is strictly better than a,
 // else "neither".
@@ -748,8 +838,11 @@ func Verdict(a, b HedgeCallers) string {
 
 // HedgeRareTable formats the rare callers' results as a markdown table,
 // with 95 % confidence intervals, for per-client rows the values their
-// sketches held at a round trip, and for each of ours (every HedgeFleet
-// row, by its budget) its Verdict against each other row.
+// sketches held at a round trip, for each of ours (every HedgeFleet row, by
+// its budget) its Verdict against each other row, and for each other row
+// ours at no more extra load (RareAtNoMoreLoad): its budget and extra
+// requests, whether its p99 and p99.9 are lower (LowerTail), and its
+// Verdict.
 func HedgeRareTable(rs []HedgeResult) string {
 	var ours []HedgeResult
 	for _, r := range rs {
@@ -762,7 +855,8 @@ func HedgeRareTable(rs []HedgeResult) string {
 	for _, o := range ours {
 		fmt.Fprintf(&b, " ours at %.2f is |", o.Budget)
 	}
-	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)) + "\n")
+	b.WriteString(" ours at no more extra load |")
+	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)+1) + "\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	q := func(v time.Duration, ci [2]time.Duration) string {
 		return fmt.Sprintf("%s ms (%s–%s)", ms(v), ms(ci[0]), ms(ci[1]))
@@ -785,7 +879,31 @@ func HedgeRareTable(rs []HedgeResult) string {
 			}
 			fmt.Fprintf(&b, " %s |", verdict)
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, " %s |\n", atNoMoreLoad(rs, r))
 	}
 	return b.String()
+}
+
+// atNoMoreLoad describes, for HedgeRareTable, ours at no more extra load
+// than row r's rare callers: its budget and extra requests, how its p99
+// and p99.9 compare, and its Verdict ("" for a row of ours).
+func atNoMoreLoad(rs []HedgeResult, r HedgeResult) string {
+	if r.Kind == HedgeFleet {
+		return ""
+	}
+	o, ok := RareAtNoMoreLoad(rs, r.Rare.Extra)
+	if !ok {
+		return "none (every budget spends more)"
+	}
+	than := func(a, b time.Duration) string {
+		switch {
+		case a < b:
+			return "lower"
+		case a > b:
+			return "higher"
+		}
+		return "equal"
+	}
+	return fmt.Sprintf("%.2f (%.2f %%): p99 %s, p99.9 %s; %s", o.Budget, 100*o.Rare.Extra,
+		than(o.Rare.P99, r.Rare.P99), than(o.Rare.P999, r.Rare.P999), Verdict(o.Rare, r.Rare))
 }

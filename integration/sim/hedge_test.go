@@ -78,8 +78,7 @@ func rareSweep(r float64) HedgeConfig {
 	warmup := 60 * time.Second
 	return HedgeConfig{Seed: 1, Seeds: seeds, Nodes: rare + 4, Rare: rare, RareRate: r, ClientWarm: true,
 		Warmup: warmup, Duration: warmup + measured, DegradeAt: warmup + 2*measured/3,
-		Policies: hedgePoliciesNamed(DefaultHedgePolicies(), "no hedging", "fixed 15 ms", "fixed 20 ms",
-			PolicyClient, PolicyClientOwnRate, PolicyClientSameBudget, PolicyOurs, PolicyOursClientBudget)}
+		Policies: RareHedgePolicies()}
 }
 
 // TestHedgeRareCallers is README's rare-caller sweep (ATNODE_SIM=1 only;
@@ -172,20 +171,6 @@ func hedgeFrequentTargets(t *testing.T, rs []HedgeResult) {
 	require.True(t, ok)
 	t.Logf("best fixed delay at no more extra load: %s (p99 %v, %.2f %% extra)", best.Policy, best.Frequent.P99, 100*best.Frequent.Extra)
 	require.LessOrEqual(t, ours.Frequent.P99, best.Frequent.P99)
-}
-
-// hedgePoliciesNamed returns the policies of ps with the given names, in
-// that order.
-func hedgePoliciesNamed(ps []HedgePolicy, names ...string) []HedgePolicy {
-	var out []HedgePolicy
-	for _, n := range names {
-		for _, p := range ps {
-			if p.Name == n {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
 
 // hedgeByPolicy logs each result's counts and returns the results by
