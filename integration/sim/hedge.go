@@ -196,17 +196,12 @@ type HedgeConfig struct {
 	// request already reads its sketch (an empty one still gives the
 	// warm-up delay).
 	ClientWarm bool
-	// Timeout is every attempt's timeout rule (the Decider on each node's
-	// fleet view, as node.DoHedged). Default: timeout.DefaultConfig with
-	// Backoff 10ms..1m.
-	Timeout timeout.Config
-	// Tracker is every node's tracker. Default tracker.DefaultConfig().
-	Tracker tracker.Config
 	// Policies to compare. Default DefaultHedgePolicies().
 	Policies []HedgePolicy
-	// Progress receives a line per simulated epoch when not nil, from
-	// several goroutines at once (RunHedge runs policies side by side).
-	Progress func(format string, args ...any)
+	// RunSettings are every attempt's timeout rule (the Decider on each
+	// node's fleet view, as node.DoHedged), every node's tracker and the
+	// progress lines.
+	RunSettings
 }
 
 func (c *HedgeConfig) defaults() {
@@ -224,7 +219,7 @@ func (c *HedgeConfig) defaults() {
 	orDefault(&c.Sigma, 0.3)
 	orDefault(&c.StallProb, 0.02)
 	orDefault(&c.HedgeBudget, timeout.DefaultHedgeBudget)
-	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
+	c.RunSettings.defaults()
 	if c.Policies == nil {
 		c.Policies = DefaultHedgePolicies()
 	}
