@@ -36,12 +36,7 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 		if i > 0 && m.Epoch <= ms[i-1].Epoch {
 			return Records{}, malformed("manifest epochs not ascending")
 		}
-		r, err := d.readUint("manifest records", math.MaxUint32)
-		if err != nil {
-			return Records{}, err
-		}
-		m.Manifest.Records = uint32(r)
-		if m.Manifest.Hash, err = d.readUint("manifest hash", math.MaxUint64); err != nil {
+		if m.Manifest.Records, m.Manifest.Hash, err = d.readCountHash("manifest records", "manifest hash"); err != nil {
 			return Records{}, err
 		}
 		if err := d.finish(x); err != nil {
@@ -50,10 +45,7 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 		ms = append(ms, m)
 	}
 	d.manifests = ms
-	if extra, err = d.readSentAt(extra); err != nil {
-		return Records{}, err
-	}
-	if err := d.end(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return Records{}, err
 	}
 	return Records{Batch: b, Manifests: ms, SentAtMillis: d.sentAt}, nil
@@ -223,13 +215,10 @@ func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error
 		a.Layout = m.Layout
 		aggs = append(aggs, a)
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return m, err
 	}
 	m.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return m, err
-	}
 	// The buckets of each aggregate, now that d.buckets no longer grows.
 	for i := range aggs {
 		s := d.aggSpans[3*i : 3*i+3]
@@ -305,12 +294,7 @@ func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, 
 	if a.Newest > a.Epoch {
 		return a, malformed("aggregate %q: newest epoch wraps", a.Dest)
 	}
-	r, err := d.readUint("coverage records", math.MaxUint32)
-	if err != nil {
-		return a, err
-	}
-	a.Coverage.Records = uint32(r)
-	if a.Coverage.Hash, err = d.readUint("coverage hash", math.MaxUint64); err != nil {
+	if a.Coverage.Records, a.Coverage.Hash, err = d.readCountHash("coverage records", "coverage hash"); err != nil {
 		return a, err
 	}
 	if err := d.finish(x); err != nil {
@@ -370,12 +354,7 @@ func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
 			return g, malformed("digest of %d slice values, want %d", m, 2*tracker.AggregateSlices)
 		}
 		for k := range tracker.AggregateSlices {
-			c, err := d.readUint("slice count", math.MaxUint32)
-			if err != nil {
-				return g, err
-			}
-			e.Slices[k].Count = uint32(c)
-			if e.Slices[k].Hash, err = d.readUint("slice hash", math.MaxUint64); err != nil {
+			if e.Slices[k].Count, e.Slices[k].Hash, err = d.readCountHash("slice count", "slice hash"); err != nil {
 				return g, err
 			}
 		}
@@ -384,13 +363,10 @@ func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
 		}
 		eps = append(eps, e)
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return g, err
 	}
 	g.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return g, err
-	}
 	d.digests = eps
 	g.Epochs = eps
 	return g, nil
@@ -421,12 +397,7 @@ func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error
 		if a.Epoch, err = d.readInt("entry epoch", math.MinInt64, math.MaxInt64); err != nil {
 			return e, err
 		}
-		r, err := d.readUint("entry records", math.MaxUint32)
-		if err != nil {
-			return e, err
-		}
-		a.Coverage.Records = uint32(r)
-		if a.Coverage.Hash, err = d.readUint("entry hash", math.MaxUint64); err != nil {
+		if a.Coverage.Records, a.Coverage.Hash, err = d.readCountHash("entry records", "entry hash"); err != nil {
 			return e, err
 		}
 		if err := d.finish(x); err != nil {
@@ -434,13 +405,10 @@ func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error
 		}
 		es = append(es, a)
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return e, err
 	}
 	e.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return e, err
-	}
 	d.entries = es
 	e.Entries = es
 	return e, nil
@@ -463,13 +431,10 @@ func (d *Decoder) DecodeRecordPull(msg []byte) (RecordPull, error) {
 		}
 		eps = append(eps, e)
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return p, err
 	}
 	p.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return p, err
-	}
 	d.epochs = eps
 	p.Epochs = eps
 	return p, nil
