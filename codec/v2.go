@@ -449,7 +449,7 @@ func AppendRecordPull(dst []byte, p RecordPull) ([]byte, error) {
 
 // appendListHead checks and appends the head of a message of type t whose
 // known fields are the sender's name and an array of n elements (what) of
-// at most limit, the encoding side of Decoder.openList:
+// at most limit, the encoding side of decodeList:
 //
 //	[1, t, sender, [n elements…] (appended by the caller), sent_at?]
 func appendListHead(dst []byte, t MessageType, sender string, sentAtMillis int64, what string, n, limit int) ([]byte, error) {
