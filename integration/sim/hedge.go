@@ -118,29 +118,37 @@ const (
 )
 
 // RareHedgePolicies returns the rows of the rare callers' sweep
-// (TestHedgeRareCallers): no hedging, fixed 15 ms (the fixed delay nearest
-// ours at 0.10 in load), the per-client rule at bhope/hedge's defaults, at
-// 10 % and 5 % of the client's own rate, and at P95 with a 5 % budget, and
-// ours at HedgeBudget 0.05 (the default), 0.10, 0.20 and 0.40, so that
-// every per-client row has a row of ours at no more extra load to be
-// compared with (RareAtNoMoreLoad).
+// (TestHedgeRareCallers): no hedging; fixed 15 ms (the fixed delay nearest
+// ours at 0.10 in load); the per-client rule at bhope/hedge's defaults, at
+// 10 % and 5 % of the client's own rate, and at a 5 % budget at P90 and at
+// P95 (the library's estimated rate: the budget ours is set to, in its
+// terms); and ours at HedgeBudget 0.05 (the default), 0.10, 0.15, 0.20,
+// 0.30 and 0.40, so that every per-client row has a row of ours at no more
+// extra load, near its own, to be compared with (RareAtNoMoreLoad).
 func RareHedgePolicies() []HedgePolicy {
 	ps := hedgePoliciesNamed(DefaultHedgePolicies(), "no hedging", "fixed 15 ms", PolicyClient, PolicyClientOwnRate)
-	return append(ps,
+	ps = append(ps,
 		HedgePolicy{Name: PolicyClientOwnRate5, Kind: HedgeClient, Budget: 0.05, OwnRate: true},
+		HedgePolicy{Name: PolicyClientBudget5, Kind: HedgeClient, Budget: 0.05},
 		HedgePolicy{Name: PolicyClientSameBudget, Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
 		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
 		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
-		HedgePolicy{Name: PolicyOurs20, Kind: HedgeFleet, Budget: 0.20},
-		HedgePolicy{Name: PolicyOurs40, Kind: HedgeFleet, Budget: 0.40},
 	)
+	for _, b := range []float64{0.15, 0.20, 0.30, 0.40} {
+		ps = append(ps, HedgePolicy{Name: PolicyOursAt(b), Kind: HedgeFleet, Budget: b})
+	}
+	return ps
 }
 
-// The names of RareHedgePolicies' rows not in DefaultHedgePolicies.
+// PolicyOursAt is the name of ours at HedgeBudget b in RareHedgePolicies
+// (b other than 0.05 and 0.10, which have their own names).
+func PolicyOursAt(b float64) string { return fmt.Sprintf("ours, HedgeBudget %.2f", b) }
+
+// The names of RareHedgePolicies' per-client rows not in
+// DefaultHedgePolicies.
 const (
 	PolicyClientOwnRate5 = "per-client P90, 5 % of own rate"
-	PolicyOurs20         = "ours, HedgeBudget 0.20"
-	PolicyOurs40         = "ours, HedgeBudget 0.40"
+	PolicyClientBudget5  = "per-client P90, 5 % budget"
 )
 
 // hedgePoliciesNamed returns the policies of ps with the given names, in
@@ -477,7 +485,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			if p.OwnRate {
 				rps = rateOf(i)
 			}
-			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
+			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, clientDefaultBudget), rps)
 			if cfg.ClientWarm {
 				nodes[i].own.n = clientWarmupRequests
 			}
@@ -833,15 +841,16 @@ func Verdict(a, b HedgeCallers) string {
 
 // HedgeRareTable formats the rare callers' results as a markdown table,
 // with 95 % confidence intervals, for per-client rows the values their
-// sketches held at a round trip, for each of ours (every HedgeFleet row, by
-// its budget) its Verdict against each other row, and for each other row
+// sketches held at a round trip, for each of ours at a budget up to
+// bhope/hedge's (0.10; by its budget) its Verdict against each other row,
+// and for each other row
 // ours at no more extra load (RareAtNoMoreLoad): its budget and extra
 // requests, whether its p99 and p99.9 are lower (LowerTail), and its
 // Verdict.
 func HedgeRareTable(rs []HedgeResult) string {
 	var ours []HedgeResult
 	for _, r := range rs {
-		if r.Kind == HedgeFleet {
+		if r.Kind == HedgeFleet && r.Budget <= clientDefaultBudget {
 			ours = append(ours, r)
 		}
 	}
