@@ -284,7 +284,8 @@ const hedgeStallMin, hedgeStallMax = 50, 100
 
 // RunHedge runs the hedging scenario once per policy, on a simulated
 // cluster with the dissemination protocol running, and returns one result
-// per policy.
+// per policy. Policies run side by side, up to GOMAXPROCS at once; the
+// results do not depend on how many.
 //
 // Each request picks its replicas' order, then runs attempts as
 // node.DoHedged does: each attempt's timeout from the node's timeout.Decider
@@ -843,10 +844,9 @@ func Verdict(a, b HedgeCallers) string {
 // with 95 % confidence intervals, for per-client rows the values their
 // sketches held at a round trip, for each of ours at a budget up to
 // bhope/hedge's (0.10; by its budget) its Verdict against each other row,
-// and for each other row
-// ours at no more extra load (RareAtNoMoreLoad): its budget and extra
-// requests, whether its p99 and p99.9 are lower (LowerTail), and its
-// Verdict.
+// and for each other row ours at no more extra load (RareAtNoMoreLoad):
+// its budget and extra requests, how its p99 and p99.9 compare (both
+// lower: LowerTail), and its Verdict.
 func HedgeRareTable(rs []HedgeResult) string {
 	var ours []HedgeResult
 	for _, r := range rs {
