@@ -9,11 +9,13 @@ import (
 
 // localWindow is the node's own tracker window, as the fleet needs it for the
 // local view: *Tracker[string] and *SyncTracker[string] implement it.
-// localView returns dest's window [E−N+1, E] as a view: quantile q by the
-// bucket rule ignoring MinSamples (when it holds any sample), its samples,
-// censored samples and M.
+// localView sets *v to dest's window [E−N+1, E] as a view: quantile q by
+// the bucket rule ignoring MinSamples (when it holds any sample), its
+// samples, censored samples and M. It writes through v rather than
+// returning the view: a returned struct is stored field by field and then
+// copied with wider loads, which the CPU cannot forward from those stores.
 type localWindow interface {
-	localView(dest string, q float64, now time.Time) viewFacts
+	localView(dest string, q float64, now time.Time, v *viewFacts)
 }
 
 type memberKey struct {
@@ -161,6 +163,9 @@ type Fleet struct {
 	scratchC []uint64 // censored counts, made on first use
 	touched  []int
 	contribs []peerCount
+	// the local view of the estimate being made: on the heap already, so
+	// passing it to localWindow.localView moves nothing there
+	lv viewFacts
 }
 
 // NewFleet returns an empty Fleet, or cfg.Validate()'s error. local is this

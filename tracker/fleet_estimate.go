@@ -194,24 +194,26 @@ type fleetFacts struct {
 // fleet's facts in the local tracker's cache.
 func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
 	var ff fleetFacts
-	var lv viewFacts
 	f.mu.Lock()
 	f.slide(now)
 	f.facts(dest, q, &ff)
 	ver, ep := f.ver.Load(), f.epoch
+	lv := &f.lv
 	switch {
 	case f.localSync != nil:
-		lv = f.localSync.localView(dest, q, now)
+		f.localSync.localView(dest, q, now, lv)
 	case f.localPlain != nil:
-		lv = f.localPlain.localView(dest, q, now)
+		f.localPlain.localView(dest, q, now, lv)
 	case f.local != nil:
-		lv = f.local.localView(dest, q, now)
+		f.local.localView(dest, q, now, lv)
+	default:
+		*lv = viewFacts{}
 	}
+	assemble(e, dest, q, now, &ff, lv, f.local != nil, f.minSamples())
 	f.mu.Unlock()
 	if fill && f.localSync != nil {
 		f.localSync.fill(dest, q, ver, ep, &ff)
 	}
-	assemble(e, dest, q, now, &ff, &lv, f.local != nil, f.minSamples())
 }
 
 // facts fills ff with what the fleet view says of dest for quantile q;

@@ -25,15 +25,16 @@ type fakeView struct {
 	hasM        bool
 }
 
-func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
+func (l fakeLocal) localView(dest string, q float64, now time.Time, out *viewFacts) {
 	v := l[dest]
 	switch {
 	case !v.ok:
-		return viewFacts{}
+		*out = viewFacts{}
 	case v.censored == 0:
-		return viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+		*out = viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+	default:
+		*out = viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
 	}
-	return viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
 }
 
 // qsOK returns the view's quantile and samples, and whether it holds any
@@ -41,8 +42,9 @@ func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
 func (v viewFacts) qsOK() (uint64, uint64, bool) { return v.q, v.samples, v.samples > 0 }
 
 // view is a tracker's localView.
-func view(t localWindow, dest string, q float64, now time.Time) viewFacts {
-	return t.localView(dest, q, now)
+func view(t localWindow, dest string, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
 }
 
 const testE = 100000 // the epoch tests start in

@@ -454,16 +454,17 @@ func (t *SyncTracker[D]) trackerStats() TrackerStats {
 }
 
 // localView is Tracker.localView, safe for concurrent use.
-func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time, v *viewFacts) {
 	e := t.advance(now)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	if en := sh.get(h, dest); en != nil {
 		en.rotate(e)
-		t.s.view(&en.window, q, &v)
+		t.s.view(&en.window, q, v)
+	} else {
+		*v = viewFacts{}
 	}
 	sh.mu.Unlock()
-	return v
 }
 
 // Recorded returns how many samples were recorded (Record, RecordMillis,

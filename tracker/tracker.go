@@ -200,12 +200,13 @@ func (t *Tracker[D]) Config() Config {
 	return t.s.cfg
 }
 
-// localView rotates to now and returns dest's window as a view (quantile
-// q by the bucket rule ignoring MinSamples, samples, censored samples, M);
-// the zero view when dest is unknown.
-func (t *Tracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+// localView rotates to now and sets *v to dest's window as a view
+// (quantile q by the bucket rule ignoring MinSamples, samples, censored
+// samples, M): the zero view when dest is unknown.
+func (t *Tracker[D]) localView(dest D, q float64, now time.Time, v *viewFacts) {
 	if en := t.lookup(dest, now); en != nil {
-		t.s.view(&en.window, q, &v)
+		t.s.view(&en.window, q, v)
+	} else {
+		*v = viewFacts{}
 	}
-	return v
 }
