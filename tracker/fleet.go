@@ -69,10 +69,67 @@ func (f *Fleet) viewParts(m *fleetMember) iter.Seq[*heldBatch] {
 // heldBatch is a stored batch in canonical form (destinations sorted by name,
 // private copy) and, per destination, the state it is counted in (nil when
 // not counted: an excluded member, or an empty destination).
+//
+// It is held compactly: a destination is a heldDest (48 bytes, where a
+// DestCounts is 80), its censored parts are out of line in cens, which
+// stays nil unless some destination of the batch has censored counts or
+// unknown censoring, and the layout is the Fleet's (Insert refuses any
+// other). The DestCounts are built where they are handed out (dest, Lookup).
 type heldBatch struct {
-	b       Batch
+	key     BatchKey
+	dests   []heldDest
+	cens    []heldCensoring // nil, or one per destination
 	ds      []*destState
 	buckets int
+}
+
+// heldDest is one destination of a held batch: DestCounts without its
+// censored parts.
+type heldDest struct {
+	name    string
+	total   uint64
+	buckets []Bucket
+}
+
+// heldCensoring is the censored part of a held destination: DestCounts'
+// TimedOut and CensoringUnknown.
+type heldCensoring struct {
+	timedOut []Bucket
+	unknown  bool
+}
+
+// dest returns destination i of hb as a DestCounts, sharing its slices.
+func (hb *heldBatch) dest(i int) DestCounts {
+	hd := &hb.dests[i]
+	dc := DestCounts{Dest: hd.name, Total: hd.total, Buckets: hd.buckets}
+	if hb.cens != nil {
+		dc.TimedOut, dc.CensoringUnknown = hb.cens[i].timedOut, hb.cens[i].unknown
+	}
+	return dc
+}
+
+// batch returns hb as the Batch it was inserted as (canonical order),
+// sharing its buckets; layout is the Fleet's.
+func (hb *heldBatch) batch(layout Layout) Batch {
+	b := Batch{Key: hb.key, Layout: layout, Dests: make([]DestCounts, len(hb.dests))}
+	for i := range hb.dests {
+		b.Dests[i] = hb.dest(i)
+	}
+	return b
+}
+
+// equal reports whether hb holds exactly the destinations of ds, in ds's
+// order.
+func (hb *heldBatch) equal(ds []DestCounts) bool {
+	if len(hb.dests) != len(ds) {
+		return false
+	}
+	for i := range ds {
+		if x := hb.dest(i); !equalDest(&x, &ds[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // destState is one destination's fleet view and the bookkeeping to keep it
