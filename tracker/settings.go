@@ -111,7 +111,7 @@ type entry[D comparable] struct {
 	recency listNode[*entry[D]] // in the list of entries by last Record, most recent first
 	stamp   uint64              // SyncTracker: sequence number of the last Record
 	hash    uint64              // SyncTracker: maphash of key
-	hnext   *entry[D]           // SyncTracker: next entry with the same hash
+	tag     uint64              // SyncTracker: the caller's tag (SetTag)
 	ec      *estCaches          // SyncTracker under a Fleet: the cached estimates, nil until queried
 }
 
