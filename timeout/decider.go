@@ -139,7 +139,14 @@ type Decider struct {
 	local *tracker.SyncTracker[string]
 	max   int
 
-	n     atomic.Int64 // len(dests), read without the lock
+	n atomic.Int64 // len(dests), read without the lock
+	// gen is the generation of the state: it moves on (under mu) whenever
+	// a destination's state is created. A tracker entry of local tagged
+	// with the current generation (tracker.SyncTracker.SetTag, under mu
+	// when dest had no state) proves dest still has none, so a completion
+	// reads the tag its record returns instead of locking mu. Starts at 1:
+	// a new entry's tag, 0, proves nothing.
+	gen   atomic.Uint64
 	mu    sync.Mutex
 	dests map[string]health
 	touch uint64
@@ -229,6 +236,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 		return nil, ErrNoEstimates
 	}
 	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
+	d.gen.Store(1)
 	d.fleet, _ = src.(*tracker.Fleet)
 	d.local, _ = rec.(*tracker.SyncTracker[string])
 	if d.max <= 0 {
@@ -493,7 +501,14 @@ func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
 func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
 	switch {
 	case o == Completed && d.local != nil:
-		d.local.RecordMillis(dest, ms, now)
+		// The common case, with one lookup (the tracker's): the tag the
+		// sample's entry carries tells whether dest may have state here.
+		tag := d.local.RecordMillisTag(dest, ms, now)
+		if !probe && (d.n.Load() == 0 || tag == d.gen.Load()) {
+			return
+		}
+		d.update(dest, o, now, probe, pause)
+		return
 	case o == Completed:
 		d.rec.RecordMillis(dest, ms, now)
 	case o == TimedOut || o == Superseded:
@@ -503,6 +518,15 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	if !probe && !failure && d.n.Load() == 0 {
 		return // nothing to reset: the common case takes no lock
 	}
+	d.update(dest, o, now, probe, pause)
+}
+
+// update is record's change of dest's detector and probe state, its sample
+// recorded. When dest has no state and a completion leaves it so, it tags
+// dest's tracker entry with the current generation (Decider.gen), so that
+// its next completions skip the lock while no state is created.
+func (d *Decider) update(dest string, o Outcome, now time.Time, probe bool, pause int64) {
+	failure := o == TimedOut || o == Failed
 	ep, nowMs := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -513,6 +537,7 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 		}
 	}
 	if !ok {
+		d.checked(dest, o)
 		return
 	}
 	switch {
@@ -531,9 +556,21 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	if h.droppable(ep, nowMs) {
 		delete(d.dests, dest)
 		d.n.Store(int64(len(d.dests)))
+		d.checked(dest, o)
 		return
 	}
 	d.dests[dest] = h
+}
+
+// checked tags dest's entry in the local tracker with the current
+// generation after a completion found dest without state (d.mu is held,
+// so no state is created meanwhile): until a destination's state is
+// created, which moves the generation on, dest's completions need not
+// look. Any other outcome looks anyway.
+func (d *Decider) checked(dest string, o Outcome) {
+	if o == Completed && d.local != nil {
+		d.local.SetTag(dest, d.gen.Load())
+	}
 }
 
 // entry returns dest's state, creating it (and making room under the cap)
@@ -552,6 +589,7 @@ func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
 		}
 	}
 	h := health{touched: d.touch}
+	d.gen.Add(1) // tags of an older generation no longer prove dest has no state
 	d.dests[dest] = h
 	d.n.Store(int64(len(d.dests)))
 	return h, true
