@@ -496,6 +496,23 @@ func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
 	d.record(dest, o, ms, now, false, 0)
 }
 
+// RecordKnown is Record(dest, Completed, ms, now) for a destination the
+// Decider's tracker holds, when it records into a *tracker.SyncTracker:
+// otherwise (a new destination, or another Learner) it does nothing and
+// reports false, and the caller goes on to Record. A caller that checks
+// names before recording them (node.Record) so checks a name only when it
+// is new to the tracker, and a record takes one lookup.
+func (d *Decider) RecordKnown(dest string, ms uint64, now time.Time) bool {
+	if d.local == nil {
+		return false
+	}
+	tag, held := d.local.RecordHeldMillis(dest, ms, now)
+	if held && d.n.Load() != 0 && tag != d.gen.Load() {
+		d.update(dest, Completed, now, false, 0)
+	}
+	return held
+}
+
 // record learns an outcome; a probe's reservation ends, and pause (ms) is
 // the time no probe of dest may start from now.
 func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {

@@ -61,7 +61,9 @@ func TestRecordTagsMatchLookup(t *testing.T) {
 			op := rng.IntN(20)
 			switch {
 			case op < 9: // mostly completions, the path the tag serves
-				tagged.Record(dest, Completed, ms, now)
+				if op%2 == 0 || !tagged.RecordKnown(dest, ms, now) {
+					tagged.Record(dest, Completed, ms, now)
+				}
 				plain.Record(dest, Completed, ms, now)
 			case op < 13:
 				o := Outcome(rng.IntN(int(Canceled) + 1))
@@ -141,4 +143,27 @@ func TestRecordTagsConcurrent(t *testing.T) {
 	require.Empty(t, d.Detected())
 	require.Zero(t, d.Stats().Tracked)
 	require.Equal(t, uint64(4*3000-3000/5+len(dests)), tr.Recorded(), "every call but the failed ones recorded a sample")
+}
+
+// TestRecordKnown pins RecordKnown: a completion of a destination its
+// SyncTracker holds, recorded and reset in the detector as Record does;
+// false and nothing done for a new destination or another Learner.
+func TestRecordKnown(t *testing.T) {
+	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
+	require.NoError(t, err)
+	d, err := NewPolicy(DefaultConfig(), tr)
+	require.NoError(t, err)
+	require.False(t, d.RecordKnown("db", 10, t0))
+	require.Zero(t, tr.Recorded())
+	for range FailingAfter {
+		d.Record("db", TimedOut, 900, t0)
+	}
+	require.True(t, d.Failing("db"))
+	require.True(t, d.RecordKnown("db", 10, t0))
+	require.False(t, d.Failing("db"), "the completion reset the detector")
+	require.Equal(t, uint64(FailingAfter+1), tr.Recorded())
+
+	other, _, rec := newTestDecider(t, DefaultConfig(), map[string]tracker.Estimate{})
+	require.False(t, other.RecordKnown("db", 10, t0))
+	require.Empty(t, rec.take())
 }

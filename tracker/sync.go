@@ -216,20 +216,40 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 // anyway, whether it must look (timeout.Decider does so for its failure
 // detector).
 func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint64 {
+	tag, _ := t.recordMillis(dest, ms, now, true)
+	return tag
+}
+
+// RecordHeldMillis is RecordMillisTag for a destination the tracker holds:
+// when it holds no dest it records nothing and reports false. A caller that
+// checks names before recording them need check a name only when this
+// reports false (the tracker holds only what it was given).
+func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag uint64, held bool) {
+	return t.recordMillis(dest, ms, now, false)
+}
+
+// recordMillis is RecordMillisTag, creating dest only when create is set;
+// held reports whether dest was recorded.
+func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, create bool) (tag uint64, held bool) {
 	// entryFor's body, by hand: the call costs a plain record ~15 %.
 	e := t.advance(now)
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
-	sh.recs++
 	en := sh.get(h, dest)
 	if en == nil {
+		if !create {
+			sh.mu.Unlock()
+			return 0, false
+		}
+		sh.recs++
 		en = t.create(sh, h, dest, e)
 		en.record(i)
 		sh.mu.Unlock()
 		t.created(en, e)
-		return 0
+		return 0, true
 	}
+	sh.recs++
 	en.rotate(e)
 	if t.s.cfg.MaxDestinations > 0 {
 		t.restamp(sh, en)
@@ -239,9 +259,9 @@ func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint6
 	if en.ec != nil && en.ver != v {
 		en.ec.recorded(i, false, v, en.ver)
 	}
-	tag := en.tag
+	tag = en.tag
 	sh.mu.Unlock()
-	return tag
+	return tag, true
 }
 
 // SetTag sets dest's tag to tag if dest is held; it creates nothing and
