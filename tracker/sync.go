@@ -216,8 +216,10 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 // anyway, whether it must look (timeout.Decider does so for its failure
 // detector).
 func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint64 {
-	tag, _ := t.recordMillis(dest, ms, now, true)
-	return tag
+	if tag, held := t.RecordHeldMillis(dest, ms, now); held {
+		return tag
+	}
+	return t.recordNew(dest, ms, now)
 }
 
 // RecordHeldMillis is RecordMillisTag for a destination the tracker holds:
@@ -225,12 +227,6 @@ func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint6
 // checks names before recording them need check a name only when this
 // reports false (the tracker holds only what it was given).
 func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag uint64, held bool) {
-	return t.recordMillis(dest, ms, now, false)
-}
-
-// recordMillis is RecordMillisTag, creating dest only when create is set;
-// held reports whether dest was recorded.
-func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, create bool) (tag uint64, held bool) {
 	// entryFor's body, by hand: the call costs a plain record ~15 %.
 	e := t.advance(now)
 	i := t.s.index(ms)
@@ -238,16 +234,8 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, create b
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	if en == nil {
-		if !create {
-			sh.mu.Unlock()
-			return 0, false
-		}
-		sh.recs++
-		en = t.create(sh, h, dest, e)
-		en.record(i)
 		sh.mu.Unlock()
-		t.created(en, e)
-		return 0, true
+		return 0, false
 	}
 	sh.recs++
 	en.rotate(e)
@@ -262,6 +250,22 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, create b
 	tag = en.tag
 	sh.mu.Unlock()
 	return tag, true
+}
+
+// recordNew is RecordMillisTag after RecordHeldMillis found no dest: it
+// records into dest, creating it unless a concurrent call did meanwhile.
+func (t *SyncTracker[D]) recordNew(dest D, ms uint64, now time.Time) uint64 {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	en, sh, created := t.entryFor(dest, e)
+	sh.recs++
+	add(en, i, false)
+	tag := en.tag
+	sh.mu.Unlock()
+	if created {
+		t.created(en, e)
+	}
+	return tag
 }
 
 // SetTag sets dest's tag to tag if dest is held; it creates nothing and
@@ -288,14 +292,25 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
 	sh.recs++
-	v := en.ver
-	en.recordTimeout(i)
-	if en.ec != nil && en.ver != v {
-		en.ec.recorded(i, true, v, en.ver)
-	}
+	add(en, i, true)
 	sh.mu.Unlock()
 	if created {
 		t.created(en, e)
+	}
+}
+
+// add records one sample at index i into en, whose shard is locked, as
+// timed out or not, and keeps en's cached views that the sample leaves
+// valid.
+func add[D comparable](en *entry[D], i int, timedOut bool) {
+	v := en.ver
+	if timedOut {
+		en.recordTimeout(i)
+	} else {
+		en.record(i)
+	}
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, timedOut, v, en.ver)
 	}
 }
 
