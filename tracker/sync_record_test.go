@@ -1,8 +1,10 @@
 package tracker
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,5 +96,55 @@ func TestRecordHeldAndTags(t *testing.T) {
 		require.Equal(t, ok2, ok1, d)
 		require.Equal(t, q2, q1, d)
 		require.Equal(t, ref.Samples(d, now), tr.Samples(d, now), d)
+	}
+}
+
+// TestEvictionQueueMatchesTracker replays seeded floods of new names among
+// steady, often recorded ones, under a bound above evictionCandidates (so
+// the eviction queue outlives many evictions, with stale entries in it:
+// recorded, moved and evicted ones), with clock steps and an occasional
+// Clear, and requires the SyncTracker to hold exactly the destinations and
+// samples the Tracker holds after every record.
+func TestEvictionQueueMatchesTracker(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxDestinations = 40
+	c.MinSamples = 0
+	names := make([]string, 200)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%03d", i)
+	}
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		tr, err := New[string](c)
+		require.NoError(t, err)
+		st, err := NewSync[string](c)
+		require.NoError(t, err)
+		now := c.EpochStart(1000)
+		for i := range 6000 {
+			var d string
+			switch r := rng.IntN(10); {
+			case r < 5: // steady: 10 names
+				d = names[rng.IntN(10)]
+			case r < 9: // the flood
+				d = names[10+rng.IntN(190)]
+			default:
+				now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+				continue
+			}
+			if i%1500 == 1499 {
+				tr.Clear()
+				st.Clear()
+			}
+			ms := uint64(rng.IntN(300))
+			tr.RecordMillis(d, ms, now)
+			st.RecordMillis(d, ms, now)
+			require.Equal(t, Stats(tr).DestinationsEvicted, Stats(st).DestinationsEvicted, "seed %d op %d", seed, i)
+			if i%10 == 0 {
+				for _, n := range names {
+					require.Equal(t, tr.Samples(n, now), st.Samples(n, now), "seed %d op %d %s", seed, i, n)
+				}
+			}
+		}
+		require.NotZero(t, Stats(st).DestinationsEvicted)
 	}
 }
