@@ -104,11 +104,12 @@ func sinceNonNegative(start, now time.Time) time.Duration {
 }
 
 // entry is one destination: its window plus its place in the order of
-// Record calls (kept only when MaxDestinations > 0).
+// Record calls (kept only when MaxDestinations > 0: Tracker's list,
+// SyncTracker's stamp).
 type entry[D comparable] struct {
 	window
 	key     D
-	recency listNode[*entry[D]] // in the list of entries by last Record, most recent first
+	recency listNode[*entry[D]] // Tracker: in the list of entries by last Record, most recent first
 	stamp   uint64              // SyncTracker: sequence number of the last Record
 	hash    uint64              // SyncTracker: maphash of key
 	tag     uint64              // SyncTracker: the caller's tag (SetTag)
