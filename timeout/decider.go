@@ -227,7 +227,8 @@ type DeciderStats struct {
 // src and records what it learns into rec. grid is the tracker
 // configuration of the estimates' views: its sub-window grid paces the
 // probes (one per destination per sub-window) and its MaxDestinations caps
-// the state kept.
+// the state kept. When rec is a *tracker.SyncTracker[string] the Decider
+// owns its tags (see NewPolicy).
 func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*Decider, error) {
 	if err := errors.Join(cfg.Validate(), grid.Validate()); err != nil {
 		return nil, err
@@ -254,7 +255,9 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 // decision values of tr's window alone (tracker.LocalEstimate), with the
 // same rule, detector and probes as a node's fleet view. Attempts are
 // recorded into tr. What a standalone transport (timeouthttp, timeoutgrpc,
-// timeoutfailsafe) takes when there is no fleet.
+// timeoutfailsafe) takes when there is no fleet. The Decider owns tr's
+// tags (tracker.SyncTracker.SetTag): they tell its detector which
+// destinations have no state, so nothing else may set them.
 func NewPolicy(cfg Config, tr *tracker.SyncTracker[string]) (*Decider, error) {
 	if tr == nil {
 		return nil, ErrNoTracker
