@@ -54,8 +54,13 @@ func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 
 // learn hands one attempt's outcome to the decider (which records it and
 // counts it for the failure detector), or counts a dest that cannot be
-// recorded.
+// recorded. A completion of a destination the local tracker holds takes
+// one lookup and no check of the name: only learn and Observe write the
+// local tracker, and both check a name before it is first recorded.
 func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
+	if o == timeout.Completed && n.dec.RecordKnown(dest, ms, now) {
+		return
+	}
 	if !validDest(dest) {
 		n.met.rejected.Inc()
 		return
