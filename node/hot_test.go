@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -270,8 +271,11 @@ func TestDecisionJSON(t *testing.T) {
 
 // TestChosenHistMatchesPrometheus: atnode_timeout_chosen_seconds, observed
 // through chosenHist, gathers exactly as the prometheus.HistogramVec it
-// replaced for the same observations — buckets, counts and sums, per source
-// — for random timeouts and for the values at and beside every bound.
+// replaced for the same observations — buckets and counts, per source —
+// for random timeouts and for the values at and beside every bound, and
+// its sums are exact: the float64 nearest to the true sum of the observed
+// durations (where Prometheus' sequential float adds round at each one),
+// through sums that carry past 2^64 ns and borrow back.
 func TestChosenHistMatchesPrometheus(t *testing.T) {
 	ref := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "atnode_timeout_chosen_seconds",
@@ -292,10 +296,21 @@ func TestChosenHistMatchesPrometheus(t *testing.T) {
 		ds = append(ds, time.Duration(r.Int64N(int64(200*time.Second))), time.Duration(r.IntN(5000))*time.Millisecond)
 	}
 	ds = append(ds, 0, -time.Second, 1, time.Duration(math.MaxInt64))
+	for range 4 { // past 2^64 ns in every source, and back below it
+		ds = append(ds, time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64))
+	}
+	for range 6 {
+		ds = append(ds, time.Duration(math.MinInt64))
+	}
+	exact := make([]*big.Int, 3)
+	for i := range exact {
+		exact[i] = new(big.Int)
+	}
 	for i, d := range ds {
 		s := tracker.Source(i % 3)
 		ref.WithLabelValues(s.String()).Observe(d.Seconds())
 		h.observe(s, d)
+		exact[s].Add(exact[s], big.NewInt(int64(d)))
 	}
 	gather := func(c prometheus.Collector) []*dto.MetricFamily {
 		reg := prometheus.NewPedanticRegistry()
@@ -306,9 +321,23 @@ func TestChosenHistMatchesPrometheus(t *testing.T) {
 	}
 	want, got := gather(ref), gather(h)
 	require.Len(t, got, 1)
+	rounded := 0
 	for _, m := range want[0].Metric { // const histograms carry no created timestamp
 		m.Histogram.CreatedTimestamp = nil
+		var s tracker.Source
+		switch m.GetLabel()[0].GetValue() {
+		case "local":
+			s = tracker.SourceLocal
+		case "fleet":
+			s = tracker.SourceFleet
+		}
+		sum, _ := new(big.Rat).SetFrac(exact[s], big.NewInt(int64(time.Second))).Float64()
+		if sum != m.Histogram.GetSampleSum() {
+			rounded++
+		}
+		m.Histogram.SampleSum = &sum
 	}
+	require.Positive(t, rounded, "the float adds were exact: the sums test nothing")
 	require.Equal(t, want[0].String(), got[0].String())
 	require.Equal(t, uint64(len(ds)), got[0].Metric[0].Histogram.GetSampleCount()+got[0].Metric[1].Histogram.GetSampleCount()+got[0].Metric[2].Histogram.GetSampleCount())
 }
