@@ -297,11 +297,14 @@ func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 	var d Decision
 	n.decideTo(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
-	return attemptOf(dest, &d)
+	return attemptAt(dest, &d)
 }
 
 // attemptOf is a decision for dest alone as a timeout.Attempt.
-func attemptOf(dest string, d *Decision) timeout.Attempt {
+func attemptOf(dest string, d Decision) timeout.Attempt { return attemptAt(dest, &d) }
+
+// attemptAt is attemptOf through a pointer, for the hot paths.
+func attemptAt(dest string, d *Decision) timeout.Attempt {
 	return timeout.Attempt{Dest: dest, Attempt: d.Attempt, Timeout: d.Timeout, Reason: d.Reason,
 		Failing: len(d.Failing) > 0, ProbeTimeout: d.ProbeTimeout}
 }
@@ -370,7 +373,7 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 	var d Decision
 	n.decideTo(&d, dests[:], 1, attempt, start)
 	n.met.observeOf(&d)
-	a := attemptOf(dest, &d)
+	a := attemptAt(dest, &d)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}

@@ -345,7 +345,7 @@ func (h *hedgeRun) launch(hedge bool) {
 	start := n.clock()
 	d := n.decide([]string{dest}, 1, h.attempt, start)
 	n.met.observe(d)
-	a := attemptOf(dest, &d)
+	a := attemptOf(dest, d)
 	t := hedgeTry{dest: dest, a: a, start: start, due: time.Now().Add(a.Timeout), hedge: hedge}
 	// As in Do: the context ends at the timeout, or for a caller probe at
 	// the probe timeout unless the probe cannot be reserved at the timeout.
