@@ -414,8 +414,8 @@ func TestFleetDecisionInputQuantile(t *testing.T) {
 
 // TestPublishedInputConcurrent runs writers (records, completed and timed
 // out, of values that move the quantile and ones that do not; peer
-// batches) and readers (Fleet.DecisionInput, the lock-free path, and
-// Estimate) of the same destinations at once, in rounds with the clock
+// batches) and readers (Fleet.DecisionInput and DecisionInputs, the
+// lock-free path, and Estimate) of the same destinations at once, in rounds with the clock
 // moved between them, and after each round, with the writers stopped,
 // requires the published input of every destination, when there is one,
 // and DecisionInput to equal EstimateUncached's: a published input that a
@@ -458,6 +458,10 @@ func TestPublishedInputConcurrent(t *testing.T) {
 					if r.IntN(4) == 0 && err == nil {
 						_, err = f.Estimate(d, 0.5, now)
 					}
+					if r.IntN(2) == 0 && err == nil { // a decision's read of them all
+						var ins [4]DecisionInput
+						err = f.DecisionInputs(ins[:], dests, 0.99, now)
+					}
 					if err != nil {
 						t.Error(err)
 						return
@@ -490,6 +494,13 @@ func TestPublishedInputConcurrent(t *testing.T) {
 			var in DecisionInput
 			require.NoError(t, f.DecisionInput(&in, d, 0.99, now))
 			require.Equal(t, want.Input(), in, "round %d: DecisionInput %s", round, d)
+		}
+		var ins [4]DecisionInput
+		require.NoError(t, f.DecisionInputs(ins[:], dests, 0.99, now))
+		for i, d := range dests {
+			want, err := f.EstimateUncached(d, 0.99, now)
+			require.NoError(t, err)
+			require.Equal(t, want.Input(), ins[i], "round %d: DecisionInputs %s", round, d)
 		}
 		now = now.Add(c.Tracker.SubWindow() / 3)
 	}
