@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -359,5 +361,83 @@ func TestValidDestMatchesNaive(t *testing.T) {
 	}
 	for _, d := range names {
 		require.Equal(t, naive(d), validDest(d), "%q", d)
+	}
+}
+
+// TestTimeoutConcurrentMatchesUncached runs writers (records, censored
+// records, peer batches) and readers (Timeout of one and of three
+// destinations, Do) of one node at once, in rounds with the clock moved
+// between them, and after each round, with the writers stopped, requires
+// every decision to equal the one made on EstimateUncached (a Decider over
+// the uncached view, which no write of the round can have left stale).
+// Run with -race it also checks that the lock-free reads of the published
+// inputs race with nothing. Bounded: 30 rounds of 150 operations per
+// goroutine.
+func TestTimeoutConcurrentMatchesUncached(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	ref, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	dests := []string{"a", "b", "c", "d"}
+	sets := [][]string{{"a"}, {"b"}, {"c", "d", "a"}, {"d"}}
+	ctx := context.Background()
+	for round := range 30 {
+		now := clk.Now()
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() { // a writer
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)))
+				for range 150 {
+					d, ms := dests[r.IntN(len(dests))], uint64(1+r.IntN(300))
+					if r.IntN(5) == 0 {
+						n.local.RecordTimeoutMillis(d, ms, now)
+					} else {
+						n.Record(d, time.Duration(ms)*time.Millisecond)
+					}
+				}
+			})
+			wg.Go(func() { // a reader
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)+10))
+				for range 150 {
+					ds := sets[r.IntN(len(sets))]
+					if r.IntN(4) == 0 {
+						if err := n.Do(ctx, ds[0], 1+r.IntN(2), noop); err != nil {
+							t.Error(err)
+							return
+						}
+						continue
+					}
+					if _, err := n.Timeout(ds, 1+r.IntN(3)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		if round%3 == 0 {
+			wg.Go(func() { // a peer's batch
+				b := tracker.Batch{Key: tracker.BatchKey{Origin: fmt.Sprint("p", round%4), Boot: 1, Epoch: n.tcfg.Epoch(now) - 1},
+					Layout: n.tcfg.Layout()}
+				for i, d := range dests[:2+round%3] {
+					b.Dests = append(b.Dests, tracker.DestCounts{Dest: d, Total: 20,
+						Buckets: []tracker.Bucket{{Index: uint16(40 + 30*i + round), Count: 20}}})
+				}
+				n.fleet.Insert(b, now)
+			})
+		}
+		wg.Wait()
+		cached := n.dec
+		for _, ds := range sets {
+			for attempt := 1; attempt <= 3; attempt++ {
+				got, err := n.Timeout(ds, attempt)
+				require.NoError(t, err)
+				n.dec = ref
+				want, err := n.Timeout(ds, attempt)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "round %d: Timeout(%v, %d)", round, ds, attempt)
+			}
+		}
+		clk.Set(now.Add(2 * time.Second))
 	}
 }
