@@ -76,8 +76,9 @@ func benchTimeout(b *testing.B, n *Node, ds []string) {
 func noop(context.Context) error { return nil }
 
 // BenchmarkDo is Node.Do around a no-op fn with the clock injected: the
-// decision, the context, and learning the completion (which changes the
-// destination's window, so the local view is walked again each time).
+// decision, the context, and learning the completion (a record below the
+// quantile's bucket, which keeps the cached local view and its published
+// input: viewPos.shift).
 func BenchmarkDo(b *testing.B) {
 	n, dests := benchNode(b)
 	benchDo(b, n, dests[0])
