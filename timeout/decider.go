@@ -717,6 +717,7 @@ func (r *rule) verdict(es []tracker.DecisionInput, need int) Verdict {
 func (r *rule) decide(v *Verdict, es []tracker.DecisionInput, need int) {
 	ms, by := r.fallback, -1
 	switch {
+	case len(es) == 0:
 	case need >= len(es):
 		for i := range es {
 			if t := r.own(&es[i]); t > ms {
