@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -46,29 +45,19 @@ func measureConvergence(t *testing.T, n, ndest, epochs int) {
 	cfg := o.tracker
 	dests := testDests(ndest)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // every node records to every destination, all the time
-		defer wg.Done()
-		rng := rand.New(rand.NewPCG(1, 2))
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			now := time.Now()
-			for i, nd := range nodes {
-				for d, dest := range dests {
-					nd.local.RecordMillis(dest, uint64(5+i+d/4)+uint64(rng.ExpFloat64()*20), now)
-				}
+	// Every node records to every destination, all the time: every 20 ms
+	// for as long as the measurement may last (its deadline below).
+	rng := rand.New(rand.NewPCG(1, 2))
+	ticks := int((time.Duration(epochs+3)*cfg.SubWindow() + 2*testutil.WaitWide) / (20 * time.Millisecond))
+	stop := testutil.Every(20*time.Millisecond, ticks, func(int) {
+		now := time.Now()
+		for i, nd := range nodes {
+			for d, dest := range dests {
+				nd.local.RecordMillis(dest, uint64(5+i+d/4)+uint64(rng.ExpFloat64()*20), now)
 			}
 		}
-	}()
-	defer func() { close(stop); wg.Wait() }()
+	})
+	defer stop()
 
 	first := cfg.Epoch(time.Now()) + 2
 	bytesAt := func() uint64 {

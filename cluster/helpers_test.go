@@ -123,13 +123,9 @@ func memCluster(t *testing.T, seed uint64, n int) (*memtransport.Network, []*nod
 	t.Helper()
 	nw := newNetwork(t, seed)
 	var nodes []*node
-	var seedAddr string
-	for i := range n {
-		tr := nw.NewTransport()
-		if i == 0 {
-			seedAddr = tr.Addr()
-		}
-		nodes = append(nodes, startNode(t, memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, seedAddr)))
+	trs := nw.NewTransports(n)
+	for i, tr := range trs {
+		nodes = append(nodes, startNode(t, memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, trs[0].Addr())))
 	}
 	return nw, nodes
 }

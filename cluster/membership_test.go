@@ -107,13 +107,9 @@ func TestPartitionHealsByRejoin(t *testing.T) {
 			t.Parallel()
 			nw := newNetwork(t, 4)
 			var nodes []*node
-			var seed string
-			for i := range 6 {
-				tr := nw.NewTransport()
-				if i == 0 {
-					seed = tr.Addr()
-				}
-				cfg := memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, seed)
+			trs := nw.NewTransports(6)
+			for i, tr := range trs {
+				cfg := memConfig(t, fmt.Sprintf("n%d", i), uint64(0xb0070000+i), tr, trs[0].Addr())
 				cfg.Timing.DeadRetention = time.Second
 				cfg.Timing.RejoinInterval = tc.rejoin
 				nodes = append(nodes, startNode(t, cfg))
@@ -196,13 +192,9 @@ func TestLossyNetworkStillConverges(t *testing.T) {
 	nw := newNetwork(t, 6)
 	nw.SetFaults(memtransport.Faults{Drop: 0.05, Duplicate: 0.05, Delay: 2e6, Jitter: 3e6})
 	var nodes []*node
-	seed := ""
-	for i := range 7 {
-		tr := nw.NewTransport()
-		if i == 0 {
-			seed = tr.Addr()
-		}
-		nodes = append(nodes, startNode(t, memConfig(t, "lossy"+string(rune('a'+i)), uint64(100+i), tr, seed)))
+	trs := nw.NewTransports(7)
+	for i, tr := range trs {
+		nodes = append(nodes, startNode(t, memConfig(t, "lossy"+string(rune('a'+i)), uint64(100+i), tr, trs[0].Addr())))
 	}
 	took := eventually(t, "7 members converge despite loss", func() bool { return sees(nodes, names(nodes)...) })
 	t.Logf("lossy join: 7 members converged in %v; network %+v", took, nw.Stats())

@@ -220,6 +220,16 @@ func (d *Decoder) finish(extras int) error {
 	return nil
 }
 
+// closeMessage reads what follows a message's known fields: its sent_at
+// when there is one (readSentAt), then its unknown fields (end).
+func (d *Decoder) closeMessage(extras int) error {
+	extras, err := d.readSentAt(extras)
+	if err != nil {
+		return err
+	}
+	return d.end(extras)
+}
+
 // end skips the message's extra fields and refuses trailing bytes.
 func (d *Decoder) end(extras int) error {
 	if err := d.finish(extras); err != nil {
@@ -229,6 +239,18 @@ func (d *Decoder) end(extras int) error {
 		return malformed("%d trailing bytes", n)
 	}
 	return nil
+}
+
+// readCountHash reads a count in [0, 2^32−1] and a 64-bit hash, named
+// countWhat and hashWhat in errors: the two fields of a manifest, a
+// coverage and a digest slice.
+func (d *Decoder) readCountHash(countWhat, hashWhat string) (uint32, uint64, error) {
+	c, err := d.readUint(countWhat, math.MaxUint32)
+	if err != nil {
+		return 0, 0, err
+	}
+	h, err := d.readUint(hashWhat, math.MaxUint64)
+	return uint32(c), h, err
 }
 
 func (d *Decoder) fail(what string, err error) error {
@@ -499,9 +521,7 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 	}
 	b, err := d.decodeBatch()
 	if err == nil {
-		if extra, err = d.readSentAt(extra); err == nil {
-			err = d.end(extra)
-		}
+		err = d.closeMessage(extra)
 	}
 	if err != nil {
 		d.sentAt = 0
@@ -818,10 +838,7 @@ func (d *Decoder) readKeyMessage(msg []byte, t MessageType) (Digest, error) {
 	if err != nil {
 		return Digest{}, err
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
-		return Digest{}, err
-	}
-	if err := d.end(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return Digest{}, err
 	}
 	return Digest{Sender: sender, Keys: keys, SentAtMillis: d.sentAt}, nil

@@ -49,49 +49,25 @@ func FuzzDecodeBatch(f *testing.F) {
 	})
 }
 
-func fuzzKeys(f *testing.F, golden string, decode func(*Decoder, []byte) (string, []tracker.BatchKey, int64, error),
-	encode func(string, []tracker.BatchKey, int64) ([]byte, error)) {
-	f.Add(goldenMessages(f)[golden])
-	f.Add(goldenMessages(f)[golden+"-sent-at"])
-	dec := newDecoder(f, tracker.Layout{})
-	check := newDecoder(f, tracker.Layout{})
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		sender, keys, sentAt, err := decode(dec, msg)
-		if err != nil {
-			requireTyped(t, err)
-			return
-		}
-		enc, err := encode(sender, keys, sentAt)
-		require.NoError(t, err)
-		s2, k2, sentAt2, err := decode(check, enc)
-		require.NoError(t, err)
-		require.Equal(t, sender, s2)
-		require.Equal(t, sentAt, sentAt2)
-		require.Equal(t, len(keys), len(k2))
-		for i := range keys {
-			require.Equal(t, keys[i], k2[i])
-		}
-	})
-}
-
-func FuzzDecodeDigest(f *testing.F) {
-	fuzzKeys(f, "v1-digest",
-		func(d *Decoder, m []byte) (string, []tracker.BatchKey, int64, error) {
-			g, err := d.DecodeDigest(m)
-			return g.Sender, g.Keys, g.SentAtMillis, err
-		},
-		func(s string, k []tracker.BatchKey, at int64) ([]byte, error) {
-			return AppendDigest(nil, Digest{Sender: s, Keys: k, SentAtMillis: at})
-		})
-}
-
-func FuzzDecodePull(f *testing.F) {
-	fuzzKeys(f, "v1-pull",
-		func(d *Decoder, m []byte) (string, []tracker.BatchKey, int64, error) {
+// fuzzKeys is fuzzRoundTrip of the decoder of the digest or pull (typ, the
+// same fields) from golden's seeds.
+func fuzzKeys(f *testing.F, golden string, typ MessageType) {
+	decode := func(d *Decoder, m []byte) (Digest, error) {
+		if typ == TypePull {
 			p, err := d.DecodePull(m)
-			return p.Sender, p.Keys, p.SentAtMillis, err
-		},
-		func(s string, k []tracker.BatchKey, at int64) ([]byte, error) {
-			return AppendPull(nil, Pull{Sender: s, Keys: k, SentAtMillis: at})
-		})
+			return Digest(p), err
+		}
+		return d.DecodeDigest(m)
+	}
+	encode := func(g Digest) ([]byte, error) {
+		if typ == TypePull {
+			return AppendPull(nil, Pull(g))
+		}
+		return AppendDigest(nil, g)
+	}
+	fuzzRoundTrip(f, false, decode, encode, goldenMessages(f)[golden], goldenMessages(f)[golden+"-sent-at"])
 }
+
+func FuzzDecodeDigest(f *testing.F) { fuzzKeys(f, "v1-digest", TypeDigest) }
+
+func FuzzDecodePull(f *testing.F) { fuzzKeys(f, "v1-pull", TypePull) }

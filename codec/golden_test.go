@@ -113,17 +113,26 @@ func toHex(b []byte) string {
 	return s.String()
 }
 
+// pinGolden checks that msg, the bytes the encoder writes now, are those of
+// testdata/golden/<name>.hex (after writing them there under -update), and
+// returns the pinned bytes.
+func pinGolden(t *testing.T, name string, msg []byte) []byte {
+	t.Helper()
+	if *update {
+		path := filepath.Join("testdata", "golden", name+".hex")
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(toHex(msg)), 0o644))
+	}
+	want := readGolden(t, name)
+	require.Equal(t, toHex(want), toHex(msg), "encoding changed: a format change needs a new version (see doc.go); regenerate with -update only if it is intended")
+	return want
+}
+
 func TestGolden(t *testing.T) {
 	dec := newDecoder(t, defaultLayout)
 	for name, msg := range goldenMessages(t) {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join("testdata", "golden", name+".hex")
-			if *update {
-				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-				require.NoError(t, os.WriteFile(path, []byte(toHex(msg)), 0o644))
-			}
-			want := readGolden(t, name)
-			require.Equal(t, toHex(want), toHex(msg), "encoding changed: a format change needs a new version (see doc.go); regenerate with -update only if it is intended")
+			want := pinGolden(t, name, msg)
 
 			// The pinned bytes decode to the pinned values; the old bytes
 			// (no sent_at) to an unknown clock.

@@ -383,24 +383,14 @@ func uvarintLen(v uint64) int {
 //
 // at most MaxDigestEpochs epochs, strictly ascending.
 func AppendAggDigest(dst []byte, d AggDigest) ([]byte, error) {
-	if err := checkName("sender", d.Sender); err != nil {
+	out, err := appendListHead(dst, TypeAggDigest, d.Sender, d.SentAtMillis, "digest epochs", len(d.Epochs), MaxDigestEpochs)
+	if err != nil {
 		return dst, err
 	}
-	if len(d.Epochs) > MaxDigestEpochs {
-		return dst, tooLarge("%d digest epochs, more than %d", len(d.Epochs), MaxDigestEpochs)
-	}
-	for i := 1; i < len(d.Epochs); i++ {
-		if d.Epochs[i].Epoch <= d.Epochs[i-1].Epoch {
+	for i, g := range d.Epochs {
+		if i > 0 && g.Epoch <= d.Epochs[i-1].Epoch {
 			return dst, malformed("digest epochs not ascending")
 		}
-	}
-	if err := checkSentAt(d.SentAtMillis); err != nil {
-		return dst, err
-	}
-	out := append(dst, messageHead(4, d.SentAtMillis), Version, byte(TypeAggDigest))
-	out = appendStr(out, d.Sender)
-	out = appendArrayLen(out, len(d.Epochs))
-	for _, g := range d.Epochs {
 		out = append(out, 0x92)
 		out = appendInt(out, g.Epoch)
 		out = appendArrayLen(out, 2*tracker.AggregateSlices)
@@ -424,18 +414,10 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 	if t != TypeAggList && t != TypeAggPull {
 		return dst, typeErr(t)
 	}
-	if err := checkName("sender", e.Sender); err != nil {
+	out, err := appendListHead(dst, t, e.Sender, e.SentAtMillis, "entries", len(e.Entries), MaxAggEntries)
+	if err != nil {
 		return dst, err
 	}
-	if len(e.Entries) > MaxAggEntries {
-		return dst, tooLarge("%d entries, more than %d", len(e.Entries), MaxAggEntries)
-	}
-	if err := checkSentAt(e.SentAtMillis); err != nil {
-		return dst, err
-	}
-	out := append(dst, messageHead(4, e.SentAtMillis), Version, byte(t))
-	out = appendStr(out, e.Sender)
-	out = appendArrayLen(out, len(e.Entries))
 	for _, x := range e.Entries {
 		if err := checkName("entry destination", x.Dest); err != nil {
 			return dst, err
@@ -455,20 +437,32 @@ func AppendAggEntries(dst []byte, t MessageType, e AggEntries) ([]byte, error) {
 //
 // at most MaxPullEpochs epochs.
 func AppendRecordPull(dst []byte, p RecordPull) ([]byte, error) {
-	if err := checkName("sender", p.Sender); err != nil {
+	out, err := appendListHead(dst, TypeRecordPull, p.Sender, p.SentAtMillis, "epochs", len(p.Epochs), MaxPullEpochs)
+	if err != nil {
 		return dst, err
 	}
-	if len(p.Epochs) > MaxPullEpochs {
-		return dst, tooLarge("%d epochs, more than %d", len(p.Epochs), MaxPullEpochs)
-	}
-	if err := checkSentAt(p.SentAtMillis); err != nil {
-		return dst, err
-	}
-	out := append(dst, messageHead(4, p.SentAtMillis), Version, byte(TypeRecordPull))
-	out = appendStr(out, p.Sender)
-	out = appendArrayLen(out, len(p.Epochs))
 	for _, e := range p.Epochs {
 		out = appendInt(out, e)
 	}
 	return appendSentAt(out, p.SentAtMillis), nil
+}
+
+// appendListHead checks and appends the head of a message of type t whose
+// known fields are the sender's name and an array of n elements (what) of
+// at most limit, the encoding side of decodeList:
+//
+//	[1, t, sender, [n elements…] (appended by the caller), sent_at?]
+func appendListHead(dst []byte, t MessageType, sender string, sentAtMillis int64, what string, n, limit int) ([]byte, error) {
+	if err := checkName("sender", sender); err != nil {
+		return dst, err
+	}
+	if n > limit {
+		return dst, tooLarge("%d %s, more than %d", n, what, limit)
+	}
+	if err := checkSentAt(sentAtMillis); err != nil {
+		return dst, err
+	}
+	out := append(dst, messageHead(4, sentAtMillis), Version, byte(t))
+	out = appendStr(out, sender)
+	return appendArrayLen(out, n), nil
 }

@@ -36,12 +36,7 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 		if i > 0 && m.Epoch <= ms[i-1].Epoch {
 			return Records{}, malformed("manifest epochs not ascending")
 		}
-		r, err := d.readUint("manifest records", math.MaxUint32)
-		if err != nil {
-			return Records{}, err
-		}
-		m.Manifest.Records = uint32(r)
-		if m.Manifest.Hash, err = d.readUint("manifest hash", math.MaxUint64); err != nil {
+		if m.Manifest.Records, m.Manifest.Hash, err = d.readCountHash("manifest records", "manifest hash"); err != nil {
 			return Records{}, err
 		}
 		if err := d.finish(x); err != nil {
@@ -50,10 +45,7 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 		ms = append(ms, m)
 	}
 	d.manifests = ms
-	if extra, err = d.readSentAt(extra); err != nil {
-		return Records{}, err
-	}
-	if err := d.end(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return Records{}, err
 	}
 	return Records{Batch: b, Manifests: ms, SentAtMillis: d.sentAt}, nil
@@ -223,13 +215,10 @@ func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error
 		a.Layout = m.Layout
 		aggs = append(aggs, a)
 	}
-	if extra, err = d.readSentAt(extra); err != nil {
+	if err := d.closeMessage(extra); err != nil {
 		return m, err
 	}
 	m.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return m, err
-	}
 	// The buckets of each aggregate, now that d.buckets no longer grows.
 	for i := range aggs {
 		s := d.aggSpans[3*i : 3*i+3]
@@ -305,12 +294,7 @@ func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, 
 	if a.Newest > a.Epoch {
 		return a, malformed("aggregate %q: newest epoch wraps", a.Dest)
 	}
-	r, err := d.readUint("coverage records", math.MaxUint32)
-	if err != nil {
-		return a, err
-	}
-	a.Coverage.Records = uint32(r)
-	if a.Coverage.Hash, err = d.readUint("coverage hash", math.MaxUint64); err != nil {
+	if a.Coverage.Records, a.Coverage.Hash, err = d.readCountHash("coverage records", "coverage hash"); err != nil {
 		return a, err
 	}
 	if err := d.finish(x); err != nil {
@@ -320,157 +304,113 @@ func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, 
 	return a, nil
 }
 
-// openList opens a message of type t whose known fields are the sender's
-// name and an array of at most limit elements (what), and returns the
-// number of fields after them (as open does), the sender and the array's
-// length.
-func (d *Decoder) openList(msg []byte, t MessageType, what string, limit int) (int, string, int, error) {
+// decodeList decodes msg as a message of type t whose known fields are the
+// sender's name and a list (what) of at most limit elements, which elem
+// reads one by one (given the ones before) into buf[:0], and returns the
+// sender and the list; the message's sent_at is then d.sentAt. It is the
+// decoding side of appendListHead.
+func decodeList[T any](d *Decoder, msg []byte, t MessageType, what string, limit int, buf []T, elem func(before []T) (T, error)) (string, []T, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
-		return 0, "", 0, err
+		return "", nil, err
 	}
 	sender, err := d.readName("sender")
 	if err != nil {
-		return 0, "", 0, err
+		return "", nil, err
 	}
 	n, err := d.readArrayLen(what, limit)
 	if err != nil {
-		return 0, "", 0, err
+		return "", nil, err
 	}
-	return extra, sender, n, nil
+	list := buf[:0]
+	for range n {
+		v, err := elem(list)
+		if err != nil {
+			return "", nil, err
+		}
+		list = append(list, v)
+	}
+	if err := d.closeMessage(extra); err != nil {
+		return "", nil, err
+	}
+	return sender, list, nil
 }
 
 // DecodeAggDigest decodes and validates an aggregate digest. The result
 // aliases the Decoder's buffers.
 func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
-	var g AggDigest
-	extra, sender, n, err := d.openList(msg, TypeAggDigest, "digest epochs", MaxDigestEpochs)
-	if err != nil {
-		return g, err
-	}
-	g.Sender = sender
-	eps := d.digests[:0]
-	for i := range n {
+	sender, eps, err := decodeList(d, msg, TypeAggDigest, "digest epochs", MaxDigestEpochs, d.digests, func(before []tracker.AggregateDigest) (tracker.AggregateDigest, error) {
+		var e tracker.AggregateDigest
 		x, err := d.readRecord("digest epoch", 2)
 		if err != nil {
-			return g, err
+			return e, err
 		}
-		var e tracker.AggregateDigest
 		if e.Epoch, err = d.readInt("digest epoch", math.MinInt64, math.MaxInt64); err != nil {
-			return g, err
+			return e, err
 		}
-		if i > 0 && e.Epoch <= eps[i-1].Epoch {
-			return g, malformed("digest epochs not ascending")
+		if len(before) > 0 && e.Epoch <= before[len(before)-1].Epoch {
+			return e, malformed("digest epochs not ascending")
 		}
 		m, err := d.readArrayLen("digest slices", 2*tracker.AggregateSlices)
 		if err != nil {
-			return g, err
+			return e, err
 		}
 		if m != 2*tracker.AggregateSlices {
-			return g, malformed("digest of %d slice values, want %d", m, 2*tracker.AggregateSlices)
+			return e, malformed("digest of %d slice values, want %d", m, 2*tracker.AggregateSlices)
 		}
 		for k := range tracker.AggregateSlices {
-			c, err := d.readUint("slice count", math.MaxUint32)
-			if err != nil {
-				return g, err
-			}
-			e.Slices[k].Count = uint32(c)
-			if e.Slices[k].Hash, err = d.readUint("slice hash", math.MaxUint64); err != nil {
-				return g, err
+			if e.Slices[k].Count, e.Slices[k].Hash, err = d.readCountHash("slice count", "slice hash"); err != nil {
+				return e, err
 			}
 		}
-		if err := d.finish(x); err != nil {
-			return g, err
-		}
-		eps = append(eps, e)
-	}
-	if extra, err = d.readSentAt(extra); err != nil {
-		return g, err
-	}
-	g.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return g, err
+		return e, d.finish(x)
+	})
+	if err != nil {
+		return AggDigest{}, err
 	}
 	d.digests = eps
-	g.Epochs = eps
-	return g, nil
+	return AggDigest{Sender: sender, Epochs: eps, SentAtMillis: d.sentAt}, nil
 }
 
 // DecodeAggEntries decodes and validates an aggregate list or pull (t).
 // The result aliases the Decoder's buffers.
 func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error) {
-	var e AggEntries
 	if t != TypeAggList && t != TypeAggPull {
-		return e, typeErr(t)
+		return AggEntries{}, typeErr(t)
 	}
-	extra, sender, n, err := d.openList(msg, t, "entries", MaxAggEntries)
-	if err != nil {
-		return e, err
-	}
-	e.Sender = sender
-	es := d.entries[:0]
-	for range n {
+	sender, es, err := decodeList(d, msg, t, "entries", MaxAggEntries, d.entries, func([]tracker.AggregateEntry) (tracker.AggregateEntry, error) {
+		var a tracker.AggregateEntry
 		x, err := d.readRecord("entry", 4)
 		if err != nil {
-			return e, err
+			return a, err
 		}
-		var a tracker.AggregateEntry
 		if a.Dest, err = d.readName("entry destination"); err != nil {
-			return e, err
+			return a, err
 		}
 		if a.Epoch, err = d.readInt("entry epoch", math.MinInt64, math.MaxInt64); err != nil {
-			return e, err
+			return a, err
 		}
-		r, err := d.readUint("entry records", math.MaxUint32)
-		if err != nil {
-			return e, err
+		if a.Coverage.Records, a.Coverage.Hash, err = d.readCountHash("entry records", "entry hash"); err != nil {
+			return a, err
 		}
-		a.Coverage.Records = uint32(r)
-		if a.Coverage.Hash, err = d.readUint("entry hash", math.MaxUint64); err != nil {
-			return e, err
-		}
-		if err := d.finish(x); err != nil {
-			return e, err
-		}
-		es = append(es, a)
-	}
-	if extra, err = d.readSentAt(extra); err != nil {
-		return e, err
-	}
-	e.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return e, err
+		return a, d.finish(x)
+	})
+	if err != nil {
+		return AggEntries{}, err
 	}
 	d.entries = es
-	e.Entries = es
-	return e, nil
+	return AggEntries{Sender: sender, Entries: es, SentAtMillis: d.sentAt}, nil
 }
 
 // DecodeRecordPull decodes and validates a record pull. The result aliases
 // the Decoder's buffers.
 func (d *Decoder) DecodeRecordPull(msg []byte) (RecordPull, error) {
-	var p RecordPull
-	extra, sender, n, err := d.openList(msg, TypeRecordPull, "epochs", MaxPullEpochs)
+	sender, eps, err := decodeList(d, msg, TypeRecordPull, "epochs", MaxPullEpochs, d.epochs, func([]int64) (int64, error) {
+		return d.readInt("epoch", math.MinInt64, math.MaxInt64)
+	})
 	if err != nil {
-		return p, err
-	}
-	p.Sender = sender
-	eps := d.epochs[:0]
-	for range n {
-		e, err := d.readInt("epoch", math.MinInt64, math.MaxInt64)
-		if err != nil {
-			return p, err
-		}
-		eps = append(eps, e)
-	}
-	if extra, err = d.readSentAt(extra); err != nil {
-		return p, err
-	}
-	p.SentAtMillis = d.sentAt
-	if err := d.end(extra); err != nil {
-		return p, err
+		return RecordPull{}, err
 	}
 	d.epochs = eps
-	p.Epochs = eps
-	return p, nil
+	return RecordPull{Sender: sender, Epochs: eps, SentAtMillis: d.sentAt}, nil
 }

@@ -178,29 +178,20 @@ func TestLongLoopback50(t *testing.T) {
 	t.Logf("50 nodes up and agreed in %v", time.Since(start))
 	tc := ns[0].Fleet().Config().Tracker
 
-	// Record all the time: every 50 ms one sample per node and destination.
-	// (50 nodes × 20 destinations × 20 samples a second.)
-	stop := make(chan struct{})
-	var driver sync.WaitGroup
-	driver.Go(func() {
-		rng := newRand(50, 50)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			for i, n := range ns {
-				for d := range dests {
-					base := 5 + float64(d%10)*3 + float64(i%5)
-					n.Record(fmt.Sprintf("dest-%02d", d), time.Duration((base+rng.ExpFloat64()*base)*float64(time.Millisecond)))
-				}
+	// Record all the time: every 50 ms one sample per node and destination
+	// (50 nodes × 20 destinations × 20 samples a second), for as long as
+	// the measurement and the checks after it may last.
+	rng := newRand(50, 50)
+	ticks := int((time.Duration(measure+3)*tc.SubWindow() + tc.Window + 2*testutil.WaitWide) / (50 * time.Millisecond))
+	stop := testutil.Every(50*time.Millisecond, ticks, func(int) {
+		for i, n := range ns {
+			for d := range dests {
+				base := 5 + float64(d%10)*3 + float64(i%5)
+				n.Record(fmt.Sprintf("dest-%02d", d), time.Duration((base+rng.ExpFloat64()*base)*float64(time.Millisecond)))
 			}
 		}
 	})
-	defer func() { close(stop); driver.Wait() }()
+	defer stop()
 
 	// Protocol v1: every node holds every node's batch of e. Protocol v2:
 	// every node holds, for every destination, the aggregate of e with the

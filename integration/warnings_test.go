@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/node"
 )
 
@@ -93,25 +94,13 @@ func TestClockBehindReported(t *testing.T) {
 	}, 1)
 	late := c.nodes[3]
 	start := time.Now()
-	// Traffic on every node, so batches are sealed (and refused).
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for range 400 { // bounded: at most 20 s
-			for _, m := range c.nodes {
-				m.Record("db", 5*time.Millisecond)
-			}
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
+	// Traffic on every node, so batches are sealed (and refused): every
+	// 50 ms, bounded at 20 s.
+	t.Cleanup(testutil.Every(50*time.Millisecond, 400, func(int) {
+		for _, m := range c.nodes {
+			m.Record("db", 5*time.Millisecond)
 		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+	}))
 	took := eventually(t, "the late node and its peers report its clock", func() (bool, string) {
 		if !warned(t, late, cluster.WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)",
 			"it refuses every peer batch as future_epoch") {

@@ -25,15 +25,11 @@ func memNodes(t *testing.T, k int) []*Node {
 	nw := memtransport.New(1)
 	t.Cleanup(nw.Close)
 	var nodes []*Node
-	var seed string
-	for i := range k {
-		tr := nw.NewTransport()
-		if i == 0 {
-			seed = tr.Addr()
-		}
+	trs := nw.NewTransports(k)
+	for i, tr := range trs {
 		cfg := DefaultConfig()
 		cfg.Name = fmt.Sprintf("n%d", i)
-		cfg.Cluster.Seeds = cluster.AddrList{seed}
+		cfg.Cluster.Seeds = cluster.AddrList{trs[0].Addr()}
 		cfg.HTTP = ""
 		if i == 0 {
 			cfg.HTTP = "127.0.0.1:0"

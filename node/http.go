@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -163,17 +162,18 @@ func (n *Node) serveRecord(w http.ResponseWriter, r *http.Request) {
 	}{len(samples)})
 }
 
-// checkDest validates a destination given in a query string.
+// checkDest validates a destination given in a query string by the rule
+// of validDest, and says which part of it d breaks.
 func checkDest(d string) error {
 	switch {
+	case validDest(d):
+		return nil
 	case d == "":
 		return errors.New("dest must not be empty")
 	case len(d) > maxDestLen:
 		return fmt.Errorf("dest is %d bytes, more than %d", len(d), maxDestLen)
-	case !utf8.ValidString(d):
-		return errors.New("dest is not valid UTF-8")
 	}
-	return nil
+	return errors.New("dest is not valid UTF-8")
 }
 
 // oneDest reads the query of /v1/estimate and /v1/history, which takes

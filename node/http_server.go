@@ -54,13 +54,29 @@ func DefaultHTTPServerConfig() HTTPServerConfig {
 	}
 }
 
+// durationFlag is a duration field of an HTTPServerConfig with its flag.
+type durationFlag struct {
+	flag, usage string
+	v           *time.Duration
+}
+
+// durations are c's duration fields with their flags, each named once for
+// RegisterFlags and Validate.
+func (c *HTTPServerConfig) durations() [4]durationFlag {
+	return [...]durationFlag{
+		{"http-read-header-timeout", "most time a client has to send a request's headers", &c.ReadHeaderTimeout},
+		{"http-read-timeout", "most time a client has to send a whole request; a stalled body is cut off then", &c.ReadTimeout},
+		{"http-write-timeout", "most time a response may take to be written", &c.WriteTimeout},
+		{"http-idle-timeout", "how long a kept-alive connection may wait for its next request", &c.IdleTimeout},
+	}
+}
+
 // RegisterFlags registers one flag per field on fs, with c's current values
 // as defaults.
 func (c *HTTPServerConfig) RegisterFlags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.ReadHeaderTimeout, "http-read-header-timeout", c.ReadHeaderTimeout, "most time a client has to send a request's headers")
-	fs.DurationVar(&c.ReadTimeout, "http-read-timeout", c.ReadTimeout, "most time a client has to send a whole request; a stalled body is cut off then")
-	fs.DurationVar(&c.WriteTimeout, "http-write-timeout", c.WriteTimeout, "most time a response may take to be written")
-	fs.DurationVar(&c.IdleTimeout, "http-idle-timeout", c.IdleTimeout, "how long a kept-alive connection may wait for its next request")
+	for _, d := range c.durations() {
+		fs.DurationVar(d.v, d.flag, *d.v, d.usage)
+	}
 	fs.IntVar(&c.MaxConnections, "http-max-connections", c.MaxConnections, "most HTTP connections open at once; more are closed at once")
 }
 
@@ -68,17 +84,9 @@ func (c *HTTPServerConfig) RegisterFlags(fs *flag.FlagSet) {
 // errors.Join.
 func (c HTTPServerConfig) Validate() error {
 	var errs []error
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"http-read-header-timeout", c.ReadHeaderTimeout},
-		{"http-read-timeout", c.ReadTimeout},
-		{"http-write-timeout", c.WriteTimeout},
-		{"http-idle-timeout", c.IdleTimeout},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("-%s: must be > 0, got %v", d.flag, d.v))
+	for _, d := range c.durations() {
+		if *d.v <= 0 {
+			errs = append(errs, fmt.Errorf("-%s: must be > 0, got %v", d.flag, *d.v))
 		}
 	}
 	if c.MaxConnections < 1 {

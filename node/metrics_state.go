@@ -20,76 +20,155 @@ func stateDesc(name, help string, labels ...string) *prometheus.Desc {
 	return d
 }
 
-// Descriptions of the metrics read at scrape time.
+// A stateMetric is a counter or gauge without labels of its own, read at
+// scrape time from S (a destination's point, the fleet's, the cluster's or
+// gossip's stats): its description and how to read it, declared once.
+type stateMetric[S any] struct {
+	desc  *prometheus.Desc
+	typ   prometheus.ValueType
+	value func(*S) float64
+}
+
+// counterOf is the counter name of S's value v.
+func counterOf[S any](name, help string, v func(*S) uint64) stateMetric[S] {
+	return stateMetric[S]{stateDesc(name, help), prometheus.CounterValue, func(s *S) float64 { return float64(v(s)) }}
+}
+
+// gaugeOf is the gauge name of S's value v.
+func gaugeOf[S any, N int | uint64 | float64](name, help string, v func(*S) N) stateMetric[S] {
+	return stateMetric[S]{stateDesc(name, help), prometheus.GaugeValue, func(s *S) float64 { return float64(v(s)) }}
+}
+
+// destGauge is the gauge name, by destination (label dest), of the value v
+// of a destination's point.
+func destGauge[N int | uint64 | float64](name, help string, v func(*point) N) stateMetric[point] {
+	return stateMetric[point]{stateDesc(name, help, "dest"), prometheus.GaugeValue, func(p *point) float64 { return float64(v(p)) }}
+}
+
+// collectState sends each of ms read from s, with labels.
+func collectState[S any](ch chan<- prometheus.Metric, ms []stateMetric[S], s *S, labels ...string) {
+	for _, m := range ms {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.typ, m.value(s), labels...)
+	}
+}
+
+// Descriptions of the metrics read at scrape time that have labels or may
+// be absent; the others are in the tables below them.
 var (
 	descDestLocal = stateDesc("atnode_destination_local_quantile_seconds",
 		"The configured latency quantile of the local view, per tracked destination (absent without samples).", "dest")
 	descDestFleet = stateDesc("atnode_destination_fleet_quantile_seconds",
 		"The configured latency quantile of the fleet view after the share cap, per tracked destination (absent without samples).", "dest")
-	descDestTimeout = stateDesc("atnode_destination_timeout_seconds",
-		"The first attempt's timeout for the destination alone.", "dest")
-	descDestSamples = stateDesc("atnode_destination_samples",
-		"Samples in the destination's fleet view after the share cap.", "dest")
-	descDestLocalSamples = stateDesc("atnode_destination_local_samples",
-		"Samples in the destination's local view.", "dest")
-	descDestPeers = stateDesc("atnode_destination_peers",
-		"Distinct peers with samples in the destination's fleet view, self included.", "dest")
-	descDestEffPeers = stateDesc("atnode_destination_effective_peers",
-		"(Σn)²/Σn² over the peers' sample counts in the destination's fleet view.", "dest")
-	descDestFailing = stateDesc("atnode_destination_failing",
-		"1 when this node treats the destination as failing (its first attempt's timeout is the fallback: the deciding view is failing, or the failure detector is), else 0.", "dest")
-	descDests = stateDesc("atnode_destinations",
-		"Destinations in the local or fleet view; per-destination metrics cover at most 100 of them.")
-	descFailing = stateDesc("atnode_destinations_failing",
-		"Destinations this node treats as failing: the view deciding for them is failing (enough samples, some timed out, none completed), or the failure detector is (3 consecutive timed-out or failed attempts of this node, no completion since).")
 
-	descProbesStarted  = stateDesc("atnode_probes_started_total", "Probes started: attempts that reached their timeout and went on until the probe timeout (at most one per destination in flight, one per sub-window).")
 	descProbesFinished = stateDesc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, canceled.", "outcome")
-	descProbesInFlight = stateDesc("atnode_probes_in_flight", "Probes in flight.")
-	descDetectorEvict  = stateDesc("atnode_failure_state_evicted_total",
-		"Destinations whose failure-detector or probe state was dropped because state for too many destinations (-max-destinations) was held.")
 
 	descMembers = stateDesc("atnode_cluster_members", "Members this node knows, by state.", "state")
 
 	descFleetInserts = stateDesc("atnode_fleet_inserts_total", "Batches offered to the fleet view, by outcome.", "outcome")
-	descFleetExpired = stateDesc("atnode_fleet_expired_batches_total", "Batches dropped from the fleet view because they aged out.")
-	descFleetOrigEv  = stateDesc("atnode_fleet_evicted_origins_total", "Members evicted from the fleet view by its origin cap.")
-	descFleetDestEv  = stateDesc("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.")
-	descFleetBatches = stateDesc("atnode_fleet_batches", "Batches held by the fleet view.")
-	descFleetMembers = stateDesc("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.")
-	descFleetPeers   = stateDesc("atnode_fleet_peers", "Distinct peer names held by the fleet view.")
-	descFleetDests   = stateDesc("atnode_fleet_destinations", "Destinations with a fleet view.")
-	descFleetDestRef = stateDesc("atnode_fleet_refused_destinations_total",
-		"Batch entries not counted: a new destination while the destination cap was full of destinations two or more peers report.")
-	descFleetExclEv  = stateDesc("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.")
-	descFleetExcl    = stateDesc("atnode_fleet_exclusions", "Exclusions of dead members the fleet view remembers.")
-	descFleetBuckets = stateDesc("atnode_fleet_buckets", "Sparse histogram buckets held by the fleet view over all batches (8 bytes each).")
-
-	descClusterMsgIn    = stateDesc("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.")
-	descClusterMsgDrop  = stateDesc("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.")
-	descClusterMsgLarge = stateDesc("atnode_cluster_messages_too_large_total", "User messages the cluster dropped for their size.")
-	descClusterEvDrop   = stateDesc("atnode_cluster_events_dropped_total", "Membership events dropped because the event queue was full.")
-	descClusterBadMeta  = stateDesc("atnode_cluster_bad_metadata_total", "Members whose metadata was malformed.")
-	descClusterJoins    = stateDesc("atnode_cluster_join_attempts_total", "Seed joins tried.")
-	descClusterJoinFail = stateDesc("atnode_cluster_join_failures_total", "Seed joins that failed.")
 
 	descGossipBytes    = stateDesc("atnode_gossip_bytes_total", "Dissemination message bytes, by direction and type.", "direction", "type")
 	descGossipMessages = stateDesc("atnode_gossip_messages_total", "Dissemination messages, by direction and type.", "direction", "type")
 	descGossipBatches  = stateDesc("atnode_gossip_batches_total", "Batches received (decoded) and batch messages sent, by direction.", "direction")
 	descGossipOutcomes = stateDesc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
 	descGossipRejected = stateDesc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
-	descGossipQDrops   = stateDesc("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.")
-	descGossipSDrops   = stateDesc("atnode_gossip_send_drops_total",
-		"Messages not sent: the send queue was full, the member went dead or left, the cluster closed, or a batch expired while queued.")
-	descGossipQDisc   = stateDesc("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.")
-	descGossipRepairs = stateDesc("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.")
-	descGossipDelay   = stateDesc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+	descGossipDelay    = stateDesc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
 
 	descWarnings = stateDesc("atnode_warnings",
 		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
 	descWarningsRaised = stateDesc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
 	descDestDropped    = stateDesc("atnode_destinations_dropped_total",
 		"Destinations dropped, by where: tracker (evicted from the local tracker by -max-destinations, fewest samples first), seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
+)
+
+// nodeState is what the node's own counts are read from at scrape time.
+type nodeState struct {
+	dests, failing int
+	dec            timeout.DeciderStats
+}
+
+// The metrics read at scrape time from a table of their own, one per
+// source.
+var (
+	destMetrics = []stateMetric[point]{
+		destGauge("atnode_destination_timeout_seconds", "The first attempt's timeout for the destination alone.",
+			func(p *point) float64 { return float64(p.TimeoutMs) / 1000 }),
+		destGauge("atnode_destination_samples", "Samples in the destination's fleet view after the share cap.",
+			func(p *point) uint64 { return p.Samples }),
+		destGauge("atnode_destination_local_samples", "Samples in the destination's local view.",
+			func(p *point) uint64 { return p.LocalSamples }),
+		destGauge("atnode_destination_peers", "Distinct peers with samples in the destination's fleet view, self included.",
+			func(p *point) int { return p.Peers }),
+		destGauge("atnode_destination_effective_peers", "(Σn)²/Σn² over the peers' sample counts in the destination's fleet view.",
+			func(p *point) float64 { return p.EffPeers }),
+		destGauge("atnode_destination_failing", "1 when this node treats the destination as failing (its first attempt's timeout is the fallback: the deciding view is failing, or the failure detector is), else 0.",
+			func(p *point) float64 { return b2f(p.Failing) }),
+	}
+
+	nodeMetrics = []stateMetric[nodeState]{
+		gaugeOf("atnode_destinations", "Destinations in the local or fleet view; per-destination metrics cover at most 100 of them.",
+			func(s *nodeState) int { return s.dests }),
+		gaugeOf("atnode_destinations_failing", "Destinations this node treats as failing: the view deciding for them is failing (enough samples, some timed out, none completed), or the failure detector is (3 consecutive timed-out or failed attempts of this node, no completion since).",
+			func(s *nodeState) int { return s.failing }),
+		counterOf("atnode_probes_started_total", "Probes started: attempts that reached their timeout and went on until the probe timeout (at most one per destination in flight, one per sub-window).",
+			func(s *nodeState) uint64 { return s.dec.ProbesStarted }),
+		gaugeOf("atnode_probes_in_flight", "Probes in flight.",
+			func(s *nodeState) int { return s.dec.ProbesInFlight }),
+		counterOf("atnode_failure_state_evicted_total", "Destinations whose failure-detector or probe state was dropped because state for too many destinations (-max-destinations) was held.",
+			func(s *nodeState) uint64 { return s.dec.Evicted }),
+	}
+
+	fleetMetrics = []stateMetric[tracker.FleetStats]{
+		counterOf("atnode_fleet_expired_batches_total", "Batches dropped from the fleet view because they aged out.",
+			func(s *tracker.FleetStats) uint64 { return s.Expired }),
+		counterOf("atnode_fleet_evicted_origins_total", "Members evicted from the fleet view by its origin cap.",
+			func(s *tracker.FleetStats) uint64 { return s.OriginsEvicted }),
+		counterOf("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.",
+			func(s *tracker.FleetStats) uint64 { return s.DestinationsEvicted }),
+		gaugeOf("atnode_fleet_batches", "Batches held by the fleet view.",
+			func(s *tracker.FleetStats) int { return s.Batches }),
+		gaugeOf("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.",
+			func(s *tracker.FleetStats) int { return s.Members }),
+		gaugeOf("atnode_fleet_peers", "Distinct peer names held by the fleet view.",
+			func(s *tracker.FleetStats) int { return s.Peers }),
+		gaugeOf("atnode_fleet_destinations", "Destinations with a fleet view.",
+			func(s *tracker.FleetStats) int { return s.Destinations }),
+		counterOf("atnode_fleet_refused_destinations_total", "Batch entries not counted: a new destination while the destination cap was full of destinations two or more peers report.",
+			func(s *tracker.FleetStats) uint64 { return s.DestinationsRefused }),
+		counterOf("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.",
+			func(s *tracker.FleetStats) uint64 { return s.ExclusionsEvicted }),
+		gaugeOf("atnode_fleet_exclusions", "Exclusions of dead members the fleet view remembers.",
+			func(s *tracker.FleetStats) int { return s.Excluded }),
+		gaugeOf("atnode_fleet_buckets", "Sparse histogram buckets held by the fleet view over all batches (8 bytes each).",
+			func(s *tracker.FleetStats) int { return s.Buckets }),
+	}
+
+	clusterMetrics = []stateMetric[cluster.Stats]{
+		counterOf("atnode_cluster_messages_received_total", "User messages the cluster queued for delivery.",
+			func(s *cluster.Stats) uint64 { return s.MessagesReceived }),
+		counterOf("atnode_cluster_messages_dropped_total", "User messages the cluster dropped: queue full or no handler.",
+			func(s *cluster.Stats) uint64 { return s.MessagesDropped }),
+		counterOf("atnode_cluster_messages_too_large_total", "User messages the cluster dropped for their size.",
+			func(s *cluster.Stats) uint64 { return s.MessagesTooLarge }),
+		counterOf("atnode_cluster_events_dropped_total", "Membership events dropped because the event queue was full.",
+			func(s *cluster.Stats) uint64 { return s.EventsDropped }),
+		counterOf("atnode_cluster_bad_metadata_total", "Members whose metadata was malformed.",
+			func(s *cluster.Stats) uint64 { return s.BadMetadata }),
+		counterOf("atnode_cluster_join_attempts_total", "Seed joins tried.",
+			func(s *cluster.Stats) uint64 { return s.JoinAttempts }),
+		counterOf("atnode_cluster_join_failures_total", "Seed joins that failed.",
+			func(s *cluster.Stats) uint64 { return s.JoinFailures }),
+	}
+
+	gossipMetrics = []stateMetric[cluster.GossipStats]{
+		counterOf("atnode_gossip_queue_drops_total", "Received messages dropped because the queue was full.",
+			func(s *cluster.GossipStats) uint64 { return s.QueueDrops }),
+		counterOf("atnode_gossip_send_drops_total", "Messages not sent: the send queue was full, the member went dead or left, the cluster closed, or a batch expired while queued.",
+			func(s *cluster.GossipStats) uint64 { return s.SendDrops }),
+		counterOf("atnode_gossip_queue_discards_total", "Received messages never handled: still queued when the cluster closed, or arrived after.",
+			func(s *cluster.GossipStats) uint64 { return s.QueueDiscards }),
+		counterOf("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.",
+			func(s *cluster.GossipStats) uint64 { return s.Repairs }),
+	}
 )
 
 // stateCollector reads the node's state at scrape time. It is safe for
@@ -123,18 +202,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if p.Fleet.ok {
 			gauge(descDestFleet, float64(p.Fleet.ms)/1000, d)
 		}
-		gauge(descDestTimeout, float64(p.TimeoutMs)/1000, d)
-		gauge(descDestSamples, float64(p.Samples), d)
-		gauge(descDestLocalSamples, float64(p.LocalSamples), d)
-		gauge(descDestPeers, float64(p.Peers), d)
-		gauge(descDestEffPeers, p.EffPeers, d)
-		gauge(descDestFailing, b2f(p.Failing), d)
+		collectState(ch, destMetrics, &p, d)
 	}
 	dests := n.destinations(now)
-	gauge(descDests, float64(len(dests)))
-	gauge(descFailing, float64(n.failingCount(dests, now)))
-	ds := n.dec.Stats()
-	counter(descProbesStarted, ds.ProbesStarted)
+	ns := nodeState{dests: len(dests), failing: n.failingCount(dests, now), dec: n.dec.Stats()}
+	collectState(ch, nodeMetrics, &ns)
+	ds := ns.dec
 	for _, f := range []struct {
 		o timeout.Outcome
 		v uint64
@@ -142,8 +215,6 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		{timeout.Failed, ds.ProbesEnded.Failed}, {timeout.Canceled, ds.ProbesEnded.Canceled}} {
 		counter(descProbesFinished, f.v, f.o.String())
 	}
-	gauge(descProbesInFlight, float64(ds.ProbesInFlight))
-	counter(descDetectorEvict, ds.Evicted)
 
 	states := map[string]int{"alive": 0, "suspect": 0, "dead": 0, "left": 0}
 	for _, m := range n.members() {
@@ -157,17 +228,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for o := tracker.InsertOutcome(0); o.String() != "unknown"; o++ {
 		counter(descFleetInserts, fs.Outcome(o), o.String())
 	}
-	counter(descFleetExpired, fs.Expired)
-	counter(descFleetOrigEv, fs.OriginsEvicted)
-	counter(descFleetDestEv, fs.DestinationsEvicted)
-	gauge(descFleetBatches, float64(fs.Batches))
-	gauge(descFleetMembers, float64(fs.Members))
-	gauge(descFleetPeers, float64(fs.Peers))
-	gauge(descFleetDests, float64(fs.Destinations))
-	counter(descFleetDestRef, fs.DestinationsRefused)
-	counter(descFleetExclEv, fs.ExclusionsEvicted)
-	gauge(descFleetExcl, float64(fs.Excluded))
-	gauge(descFleetBuckets, float64(fs.Buckets))
+	collectState(ch, fleetMetrics, &fs)
 	counter(descDestDropped, tracker.Stats(n.local).DestinationsEvicted, "tracker")
 	counter(descDestDropped, n.proto.Stats().DestinationsDropped, "seal")
 	counter(descDestDropped, fs.DestinationsEvicted+fs.DestinationsRefused, "fleet")
@@ -187,13 +248,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	if n.cl != nil {
 		cs := n.cl.Stats()
-		counter(descClusterMsgIn, cs.MessagesReceived)
-		counter(descClusterMsgDrop, cs.MessagesDropped)
-		counter(descClusterMsgLarge, cs.MessagesTooLarge)
-		counter(descClusterEvDrop, cs.EventsDropped)
-		counter(descClusterBadMeta, cs.BadMetadata)
-		counter(descClusterJoins, cs.JoinAttempts)
-		counter(descClusterJoinFail, cs.JoinFailures)
+		collectState(ch, clusterMetrics, &cs)
 	}
 
 	gs := n.gossipStats()
@@ -216,10 +271,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for r, v := range gs.Rejected {
 		counter(descGossipRejected, v, r)
 	}
-	counter(descGossipQDrops, gs.QueueDrops)
-	counter(descGossipSDrops, gs.SendDrops)
-	counter(descGossipQDisc, gs.QueueDiscards)
-	counter(descGossipRepairs, gs.Repairs)
+	collectState(ch, gossipMetrics, &gs)
 	if h := gs.SealToReceive; len(h.Counts) == len(h.Bounds)+1 {
 		buckets := make(map[float64]uint64, len(h.Bounds))
 		var cum uint64

@@ -265,13 +265,7 @@ func TestBackoffIntervalValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.b.Validate()
-			if tt.sentinel == nil {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorIs(t, err, tt.sentinel)
-			require.EqualError(t, err, tt.text)
+			requireInvalid(t, tt.b.Validate(), tt.text, tt.sentinel)
 		})
 	}
 }

@@ -20,6 +20,20 @@ func TestDefaultConfig(t *testing.T) {
 	require.Equal(t, "250ms..1m", c.Backoff.String())
 }
 
+// requireInvalid checks a Validate error: none when text is empty, else
+// one that reads text and matches every sentinel of wants.
+func requireInvalid(t *testing.T, err error, text string, wants ...error) {
+	t.Helper()
+	if text == "" {
+		require.NoError(t, err)
+		return
+	}
+	require.EqualError(t, err, text)
+	for _, w := range wants {
+		require.ErrorIs(t, err, w)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	valid := DefaultConfig()
 	with := func(f func(*Config)) Config { c := valid; f(&c); return c }
@@ -57,15 +71,8 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.c.Validate()
-			if tt.wants == nil {
-				require.NoError(t, err)
-				return
-			}
-			require.EqualError(t, err, tt.text)
-			for _, w := range tt.wants {
-				require.ErrorIs(t, err, w)
-			}
-			if !errors.Is(err, ErrZeroMin) && !errors.Is(err, ErrMinExceedsMax) {
+			requireInvalid(t, err, tt.text, tt.wants...)
+			if err != nil && !errors.Is(err, ErrZeroMin) && !errors.Is(err, ErrMinExceedsMax) {
 				var pe *ParseError
 				require.False(t, errors.As(err, &pe))
 			}

@@ -202,14 +202,7 @@ func (m *model) view(g *geometry, d string, q float64, now time.Time) viewFacts 
 // sub-windows' censored counts, and LocalEstimate's decision input; the
 // incremental censored sums are checked against a rebuild.
 func TestCensoredMatchesModel(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mut  func(*Config)
-	}{
-		{"defaults", nil},
-		{"max destinations 3", func(c *Config) { c.MaxDestinations = 3 }},
-		{"3 sub-windows, 1s max", func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second; c.MaxTrackableLatency = time.Second }},
-	} {
+	for _, tc := range []modelConfig{modelDefaults, modelMaxDests, modelShortMax} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testConfig(tc.mut)
 			minSamples := max(uint64(c.MinSamples), 1)

@@ -44,11 +44,22 @@ func newEpochClock() epochClock {
 }
 
 // advance returns max(current epoch, epoch of now) and makes it current.
+// The common case, now in the current epoch, is small enough to inline into
+// the trackers' record and query paths; the rest is moveTo.
 func (c *epochClock) advance(now time.Time, subMs int64) int64 {
-	ms := now.UnixMilli()
+	return c.advanceMillis(now.UnixMilli(), subMs)
+}
+
+// advanceMillis is advance with now in Unix milliseconds.
+func (c *epochClock) advanceMillis(ms, subMs int64) int64 {
 	if ms >= c.start && ms < c.end {
 		return c.epoch
 	}
+	return c.moveTo(ms, subMs)
+}
+
+// moveTo is advance for a time ms outside the current epoch's bounds.
+func (c *epochClock) moveTo(ms, subMs int64) int64 {
 	e := floorDiv(ms, subMs)
 	if e > c.epoch {
 		c.epoch = e

@@ -9,11 +9,13 @@ import (
 
 // localWindow is the node's own tracker window, as the fleet needs it for the
 // local view: *Tracker[string] and *SyncTracker[string] implement it.
-// localView returns dest's window [E−N+1, E] as a view: quantile q by the
-// bucket rule ignoring MinSamples (when it holds any sample), its samples,
-// censored samples and M.
+// localView sets *v to dest's window [E−N+1, E] as a view: quantile q by
+// the bucket rule ignoring MinSamples (when it holds any sample), its
+// samples, censored samples and M. It writes through v rather than
+// returning the view: a returned struct is stored field by field and then
+// copied with wider loads, which the CPU cannot forward from those stores.
 type localWindow interface {
-	localView(dest string, q float64, now time.Time) viewFacts
+	localView(dest string, q float64, now time.Time, v *viewFacts)
 }
 
 type memberKey struct {
@@ -67,10 +69,67 @@ func (f *Fleet) viewParts(m *fleetMember) iter.Seq[*heldBatch] {
 // heldBatch is a stored batch in canonical form (destinations sorted by name,
 // private copy) and, per destination, the state it is counted in (nil when
 // not counted: an excluded member, or an empty destination).
+//
+// It is held compactly: a destination is a heldDest (48 bytes, where a
+// DestCounts is 80), its censored parts are out of line in cens, which
+// stays nil unless some destination of the batch has censored counts or
+// unknown censoring, and the layout is the Fleet's (Insert refuses any
+// other). The DestCounts are built where they are handed out (dest, Lookup).
 type heldBatch struct {
-	b       Batch
+	key     BatchKey
+	dests   []heldDest
+	cens    []heldCensoring // nil, or one per destination
 	ds      []*destState
 	buckets int
+}
+
+// heldDest is one destination of a held batch: DestCounts without its
+// censored parts.
+type heldDest struct {
+	name    string
+	total   uint64
+	buckets []Bucket
+}
+
+// heldCensoring is the censored part of a held destination: DestCounts'
+// TimedOut and CensoringUnknown.
+type heldCensoring struct {
+	timedOut []Bucket
+	unknown  bool
+}
+
+// dest returns destination i of hb as a DestCounts, sharing its slices.
+func (hb *heldBatch) dest(i int) DestCounts {
+	hd := &hb.dests[i]
+	dc := DestCounts{Dest: hd.name, Total: hd.total, Buckets: hd.buckets}
+	if hb.cens != nil {
+		dc.TimedOut, dc.CensoringUnknown = hb.cens[i].timedOut, hb.cens[i].unknown
+	}
+	return dc
+}
+
+// batch returns hb as the Batch it was inserted as (canonical order),
+// sharing its buckets; layout is the Fleet's.
+func (hb *heldBatch) batch(layout Layout) Batch {
+	b := Batch{Key: hb.key, Layout: layout, Dests: make([]DestCounts, len(hb.dests))}
+	for i := range hb.dests {
+		b.Dests[i] = hb.dest(i)
+	}
+	return b
+}
+
+// equal reports whether hb holds exactly the destinations of ds, in ds's
+// order.
+func (hb *heldBatch) equal(ds []DestCounts) bool {
+	if len(hb.dests) != len(ds) {
+		return false
+	}
+	for i := range ds {
+		if x := hb.dest(i); !equalDest(&x, &ds[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // destState is one destination's fleet view and the bookkeeping to keep it
@@ -161,6 +220,9 @@ type Fleet struct {
 	scratchC []uint64 // censored counts, made on first use
 	touched  []int
 	contribs []peerCount
+	// the local view of the estimate being made: on the heap already, so
+	// passing it to localWindow.localView moves nothing there
+	lv viewFacts
 }
 
 // NewFleet returns an empty Fleet, or cfg.Validate()'s error. local is this

@@ -133,11 +133,11 @@ func BenchmarkFleetEstimateNaive(b *testing.B) {
 		h.reset()
 		for _, m := range f.members {
 			for hb := range f.viewParts(m) {
-				i, ok := findDest(hb.b.Dests, "dest-042")
+				i, ok := findDest(hb.dests, "dest-042")
 				if !ok {
 					continue
 				}
-				for _, bk := range hb.b.Dests[i].Buckets {
+				for _, bk := range hb.dests[i].buckets {
 					h.add(int(bk.Index), uint64(bk.Count))
 				}
 			}

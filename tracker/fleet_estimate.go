@@ -43,11 +43,18 @@ func (f *Fleet) minPeers() int {
 	return min(3, f.live)
 }
 
+// summary returns d's summary, recomputed (summarize) when d or the epoch
+// changed since it was made.
 func (f *Fleet) summary(d *destState) *destSummary {
-	s := &d.sum
-	if s.valid && s.gen == d.gen && s.epoch == f.epoch {
+	if s := &d.sum; s.valid && s.gen == d.gen && s.epoch == f.epoch {
 		return s
 	}
+	return f.summarize(d)
+}
+
+// summarize recomputes d's summary.
+func (f *Fleet) summarize(d *destState) *destSummary {
+	s := &d.sum
 	s.valid, s.gen, s.epoch = true, d.gen, f.epoch
 	s.hasNewest = false
 	for ep := f.epoch - 1; ep >= f.epoch-f.n+1; ep-- {
@@ -194,24 +201,26 @@ type fleetFacts struct {
 // fleet's facts in the local tracker's cache.
 func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
 	var ff fleetFacts
-	var lv viewFacts
 	f.mu.Lock()
 	f.slide(now)
 	f.facts(dest, q, &ff)
 	ver, ep := f.ver.Load(), f.epoch
+	lv := &f.lv
 	switch {
 	case f.localSync != nil:
-		lv = f.localSync.localView(dest, q, now)
+		f.localSync.localView(dest, q, now, lv)
 	case f.localPlain != nil:
-		lv = f.localPlain.localView(dest, q, now)
+		f.localPlain.localView(dest, q, now, lv)
 	case f.local != nil:
-		lv = f.local.localView(dest, q, now)
+		f.local.localView(dest, q, now, lv)
+	default:
+		*lv = viewFacts{}
 	}
+	assemble(e, dest, q, now, &ff, lv, f.local != nil, f.minSamples())
 	f.mu.Unlock()
 	if fill && f.localSync != nil {
 		f.localSync.fill(dest, q, ver, ep, &ff)
 	}
-	assemble(e, dest, q, now, &ff, &lv, f.local != nil, f.minSamples())
 }
 
 // facts fills ff with what the fleet view says of dest for quantile q;
@@ -225,14 +234,18 @@ func (f *Fleet) facts(dest string, q float64, ff *fleetFacts) {
 		return
 	}
 	ff.hasFleet = true
-	s := f.summary(d)
+	s := &d.sum // summary, by hand: it is just over the inlining budget
+	if !(s.valid && s.gen == d.gen && s.epoch == f.epoch) {
+		s = f.summarize(d)
+	}
 	h, c := &d.h, &d.c
 	if s.capped {
 		h, c = &s.ch, &s.cc
 	}
 	ff.fv = viewFacts{samples: h.total, censored: c.total, unknown: d.unknown > 0}
-	if qv, ok := h.quantileValue(&f.geo, q); ok {
-		ff.fv.q = uint64(qv)
+	if h.total > 0 { // quantileValue, with the bucket rule inlined
+		i, _ := h.quantileIndex(q)
+		ff.fv.q = f.geo.quantileValue(i, q)
 		if s.hasM {
 			ff.fv.m, ff.fv.hasM = s.mMillis, true // (computed once per summary)
 		}

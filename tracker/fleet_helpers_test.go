@@ -25,15 +25,16 @@ type fakeView struct {
 	hasM        bool
 }
 
-func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
+func (l fakeLocal) localView(dest string, q float64, now time.Time, out *viewFacts) {
 	v := l[dest]
 	switch {
 	case !v.ok:
-		return viewFacts{}
+		*out = viewFacts{}
 	case v.censored == 0:
-		return viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+		*out = viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+	default:
+		*out = viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
 	}
-	return viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
 }
 
 // qsOK returns the view's quantile and samples, and whether it holds any
@@ -41,8 +42,9 @@ func (l fakeLocal) localView(dest string, q float64, now time.Time) viewFacts {
 func (v viewFacts) qsOK() (uint64, uint64, bool) { return v.q, v.samples, v.samples > 0 }
 
 // view is a tracker's localView.
-func view(t localWindow, dest string, q float64, now time.Time) viewFacts {
-	return t.localView(dest, q, now)
+func view(t localWindow, dest string, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
 }
 
 const testE = 100000 // the epoch tests start in
@@ -160,20 +162,21 @@ func naiveViewCensored(f *Fleet, dest string) (counts []uint64, censored map[int
 	perPeer = map[string]uint64{}
 	for _, m := range f.members {
 		for hb := range f.viewParts(m) {
-			for i := range hb.b.Dests {
-				if hb.b.Dests[i].Dest != dest || hb.ds[i] == nil || hb.ds[i].evicted {
+			for i := range hb.dests {
+				dc := hb.dest(i)
+				if dc.Dest != dest || hb.ds[i] == nil || hb.ds[i].evicted {
 					continue
 				}
-				for _, b := range hb.b.Dests[i].Buckets {
+				for _, b := range dc.Buckets {
 					counts[b.Index] += uint64(b.Count)
 				}
-				for _, b := range hb.b.Dests[i].TimedOut {
+				for _, b := range dc.TimedOut {
 					censored[int(b.Index)] += uint64(b.Count)
 				}
-				if hb.b.Dests[i].CensoringUnknown {
+				if dc.CensoringUnknown {
 					unknown++
 				}
-				perPeer[m.key.name] += hb.b.Dests[i].Total
+				perPeer[m.key.name] += dc.Total
 			}
 		}
 	}
@@ -225,7 +228,10 @@ func checkInvariants(t testing.TB, f *Fleet) {
 			require.LessOrEqual(t, ep, f.epoch+1)
 			meBuckets := 0
 			for part, hb := range me.parts {
-				require.Equal(t, part, hb.b.Key.Part)
+				require.Equal(t, part, hb.key.Part)
+				if hb.cens != nil {
+					require.Len(t, hb.cens, len(hb.dests))
+				}
 				batches++
 				buckets += hb.buckets
 				meBuckets += hb.buckets
@@ -235,7 +241,7 @@ func checkInvariants(t testing.TB, f *Fleet) {
 					}
 					if d != nil {
 						refs[d]++
-						require.Equal(t, hb.b.Dests[i].Dest, d.name)
+						require.Equal(t, hb.dests[i].name, d.name)
 					}
 				}
 			}

@@ -45,7 +45,7 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	}
 	if me != nil {
 		// A re-delivery in canonical order is recognised without a copy.
-		if old := me.parts[b.Key.Part]; old != nil && equalBatch(&old.b, b) {
+		if old := me.parts[b.Key.Part]; old != nil && old.equal(b.Dests) {
 			return InsertDuplicate
 		}
 	}
@@ -69,10 +69,10 @@ func (f *Fleet) insert(b *Batch) InsertOutcome {
 	if o != InsertNew {
 		return o
 	}
-	entries := max(1, len(hb.b.Dests))
+	entries := max(1, len(hb.dests))
 	if me != nil {
 		if old := me.parts[b.Key.Part]; old != nil {
-			if equalBatch(&old.b, &hb.b) {
+			if old.equal(hb.batch(f.geo.layout).Dests) { // (rare: a conflict, or a re-delivery out of order)
 				return InsertDuplicate
 			}
 			return InsertConflict
@@ -115,7 +115,8 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		return nil, 0, InsertMalformed
 	}
 	hb := &heldBatch{
-		b:       Batch{Key: b.Key, Layout: b.Layout, Dests: make([]DestCounts, len(b.Dests))},
+		key:     b.Key,
+		dests:   make([]heldDest, len(b.Dests)),
 		ds:      make([]*destState, len(b.Dests)),
 		buckets: nb,
 	}
@@ -135,7 +136,7 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		if order != nil {
 			dc = &b.Dests[order[i]]
 		}
-		if !ValidName(dc.Dest) || i > 0 && dc.Dest == hb.b.Dests[i-1].Dest {
+		if !ValidName(dc.Dest) || i > 0 && dc.Dest == hb.dests[i-1].name {
 			return nil, 0, InsertMalformed
 		}
 		out := all[:len(dc.Buckets):len(dc.Buckets)]
@@ -154,7 +155,13 @@ func (f *Fleet) canonical(b *Batch) (*heldBatch, uint64, InsertOutcome) {
 		if samples > maxEpochSamples {
 			return nil, 0, InsertTooLarge
 		}
-		hb.b.Dests[i] = DestCounts{Dest: dc.Dest, Total: dc.Total, Buckets: out, TimedOut: to, CensoringUnknown: dc.CensoringUnknown}
+		hb.dests[i] = heldDest{name: dc.Dest, total: dc.Total, buckets: out}
+		if to != nil || dc.CensoringUnknown {
+			if hb.cens == nil {
+				hb.cens = make([]heldCensoring, len(b.Dests))
+			}
+			hb.cens[i] = heldCensoring{timedOut: to, unknown: dc.CensoringUnknown}
+		}
 	}
 	return hb, samples, InsertNew
 }
@@ -217,16 +224,8 @@ func censoredWithin(to, bs []Bucket) bool {
 	return true
 }
 
-func equalBatch(a, b *Batch) bool {
-	if a.Key != b.Key || a.Layout != b.Layout || len(a.Dests) != len(b.Dests) {
-		return false
-	}
-	for i := range a.Dests {
-		x, y := &a.Dests[i], &b.Dests[i]
-		if x.Dest != y.Dest || x.Total != y.Total || x.CensoringUnknown != y.CensoringUnknown ||
-			!slices.Equal(x.Buckets, y.Buckets) || !slices.Equal(x.TimedOut, y.TimedOut) {
-			return false
-		}
-	}
-	return true
+// equalDest reports whether x and y hold the same destination and counts.
+func equalDest(x, y *DestCounts) bool {
+	return x.Dest == y.Dest && x.Total == y.Total && x.CensoringUnknown == y.CensoringUnknown &&
+		slices.Equal(x.Buckets, y.Buckets) && slices.Equal(x.TimedOut, y.TimedOut)
 }

@@ -15,7 +15,7 @@ func (f *Fleet) Keys(now time.Time) []BatchKey {
 	for _, m := range f.members {
 		for _, me := range m.epochs {
 			for _, hb := range me.parts {
-				keys = append(keys, hb.b.Key)
+				keys = append(keys, hb.key)
 			}
 		}
 	}
@@ -44,9 +44,10 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 }
 
 // Lookup returns the batch held under k, to serve a peer's pull. Its
-// destinations are sorted by name. The batch shares the Fleet's memory, which
-// is never written again once stored: it must not be modified, and it may be
-// read (encoded) after Lookup returns, concurrently with other calls.
+// destinations are sorted by name. Its Dests are a new slice, but their
+// buckets share the Fleet's memory, which is never written again once
+// stored: they must not be modified, and they may be read (encoded) after
+// Lookup returns, concurrently with other calls.
 func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -66,5 +67,5 @@ func (f *Fleet) lookup(k BatchKey) (Batch, bool) {
 	if hb == nil {
 		return Batch{}, false
 	}
-	return hb.b, true
+	return hb.batch(f.geo.layout), true
 }

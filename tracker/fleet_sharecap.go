@@ -89,17 +89,17 @@ func (f *Fleet) capPeer(d *destState, ch *hist, cc *sparseSum, p *fleetPeer, n, 
 	censored := false
 	for _, m := range p.members {
 		for hb := range f.viewParts(m) {
-			i, found := findDest(hb.b.Dests, d.name)
+			i, found := findDest(hb.dests, d.name)
 			if !found || hb.ds[i] != d {
 				continue
 			}
-			for _, b := range hb.b.Dests[i].Buckets {
+			for _, b := range hb.dests[i].buckets {
 				if f.scratch[b.Index] == 0 {
 					f.touched = append(f.touched, int(b.Index))
 				}
 				f.scratch[b.Index] += uint64(b.Count)
 			}
-			if to := hb.b.Dests[i].TimedOut; len(to) > 0 {
+			if to := hb.dest(i).TimedOut; len(to) > 0 {
 				if f.scratchC == nil {
 					f.scratchC = make([]uint64, f.geo.countsLen)
 				}

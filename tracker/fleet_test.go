@@ -145,6 +145,36 @@ func TestFleetInsertCopies(t *testing.T) {
 	checkInvariants(t, f)
 }
 
+// TestFleetHeldCompact checks the compact held form: a batch without
+// censored counts holds no censored part, and Lookup hands back every
+// batch as inserted, censored counts and unknown censoring included.
+func TestFleetHeldCompact(t *testing.T) {
+	c := testFleetConfig()
+	f := newTestFleet(t, c, nil)
+	now := fleetAt(c, testE, 0)
+	plain := mkBatch("a", 1, testE-1, dcBuckets("x", 5, 2), dcBuckets("y", 3, 1))
+	cens := dcBuckets("y", 3, 4)
+	cens.TimedOut = []Bucket{{3, 1}}
+	unknown := dcBuckets("z", 7, 1)
+	unknown.CensoringUnknown = true
+	mixed := mkBatch("b", 1, testE-1, dcBuckets("x", 5, 2), cens, unknown)
+	for _, b := range []Batch{plain, mixed} {
+		require.Equal(t, InsertNew, f.Insert(b, now))
+		got, ok := f.Lookup(b.Key)
+		require.True(t, ok)
+		require.Equal(t, b, got)
+		require.Equal(t, InsertDuplicate, f.Insert(got, now))
+	}
+	hb := f.members[memberKey{"a", 1}].epochs[testE-1].parts[0]
+	require.Nil(t, hb.cens, "no censored part without censored counts")
+	hb = f.members[memberKey{"b", 1}].epochs[testE-1].parts[0]
+	require.Equal(t, []heldCensoring{{}, {timedOut: []Bucket{{3, 1}}}, {unknown: true}}, hb.cens)
+	// Another censored count under the same key is a conflict.
+	cens.TimedOut = []Bucket{{3, 2}}
+	require.Equal(t, InsertConflict, f.Insert(mkBatch("b", 1, testE-1, dcBuckets("x", 5, 2), cens, unknown), now))
+	checkInvariants(t, f)
+}
+
 // TestFleetWindow follows one batch through the view and out of the store.
 func TestFleetWindow(t *testing.T) {
 	c := testFleetConfig()

@@ -3,8 +3,8 @@ package tracker
 // count adds hb (of an included member) to the states of its destinations.
 func (f *Fleet) count(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 	s := f.slot(ep)
-	for i := range hb.b.Dests {
-		dc := &hb.b.Dests[i]
+	for i := range hb.dests {
+		dc := hb.dest(i)
 		if dc.Total == 0 {
 			continue
 		}
@@ -16,7 +16,7 @@ func (f *Fleet) count(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 		d.refs++
 		d.epochN[s] += dc.Total
 		if inView {
-			f.viewAdd(d, m.peer, dc)
+			f.viewAdd(d, m.peer, &dc)
 		}
 		d.gen++
 	}
@@ -34,10 +34,10 @@ func (f *Fleet) uncount(m *fleetMember, hb *heldBatch, ep int64, inView bool) {
 		if d.evicted {
 			continue
 		}
-		dc := &hb.b.Dests[i]
+		dc := hb.dest(i)
 		d.epochN[s] -= dc.Total
 		if inView {
-			f.viewSub(d, m.peer, dc)
+			f.viewSub(d, m.peer, &dc)
 		}
 		d.gen++
 		if d.refs == 0 {
@@ -53,10 +53,11 @@ func (f *Fleet) moveView(m *fleetMember, hb *heldBatch, in bool) {
 		if d == nil || d.evicted {
 			continue
 		}
+		dc := hb.dest(i)
 		if in {
-			f.viewAdd(d, m.peer, &hb.b.Dests[i])
+			f.viewAdd(d, m.peer, &dc)
 		} else {
-			f.viewSub(d, m.peer, &hb.b.Dests[i])
+			f.viewSub(d, m.peer, &dc)
 		}
 		d.gen++
 	}

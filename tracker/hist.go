@@ -203,10 +203,7 @@ func (h *hist) quantileValue(g *geometry, q float64) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	if q == 0 {
-		return g.lowestEquivalent(i), true
-	}
-	return g.highestEquivalent(i), true
+	return int64(g.quantileValue(i, q)), true
 }
 
 // addBuckets adds a sparse histogram; its indices must be in range and

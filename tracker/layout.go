@@ -116,6 +116,25 @@ func (g *geometry) highestEquivalent(i int) int64 {
 	return g.lowestEquivalent(i) + int64(1)<<(uint(bucket)+uint(g.unitMagnitude)) - 1
 }
 
+// quantileValue is the value the bucket rule reports for quantile q at
+// counts index i: lowestEquivalent(i) when q is exactly 0, else
+// highestEquivalent(i). It is one computation of both, small enough to
+// inline into the trackers' queries.
+func (g *geometry) quantileValue(i int, q float64) uint64 {
+	bucket := int32(i>>g.halfMagnitude) - 1
+	sub := int32(i)&(g.subBucketHalf-1) + g.subBucketHalf
+	if bucket < 0 {
+		sub -= g.subBucketHalf
+		bucket = 0
+	}
+	shift := uint(bucket) + uint(g.unitMagnitude)
+	v := uint64(sub) << shift
+	if q != 0 {
+		v += 1<<shift - 1
+	}
+	return v
+}
+
 // CountsLen returns the number of counts of the layout: 1280 at defaults. It
 // returns 0 for a layout that newGeometry refuses.
 func (l Layout) CountsLen() int {

@@ -26,9 +26,11 @@ func LocalEstimate[T interface {
 	var minSamples uint64
 	switch t := any(t).(type) {
 	case *Tracker[string]:
-		v, minSamples = t.localView(dest, q, now), t.s.minSamples
+		t.localView(dest, q, now, &v)
+		minSamples = t.s.minSamples
 	case *SyncTracker[string]:
-		v, minSamples = t.localView(dest, q, now), t.s.minSamples
+		t.localView(dest, q, now, &v)
+		minSamples = t.s.minSamples
 	}
 	e.localView(&v)
 	decide(&e, nil, &v, false, true, false, minSamples)

@@ -34,10 +34,10 @@ func compareDests(a, b DestCounts) int { return compareDestPtrs(&a, &b) }
 // bytes each): for sorts of indices into a slice of them.
 func compareDestPtrs(a, b *DestCounts) int { return strings.Compare(a.Dest, b.Dest) }
 
-// findDest returns the index of dest in ds, sorted by compareDests, and
-// whether it is there.
-func findDest(ds []DestCounts, dest string) (int, bool) {
-	return slices.BinarySearchFunc(ds, dest, func(dc DestCounts, name string) int {
-		return strings.Compare(dc.Dest, name)
+// findDest returns the index of dest in a held batch's destinations ds,
+// sorted by name as compareDests orders them, and whether it is there.
+func findDest(ds []heldDest, dest string) (int, bool) {
+	return slices.BinarySearchFunc(ds, dest, func(hd heldDest, name string) int {
+		return strings.Compare(hd.name, name)
 	})
 }

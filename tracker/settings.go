@@ -41,15 +41,6 @@ func (s *settings) index(ms uint64) int {
 	return s.geo.index(int64(ms))
 }
 
-// quantile applies MinSamples and the bucket rule to a window's sum.
-func (s *settings) quantile(w *window, q float64) (uint64, bool) {
-	if w.sum.total < s.minSamples {
-		return 0, false
-	}
-	v, ok := w.sum.quantileValue(&s.geo, q)
-	return uint64(v), ok
-}
-
 // view is what w says as a view: quantile q by the bucket rule, ignoring
 // MinSamples, its samples, censored samples and M.
 func (s *settings) view(w *window, q float64, v *viewFacts) {

@@ -391,7 +391,14 @@ func (t *SyncTracker[D]) Quantile(dest D, q float64, now time.Time) (time.Durati
 
 // QuantileMillis is Tracker.QuantileMillis, safe for concurrent use.
 func (t *SyncTracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint64, bool) {
-	e := t.advance(now)
+	// advance's common case and settings.quantile's body, by hand: the
+	// query then calls no frame of ours but shard and quantileIndex.
+	var e int64
+	if cur, ms := t.clock.Load(), now.UnixMilli(); cur != nil && ms >= cur.start && ms < cur.end {
+		e = cur.epoch
+	} else {
+		e = t.advance(now)
+	}
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	en := sh.get(h, dest)
@@ -400,9 +407,13 @@ func (t *SyncTracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint6
 		return 0, false
 	}
 	en.rotate(e)
-	ms, ok := t.s.quantile(&en.window, q)
+	if en.sum.total < t.s.minSamples {
+		sh.mu.Unlock()
+		return 0, false
+	}
+	i, _ := en.sum.quantileIndex(q)
 	sh.mu.Unlock()
-	return ms, ok
+	return t.s.geo.quantileValue(i, q), true
 }
 
 // Samples is Tracker.Samples, safe for concurrent use.
@@ -443,16 +454,17 @@ func (t *SyncTracker[D]) trackerStats() TrackerStats {
 }
 
 // localView is Tracker.localView, safe for concurrent use.
-func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time, v *viewFacts) {
 	e := t.advance(now)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	if en := sh.get(h, dest); en != nil {
 		en.rotate(e)
-		t.s.view(&en.window, q, &v)
+		t.s.view(&en.window, q, v)
+	} else {
+		*v = viewFacts{}
 	}
 	sh.mu.Unlock()
-	return v
 }
 
 // Recorded returns how many samples were recorded (Record, RecordMillis,

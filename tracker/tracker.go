@@ -39,7 +39,7 @@ func (t *Tracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 // Config.MaxDestinations).
 func (t *Tracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	// entryFor's body, by hand: the call costs a plain record ~5 %.
-	e := t.clock.advance(now, t.s.subMs)
+	e := t.clock.advanceMillis(now.UnixMilli(), t.s.subMs)
 	en := t.dests[dest]
 	if en == nil {
 		en = t.create(dest, e)
@@ -69,7 +69,7 @@ func (t *Tracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 // entryFor rotates to now and returns dest's rotated entry, made most
 // recently recorded; it creates dest when unknown.
 func (t *Tracker[D]) entryFor(dest D, now time.Time) *entry[D] {
-	e := t.clock.advance(now, t.s.subMs)
+	e := t.clock.advanceMillis(now.UnixMilli(), t.s.subMs)
 	en := t.dests[dest]
 	if en == nil {
 		return t.create(dest, e)
@@ -139,7 +139,7 @@ func (t *Tracker[D]) RecordSince(dest D, start, now time.Time) time.Duration {
 // lookup rotates to now and returns dest's rotated entry, or nil. It never
 // creates a destination nor refreshes its place in the eviction order.
 func (t *Tracker[D]) lookup(dest D, now time.Time) *entry[D] {
-	e := t.clock.advance(now, t.s.subMs)
+	e := t.clock.advanceMillis(now.UnixMilli(), t.s.subMs)
 	en := t.dests[dest]
 	if en != nil {
 		en.rotate(e)
@@ -160,11 +160,19 @@ func (t *Tracker[D]) Quantile(dest D, q float64, now time.Time) (time.Duration, 
 // the bucket at which the cumulative count reaches the rank, except that
 // q == 0 gives the lowest equivalent value.
 func (t *Tracker[D]) QuantileMillis(dest D, q float64, now time.Time) (uint64, bool) {
-	en := t.lookup(dest, now)
+	// lookup's body and settings.quantile's, by hand: the query then calls
+	// only the map and quantileIndex, where it went through four more frames.
+	e := t.clock.advanceMillis(now.UnixMilli(), t.s.subMs)
+	en := t.dests[dest]
 	if en == nil {
 		return 0, false
 	}
-	return t.s.quantile(&en.window, q)
+	en.rotate(e)
+	if en.sum.total < t.s.minSamples {
+		return 0, false
+	}
+	i, _ := en.sum.quantileIndex(q)
+	return t.s.geo.quantileValue(i, q), true
 }
 
 // Samples returns the number of samples in dest's window at now.
@@ -192,12 +200,13 @@ func (t *Tracker[D]) Config() Config {
 	return t.s.cfg
 }
 
-// localView rotates to now and returns dest's window as a view (quantile
-// q by the bucket rule ignoring MinSamples, samples, censored samples, M);
-// the zero view when dest is unknown.
-func (t *Tracker[D]) localView(dest D, q float64, now time.Time) (v viewFacts) {
+// localView rotates to now and sets *v to dest's window as a view
+// (quantile q by the bucket rule ignoring MinSamples, samples, censored
+// samples, M): the zero view when dest is unknown.
+func (t *Tracker[D]) localView(dest D, q float64, now time.Time, v *viewFacts) {
 	if en := t.lookup(dest, now); en != nil {
-		t.s.view(&en.window, q, &v)
+		t.s.view(&en.window, q, v)
+	} else {
+		*v = viewFacts{}
 	}
-	return v
 }

@@ -680,16 +680,31 @@ func workload(seed uint64, n int, c Config) []workOp {
 	return ops
 }
 
+// A modelConfig is a configuration the model tests replay their workloads
+// on: its name and how it changes testConfig's.
+type modelConfig struct {
+	name string
+	mut  func(*Config)
+}
+
+// The model configurations more than one model test replays on.
+var (
+	modelDefaults = modelConfig{"defaults", nil}
+	modelMaxDests = modelConfig{"max destinations 3", func(c *Config) { c.MaxDestinations = 3 }}
+	modelShortMax = modelConfig{"3 sub-windows, 1s max", func(c *Config) {
+		c.SubWindows = 3
+		c.Window = 3 * time.Second
+		c.MaxTrackableLatency = time.Second
+	}}
+)
+
 func TestTrackerMatchesExactQuantiles(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mut  func(*Config)
-	}{
-		{"defaults", nil},
+	for _, tc := range []modelConfig{
+		modelDefaults,
 		{"min samples 0", func(c *Config) { c.MinSamples = 0 }},
-		{"max destinations 3", func(c *Config) { c.MaxDestinations = 3 }},
+		modelMaxDests,
 		{"one sub-window", func(c *Config) { c.SubWindows = 1; c.Window = 2 * time.Second }},
-		{"3 sub-windows, 1s max", func(c *Config) { c.SubWindows = 3; c.Window = 3 * time.Second; c.MaxTrackableLatency = time.Second }},
+		modelShortMax,
 		{"255 sub-windows", func(c *Config) { c.SubWindows = 255; c.Window = 255 * 100 * time.Millisecond }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

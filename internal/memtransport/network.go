@@ -123,6 +123,16 @@ func (n *Network) NewTransport() *Transport {
 	}
 }
 
+// NewTransports returns k transports with fresh addresses: a cluster's
+// members, the first one's address the seed of the others.
+func (n *Network) NewTransports(k int) []*Transport {
+	trs := make([]*Transport, k)
+	for i := range trs {
+		trs[i] = n.NewTransport()
+	}
+	return trs
+}
+
 // NewTransportAt returns a transport at addr ("ip:port"), for example to
 // restart a node at the address of one that was shut down. It fails if a
 // live transport holds addr.

@@ -34,6 +34,19 @@ func recv(t *testing.T, tr *Transport) *memberlist.Packet {
 
 func pending(tr *Transport) int { return len(tr.packetCh) }
 
+func TestNewTransports(t *testing.T) {
+	n := New(1)
+	t.Cleanup(n.Close)
+	trs := n.NewTransports(3)
+	require.Len(t, trs, 3)
+	seen := map[string]bool{}
+	for _, tr := range trs {
+		require.False(t, seen[tr.Addr()], "fresh addresses")
+		seen[tr.Addr()] = true
+	}
+	require.NotContains(t, seen, n.NewTransport().Addr())
+}
+
 func TestPackets(t *testing.T) {
 	t.Parallel()
 	n, a, b := twoHosts(t, 1)

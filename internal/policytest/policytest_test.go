@@ -1,7 +1,10 @@
 package policytest
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -50,4 +53,29 @@ func TestPolicy(t *testing.T) {
 	require.Equal(t, []timeout.Outcome{timeout.Completed, timeout.TimedOut}, p.Outcomes())
 	require.Equal(t, 1, p.Probes())
 	require.Equal(t, 5, p.Decided())
+}
+
+func TestSeq(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		seq := &Seq{Delays: []time.Duration{time.Second, time.Millisecond}}
+		start := time.Now()
+		i, err := seq.Call(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 0, i)
+		require.Equal(t, time.Second, time.Since(start))
+		ctx, cancel := context.WithCancelCause(t.Context())
+		cancel(errors.New("gone"))
+		i, err = seq.Call(ctx)
+		require.Equal(t, 1, i)
+		require.ErrorIs(t, err, context.Canceled)
+		start = time.Now()
+		_, err = seq.Call(t.Context()) // beyond Delays: the last one
+		require.NoError(t, err)
+		require.Equal(t, time.Millisecond, time.Since(start))
+		causes := seq.Causes()
+		require.Len(t, causes, 3)
+		require.NoError(t, causes[0])
+		require.EqualError(t, causes[1], "gone")
+		require.NoError(t, causes[2])
+	})
 }

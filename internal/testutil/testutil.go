@@ -29,6 +29,32 @@ func Eventually(t testing.TB, what string, cond func() bool) time.Duration {
 	return time.Since(start)
 }
 
+// Every calls fn in a goroutine of its own at once and then every d, at
+// most n times (k = 0, 1, …): a test's background load, bounded in count.
+// The returned stop ends it and waits until fn has returned for the last
+// time; it may be called more than once.
+func Every(d time.Duration, n int, fn func(k int)) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for k := range n {
+			fn(k)
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(quit) })
+		<-done
+	}
+}
+
 // SyncBuffer is a bytes.Buffer safe for concurrent use: loggers, memberlist
 // goroutines and subprocess pipes write to it while a test reads it.
 type SyncBuffer struct {

@@ -2,6 +2,8 @@ package testutil
 
 import (
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -27,4 +29,21 @@ func TestSyncBufferConcurrent(t *testing.T) {
 	}
 	<-done
 	require.Len(t, b.String(), 100)
+}
+
+func TestEvery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls []int
+		stop := Every(time.Second, 10, func(k int) { calls = append(calls, k) })
+		time.Sleep(2500 * time.Millisecond)
+		stop()
+		stop() // again: a no-op
+		require.Equal(t, []int{0, 1, 2}, calls, "at once, then every second, until stopped")
+
+		calls = nil
+		stop = Every(time.Second, 2, func(k int) { calls = append(calls, k) })
+		time.Sleep(time.Minute)
+		stop() // after its last call: returns at once
+		require.Equal(t, []int{0, 1}, calls, "at most n calls")
+	})
 }

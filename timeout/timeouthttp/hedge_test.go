@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,35 +15,20 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
-// seqBase answers its n-th call after delays[n] (bubble time) with body
-// "n", unless its context ends first.
-type seqBase struct {
-	mu     sync.Mutex
-	delays []time.Duration
-	calls  int
-	causes []error // per call: the context's cause when it ended first
-}
+// seqBase is a RoundTripper over a Seq: its n-th call answers with body
+// "n", unless the request's context ends first.
+type seqBase struct{ *policytest.Seq }
 
-func (s *seqBase) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	i := s.calls
-	s.calls++
-	d := s.delays[min(i, len(s.delays)-1)]
-	s.causes = append(s.causes, nil)
-	s.mu.Unlock()
+func (s seqBase) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Body != nil {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_ = r.Body.Close()
 	}
-	select {
-	case <-time.After(d):
-		return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(rune('0' + i)))), Request: r}, nil
-	case <-r.Context().Done():
-		s.mu.Lock()
-		s.causes[i] = context.Cause(r.Context())
-		s.mu.Unlock()
-		return nil, r.Context().Err()
+	i, err := s.Call(r.Context())
+	if err != nil {
+		return nil, err
 	}
+	return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader(string(rune('0' + i)))), Request: r}, nil
 }
 
 // hedgedGet sends a GET to h under ctx through a hedging Transport over base
@@ -57,27 +41,22 @@ func hedgedGet(t *testing.T, ctx context.Context, p timeout.Policy, base http.Ro
 }
 
 func TestHedge(t *testing.T) {
-	t.Run("a stalled GET is hedged; the hedge wins, the first is superseded", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			p, tr := policytest.Hedging(t)
-			base := &seqBase{delays: []time.Duration{time.Second, 5 * time.Millisecond}}
-			start := time.Now()
-			resp, err := hedgedGet(t, t.Context(), p, base)
-			require.NoError(t, err)
-			require.Equal(t, 26*time.Millisecond, time.Since(start))
+	policytest.HedgeScenarios(t,
+		func(t *testing.T, ctx context.Context, p *timeout.Decider, seq *policytest.Seq) (string, error) {
+			resp, err := hedgedGet(t, ctx, p, seqBase{seq})
+			if err != nil {
+				return "", err
+			}
 			b, err := io.ReadAll(resp.Body)
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
-			require.Equal(t, "1", string(b), "the hedge's answer")
-			synctest.Wait()
-			require.Equal(t, 2, base.calls)
-			require.Equal(t, context.Canceled, base.causes[0], "the loser is cancelled")
-			e := policytest.HedgedLocal(t, tr)
-			require.EqualValues(t, 102, e.LocalSamples, "the hedge completed, the loser superseded")
-			require.EqualValues(t, 1, e.LocalCensored)
-			require.EqualValues(t, 26, e.LocalValueMillis, "censored at its elapsed time")
+			return string(b), nil
+		},
+		func(t *testing.T, err error) { require.ErrorIs(t, err, ErrTimeout) },
+		func(t *testing.T, err error) {
+			require.ErrorIs(t, err, context.Canceled)
+			require.NotErrorIs(t, err, ErrTimeout)
 		})
-	})
 	t.Run("no hedge when the answer comes in time, for a POST, or when not opted in", func(t *testing.T) {
 		for _, tc := range []struct {
 			name   string
@@ -98,8 +77,8 @@ func TestHedge(t *testing.T) {
 					if tc.name == "in time" {
 						delays[0] = 15 * time.Millisecond
 					}
-					base := &seqBase{delays: delays}
-					rt := newTransport(t, Options{Base: base, Policy: p, Hedge: tc.hedge})
+					seq := &policytest.Seq{Delays: delays}
+					rt := newTransport(t, Options{Base: seqBase{seq}, Policy: p, Hedge: tc.hedge})
 					req, err := http.NewRequest(tc.method, "http://h/", strings.NewReader("x"))
 					require.NoError(t, err)
 					if tc.header != "" {
@@ -110,7 +89,7 @@ func TestHedge(t *testing.T) {
 					_, _ = io.Copy(io.Discard, resp.Body)
 					require.NoError(t, resp.Body.Close())
 					synctest.Wait()
-					require.Equal(t, tc.calls, base.calls)
+					require.Equal(t, tc.calls, len(seq.Causes()))
 				})
 			})
 		}
@@ -119,36 +98,11 @@ func TestHedge(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p, _ := policytest.Hedging(t)
 			p.SetHedgeBudget(0)
-			base := &seqBase{delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
-			resp, err := hedgedGet(t, t.Context(), p, base)
+			seq := &policytest.Seq{Delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
+			resp, err := hedgedGet(t, t.Context(), p, seqBase{seq})
 			require.NoError(t, err)
 			require.NoError(t, resp.Body.Close())
-			require.Equal(t, 1, base.calls)
-		})
-	})
-	t.Run("both time out: the first one's error", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			p, tr := policytest.Hedging(t)
-			start := time.Now()
-			_, err := hedgedGet(t, t.Context(), p, &seqBase{delays: []time.Duration{time.Hour}})
-			require.ErrorIs(t, err, ErrTimeout)
-			require.Equal(t, 271*time.Millisecond, time.Since(start), "the hedge's own timeout, from 21 ms")
-			e := policytest.HedgedLocal(t, tr)
-			require.EqualValues(t, 2, e.LocalCensored)
-		})
-	})
-	t.Run("the caller's cancellation ends both and records nothing", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			p, tr := policytest.Hedging(t)
-			base := &seqBase{delays: []time.Duration{time.Hour}}
-			ctx, cancel := context.WithCancel(t.Context())
-			time.AfterFunc(50*time.Millisecond, cancel)
-			_, err := hedgedGet(t, ctx, p, base)
-			require.ErrorIs(t, err, context.Canceled)
-			require.NotErrorIs(t, err, ErrTimeout)
-			require.Equal(t, 2, base.calls)
-			e := policytest.HedgedLocal(t, tr)
-			require.EqualValues(t, 100, e.LocalSamples)
+			require.Equal(t, 1, len(seq.Causes()))
 		})
 	})
 }
