@@ -375,10 +375,10 @@ func (d *Decider) ExplainTo(v *Verdict, dests []string, need, attempt int, now t
 		in = make([]tracker.DecisionInput, len(dests))
 	}
 	in = in[:len(dests)]
-	for i, dest := range dests {
-		if d.fleet != nil {
-			_ = d.fleet.DecisionInput(&in[i], dest, d.cfg.Quantile, now) // (a valid Config's quantile)
-		} else {
+	if d.fleet != nil {
+		_ = d.fleet.DecisionInputs(in, dests, d.cfg.Quantile, now) // (a valid Config's quantile)
+	} else {
+		for i, dest := range dests {
 			d.srcInput(&in[i], dest, now)
 		}
 	}
@@ -717,21 +717,22 @@ type rule struct {
 	attempt                  int
 	floor, ceiling, fallback uint64
 	k                        uint
+	safety                   float64 // c.SafetyFactor
 }
 
 func (r *rule) init() {
 	r.floor, r.ceiling, r.k = millis(r.c.Backoff.Min), millis(r.c.Backoff.Max), exponent(r.attempt)
+	r.safety = r.c.SafetyFactor
 	r.fallback = fallbackMillis(r.floor, r.ceiling, r.k)
 }
 
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
 func (r *rule) own(in *tracker.DecisionInput) uint64 {
-	v, ok := in.Value()
-	if !ok {
+	if in.Source == tracker.SourceNone || in.Failing {
 		return r.fallback
 	}
-	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	return max(r.fallback, clampedMillis(in.ValueMillis, r.k, r.safety, r.floor, r.ceiling))
 }
 
 // capped reports whether in's decision value is below its quantile (v = M <
@@ -741,14 +742,21 @@ func capped(in *tracker.DecisionInput) bool {
 	return ok && v < in.QuantileMillis
 }
 
+// probeDue reports whether the rule offers a probe of in at all: it is
+// trusted, and failing or capped (probe's first condition, cheap enough
+// to inline before the call).
+func probeDue(in *tracker.DecisionInput) bool {
+	return in.Source != tracker.SourceNone && (in.Failing || in.ValueMillis < in.QuantileMillis)
+}
+
 // probe returns in's probe timeout when the rule makes a probe of it due
 // for an attempt whose timeout is timeoutMs: it is trusted, v < Q or it is
-// failing, and today's rule on Q gives more than timeoutMs.
+// failing (probeDue), and today's rule on Q gives more than timeoutMs.
 func (r *rule) probe(in *tracker.DecisionInput, timeoutMs uint64) (uint64, bool) {
-	if in.Source == tracker.SourceNone || !in.Failing && !capped(in) {
+	if !probeDue(in) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.safety, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 
@@ -761,58 +769,69 @@ func (r *rule) verdict(es []tracker.DecisionInput, need int) Verdict {
 	return v
 }
 
-// decide is verdict into *v.
+// decide is verdict into *v. Each destination's own timeout is computed
+// once, and *v is written once, at the end: this is the path of every
+// embedded decision.
 func (r *rule) decide(v *Verdict, es []tracker.DecisionInput, need int) {
-	*v = Verdict{Decision: Decision{DecidedBy: -1}, Probe: -1}
-	var ms uint64
+	ms, by := r.fallback, -1
 	switch {
 	case len(es) == 0:
-		ms = r.fallback
 	case need >= len(es):
-		ms = r.fallback
 		for i := range es {
 			if t := r.own(&es[i]); t > ms {
-				ms, v.DecidedBy = t, i
+				ms, by = t, i
 			}
 		}
 	default:
-		var a, b [quorumStack]uint64
-		own, sorted := buffers(len(es), &a, &b)
-		for i := range es {
-			own[i] = r.own(&es[i])
-		}
-		copy(sorted, own)
-		slices.Sort(sorted)
-		ms = sorted[max(need, 1)-1]
-		if ms != r.fallback {
-			v.DecidedBy = slices.Index(own, ms)
-		}
+		ms, by = r.quorum(es, need)
 	}
-	v.Timeout, v.Fallback = fromMillis(ms), v.DecidedBy < 0
-	switch {
-	case v.Fallback:
-		v.Reason = ReasonFallback
+	reason, probe, pt := ReasonEstimate, -1, uint64(0)
+	if by >= 0 {
+		if capped(&es[by]) {
+			reason = ReasonCapped
+		}
+		if probeDue(&es[by]) {
+			if p, ok := r.probe(&es[by], ms); ok {
+				probe, pt = by, p
+			}
+		}
+	} else {
+		reason = ReasonFallback
 		for i := range es {
 			if es[i].Failing {
-				v.Reason = ReasonFailing
+				reason = ReasonFailing
 				break
 			}
 		}
-	case capped(&es[v.DecidedBy]):
-		v.Reason = ReasonCapped
-	default:
-		v.Reason = ReasonEstimate
-	}
-	if v.DecidedBy >= 0 {
-		if pt, ok := r.probe(&es[v.DecidedBy], ms); ok {
-			v.Probe, v.ProbeTimeout = v.DecidedBy, fromMillis(pt)
+		for i := range es {
+			if !probeDue(&es[i]) {
+				continue
+			}
+			if p, ok := r.probe(&es[i], ms); ok {
+				probe, pt = i, p
+				break
+			}
 		}
-		return
 	}
+	*v = Verdict{Decision: Decision{Timeout: fromMillis(ms), DecidedBy: by, Fallback: by < 0},
+		Reason: reason, Probe: probe, ProbeTimeout: fromMillis(pt)}
+}
+
+// quorum returns the need-th smallest own timeout of es (need <
+// len(es)) and the first destination whose own timeout it is, -1 when it
+// is the fallback; apart from decide, whose frame stays small for the
+// common case.
+func (r *rule) quorum(es []tracker.DecisionInput, need int) (uint64, int) {
+	var a, b [quorumStack]uint64
+	own, sorted := buffers(len(es), &a, &b)
 	for i := range es {
-		if pt, ok := r.probe(&es[i], ms); ok {
-			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
-			break
-		}
+		own[i] = r.own(&es[i])
 	}
+	copy(sorted, own)
+	slices.Sort(sorted)
+	ms := sorted[max(need, 1)-1]
+	if ms == r.fallback {
+		return ms, -1
+	}
+	return ms, slices.Index(own, ms)
 }
