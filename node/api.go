@@ -54,8 +54,13 @@ func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 
 // learn hands one attempt's outcome to the decider (which records it and
 // counts it for the failure detector), or counts a dest that cannot be
-// recorded.
+// recorded. A completion of a destination the local tracker holds takes
+// one lookup and no check of the name: only learn and Observe write the
+// local tracker, and both check a name before it is first recorded.
 func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
+	if o == timeout.Completed && n.dec.RecordKnown(dest, ms, now) {
+		return
+	}
 	if !validDest(dest) {
 		n.met.rejected.Inc()
 		return
@@ -220,7 +225,7 @@ func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
 // the need-th smallest of the destinations' own timeouts, as
 // timeout.ExplainQuorum, by the rule Timeout uses. need must be in
 // 1..len(dests).
-func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error) {
+func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (d Decision, err error) {
 	switch {
 	case len(dests) == 0:
 		return Decision{}, ErrNoDestinations
@@ -229,7 +234,6 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (Decision, error
 	case need < 1 || need > len(dests):
 		return Decision{}, fmt.Errorf("%w (%d), got %d", ErrNeed, len(dests), need)
 	}
-	var d Decision
 	n.decideTo(&d, dests, need, attempt, n.clock())
 	n.met.observeOf(&d)
 	return d, nil
@@ -298,11 +302,14 @@ func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 	var d Decision
 	n.decideTo(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
-	return attemptOf(dest, d)
+	return attemptAt(dest, &d)
 }
 
 // attemptOf is a decision for dest alone as a timeout.Attempt.
-func attemptOf(dest string, d Decision) timeout.Attempt {
+func attemptOf(dest string, d Decision) timeout.Attempt { return attemptAt(dest, &d) }
+
+// attemptAt is attemptOf through a pointer, for the hot paths.
+func attemptAt(dest string, d *Decision) timeout.Attempt {
 	return timeout.Attempt{Dest: dest, Attempt: d.Attempt, Timeout: d.Timeout, Reason: d.Reason,
 		Failing: len(d.Failing) > 0, ProbeTimeout: d.ProbeTimeout}
 }
@@ -371,14 +378,14 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 	var d Decision
 	n.decideTo(&d, dests[:], 1, attempt, start)
 	n.met.observeOf(&d)
-	a := attemptOf(dest, d)
+	a := attemptAt(dest, &d)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.Timeout, ErrTimeout)
 	defer cancel()
 	ferr := fn(cctx)
-	return n.done(ctx, cctx, a, start, ferr)
+	return n.done(ctx, cctx, &a, start, ferr)
 }
 
 // probeRoom reports whether ctx's deadline, if any, leaves room for a probe
@@ -409,12 +416,12 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 		<-reached // p is settled
 		a = p
 	}
-	return n.done(ctx, cctx, a, start, ferr)
+	return n.done(ctx, cctx, &a, start, ferr)
 }
 
 // done classifies how Do's attempt ended, learns from it, and returns fn's
 // error (wrapped with ErrTimeout when our timeout ended it).
-func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Time, ferr error) error {
+func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error) error {
 	now := n.clock()
 	elapsed := max(now.Sub(start), 0)
 	// Whether our timeout ended the context matters only when fn failed
@@ -435,7 +442,12 @@ func (n *Node) done(ctx, cctx context.Context, a timeout.Attempt, start time.Tim
 			o = n.cfg.Classify(ferr)
 		}
 	}
-	n.Observe(a, o, elapsed, now)
+	if validDest(a.Dest) {
+		n.dec.Observe(*a, o, elapsed, now)
+		n.met.outcome(o)
+	} else {
+		n.met.rejected.Inc()
+	}
 	n.met.doBy[result].Inc()
 	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,11 +69,62 @@ func BenchmarkRecordParallelUnbounded(b *testing.B) {
 	recordParallel(b, n, dests)
 }
 
-// BenchmarkRecordParallel is Node.Record from every core on distinct
-// destinations.
+// BenchmarkRecordParallel is Node.Record from every core, each going
+// through the same 64 destinations: the cores share every destination's
+// window (and its shard's lock), so each record moves their cache lines
+// from the other core. BenchmarkRecordParallelDistinct is the scaling case.
 func BenchmarkRecordParallel(b *testing.B) {
 	n, dests := benchNode(b)
 	recordParallel(b, n, dests)
+}
+
+// BenchmarkRecordParallelDistinct is Node.Record from every core, each on
+// its own 8 of the destinations: what scales when cores record to
+// different destinations, but for the eviction order's shared sequence
+// (see BenchmarkRecordParallelDistinctUnbounded).
+func BenchmarkRecordParallelDistinct(b *testing.B) {
+	n, dests := benchNode(b)
+	recordDistinct(b, n, dests)
+}
+
+// BenchmarkRecordParallelDistinctUnbounded is
+// BenchmarkRecordParallelDistinct with no MaxDestinations: no eviction
+// order, so no counter shared by the cores.
+func BenchmarkRecordParallelDistinctUnbounded(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Tracker.MaxDestinations = 0
+	n, dests := benchNodeWith(b, cfg)
+	recordDistinct(b, n, dests)
+}
+
+// BenchmarkRecordFailingElsewhere is BenchmarkRecord while the failure
+// detector holds state for another destination (one that failed
+// FailingAfter times): the detector must then tell whether each recorded
+// destination has state to reset.
+func BenchmarkRecordFailingElsewhere(b *testing.B) {
+	n, dests := benchNode(b)
+	failElsewhere(n)
+	recordLoop(b, n, dests)
+}
+
+// BenchmarkRecordParallelDistinctFailingElsewhere is
+// BenchmarkRecordParallelDistinct while the detector holds state for
+// another destination.
+func BenchmarkRecordParallelDistinctFailingElsewhere(b *testing.B) {
+	n, dests := benchNode(b)
+	failElsewhere(n)
+	recordDistinct(b, n, dests)
+}
+
+// failElsewhere makes the detector treat a destination outside the
+// benchmark's as failing.
+func failElsewhere(n *Node) {
+	for range timeout.FailingAfter {
+		n.learn("down", timeout.Failed, 0, n.clock())
+	}
+	if !n.dec.Failing("down") {
+		panic("bench: down is not failing")
+	}
 }
 
 // BenchmarkTimeout3 is Node.Timeout over 3 destinations: one cached
@@ -135,6 +187,21 @@ func recordParallel(b *testing.B, n *Node, dests []string) {
 		i := 0
 		for pb.Next() {
 			n.Record(dests[i&63], 12*time.Millisecond)
+			i++
+		}
+	})
+}
+
+// recordDistinct measures Node.Record from every core, each going through
+// its own 8 of dests (the k-th goroutine the k-th 8, modulo 64).
+func recordDistinct(b *testing.B, n *Node, dests []string) {
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		own := dests[(next.Add(1)-1)*8&63:][:8]
+		i := 0
+		for pb.Next() {
+			n.Record(own[i&7], 12*time.Millisecond)
 			i++
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // The embedded hot path: each benchmark beside its naive (uncached)
@@ -74,8 +76,9 @@ func benchTimeout(b *testing.B, n *Node, ds []string) {
 func noop(context.Context) error { return nil }
 
 // BenchmarkDo is Node.Do around a no-op fn with the clock injected: the
-// decision, the context, and learning the completion (which changes the
-// destination's window, so the local view is walked again each time).
+// decision, the context, and learning the completion (a record below the
+// quantile's bucket, which keeps the cached local view and its published
+// input: viewPos.shift).
 func BenchmarkDo(b *testing.B) {
 	n, dests := benchNode(b)
 	benchDo(b, n, dests[0])
@@ -127,4 +130,26 @@ func BenchmarkRecordParallelSharedCounter(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkChosenObserve is one observation of
+// atnode_timeout_chosen_seconds (chosenHist.observe): a bucket add and
+// the exact integer sum's add.
+func BenchmarkChosenObserve(b *testing.B) {
+	h := newChosenHist()
+	d := 250 * time.Millisecond
+	for b.Loop() {
+		h.observe(tracker.SourceFleet, d)
+	}
+}
+
+// BenchmarkChosenObservePrometheus is BenchmarkChosenObserve through the
+// prometheus.HistogramVec child it stands in for.
+func BenchmarkChosenObservePrometheus(b *testing.B) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "h", Buckets: chosenBounds}, []string{"source"})
+	o := h.WithLabelValues("fleet")
+	d := 250 * time.Millisecond
+	for b.Loop() {
+		o.Observe(d.Seconds())
+	}
 }

@@ -2,13 +2,16 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -270,8 +273,11 @@ func TestDecisionJSON(t *testing.T) {
 
 // TestChosenHistMatchesPrometheus: atnode_timeout_chosen_seconds, observed
 // through chosenHist, gathers exactly as the prometheus.HistogramVec it
-// replaced for the same observations — buckets, counts and sums, per source
-// — for random timeouts and for the values at and beside every bound.
+// replaced for the same observations — buckets and counts, per source —
+// for random timeouts and for the values at and beside every bound, and
+// its sums are exact: the float64 nearest to the true sum of the observed
+// durations (where Prometheus' sequential float adds round at each one),
+// through sums that carry past 2^64 ns and borrow back.
 func TestChosenHistMatchesPrometheus(t *testing.T) {
 	ref := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "atnode_timeout_chosen_seconds",
@@ -292,10 +298,21 @@ func TestChosenHistMatchesPrometheus(t *testing.T) {
 		ds = append(ds, time.Duration(r.Int64N(int64(200*time.Second))), time.Duration(r.IntN(5000))*time.Millisecond)
 	}
 	ds = append(ds, 0, -time.Second, 1, time.Duration(math.MaxInt64))
+	for range 4 { // past 2^64 ns in every source, and back below it
+		ds = append(ds, time.Duration(math.MaxInt64), time.Duration(math.MaxInt64), time.Duration(math.MaxInt64))
+	}
+	for range 6 {
+		ds = append(ds, time.Duration(math.MinInt64))
+	}
+	exact := make([]*big.Int, 3)
+	for i := range exact {
+		exact[i] = new(big.Int)
+	}
 	for i, d := range ds {
 		s := tracker.Source(i % 3)
 		ref.WithLabelValues(s.String()).Observe(d.Seconds())
 		h.observe(s, d)
+		exact[s].Add(exact[s], big.NewInt(int64(d)))
 	}
 	gather := func(c prometheus.Collector) []*dto.MetricFamily {
 		reg := prometheus.NewPedanticRegistry()
@@ -306,9 +323,23 @@ func TestChosenHistMatchesPrometheus(t *testing.T) {
 	}
 	want, got := gather(ref), gather(h)
 	require.Len(t, got, 1)
+	rounded := 0
 	for _, m := range want[0].Metric { // const histograms carry no created timestamp
 		m.Histogram.CreatedTimestamp = nil
+		var s tracker.Source
+		switch m.GetLabel()[0].GetValue() {
+		case "local":
+			s = tracker.SourceLocal
+		case "fleet":
+			s = tracker.SourceFleet
+		}
+		sum, _ := new(big.Rat).SetFrac(exact[s], big.NewInt(int64(time.Second))).Float64()
+		if sum != m.Histogram.GetSampleSum() {
+			rounded++
+		}
+		m.Histogram.SampleSum = &sum
 	}
+	require.Positive(t, rounded, "the float adds were exact: the sums test nothing")
 	require.Equal(t, want[0].String(), got[0].String())
 	require.Equal(t, uint64(len(ds)), got[0].Metric[0].Histogram.GetSampleCount()+got[0].Metric[1].Histogram.GetSampleCount()+got[0].Metric[2].Histogram.GetSampleCount())
 }
@@ -330,5 +361,83 @@ func TestValidDestMatchesNaive(t *testing.T) {
 	}
 	for _, d := range names {
 		require.Equal(t, naive(d), validDest(d), "%q", d)
+	}
+}
+
+// TestTimeoutConcurrentMatchesUncached runs writers (records, censored
+// records, peer batches) and readers (Timeout of one and of three
+// destinations, Do) of one node at once, in rounds with the clock moved
+// between them, and after each round, with the writers stopped, requires
+// every decision to equal the one made on EstimateUncached (a Decider over
+// the uncached view, which no write of the round can have left stale).
+// Run with -race it also checks that the lock-free reads of the published
+// inputs race with nothing. Bounded: 30 rounds of 150 operations per
+// goroutine.
+func TestTimeoutConcurrentMatchesUncached(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	ref, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	dests := []string{"a", "b", "c", "d"}
+	sets := [][]string{{"a"}, {"b"}, {"c", "d", "a"}, {"d"}}
+	ctx := context.Background()
+	for round := range 30 {
+		now := clk.Now()
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Go(func() { // a writer
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)))
+				for range 150 {
+					d, ms := dests[r.IntN(len(dests))], uint64(1+r.IntN(300))
+					if r.IntN(5) == 0 {
+						n.local.RecordTimeoutMillis(d, ms, now)
+					} else {
+						n.Record(d, time.Duration(ms)*time.Millisecond)
+					}
+				}
+			})
+			wg.Go(func() { // a reader
+				r := rand.New(rand.NewPCG(uint64(round), uint64(w)+10))
+				for range 150 {
+					ds := sets[r.IntN(len(sets))]
+					if r.IntN(4) == 0 {
+						if err := n.Do(ctx, ds[0], 1+r.IntN(2), noop); err != nil {
+							t.Error(err)
+							return
+						}
+						continue
+					}
+					if _, err := n.Timeout(ds, 1+r.IntN(3)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		if round%3 == 0 {
+			wg.Go(func() { // a peer's batch
+				b := tracker.Batch{Key: tracker.BatchKey{Origin: fmt.Sprint("p", round%4), Boot: 1, Epoch: n.tcfg.Epoch(now) - 1},
+					Layout: n.tcfg.Layout()}
+				for i, d := range dests[:2+round%3] {
+					b.Dests = append(b.Dests, tracker.DestCounts{Dest: d, Total: 20,
+						Buckets: []tracker.Bucket{{Index: uint16(40 + 30*i + round), Count: 20}}})
+				}
+				n.fleet.Insert(b, now)
+			})
+		}
+		wg.Wait()
+		cached := n.dec
+		for _, ds := range sets {
+			for attempt := 1; attempt <= 3; attempt++ {
+				got, err := n.Timeout(ds, attempt)
+				require.NoError(t, err)
+				n.dec = ref
+				want, err := n.Timeout(ds, attempt)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "round %d: Timeout(%v, %d)", round, ds, attempt)
+			}
+		}
+		clk.Set(now.Add(2 * time.Second))
 	}
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math"
+	"math/big"
 	"math/bits"
 	"sync/atomic"
 	"time"
@@ -142,26 +143,33 @@ const chosenHelp = "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/ti
 
 // chosenHist is atnode_timeout_chosen_seconds by source: a Prometheus
 // histogram of chosenBounds, observed with a table lookup and an integer
-// comparison or two for its bucket (chosenBucket), one atomic add to it and
-// one compare-and-swap of its sum rather than prometheus.Histogram's
-// binary search and four atomic operations (it is on every decision's
-// path). Its buckets and sums are exactly what a prometheus.HistogramVec
-// of the same bounds reports for the same observations: a value falls in
-// the first bucket whose bound it does not exceed, compared as float64
-// seconds, and sums add the same float64 values in order
-// (TestChosenHistMatchesPrometheus). The count is the sum of the bucket
-// counts, so a scrape always sees buckets and count agree; the sum is read
-// after them and may include an observation the buckets do not.
+// comparison or two for its bucket (chosenBucket) and two atomic adds (its
+// bucket and its sum) rather than prometheus.Histogram's binary search and
+// four atomic operations (it is on every decision's path). Its buckets and
+// counts are exactly what a prometheus.HistogramVec of the same bounds
+// reports for the same observations: a value falls in the first bucket
+// whose bound it does not exceed, compared as float64 seconds. Its sum is
+// exact: the observed durations are added as integer nanoseconds (a
+// 128-bit sum) and converted to float64 seconds once, at Collect, which
+// gives the float64 nearest to the true sum where Prometheus' float adds
+// round at every observation (TestChosenHistMatchesPrometheus). The count
+// is the sum of the bucket counts, so a scrape always sees buckets and
+// count agree; the sum is read after them and may include an observation
+// the buckets do not.
 type chosenHist struct {
 	by [tracker.SourceFleet + 1]chosenCounts
 }
 
 // chosenCounts are one source's bucket counts (the last one above every
-// bound) and the float64 bits of its sum, each on its own cache lines.
+// bound) and the sum of its observations in nanoseconds, a two's
+// complement 128-bit integer: lo, and hi, which takes lo's carries and
+// borrows (a scrape between the two adds of the one observation in 2^64
+// ns that carries may read a sum 2^64 ns short), each on its own cache
+// lines.
 type chosenCounts struct {
 	counts [19]atomic.Uint64
-	sum    atomic.Uint64
-	_      [96]byte
+	lo, hi atomic.Uint64
+	_      [88]byte
 }
 
 func newChosenHist() *chosenHist {
@@ -178,14 +186,29 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 		s = tracker.SourceNone
 	}
 	c := &h.by[s]
-	v := d.Seconds()
 	c.counts[chosenBucket(d)].Add(1)
-	for {
-		old := c.sum.Load()
-		if c.sum.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
-			return
+	u := uint64(d)
+	carry := c.lo.Add(u) < u
+	switch {
+	case d >= 0 && carry:
+		c.hi.Add(1)
+	case d < 0 && !carry: // adding d sign-extended: hi + (2^64 − 1) + carry
+		c.hi.Add(math.MaxUint64)
+	}
+}
+
+// sum returns c's sum in seconds: the float64 nearest to it.
+func (c *chosenCounts) sum() float64 {
+	hi, lo := c.hi.Load(), c.lo.Load()
+	for range 3 { // a carry between the loads: read again
+		if h := c.hi.Load(); h != hi {
+			hi, lo = h, c.lo.Load()
 		}
 	}
+	ns := new(big.Int).Lsh(big.NewInt(int64(hi)), 64) // hi signed: the sum's sign
+	ns.Add(ns, new(big.Int).SetUint64(lo))
+	f, _ := new(big.Rat).SetFrac(ns, big.NewInt(int64(time.Second))).Float64()
+	return f
 }
 
 // chosenBucket returns the bucket of d: the first whose bound d.Seconds()
@@ -247,8 +270,7 @@ func (h *chosenHist) Collect(ch chan<- prometheus.Metric) {
 			buckets[b] = cum
 		}
 		cum += c.counts[len(chosenBounds)].Load()
-		sum := math.Float64frombits(c.sum.Load())
-		ch <- prometheus.MustNewConstHistogram(descChosen, cum, sum, buckets, tracker.Source(s).String())
+		ch <- prometheus.MustNewConstHistogram(descChosen, cum, c.sum(), buckets, tracker.Source(s).String())
 	}
 }
 

@@ -139,7 +139,14 @@ type Decider struct {
 	local *tracker.SyncTracker[string]
 	max   int
 
-	n     atomic.Int64 // len(dests), read without the lock
+	n atomic.Int64 // len(dests), read without the lock
+	// gen is the generation of the state: it moves on (under mu) whenever
+	// a destination's state is created. A tracker entry of local tagged
+	// with the current generation (tracker.SyncTracker.SetTag, under mu
+	// when dest had no state) proves dest still has none, so a completion
+	// reads the tag its record returns instead of locking mu. Starts at 1:
+	// a new entry's tag, 0, proves nothing.
+	gen   atomic.Uint64
 	mu    sync.Mutex
 	dests map[string]health
 	touch uint64
@@ -220,7 +227,8 @@ type DeciderStats struct {
 // src and records what it learns into rec. grid is the tracker
 // configuration of the estimates' views: its sub-window grid paces the
 // probes (one per destination per sub-window) and its MaxDestinations caps
-// the state kept.
+// the state kept. When rec is a *tracker.SyncTracker[string] the Decider
+// owns its tags (see NewPolicy).
 func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*Decider, error) {
 	if err := errors.Join(cfg.Validate(), grid.Validate()); err != nil {
 		return nil, err
@@ -229,6 +237,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 		return nil, ErrNoEstimates
 	}
 	d := &Decider{cfg: cfg, grid: grid, src: src, rec: rec, max: grid.MaxDestinations, dests: map[string]health{}}
+	d.gen.Store(1)
 	d.fleet, _ = src.(*tracker.Fleet)
 	d.local, _ = rec.(*tracker.SyncTracker[string])
 	if d.max <= 0 {
@@ -246,7 +255,9 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 // decision values of tr's window alone (tracker.LocalEstimate), with the
 // same rule, detector and probes as a node's fleet view. Attempts are
 // recorded into tr. What a standalone transport (timeouthttp, timeoutgrpc,
-// timeoutfailsafe) takes when there is no fleet.
+// timeoutfailsafe) takes when there is no fleet. The Decider owns tr's
+// tags (tracker.SyncTracker.SetTag): they tell its detector which
+// destinations have no state, so nothing else may set them.
 func NewPolicy(cfg Config, tr *tracker.SyncTracker[string]) (*Decider, error) {
 	if tr == nil {
 		return nil, ErrNoTracker
@@ -364,10 +375,10 @@ func (d *Decider) ExplainTo(v *Verdict, dests []string, need, attempt int, now t
 		in = make([]tracker.DecisionInput, len(dests))
 	}
 	in = in[:len(dests)]
-	for i, dest := range dests {
-		if d.fleet != nil {
-			_ = d.fleet.DecisionInput(&in[i], dest, d.cfg.Quantile, now) // (a valid Config's quantile)
-		} else {
+	if d.fleet != nil {
+		_ = d.fleet.DecisionInputs(in, dests, d.cfg.Quantile, now) // (a valid Config's quantile)
+	} else {
+		for i, dest := range dests {
 			d.srcInput(&in[i], dest, now)
 		}
 	}
@@ -488,12 +499,36 @@ func (d *Decider) Record(dest string, o Outcome, ms uint64, now time.Time) {
 	d.record(dest, o, ms, now, false, 0)
 }
 
+// RecordKnown is Record(dest, Completed, ms, now) for a destination the
+// Decider's tracker holds, when it records into a *tracker.SyncTracker:
+// otherwise (a new destination, or another Learner) it does nothing and
+// reports false, and the caller goes on to Record. A caller that checks
+// names before recording them (node.Record) so checks a name only when it
+// is new to the tracker, and a record takes one lookup.
+func (d *Decider) RecordKnown(dest string, ms uint64, now time.Time) bool {
+	if d.local == nil {
+		return false
+	}
+	tag, held := d.local.RecordHeldMillis(dest, ms, now)
+	if held && d.n.Load() != 0 && tag != d.gen.Load() {
+		d.update(dest, Completed, now, false, 0)
+	}
+	return held
+}
+
 // record learns an outcome; a probe's reservation ends, and pause (ms) is
 // the time no probe of dest may start from now.
 func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe bool, pause int64) {
 	switch {
 	case o == Completed && d.local != nil:
-		d.local.RecordMillis(dest, ms, now)
+		// The common case, with one lookup (the tracker's): the tag the
+		// sample's entry carries tells whether dest may have state here.
+		tag := d.local.RecordMillisTag(dest, ms, now)
+		if !probe && (d.n.Load() == 0 || tag == d.gen.Load()) {
+			return
+		}
+		d.update(dest, o, now, probe, pause)
+		return
 	case o == Completed:
 		d.rec.RecordMillis(dest, ms, now)
 	case o == TimedOut || o == Superseded:
@@ -503,6 +538,15 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	if !probe && !failure && d.n.Load() == 0 {
 		return // nothing to reset: the common case takes no lock
 	}
+	d.update(dest, o, now, probe, pause)
+}
+
+// update is record's change of dest's detector and probe state, its sample
+// recorded. When dest has no state and a completion leaves it so, it tags
+// dest's tracker entry with the current generation (Decider.gen), so that
+// its next completions skip the lock while no state is created.
+func (d *Decider) update(dest string, o Outcome, now time.Time, probe bool, pause int64) {
+	failure := o == TimedOut || o == Failed
 	ep, nowMs := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -513,6 +557,7 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 		}
 	}
 	if !ok {
+		d.checked(dest, o)
 		return
 	}
 	switch {
@@ -531,9 +576,21 @@ func (d *Decider) record(dest string, o Outcome, ms uint64, now time.Time, probe
 	if h.droppable(ep, nowMs) {
 		delete(d.dests, dest)
 		d.n.Store(int64(len(d.dests)))
+		d.checked(dest, o)
 		return
 	}
 	d.dests[dest] = h
+}
+
+// checked tags dest's entry in the local tracker with the current
+// generation after a completion found dest without state (d.mu is held,
+// so no state is created meanwhile): until a destination's state is
+// created, which moves the generation on, dest's completions need not
+// look. Any other outcome looks anyway.
+func (d *Decider) checked(dest string, o Outcome) {
+	if o == Completed && d.local != nil {
+		d.local.SetTag(dest, d.gen.Load())
+	}
 }
 
 // entry returns dest's state, creating it (and making room under the cap)
@@ -552,6 +609,7 @@ func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
 		}
 	}
 	h := health{touched: d.touch}
+	d.gen.Add(1) // tags of an older generation no longer prove dest has no state
 	d.dests[dest] = h
 	d.n.Store(int64(len(d.dests)))
 	return h, true
@@ -659,21 +717,22 @@ type rule struct {
 	attempt                  int
 	floor, ceiling, fallback uint64
 	k                        uint
+	safety                   float64 // c.SafetyFactor
 }
 
 func (r *rule) init() {
 	r.floor, r.ceiling, r.k = millis(r.c.Backoff.Min), millis(r.c.Backoff.Max), exponent(r.attempt)
+	r.safety = r.c.SafetyFactor
 	r.fallback = fallbackMillis(r.floor, r.ceiling, r.k)
 }
 
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
 func (r *rule) own(in *tracker.DecisionInput) uint64 {
-	v, ok := in.Value()
-	if !ok {
+	if in.Source == tracker.SourceNone || in.Failing {
 		return r.fallback
 	}
-	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	return max(r.fallback, clampedMillis(in.ValueMillis, r.k, r.safety, r.floor, r.ceiling))
 }
 
 // capped reports whether in's decision value is below its quantile (v = M <
@@ -683,14 +742,21 @@ func capped(in *tracker.DecisionInput) bool {
 	return ok && v < in.QuantileMillis
 }
 
+// probeDue reports whether the rule offers a probe of in at all: it is
+// trusted, and failing or capped (probe's first condition, cheap enough
+// to inline before the call).
+func probeDue(in *tracker.DecisionInput) bool {
+	return in.Source != tracker.SourceNone && (in.Failing || in.ValueMillis < in.QuantileMillis)
+}
+
 // probe returns in's probe timeout when the rule makes a probe of it due
 // for an attempt whose timeout is timeoutMs: it is trusted, v < Q or it is
-// failing, and today's rule on Q gives more than timeoutMs.
+// failing (probeDue), and today's rule on Q gives more than timeoutMs.
 func (r *rule) probe(in *tracker.DecisionInput, timeoutMs uint64) (uint64, bool) {
-	if in.Source == tracker.SourceNone || !in.Failing && !capped(in) {
+	if !probeDue(in) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.safety, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 
@@ -703,58 +769,69 @@ func (r *rule) verdict(es []tracker.DecisionInput, need int) Verdict {
 	return v
 }
 
-// decide is verdict into *v.
+// decide is verdict into *v. Each destination's own timeout is computed
+// once, and *v is written once, at the end: this is the path of every
+// embedded decision.
 func (r *rule) decide(v *Verdict, es []tracker.DecisionInput, need int) {
-	*v = Verdict{Decision: Decision{DecidedBy: -1}, Probe: -1}
-	var ms uint64
+	ms, by := r.fallback, -1
 	switch {
 	case len(es) == 0:
-		ms = r.fallback
 	case need >= len(es):
-		ms = r.fallback
 		for i := range es {
 			if t := r.own(&es[i]); t > ms {
-				ms, v.DecidedBy = t, i
+				ms, by = t, i
 			}
 		}
 	default:
-		var a, b [quorumStack]uint64
-		own, sorted := buffers(len(es), &a, &b)
-		for i := range es {
-			own[i] = r.own(&es[i])
-		}
-		copy(sorted, own)
-		slices.Sort(sorted)
-		ms = sorted[max(need, 1)-1]
-		if ms != r.fallback {
-			v.DecidedBy = slices.Index(own, ms)
-		}
+		ms, by = r.quorum(es, need)
 	}
-	v.Timeout, v.Fallback = fromMillis(ms), v.DecidedBy < 0
-	switch {
-	case v.Fallback:
-		v.Reason = ReasonFallback
+	reason, probe, pt := ReasonEstimate, -1, uint64(0)
+	if by >= 0 {
+		if capped(&es[by]) {
+			reason = ReasonCapped
+		}
+		if probeDue(&es[by]) {
+			if p, ok := r.probe(&es[by], ms); ok {
+				probe, pt = by, p
+			}
+		}
+	} else {
+		reason = ReasonFallback
 		for i := range es {
 			if es[i].Failing {
-				v.Reason = ReasonFailing
+				reason = ReasonFailing
 				break
 			}
 		}
-	case capped(&es[v.DecidedBy]):
-		v.Reason = ReasonCapped
-	default:
-		v.Reason = ReasonEstimate
-	}
-	if v.DecidedBy >= 0 {
-		if pt, ok := r.probe(&es[v.DecidedBy], ms); ok {
-			v.Probe, v.ProbeTimeout = v.DecidedBy, fromMillis(pt)
+		for i := range es {
+			if !probeDue(&es[i]) {
+				continue
+			}
+			if p, ok := r.probe(&es[i], ms); ok {
+				probe, pt = i, p
+				break
+			}
 		}
-		return
 	}
+	*v = Verdict{Decision: Decision{Timeout: fromMillis(ms), DecidedBy: by, Fallback: by < 0},
+		Reason: reason, Probe: probe, ProbeTimeout: fromMillis(pt)}
+}
+
+// quorum returns the need-th smallest own timeout of es (need <
+// len(es)) and the first destination whose own timeout it is, -1 when it
+// is the fallback; apart from decide, whose frame stays small for the
+// common case.
+func (r *rule) quorum(es []tracker.DecisionInput, need int) (uint64, int) {
+	var a, b [quorumStack]uint64
+	own, sorted := buffers(len(es), &a, &b)
 	for i := range es {
-		if pt, ok := r.probe(&es[i], ms); ok {
-			v.Probe, v.ProbeTimeout = i, fromMillis(pt)
-			break
-		}
+		own[i] = r.own(&es[i])
 	}
+	copy(sorted, own)
+	slices.Sort(sorted)
+	ms := sorted[max(need, 1)-1]
+	if ms == r.fallback {
+		return ms, -1
+	}
+	return ms, slices.Index(own, ms)
 }

@@ -2,6 +2,8 @@ package tracker
 
 import (
 	"math"
+	"math/bits"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -181,20 +183,55 @@ func (t *SyncTracker[D]) cached(e *Estimate, dest D, name string, q float64, now
 // else. It reads the published input first (pubCell: no shard lock), and
 // publishes the one it finds under the lock for the next call.
 func (t *SyncTracker[D]) cachedInput(in *DecisionInput, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
-	h, sh := t.shard(dest)
-	if t.published(in, name, h, q, now, fver, minSamples) {
+	if t.published(in, name, q, now, fver, minSamples) {
 		return true
 	}
+	return t.lockedInput(in, dest, name, q, now, fver, minSamples)
+}
+
+// lockedInput is cachedInput's path under the shard lock, which publishes
+// the input it finds.
+func (t *SyncTracker[D]) lockedInput(in *DecisionInput, dest D, name string, q float64, now time.Time, fver uint64, minSamples uint64) bool {
+	h, sh := t.shard(dest)
 	en, c, clk := t.current(h, sh, dest, name, q, now, fver, minSamples)
 	if c == nil {
 		return false
 	}
 	*in = c.in
 	if clk != nil {
-		t.publish(en.ec, c, name, h, clk, fver, minSamples)
+		t.publish(en.ec, c, name, clk, fver, minSamples)
 	}
 	sh.mu.Unlock()
 	return true
+}
+
+// DecisionInputs sets in[i] to dests[i]'s decision input at quantile q and
+// now, as DecisionInput does for each (in must be at least as long as
+// dests), and returns DecisionInput's error for a quantile outside (0, 1]
+// (every input zero then). It is the read of a decision over several
+// destinations: what holds for all of them (the Fleet's version, the trust
+// threshold, the tracker's epoch with now in it) is read once, and each
+// destination's published input is then one hash, one table lookup and a
+// few atomic loads; a destination without one takes DecisionInput's path.
+func (f *Fleet) DecisionInputs(in []DecisionInput, dests []string, q float64, now time.Time) error {
+	in = in[:len(dests)]
+	t := f.localSync
+	if !(q > 0 && q <= 1) || t == nil || t.s.subMs != f.swMs {
+		for i, dest := range dests {
+			if err := f.DecisionInput(&in[i], dest, q, now); err != nil {
+				clear(in)
+				return err
+			}
+		}
+		return nil
+	}
+	r := t.reader(q, now, f.ver.Load(), f.minSamples())
+	for i, dest := range dests {
+		if !r.read(&in[i], dest) && !t.lockedInput(&in[i], dest, dest, q, now, r.fver, r.minSamples) {
+			f.decisionInput(&in[i], dest, q, now)
+		}
+	}
+	return nil
 }
 
 // current returns dest's cache for q with valid fleet facts (as cached
@@ -257,20 +294,20 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 
 // pubCell is one destination's decision input at one quantile, published
 // by the SyncTracker's decision-input path for readers that take no lock
-// (SyncTracker.published), with what it holds for: the Fleet's version,
-// the trust threshold, and the tracker's epoch (a clockState: while it is
-// the current one and now falls in it, no rotation has moved the window
-// and the fleet's facts hold, as estCache's fepoch says). Writers, under
-// the entry's shard lock, publish it when the locked path has assembled
-// the input, and withdraw it (flags = 0) whenever the window changes what
-// the input says or the cache that backs it went (estCaches.recorded), or
-// the destination goes (eviction, Clear). Its fields are
-// a sequence lock: seq is odd while a publisher writes them, and a reader
-// that sees seq change, or odd, falls back to the locked path.
+// (pubReader), with what it holds for: the Fleet's version, the trust
+// threshold, and the tracker's epoch (a clockState: while it is the
+// current one and now falls in it, no rotation has moved the window and
+// the fleet's facts hold, as estCache's fepoch says). Writers, under the
+// entry's shard lock, publish it when the locked path has assembled the
+// input, and withdraw it (flags = 0) whenever the window changes what the
+// input says or the cache that backs it went (estCaches.recorded), or the
+// destination goes (eviction, Clear). Its fields are a sequence lock: seq
+// is odd while a publisher writes them, and a reader that sees seq
+// change, or odd, falls back to the locked path.
 //
-// Cells are reached through the tracker's pubTable by the destination's
-// hash; key names the destination a cell is of, so a slot another
-// destination took over is only a miss.
+// Cells are reached through the tracker's pubTable by a hash of the
+// destination's name; key names the destination a cell is of, so a slot
+// another destination took over is only a miss.
 type pubCell struct {
 	seq        atomic.Uint64
 	flags      atomic.Uint64 // pubValid | Source<<8 | pubGuarded | pubFailing; 0 when withdrawn
@@ -281,6 +318,7 @@ type pubCell struct {
 	fver       atomic.Uint64
 	clk        atomic.Pointer[clockState]
 	key        string // immutable
+	id         pubKey // key's digest, immutable
 }
 
 // The bits of pubCell.flags.
@@ -309,12 +347,13 @@ func (cs *estCaches) pubQuantile() (float64, bool) {
 }
 
 // pubTable is where readers find the published cells: a two-way
-// set-associative table indexed by the bits of a destination's hash above
-// the shard's (a slot holds the cell last published there; a collision
+// set-associative table indexed by a seeded hash of the destination's name
+// (pubHash; a slot holds the cell last published there, and a collision
 // costs a miss, never a wrong answer).
 type pubTable struct {
 	slots []atomic.Pointer[pubCell]
 	mask  uint64
+	seed  uint64
 }
 
 // pubTableSize is the number of slots of a tracker's pubTable: twice
@@ -337,21 +376,82 @@ func (t *SyncTracker[D]) table() *pubTable {
 		return tb
 	}
 	n := pubTableSize(t.s.cfg.MaxDestinations)
-	tb := &pubTable{slots: make([]atomic.Pointer[pubCell], n), mask: uint64(n - 1)}
+	tb := &pubTable{slots: make([]atomic.Pointer[pubCell], n), mask: uint64(n - 1), seed: rand.Uint64()}
 	if t.pubs.CompareAndSwap(nil, tb) {
 		return tb
 	}
 	return t.pubs.Load()
 }
 
+// pubKey is a digest of a destination's name for the pubTable: its
+// length, two words of its bytes, and a seeded hash of all of them. A name
+// of at most 16 bytes is all in its words (a and b read its first and last
+// 8 bytes, or 4, or for 1–3 bytes the first, middle and last one), so two
+// such names with equal digests are equal: a reader compares three words
+// instead of calling the runtime's memequal (which, with the spills a call
+// costs, was a fifth of the lock-free read). Longer names are compared too.
+type pubKey struct {
+	n, a, b, hash uint64
+}
+
+// key returns name's digest under tb's seed: wyhash's mixing (a
+// 64×64→128-bit product folded by xor) over its bytes, read eight at a
+// time. It stands in for maphash.String, whose calls cost the lock-free
+// read as much as the rest of it for a short name; a weaker hash would
+// cost only misses (the locked path), never a wrong answer.
+func (tb *pubTable) key(name string) pubKey {
+	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	s := name
+	h := tb.seed ^ uint64(len(s))*k0
+	for len(s) > 16 {
+		h = pubMix(le64(s)^k1, le64(s[8:])^h)
+		s = s[16:]
+	}
+	var a, b uint64
+	switch n := len(s); {
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return pubKey{n: uint64(len(name)), a: a, b: b, hash: pubMix(a^k1, b^h^k2)}
+}
+
+// of reports whether c is the cell of the name with digest k.
+func (c *pubCell) of(k *pubKey, name string) bool {
+	return c.id == *k && (k.n <= 16 || c.key == name)
+}
+
+// pubMix folds the 128-bit product of a and b.
+func pubMix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// le64 and le32 read the first 8 and 4 bytes of s, little-endian (s is
+// long enough).
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func le32(s string) uint32 {
+	_ = s[3]
+	return uint32(s[0]) | uint32(s[1])<<8 | uint32(s[2])<<16 | uint32(s[3])<<24
+}
+
 // publish publishes c's decision input (cs's cache of quantile c.q, of the
-// destination name of hash h) for calls at times in clk's epoch, at the
-// Fleet's version fver and trust threshold minSamples. The shard lock is
-// held.
-func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, h uint64, clk *clockState, fver, minSamples uint64) {
+// destination name) for calls at times in clk's epoch, at the Fleet's
+// version fver and trust threshold minSamples. The shard lock is held.
+func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *clockState, fver, minSamples uint64) {
+	tb := t.table()
+	k := tb.key(name)
 	cell := cs.cell
 	if cell == nil {
-		cell = &pubCell{key: name}
+		cell = &pubCell{key: name, id: k}
 		cs.cell = cell
 	}
 	fl := uint64(pubValid) | uint64(c.in.Source)<<8
@@ -370,8 +470,7 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, h uint
 	cell.clk.Store(clk)
 	cell.flags.Store(fl)
 	cell.seq.Add(1)
-	tb := t.table()
-	i := (h >> 8) & tb.mask
+	i := k.hash & tb.mask
 	a, b := &tb.slots[i], &tb.slots[i^1]
 	switch pa, pb := a.Load(), b.Load(); {
 	case pa == cell || pb == cell:
@@ -384,34 +483,66 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, h uint
 	}
 }
 
-// published sets *in to the decision input published for name (of hash h)
-// at quantile q and reports whether it holds at now for the Fleet's
-// version fver and trust threshold minSamples: the lock-free path of
-// cachedInput, the same answer as the locked one (TestPublishedInputConcurrent).
-func (t *SyncTracker[D]) published(in *DecisionInput, name string, h uint64, q float64, now time.Time, fver, minSamples uint64) bool {
-	tb := t.pubs.Load()
+// pubReader reads published inputs for one decision: what every one read
+// is checked against (the quantile, the Fleet's version, the trust
+// threshold, and the tracker's epoch, which now must fall in), read once.
+type pubReader struct {
+	tb               *pubTable // nil when nothing can be read
+	clk              *clockState
+	q                uint64 // float64 bits
+	fver, minSamples uint64
+}
+
+// reader returns the reader of the inputs published for quantile q at now,
+// the Fleet's version fver and the trust threshold minSamples.
+func (t *SyncTracker[D]) reader(q float64, now time.Time, fver, minSamples uint64) pubReader {
+	r := pubReader{q: math.Float64bits(q), fver: fver, minSamples: minSamples}
+	tb, clk := t.pubs.Load(), t.clock.Load()
+	if tb == nil || clk == nil {
+		return r
+	}
+	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+		return r
+	}
+	r.tb, r.clk = tb, clk
+	return r
+}
+
+// read sets *in to the decision input published for name and reports
+// whether it holds for r: the lock-free path of cachedInput, the same
+// answer as the locked one (TestPublishedInputConcurrent). A cell made
+// for r's epoch holds even when the tracker has since moved on: the read
+// is then ordered before the call that moved it, within the decision's
+// call.
+func (r *pubReader) read(in *DecisionInput, name string) bool {
+	tb := r.tb
 	if tb == nil {
 		return false
 	}
-	i := (h >> 8) & tb.mask
+	k := tb.key(name)
+	i := k.hash & tb.mask
 	cell := tb.slots[i].Load()
-	if cell == nil || cell.key != name {
-		if cell = tb.slots[i^1].Load(); cell == nil || cell.key != name {
+	if cell == nil || !cell.of(&k, name) {
+		if cell = tb.slots[i^1].Load(); cell == nil || !cell.of(&k, name) {
 			return false
 		}
 	}
 	s := cell.seq.Load()
 	fl := cell.flags.Load()
 	value, quant := cell.value.Load(), cell.quant.Load()
-	ok := fl != 0 && cell.q.Load() == math.Float64bits(q) && cell.minSamples.Load() == minSamples && cell.fver.Load() == fver
-	clk := cell.clk.Load()
-	if !ok || s&1 != 0 || cell.seq.Load() != s || clk != t.clock.Load() {
-		return false
-	}
-	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+	if fl == 0 || s&1 != 0 || cell.q.Load() != r.q || cell.minSamples.Load() != r.minSamples ||
+		cell.fver.Load() != r.fver || cell.clk.Load() != r.clk || cell.seq.Load() != s {
 		return false
 	}
 	*in = DecisionInput{ValueMillis: value, QuantileMillis: quant, Source: Source(fl >> 8),
 		Guarded: fl&pubGuarded != 0, Failing: fl&pubFailing != 0}
 	return true
+}
+
+// published sets *in to the decision input published for name at
+// quantile q and reports whether it holds at now for the Fleet's version
+// fver and trust threshold minSamples: one pubReader's read.
+func (t *SyncTracker[D]) published(in *DecisionInput, name string, q float64, now time.Time, fver, minSamples uint64) bool {
+	r := t.reader(q, now, fver, minSamples)
+	return r.read(in, name)
 }

@@ -117,6 +117,17 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 		return b
 	}
 	check := func(step int, what string) {
+		// A decision's read of several destinations at once (before the
+		// calls below republish anything): the published inputs where
+		// they hold, the locked path for the rest.
+		all := append(slices.Clone(dests), "unknown")
+		ins := make([]DecisionInput, len(all))
+		require.NoError(t, f.DecisionInputs(ins, all, 0.99, now))
+		for i, d := range all {
+			want, err := f.EstimateUncached(d, 0.99, now)
+			require.NoError(t, err)
+			require.Equal(t, want.Input(), ins[i], "seed %d step %d (%s): DecisionInputs %s", seed, step, what, d)
+		}
 		for _, d := range append(dests, "unknown") {
 			qs := []float64{0.99, 0.99}
 			switch r.IntN(10) {
@@ -127,8 +138,7 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			}
 			for _, q := range qs {
 				var pin DecisionInput // what the lock-free path answers, before any locked call advances or republishes
-				h, _ := local.shard(d)
-				pub := local.published(&pin, d, h, q, now, f.ver.Load(), f.minSamples())
+				pub := local.published(&pin, d, q, now, f.ver.Load(), f.minSamples())
 				var e Estimate
 				if local.cached(&e, d, d, q, now, f.ver.Load(), f.minSamples()) {
 					hits++
@@ -260,6 +270,10 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			d := dests[r.IntN(len(dests))]
 			what = "record ahead " + d
 			local.RecordMillis(d, uint64(1+r.IntN(300)), now.Add(sw))
+			if r.IntN(2) == 0 { // then now there, before the Fleet slides: inputs published a sub-window ago must not answer
+				what += ", then there"
+				now = now.Add(sw)
+			}
 		case k < 94:
 			what = "next sub-window"
 			now = now.Add(sw)
@@ -400,8 +414,8 @@ func TestFleetDecisionInputQuantile(t *testing.T) {
 
 // TestPublishedInputConcurrent runs writers (records, completed and timed
 // out, of values that move the quantile and ones that do not; peer
-// batches) and readers (Fleet.DecisionInput, the lock-free path, and
-// Estimate) of the same destinations at once, in rounds with the clock
+// batches) and readers (Fleet.DecisionInput and DecisionInputs, the
+// lock-free path, and Estimate) of the same destinations at once, in rounds with the clock
 // moved between them, and after each round, with the writers stopped,
 // requires the published input of every destination, when there is one,
 // and DecisionInput to equal EstimateUncached's: a published input that a
@@ -444,6 +458,10 @@ func TestPublishedInputConcurrent(t *testing.T) {
 					if r.IntN(4) == 0 && err == nil {
 						_, err = f.Estimate(d, 0.5, now)
 					}
+					if r.IntN(2) == 0 && err == nil { // a decision's read of them all
+						var ins [4]DecisionInput
+						err = f.DecisionInputs(ins[:], dests, 0.99, now)
+					}
 					if err != nil {
 						t.Error(err)
 						return
@@ -469,14 +487,20 @@ func TestPublishedInputConcurrent(t *testing.T) {
 			want, err := f.EstimateUncached(d, 0.99, now)
 			require.NoError(t, err)
 			var pin DecisionInput
-			h, _ := local.shard(d)
-			if local.published(&pin, d, h, 0.99, now, f.ver.Load(), f.minSamples()) {
+			if local.published(&pin, d, 0.99, now, f.ver.Load(), f.minSamples()) {
 				pubs++
 				require.Equal(t, want.Input(), pin, "round %d: published %s", round, d)
 			}
 			var in DecisionInput
 			require.NoError(t, f.DecisionInput(&in, d, 0.99, now))
 			require.Equal(t, want.Input(), in, "round %d: DecisionInput %s", round, d)
+		}
+		var ins [4]DecisionInput
+		require.NoError(t, f.DecisionInputs(ins[:], dests, 0.99, now))
+		for i, d := range dests {
+			want, err := f.EstimateUncached(d, 0.99, now)
+			require.NoError(t, err)
+			require.Equal(t, want.Input(), ins[i], "round %d: DecisionInputs %s", round, d)
 		}
 		now = now.Add(c.Tracker.SubWindow() / 3)
 	}
@@ -508,8 +532,7 @@ func TestPublishedInputWithdrawn(t *testing.T) {
 		check("filled")
 		check("published")
 		var pin DecisionInput
-		h, _ := local.shard("a")
-		require.True(t, local.published(&pin, "a", h, 0.99, now, f.ver.Load(), f.minSamples()))
+		require.True(t, local.published(&pin, "a", 0.99, now, f.ver.Load(), f.minSamples()))
 		if evict {
 			for i := range 50 { // b, then c: a, with fewer samples than b, goes
 				local.RecordMillis("b", uint64(i), now)
@@ -520,8 +543,56 @@ func TestPublishedInputWithdrawn(t *testing.T) {
 		} else {
 			local.Clear()
 		}
-		require.False(t, local.published(&pin, "a", h, 0.99, now, f.ver.Load(), f.minSamples()), "evicted %v", evict)
+		require.False(t, local.published(&pin, "a", 0.99, now, f.ver.Load(), f.minSamples()), "evicted %v", evict)
 		local.RecordMillis("a", 3, now)
 		check(fmt.Sprint("recorded again, evicted ", evict))
+	}
+}
+
+// TestPubKeyDigest: a published cell answers for exactly the name it was
+// made for. Names of up to 16 bytes are compared by their digests alone,
+// so the digest must tell every two of them apart: pairs of names of
+// every length to 40 that differ in one byte (at each position), in length
+// only, or not at all, and random names over a two-letter alphabet.
+func TestPubKeyDigest(t *testing.T) {
+	tb := &pubTable{seed: 0x1234, mask: 1<<16 - 1}
+	r := rand.New(rand.NewPCG(9, 9))
+	check := func(a, b string) {
+		t.Helper()
+		ka := tb.key(a)
+		cell := &pubCell{key: a, id: ka}
+		kb := tb.key(b)
+		require.Equal(t, a == b, cell.of(&kb, b), "%q made, %q read", a, b)
+		if len(a) <= 16 && len(b) <= 16 { // the words alone tell them apart, whatever the hash
+			ka.hash, kb.hash = 0, 0
+			require.Equal(t, a == b, ka == kb, "%q, %q: digests", a, b)
+		} else if len(a) == len(b) { // a hash collision of long names is a miss
+			collided := &pubCell{key: a, id: kb}
+			require.Equal(t, a == b, collided.of(&kb, b), "%q made, %q read with its digest", a, b)
+		}
+	}
+	for n := range 41 {
+		name := make([]byte, n)
+		for i := range name {
+			name[i] = byte('a' + r.IntN(2))
+		}
+		check(string(name), string(name))
+		check(string(name), string(name)+"a")
+		check(string(name)+"a", string(name))
+		for i := range n {
+			other := slices.Clone(name)
+			other[i] ^= 1
+			check(string(name), string(other))
+		}
+	}
+	for range 20000 {
+		a, b := make([]byte, r.IntN(20)), make([]byte, r.IntN(20))
+		for i := range a {
+			a[i] = byte('a' + r.IntN(2))
+		}
+		for i := range b {
+			b[i] = byte('a' + r.IntN(2))
+		}
+		check(string(a), string(b))
 	}
 }

@@ -53,13 +53,22 @@ func (l *list[V]) remove(n *listNode[V]) {
 	n.prev, n.next = nil, nil
 }
 
-// moveToFront makes n, which must be in l, the head.
+// moveToFront makes n, which must be in l, the head: remove and
+// pushFront in one, for the record path (n, not the head, has a prev, and
+// the head is not nil).
 func (l *list[V]) moveToFront(n *listNode[V]) {
 	if l.head == n {
 		return
 	}
-	l.remove(n)
-	l.pushFront(n)
+	n.prev.next = n.next
+	if n.next != nil {
+		n.next.prev = n.prev
+	} else {
+		l.tail = n.prev
+	}
+	n.prev, n.next = nil, l.head
+	l.head.prev = n
+	l.head = n
 }
 
 // moveToBack makes n, which must be in l, the tail.

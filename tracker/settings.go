@@ -95,14 +95,15 @@ func sinceNonNegative(start, now time.Time) time.Duration {
 }
 
 // entry is one destination: its window plus its place in the order of
-// Record calls (kept only when MaxDestinations > 0).
+// Record calls (kept only when MaxDestinations > 0: Tracker's list,
+// SyncTracker's stamp).
 type entry[D comparable] struct {
 	window
 	key     D
-	recency listNode[*entry[D]] // in the list of entries by last Record, most recent first
+	recency listNode[*entry[D]] // Tracker: in the list of entries by last Record, most recent first
 	stamp   uint64              // SyncTracker: sequence number of the last Record
 	hash    uint64              // SyncTracker: maphash of key
-	hnext   *entry[D]           // SyncTracker: next entry with the same hash
+	tag     uint64              // SyncTracker: the caller's tag (SetTag)
 	ec      *estCaches          // SyncTracker under a Fleet: the cached estimates, nil until queried
 }
 

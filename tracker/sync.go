@@ -1,7 +1,9 @@
 package tracker
 
 import (
+	"cmp"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,11 +25,12 @@ const numShards = 64
 //
 // With MaxDestinations > 0 every Record also takes a global sequence number
 // (one atomic add, skipped when the destination is already the most
-// recently recorded) to order destinations for eviction, and creating a
-// destination beyond the bound briefly locks each shard in turn to find the
-// least recently recorded ones, then the few it compares (see
-// Config.MaxDestinations). While concurrent calls create destinations the
-// bound may be exceeded for the duration of those calls.
+// recently recorded) to order destinations for eviction; that stamp is
+// all a record does for the order. Creating a destination beyond the bound
+// reads the least recently recorded ones from an eviction queue sorted by
+// stamp, built again from every shard when it runs out, then the few it
+// compares (see Config.MaxDestinations). While concurrent calls create
+// destinations the bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
 	s      settings
 	seed   maphash.Seed
@@ -36,66 +39,117 @@ type SyncTracker[D comparable] struct {
 	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
 
 	// Eviction, used only when MaxDestinations > 0.
-	seq     atomic.Uint64 // sequence number of Record calls
-	count   atomic.Int64  // destinations; changed only under a shard lock
-	evicted atomic.Uint64 // destinations dropped by MaxDestinations
-	evictMu sync.Mutex    // one evictor at a time; guards the scratch below
-	cursors []evictCursor[D]
+	seq     atomic.Uint64    // sequence number of Record calls
+	count   atomic.Int64     // destinations; changed only under a shard lock
+	evicted atomic.Uint64    // destinations dropped by MaxDestinations
+	evictMu sync.Mutex       // one evictor at a time; guards the queue and scratch below
+	queue   []evictCursor[D] // the eviction queue from qhead on (see candidates)
+	qhead   int
 	cands   []evictCursor[D]
 }
 
-// syncShard holds the destinations whose hash falls in it. Its map is keyed
-// by that hash, computed once per call for choosing the shard too, so a
-// lookup does not hash the key a second time; entries with equal hashes are
-// chained through entry.hnext.
+// syncShard holds the destinations whose hash falls in it, in an open
+// addressing table keyed by that hash (computed once per call, for choosing
+// the shard too, so a lookup does not hash the key a second time): linear
+// probing from the hash's bits above the shard's, the hash kept beside each
+// entry so a probe compares a key only when the hashes are equal. One
+// lookup is then an index, a compare of the hash and one of the key, where
+// the map it replaces spent ~10 % of a record on its own hash of the key
+// and its groups.
 type syncShard[D comparable] struct {
 	mu    sync.Mutex
-	dests map[uint64]*entry[D]
-	n     atomic.Int64 // entries; written under mu, read without it to skip empty shards
-	lru   list[*entry[D]]
-	recs  uint64   // samples recorded into the shard, under mu (Recorded)
-	_     [64]byte // keep neighbouring shards' locks off one cache line
+	slots []destSlot[D] // a power of two long, at most half full; nil while empty
+	n     atomic.Int64  // entries; written under mu, read without it to skip empty shards
+	recs  uint64        // samples recorded into the shard, under mu (Recorded)
+	_     [64]byte      // keep neighbouring shards' locks off one cache line
 }
 
+// destSlot is a slot of a shard's table: an entry and its hash, en nil
+// when the slot is free.
+type destSlot[D comparable] struct {
+	hash uint64
+	en   *entry[D]
+}
+
+// minSlots is the length of a shard's table when it first holds an entry.
+const minSlots = 8
+
+// home returns the slot a hash h probes first in a table of mask+1 slots:
+// the bits above the shard index's.
+func home(h, mask uint64) uint64 { return h >> 6 & mask }
+
 func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
-	for en := sh.dests[h]; en != nil; en = en.hnext {
-		if en.key == dest {
-			return en
+	if len(sh.slots) == 0 {
+		return nil
+	}
+	mask := uint64(len(sh.slots) - 1)
+	for j := home(h, mask); ; j = (j + 1) & mask {
+		s := &sh.slots[j]
+		if s.en == nil {
+			return nil
+		}
+		if s.hash == h && s.en.key == dest {
+			return s.en
 		}
 	}
-	return nil
 }
 
 func (sh *syncShard[D]) put(en *entry[D]) {
-	en.hnext = sh.dests[en.hash]
-	sh.dests[en.hash] = en
+	if n := int(sh.n.Load()) + 1; 2*n > len(sh.slots) {
+		sh.grow(max(2*len(sh.slots), minSlots))
+	}
+	sh.insert(en)
 	sh.n.Add(1)
 }
 
-func (sh *syncShard[D]) del(en *entry[D]) {
-	p := sh.dests[en.hash]
-	if p == en {
-		if en.hnext == nil {
-			delete(sh.dests, en.hash)
-		} else {
-			sh.dests[en.hash] = en.hnext
-		}
-	} else {
-		for p.hnext != en {
-			p = p.hnext
-		}
-		p.hnext = en.hnext
+// insert puts en in the first free slot from its home; one must be free.
+func (sh *syncShard[D]) insert(en *entry[D]) {
+	mask := uint64(len(sh.slots) - 1)
+	j := home(en.hash, mask)
+	for sh.slots[j].en != nil {
+		j = (j + 1) & mask
 	}
-	en.hnext = nil
+	sh.slots[j] = destSlot[D]{hash: en.hash, en: en}
+}
+
+// grow moves the entries to a table of size slots.
+func (sh *syncShard[D]) grow(size int) {
+	old := sh.slots
+	sh.slots = make([]destSlot[D], size)
+	for _, s := range old {
+		if s.en != nil {
+			sh.insert(s.en)
+		}
+	}
+}
+
+// del removes en, which must be held, and shifts the entries after it
+// back so that every entry stays reachable from its home without a
+// tombstone.
+func (sh *syncShard[D]) del(en *entry[D]) {
+	mask := uint64(len(sh.slots) - 1)
+	i := home(en.hash, mask)
+	for sh.slots[i].en != en {
+		i = (i + 1) & mask
+	}
+	for k := (i + 1) & mask; sh.slots[k].en != nil; k = (k + 1) & mask {
+		// The entry at k may fill the hole at i when its home is not in
+		// (i, k] cyclically: it probed past i to reach k.
+		if (k-home(sh.slots[k].hash, mask))&mask >= (k-i)&mask {
+			sh.slots[i] = sh.slots[k]
+			i = k
+		}
+	}
+	sh.slots[i] = destSlot[D]{}
 	sh.n.Add(-1)
 	en.ec.unpublish()
 }
 
 // each calls f for every entry of the shard.
 func (sh *syncShard[D]) each(f func(*entry[D])) {
-	for _, en := range sh.dests {
-		for ; en != nil; en = en.hnext {
-			f(en)
+	for _, s := range sh.slots {
+		if s.en != nil {
+			f(s.en)
 		}
 	}
 }
@@ -111,11 +165,7 @@ func NewSync[D comparable](c Config) (*SyncTracker[D], error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &SyncTracker[D]{s: s, seed: maphash.MakeSeed()}
-	for i := range t.shards {
-		t.shards[i].dests = make(map[uint64]*entry[D])
-	}
-	return t, nil
+	return &SyncTracker[D]{s: s, seed: maphash.MakeSeed()}, nil
 }
 
 // advance returns max(current epoch, epoch of now) and makes it current.
@@ -159,20 +209,38 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 // RecordMillis is Tracker.RecordMillis, safe for concurrent use. Two calls
 // that create the same destination at once both count.
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
+	t.RecordMillisTag(dest, ms, now)
+}
+
+// RecordMillisTag is RecordMillis, also returning dest's tag (SetTag) as
+// it was when the sample was recorded: 0 when this call created dest. A
+// caller that keeps its own state for some destinations tags those it
+// checked so that a record tells it, with the lookup the record does
+// anyway, whether it must look (timeout.Decider does so for its failure
+// detector).
+func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint64 {
+	if tag, held := t.RecordHeldMillis(dest, ms, now); held {
+		return tag
+	}
+	return t.recordNew(dest, ms, now)
+}
+
+// RecordHeldMillis is RecordMillisTag for a destination the tracker holds:
+// when it holds no dest it records nothing and reports false. A caller that
+// checks names before recording them need check a name only when this
+// reports false (the tracker holds only what it was given).
+func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag uint64, held bool) {
 	// entryFor's body, by hand: the call costs a plain record ~15 %.
 	e := t.advance(now)
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
-	sh.recs++
 	en := sh.get(h, dest)
 	if en == nil {
-		en = t.create(sh, h, dest, e)
-		en.record(i)
 		sh.mu.Unlock()
-		t.created(en, e)
-		return
+		return 0, false
 	}
+	sh.recs++
 	en.rotate(e)
 	if t.s.cfg.MaxDestinations > 0 {
 		t.restamp(sh, en)
@@ -181,6 +249,36 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 	en.record(i)
 	if en.ec != nil && en.ver != v {
 		en.ec.recorded(i, false, v, en.ver)
+	}
+	tag = en.tag
+	sh.mu.Unlock()
+	return tag, true
+}
+
+// recordNew is RecordMillisTag after RecordHeldMillis found no dest: it
+// records into dest, creating it unless a concurrent call did meanwhile.
+func (t *SyncTracker[D]) recordNew(dest D, ms uint64, now time.Time) uint64 {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	en, sh, created := t.entryFor(dest, e)
+	sh.recs++
+	add(en, i, false)
+	tag := en.tag
+	sh.mu.Unlock()
+	if created {
+		t.created(en, e)
+	}
+	return tag
+}
+
+// SetTag sets dest's tag to tag if dest is held; it creates nothing and
+// does not refresh dest's place in the eviction order. A destination is
+// created with tag 0 and loses its tag when evicted or cleared.
+func (t *SyncTracker[D]) SetTag(dest D, tag uint64) {
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	if en := sh.get(h, dest); en != nil {
+		en.tag = tag
 	}
 	sh.mu.Unlock()
 }
@@ -197,14 +295,25 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
 	sh.recs++
-	v := en.ver
-	en.recordTimeout(i)
-	if en.ec != nil && en.ver != v {
-		en.ec.recorded(i, true, v, en.ver)
-	}
+	add(en, i, true)
 	sh.mu.Unlock()
 	if created {
 		t.created(en, e)
+	}
+}
+
+// add records one sample at index i into en, whose shard is locked, as
+// timed out or not, and keeps en's cached views that the sample leaves
+// valid.
+func add[D comparable](en *entry[D], i int, timedOut bool) {
+	v := en.ver
+	if timedOut {
+		en.recordTimeout(i)
+	} else {
+		en.record(i)
+	}
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, timedOut, v, en.ver)
 	}
 }
 
@@ -233,7 +342,6 @@ func (t *SyncTracker[D]) restamp(sh *syncShard[D], en *entry[D]) {
 		return
 	}
 	en.stamp = t.seq.Add(1)
-	sh.lru.moveToFront(&en.recency)
 }
 
 // create adds dest (of hash h) to sh, whose lock is held, at epoch e.
@@ -243,7 +351,6 @@ func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *en
 	sh.put(en)
 	if t.s.cfg.MaxDestinations > 0 {
 		en.stamp = t.seq.Add(1)
-		sh.lru.pushFront(&en.recency)
 		t.count.Add(1)
 	}
 	return en
@@ -257,8 +364,9 @@ func (t *SyncTracker[D]) created(en *entry[D], e int64) {
 	}
 }
 
-// evictCursor is an eviction candidate: an entry of a shard's list and its
-// stamp when read; the next candidate of that shard is the entry before it.
+// evictCursor is a destination in the eviction queue: its shard, its
+// entry (nil once found stale) and its stamp when queued; total is its
+// samples when last examined.
 type evictCursor[D comparable] struct {
 	shard int
 	en    *entry[D]
@@ -267,59 +375,20 @@ type evictCursor[D comparable] struct {
 }
 
 // evict removes destinations other than keep until at most MaxDestinations
-// remain, by the rule of Tracker.victim over all shards: the global
-// evictionCandidates least recently recorded (the shards' lists merged by
-// stamp; within a shard, list order is stamp order because both change
-// under its lock), of those the one with the fewest samples at epoch e, and
-// the candidates with more samples move to the front with new stamps.
-// Calls running concurrently may change the lists between the locks: a
+// remain, by the rule of Tracker.victim over all shards: of the
+// evictionCandidates least recently recorded (the first of the eviction
+// queue, see candidates), the one with the fewest samples at epoch e, and
+// the candidates with more samples become the most recently recorded, in
+// the order examined, then keep after them.
+//
+// Calls running concurrently may change entries between the locks: a
 // candidate that was recorded, moved or removed meanwhile is skipped, so
 // the result is then approximate, never unsafe.
 func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 	t.evictMu.Lock()
 	defer t.evictMu.Unlock()
 	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
-		heads := t.cursors[:0]
-		for k := range t.shards {
-			sh := &t.shards[k]
-			if sh.n.Load() == 0 {
-				continue // (a destination created there meanwhile is no candidate for this round)
-			}
-			sh.mu.Lock()
-			if n := sh.lru.tail; n != nil {
-				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
-			}
-			sh.mu.Unlock()
-		}
-		cands := t.cands[:0]
-		for len(cands) < evictionCandidates && len(heads) > 0 {
-			j := 0
-			for x := range heads {
-				if heads[x].stamp < heads[j].stamp {
-					j = x
-				}
-			}
-			c := &heads[j]
-			sh := &t.shards[c.shard]
-			sh.mu.Lock()
-			valid := sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp
-			var prev *listNode[*entry[D]]
-			if valid {
-				prev = c.en.recency.prev
-				if c.en != keep {
-					c.en.rotate(e)
-					cands = append(cands, evictCursor[D]{shard: c.shard, en: c.en, stamp: c.stamp, total: c.en.sum.total})
-				}
-			}
-			if prev != nil {
-				c.en, c.stamp = prev.v, prev.v.stamp
-			} else {
-				heads[j] = heads[len(heads)-1]
-				heads = heads[:len(heads)-1]
-			}
-			sh.mu.Unlock()
-		}
-		t.cursors, t.cands = heads, cands
+		cands := t.candidates(keep, e)
 		if len(cands) == 0 {
 			return
 		}
@@ -336,13 +405,11 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
 				switch {
 				case x == v:
-					sh.lru.remove(&c.en.recency)
 					sh.del(c.en)
 					t.count.Add(-1)
 					t.evicted.Add(1)
 				case c.total > cands[v].total:
 					c.en.stamp = t.seq.Add(1)
-					sh.lru.moveToFront(&c.en.recency)
 					moved = true
 				}
 			}
@@ -355,11 +422,71 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			sh.mu.Lock()
 			if sh.get(keep.hash, keep.key) == keep {
 				keep.stamp = t.seq.Add(1)
-				sh.lru.moveToFront(&keep.recency)
 			}
 			sh.mu.Unlock()
 		}
 	}
+}
+
+// candidates returns the evictionCandidates least recently recorded
+// destinations other than keep (fewer when fewer are held), rotated to e,
+// least recent first, with their samples. They come from the eviction
+// queue: every destination held when it was built, by stamp. A destination
+// recorded since has a new stamp, one created since a later one, so the
+// queued entries whose stamp is unchanged are the least recently recorded
+// of all, in order; the others are stale and dropped as they are met. When
+// fewer than evictionCandidates remain, the queue is built again from
+// every shard. So a record orders destinations with its stamp alone and
+// no list, and an eviction reads evictionCandidates entries, plus a sort
+// of all the destinations each time the queue runs out. t.evictMu is held.
+func (t *SyncTracker[D]) candidates(keep *entry[D], e int64) []evictCursor[D] {
+	for rebuilt := false; ; rebuilt = true {
+		cands := t.cands[:0]
+		for r := t.qhead; r < len(t.queue) && len(cands) < evictionCandidates; r++ {
+			c := &t.queue[r]
+			if c.en != nil && c.en != keep {
+				sh := &t.shards[c.shard]
+				sh.mu.Lock()
+				if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
+					c.en.rotate(e)
+					c.total = c.en.sum.total
+					cands = append(cands, *c)
+				} else {
+					c.en = nil
+				}
+				sh.mu.Unlock()
+			}
+			if c.en == nil && r == t.qhead {
+				t.qhead++
+			}
+		}
+		t.cands = cands
+		if len(cands) == evictionCandidates || rebuilt {
+			return cands
+		}
+		t.requeue()
+	}
+}
+
+// requeue builds the eviction queue: every destination held, least
+// recently recorded first. t.evictMu is held.
+func (t *SyncTracker[D]) requeue() {
+	q := t.queue[:0]
+	for k := range t.shards {
+		sh := &t.shards[k]
+		if sh.n.Load() == 0 {
+			continue // (a destination created there meanwhile is newer than the rest)
+		}
+		sh.mu.Lock()
+		for _, s := range sh.slots {
+			if s.en != nil {
+				q = append(q, evictCursor[D]{shard: k, en: s.en, stamp: s.en.stamp})
+			}
+		}
+		sh.mu.Unlock()
+	}
+	slices.SortFunc(q, func(a, b evictCursor[D]) int { return cmp.Compare(a.stamp, b.stamp) })
+	t.queue, t.qhead = q, 0
 }
 
 // RecordSince is Tracker.RecordSince, safe for concurrent use.
@@ -426,6 +553,10 @@ func (t *SyncTracker[D]) Samples(dest D, now time.Time) uint64 {
 // Clear forgets every destination, as Tracker.Clear does. Calls running
 // concurrently with it may or may not have their effect kept.
 func (t *SyncTracker[D]) Clear() {
+	t.evictMu.Lock() // (before the shards' locks, as evict takes them)
+	defer t.evictMu.Unlock()
+	clear(t.queue)
+	t.queue, t.qhead = t.queue[:0], 0
 	for k := range t.shards {
 		t.shards[k].mu.Lock()
 	}
@@ -434,9 +565,8 @@ func (t *SyncTracker[D]) Clear() {
 		sh.each(func(en *entry[D]) {
 			en.ec.unpublish()
 		})
-		sh.dests = make(map[uint64]*entry[D])
+		sh.slots = nil
 		sh.n.Store(0)
-		sh.lru = list[*entry[D]]{}
 	}
 	t.count.Store(0)
 	for k := range t.shards {

@@ -157,13 +157,14 @@ func TestSyncConcurrentEviction(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, st.destinations(), max)
 	require.Equal(t, int64(st.destinations()), st.count.Load())
-	lru := 0
+	held := 0
 	for k := range st.shards {
-		for n := st.shards[k].lru.head; n != nil; n = n.next {
-			lru++
-		}
+		n := 0
+		st.shards[k].each(func(*entry[string]) { n++ })
+		require.Equal(t, st.shards[k].n.Load(), int64(n))
+		held += n
 	}
-	require.Equal(t, st.destinations(), lru)
+	require.Equal(t, st.destinations(), held)
 }
 
 // TestSyncMatchesTracker replays seeded random workloads on both types and

@@ -1,0 +1,150 @@
+package tracker
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestShardTableMatchesMap inserts and deletes entries of a shard's open
+// addressing table at random, with hashes of few distinct values so that
+// keys share hashes, probes collide and wrap around the table, and
+// compares every lookup, present keys and absent ones, with a map.
+func TestShardTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 10 {
+		hashOf := func(k int) uint64 { return uint64((k*7)%(3+round)) << 6 } // shard bits zero
+		var sh syncShard[int]
+		want := map[int]*entry[int]{}
+		for step := range 2000 {
+			k := rng.IntN(64)
+			if en, ok := want[k]; ok {
+				if rng.IntN(2) == 0 {
+					sh.del(en)
+					delete(want, k)
+				}
+			} else {
+				en := &entry[int]{key: k, hash: hashOf(k)}
+				sh.put(en)
+				want[k] = en
+			}
+			require.Equal(t, int64(len(want)), sh.n.Load())
+			require.LessOrEqual(t, 2*len(want), len(sh.slots))
+			require.True(t, sh.get(hashOf(k), k) == want[k], "round %d key %d", round, k)
+			if step%16 == 0 {
+				for k := range 64 {
+					require.True(t, sh.get(hashOf(k), k) == want[k], "round %d key %d", round, k)
+				}
+			}
+		}
+		n := 0
+		sh.each(func(en *entry[int]) {
+			require.True(t, want[en.key] == en)
+			n++
+		})
+		require.Equal(t, len(want), n)
+	}
+}
+
+// TestRecordHeldAndTags pins RecordHeldMillis (records only a held
+// destination), RecordMillisTag (0 for a destination it creates) and
+// SetTag (never creates; lost with eviction and Clear), and that all three
+// record paths give the answers of RecordMillis.
+func TestRecordHeldAndTags(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxDestinations = 1
+	tr, err := NewSync[string](c)
+	require.NoError(t, err)
+	ref, err := NewSync[string](c)
+	require.NoError(t, err)
+	now := c.EpochStart(1000)
+
+	tag, held := tr.RecordHeldMillis("a", 10, now)
+	require.False(t, held)
+	require.Zero(t, tag)
+	require.Zero(t, tr.Recorded(), "nothing recorded for a destination not held")
+	tr.SetTag("a", 5)
+	require.Zero(t, tr.RecordMillisTag("a", 10, now), "SetTag created nothing; the record creates a")
+	ref.RecordMillis("a", 10, now)
+	tr.SetTag("a", 7)
+	require.Equal(t, uint64(7), tr.RecordMillisTag("a", 20, now))
+	tag, held = tr.RecordHeldMillis("a", 30, now)
+	require.True(t, held)
+	require.Equal(t, uint64(7), tag)
+	ref.RecordMillis("a", 20, now)
+	ref.RecordMillis("a", 30, now)
+
+	tr.RecordMillis("b", 40, now) // evicts a
+	ref.RecordMillis("b", 40, now)
+	_, held = tr.RecordHeldMillis("a", 10, now)
+	require.False(t, held, "a was evicted")
+	require.Zero(t, tr.RecordMillisTag("a", 50, now), "a new a has no tag")
+	ref.RecordMillis("a", 50, now)
+	tr.SetTag("a", 9)
+	tr.Clear()
+	ref.Clear()
+	require.Zero(t, tr.RecordMillisTag("a", 60, now))
+	ref.RecordMillis("a", 60, now)
+
+	require.Equal(t, ref.Recorded(), tr.Recorded())
+	for _, d := range []string{"a", "b"} {
+		q1, ok1 := tr.QuantileMillis(d, 0.5, now)
+		q2, ok2 := ref.QuantileMillis(d, 0.5, now)
+		require.Equal(t, ok2, ok1, d)
+		require.Equal(t, q2, q1, d)
+		require.Equal(t, ref.Samples(d, now), tr.Samples(d, now), d)
+	}
+}
+
+// TestEvictionQueueMatchesTracker replays seeded floods of new names among
+// steady, often recorded ones, under a bound above evictionCandidates (so
+// the eviction queue outlives many evictions, with stale entries in it:
+// recorded, moved and evicted ones), with clock steps and an occasional
+// Clear, and requires the SyncTracker to hold exactly the destinations and
+// samples the Tracker holds after every record.
+func TestEvictionQueueMatchesTracker(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxDestinations = 40
+	c.MinSamples = 0
+	names := make([]string, 200)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%03d", i)
+	}
+	for seed := range uint64(3) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		tr, err := New[string](c)
+		require.NoError(t, err)
+		st, err := NewSync[string](c)
+		require.NoError(t, err)
+		now := c.EpochStart(1000)
+		for i := range 6000 {
+			var d string
+			switch r := rng.IntN(10); {
+			case r < 5: // steady: 10 names
+				d = names[rng.IntN(10)]
+			case r < 9: // the flood
+				d = names[10+rng.IntN(190)]
+			default:
+				now = now.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+				continue
+			}
+			if i%1500 == 1499 {
+				tr.Clear()
+				st.Clear()
+			}
+			ms := uint64(rng.IntN(300))
+			tr.RecordMillis(d, ms, now)
+			st.RecordMillis(d, ms, now)
+			require.Equal(t, Stats(tr).DestinationsEvicted, Stats(st).DestinationsEvicted, "seed %d op %d", seed, i)
+			if i%40 == 0 {
+				for _, n := range names {
+					require.Equal(t, tr.Samples(n, now), st.Samples(n, now), "seed %d op %d %s", seed, i, n)
+				}
+			}
+		}
+		require.NotZero(t, Stats(st).DestinationsEvicted)
+	}
+}
