@@ -132,16 +132,11 @@ type DecisionConfig struct {
 	// destination, per second; rare callers call DestRare at Rate/100 and
 	// every node calls DestDead at Rate/10. Default 50.
 	Rate float64
-	// Timeout is the timeout configuration of the adaptive policies.
-	// Default: timeout.DefaultConfig with Backoff 10ms..1m (the default
-	// 250 ms floor would hide every difference at these latencies).
-	Timeout timeout.Config
-	// Tracker is every node's tracker. Default tracker.DefaultConfig().
-	Tracker tracker.Config
 	// Policies to compare. Default DefaultPolicies().
 	Policies []Policy
-	// Progress receives a line per simulated epoch when not nil.
-	Progress func(format string, args ...any)
+	// RunSettings are the adaptive policies' timeout rule, every node's
+	// tracker and the progress lines.
+	RunSettings
 }
 
 func (c *DecisionConfig) defaults() {
@@ -153,7 +148,7 @@ func (c *DecisionConfig) defaults() {
 	orDefault(&c.TightAt, 120*time.Second)
 	orDefault(&c.Settle, 30*time.Second)
 	orDefault(&c.Rate, 50)
-	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
+	c.RunSettings.defaults()
 	if c.Policies == nil {
 		c.Policies = DefaultPolicies()
 	}
@@ -810,15 +805,31 @@ func (u unguarded) QuantileMillis(dest string, q float64, now time.Time) (uint64
 	return e.ValueMillis, true
 }
 
-// defaultDecisionConfigs fills in the zero configs of a decision or hedging
-// run: the timeout defaults with a 10 ms .. 1 min backoff (the fallback of
-// a failing destination starts at 10 ms), and the tracker defaults.
-func defaultDecisionConfigs(to *timeout.Config, tr *tracker.Config) {
-	if *to == (timeout.Config{}) {
-		*to = timeout.DefaultConfig()
-		to.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
+// RunSettings are what a decision run (DecisionConfig) and a hedging run
+// (HedgeConfig) share: the timeout rule, every node's tracker, and the
+// progress lines.
+type RunSettings struct {
+	// Timeout is every adaptive attempt's timeout rule (a
+	// timeout.Decider on each node's fleet view). Default:
+	// timeout.DefaultConfig with Backoff 10ms..1m (the default 250 ms floor
+	// would hide every difference at these latencies; the fallback of a
+	// failing destination starts at 10 ms).
+	Timeout timeout.Config
+	// Tracker is every node's tracker. Default tracker.DefaultConfig().
+	Tracker tracker.Config
+	// Progress receives a line per simulated epoch when not nil (from
+	// several goroutines at once in RunHedge, which runs policies side by
+	// side).
+	Progress func(format string, args ...any)
+}
+
+// defaults fills in the zero configs.
+func (r *RunSettings) defaults() {
+	if r.Timeout == (timeout.Config{}) {
+		r.Timeout = timeout.DefaultConfig()
+		r.Timeout.Backoff = timeout.BackoffInterval{Min: 10 * time.Millisecond, Max: time.Minute}
 	}
-	if *tr == (tracker.Config{}) {
-		*tr = tracker.DefaultConfig()
+	if r.Tracker == (tracker.Config{}) {
+		r.Tracker = tracker.DefaultConfig()
 	}
 }

@@ -258,7 +258,7 @@ func TestDecisionSeeds(t *testing.T) {
 	}
 	var runs [][]DecisionResult
 	for seed := uint64(1); seed <= 3; seed++ {
-		rs, err := RunDecision(DecisionConfig{Seed: seed, Progress: throttle(t)})
+		rs, err := RunDecision(DecisionConfig{Seed: seed, RunSettings: RunSettings{Progress: throttle(t)}})
 		require.NoError(t, err)
 		t.Logf("seed %d:\n%s\n%s", seed, DecisionTable(rs), FailureTable(rs))
 		t.Run(fmt.Sprintf("targets, seed %d", seed), func(t *testing.T) {

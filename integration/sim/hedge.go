@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -115,6 +117,54 @@ const (
 	PolicyOursClientBudget = "ours, HedgeBudget 0.10 (bhope's budget)"
 )
 
+// RareHedgePolicies returns the rows of the rare callers' sweep
+// (TestHedgeRareCallers): no hedging; fixed 15 ms (the fixed delay nearest
+// ours at 0.10 in load); the per-client rule at bhope/hedge's defaults, at
+// 10 % and 5 % of the client's own rate, and at a 5 % budget at P90 and at
+// P95 (the library's estimated rate: the budget ours is set to, in its
+// terms); and ours at HedgeBudget 0.05 (the default), 0.10, 0.15, 0.20,
+// 0.30 and 0.40, so that every per-client row has a row of ours at no more
+// extra load, near its own, to be compared with (RareAtNoMoreLoad).
+func RareHedgePolicies() []HedgePolicy {
+	ps := hedgePoliciesNamed(DefaultHedgePolicies(), "no hedging", "fixed 15 ms", PolicyClient, PolicyClientOwnRate)
+	ps = append(ps,
+		HedgePolicy{Name: PolicyClientOwnRate5, Kind: HedgeClient, Budget: 0.05, OwnRate: true},
+		HedgePolicy{Name: PolicyClientBudget5, Kind: HedgeClient, Budget: 0.05},
+		HedgePolicy{Name: PolicyClientSameBudget, Kind: HedgeClient, Quantile: 0.95, Budget: 0.05},
+		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
+		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
+	)
+	for _, b := range []float64{0.15, 0.20, 0.30, 0.40} {
+		ps = append(ps, HedgePolicy{Name: PolicyOursAt(b), Kind: HedgeFleet, Budget: b})
+	}
+	return ps
+}
+
+// PolicyOursAt is the name of ours at HedgeBudget b in RareHedgePolicies
+// (b other than 0.05 and 0.10, which have their own names).
+func PolicyOursAt(b float64) string { return fmt.Sprintf("ours, HedgeBudget %.2f", b) }
+
+// The names of RareHedgePolicies' per-client rows not in
+// DefaultHedgePolicies.
+const (
+	PolicyClientOwnRate5 = "per-client P90, 5 % of own rate"
+	PolicyClientBudget5  = "per-client P90, 5 % budget"
+)
+
+// hedgePoliciesNamed returns the policies of ps with the given names, in
+// that order.
+func hedgePoliciesNamed(ps []HedgePolicy, names ...string) []HedgePolicy {
+	var out []HedgePolicy
+	for _, n := range names {
+		for _, p := range ps {
+			if p.Name == n {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // HedgeConfig configures RunHedge.
 type HedgeConfig struct {
 	// Seed makes the run. Every policy sees the same requests with the same
@@ -154,16 +204,12 @@ type HedgeConfig struct {
 	// request already reads its sketch (an empty one still gives the
 	// warm-up delay).
 	ClientWarm bool
-	// Timeout is every attempt's timeout rule (the Decider on each node's
-	// fleet view, as node.DoHedged). Default: timeout.DefaultConfig with
-	// Backoff 10ms..1m.
-	Timeout timeout.Config
-	// Tracker is every node's tracker. Default tracker.DefaultConfig().
-	Tracker tracker.Config
 	// Policies to compare. Default DefaultHedgePolicies().
 	Policies []HedgePolicy
-	// Progress receives a line per simulated epoch when not nil.
-	Progress func(format string, args ...any)
+	// RunSettings are every attempt's timeout rule (the Decider on each
+	// node's fleet view, as node.DoHedged), every node's tracker and the
+	// progress lines.
+	RunSettings
 }
 
 func (c *HedgeConfig) defaults() {
@@ -181,7 +227,7 @@ func (c *HedgeConfig) defaults() {
 	orDefault(&c.Sigma, 0.3)
 	orDefault(&c.StallProb, 0.02)
 	orDefault(&c.HedgeBudget, timeout.DefaultHedgeBudget)
-	defaultDecisionConfigs(&c.Timeout, &c.Tracker)
+	c.RunSettings.defaults()
 	if c.Policies == nil {
 		c.Policies = DefaultHedgePolicies()
 	}
@@ -238,7 +284,8 @@ const hedgeStallMin, hedgeStallMax = 50, 100
 
 // RunHedge runs the hedging scenario once per policy, on a simulated
 // cluster with the dissemination protocol running, and returns one result
-// per policy.
+// per policy. Policies run side by side, up to GOMAXPROCS at once; the
+// results do not depend on how many.
 //
 // Each request picks its replicas' order, then runs attempts as
 // node.DoHedged does: each attempt's timeout from the node's timeout.Decider
@@ -267,25 +314,49 @@ func RunHedge(cfg HedgeConfig) ([]HedgeResult, error) {
 	if err := cfg.Timeout.Validate(); err != nil {
 		return nil, err
 	}
-	var out []HedgeResult
-	for _, p := range cfg.Policies {
-		res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
-			DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
-		if p.Kind == HedgeFleet {
-			res.Budget = cmp.Or(p.Budget, cfg.HedgeBudget)
-		}
-		var frequent, rare hedgeClass
-		for k := range cfg.Seeds {
-			c := cfg
-			c.Seed = cfg.Seed + uint64(k)
-			if err := runHedgePolicy(c, p, &res, &frequent, &rare); err != nil {
-				return nil, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+	out := make([]HedgeResult, len(cfg.Policies))
+	errs := make([]error, len(cfg.Policies))
+	// Policies are independent runs (each its own simulated cluster from
+	// the same seeds), so they run side by side, up to GOMAXPROCS at once;
+	// each result is the same as if they ran one after another.
+	next := make(chan int, len(cfg.Policies))
+	for k := range cfg.Policies {
+		next <- k
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(cfg.Policies)) {
+		wg.Go(func() {
+			for k := range next {
+				out[k], errs[k] = runHedgePolicySeeds(cfg, cfg.Policies[k])
 			}
-		}
-		res.Frequent, res.Rare = frequent.result(), rare.result()
-		out = append(out, res)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// runHedgePolicySeeds runs policy p once per seed of cfg and pools the
+// seeds' requests into one result.
+func runHedgePolicySeeds(cfg HedgeConfig, p HedgePolicy) (HedgeResult, error) {
+	res := HedgeResult{Policy: p.Name, Kind: p.Kind, MedianMillis: cfg.MedianMillis,
+		DegradedReplica: "replica-0", DegradeAtSeconds: cfg.DegradeAt.Seconds()}
+	if p.Kind == HedgeFleet {
+		res.Budget = cmp.Or(p.Budget, cfg.HedgeBudget)
+	}
+	var frequent, rare hedgeClass
+	for k := range cfg.Seeds {
+		c := cfg
+		c.Seed = cfg.Seed + uint64(k)
+		if err := runHedgePolicy(c, p, &res, &frequent, &rare); err != nil {
+			return HedgeResult{}, fmt.Errorf("sim: policy %s: %w", p.Name, err)
+		}
+	}
+	res.Frequent, res.Rare = frequent.result(), rare.result()
+	return res, nil
 }
 
 // hedgeNode is one calling node's state for a policy.
@@ -415,7 +486,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			if p.OwnRate {
 				rps = rateOf(i)
 			}
-			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, 0.1), rps)
+			nodes[i].own, nodes[i].bucket = newClientSketch(), newClientBucket(cmp.Or(p.Budget, clientDefaultBudget), rps)
 			if cfg.ClientWarm {
 				nodes[i].own.n = clientWarmupRequests
 			}
@@ -733,6 +804,29 @@ func StrictlyBetter(a, b HedgeCallers) bool {
 	return a.P99CI[1] < b.P99CI[0] || a.P999CI[1] < b.P999CI[0]
 }
 
+// RareAtNoMoreLoad returns ours at no more extra load than rare callers
+// spending maxExtra: of the HedgeFleet results, the one whose rare callers
+// spend the most extra requests without exceeding maxExtra (the budget
+// nearest that load from below), and false when there is none. It picks by
+// load alone, never by the latencies it is then compared on.
+func RareAtNoMoreLoad(rs []HedgeResult, maxExtra float64) (HedgeResult, bool) {
+	var best HedgeResult
+	found := false
+	for _, r := range rs {
+		if r.Kind == HedgeFleet && r.Rare.Extra <= maxExtra && (!found || r.Rare.Extra > best.Rare.Extra) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// LowerTail reports whether callers a have a lower p99 and a lower p99.9
+// than b at no more extra load: the point estimates, with no regard to
+// their intervals (StrictlyBetter asks the intervals too).
+func LowerTail(a, b HedgeCallers) bool {
+	return a.Extra <= b.Extra && a.P99 < b.P99 && a.P999 < b.P999
+}
+
 // Verdict compares callers a with b as StrictlyBetter does: "better" when
 // a is strictly better than b, "worse" when b is strictly better than a,
 // else "neither".
@@ -748,12 +842,15 @@ func Verdict(a, b HedgeCallers) string {
 
 // HedgeRareTable formats the rare callers' results as a markdown table,
 // with 95 % confidence intervals, for per-client rows the values their
-// sketches held at a round trip, and for each of ours (every HedgeFleet
-// row, by its budget) its Verdict against each other row.
+// sketches held at a round trip, for each of ours at a budget up to
+// bhope/hedge's (0.10; by its budget) its Verdict against each other row,
+// and for each other row ours at no more extra load (RareAtNoMoreLoad):
+// its budget and extra requests, how its p99 and p99.9 compare (both
+// lower: LowerTail), and its Verdict.
 func HedgeRareTable(rs []HedgeResult) string {
 	var ours []HedgeResult
 	for _, r := range rs {
-		if r.Kind == HedgeFleet {
+		if r.Kind == HedgeFleet && r.Budget <= clientDefaultBudget {
 			ours = append(ours, r)
 		}
 	}
@@ -762,7 +859,8 @@ func HedgeRareTable(rs []HedgeResult) string {
 	for _, o := range ours {
 		fmt.Fprintf(&b, " ours at %.2f is |", o.Budget)
 	}
-	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)) + "\n")
+	b.WriteString(" ours at no more extra load |")
+	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)+1) + "\n")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 	q := func(v time.Duration, ci [2]time.Duration) string {
 		return fmt.Sprintf("%s ms (%s–%s)", ms(v), ms(ci[0]), ms(ci[1]))
@@ -785,7 +883,31 @@ func HedgeRareTable(rs []HedgeResult) string {
 			}
 			fmt.Fprintf(&b, " %s |", verdict)
 		}
-		b.WriteString("\n")
+		fmt.Fprintf(&b, " %s |\n", atNoMoreLoad(rs, r))
 	}
 	return b.String()
+}
+
+// atNoMoreLoad describes, for HedgeRareTable, ours at no more extra load
+// than row r's rare callers: its budget and extra requests, how its p99
+// and p99.9 compare, and its Verdict ("" for a row of ours).
+func atNoMoreLoad(rs []HedgeResult, r HedgeResult) string {
+	if r.Kind == HedgeFleet {
+		return ""
+	}
+	o, ok := RareAtNoMoreLoad(rs, r.Rare.Extra)
+	if !ok {
+		return "none (every budget spends more)"
+	}
+	than := func(a, b time.Duration) string {
+		switch {
+		case a < b:
+			return "lower"
+		case a > b:
+			return "higher"
+		}
+		return "equal"
+	}
+	return fmt.Sprintf("%.2f (%.2f %%): p99 %s, p99.9 %s; %s", o.Budget, 100*o.Rare.Extra,
+		than(o.Rare.P99, r.Rare.P99), than(o.Rare.P999, r.Rare.P999), Verdict(o.Rare, r.Rare))
 }

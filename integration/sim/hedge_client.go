@@ -36,6 +36,7 @@ const (
 	clientMinDelay       = time.Millisecond
 	clientRotate         = 30 * time.Second
 	clientDefaultRPS     = 100
+	clientDefaultBudget  = 0.1
 	clientAccuracy       = 0.01
 )
 

@@ -78,32 +78,40 @@ func rareSweep(r float64) HedgeConfig {
 	warmup := 60 * time.Second
 	return HedgeConfig{Seed: 1, Seeds: seeds, Nodes: rare + 4, Rare: rare, RareRate: r, ClientWarm: true,
 		Warmup: warmup, Duration: warmup + measured, DegradeAt: warmup + 2*measured/3,
-		Policies: hedgePoliciesNamed(DefaultHedgePolicies(), "no hedging", "fixed 15 ms", "fixed 20 ms",
-			PolicyClient, PolicyClientOwnRate, PolicyClientSameBudget, PolicyOurs, PolicyOursClientBudget)}
+		Policies: RareHedgePolicies()}
 }
 
 // TestHedgeRareCallers is README's rare-caller sweep (ATNODE_SIM=1 only;
-// about 30 minutes on a shared 2-core machine, most of it the 0.03 rate):
-// every policy side by side in one run per rate of RareRates, the rare
-// callers' time to a successful answer with 95 % intervals, and for ours
-// at each budget its Verdict against every other row (ATNODE_SIM=1 go test
-// -run TestHedgeRareCallers -v -timeout 2h ./integration/sim/; one rate:
-// -run 'TestHedgeRareCallers/^0.1$').
+// about an hour on a shared 2-core machine, three quarters of it the 0.03
+// rate): every policy of RareHedgePolicies side by side in one run per
+// rate of RareRates, the rare callers' time to a successful answer with
+// 95 % intervals, for ours at 0.05 and 0.10 its Verdict against every
+// other row, and for every other row ours at no more extra load
+// (RareAtNoMoreLoad: the budget whose extra load is nearest the row's from
+// below) (ATNODE_SIM=1 go test -run TestHedgeRareCallers -v -timeout 3h
+// ./integration/sim/; one rate: -run 'TestHedgeRareCallers/^0.1$').
 //
-// What holds, pinned, against bhope/hedge at its defaults (re-measured with
-// the contract's replica order, DoHedged's: equal medians and thin medians
-// not told apart): at every rate ours at either budget has less extra
-// load; at 0.3 and 0.1 a second ours at bhope/hedge's budget (0.10) has no
-// higher p99.9, and at 0.3 it is StrictlyBetter (its p99.9 lower beyond
-// doubt). Against per-client P90 with its budget at 10 % of the client's
-// own rate, ours at 0.05 is StrictlyBetter below 0.3 a second. Not pinned,
-// because it does not hold: ours StrictlyBetter than bhope/hedge at 1, 0.1
-// or 0.03 a second (at 0.1 and 0.03 its p99 is lower than ours, bought
-// with 22 and 42 % extra requests: its thin sketch hedges early); ours at
-// 0.10's p99.9 no higher at 1 a second (264 ms against 43) or at 0.03
-// (32.7 ms against 32.3; with the earlier order it was lower beyond
-// doubt); ours at 0.05 StrictlyBetter than the own-rate row at 0.3 (it
-// spends 7.4 % against 5.6 %).
+// "Strictly better than the per-client P90 policy" is judged at equal
+// load: ours at a budget whose rare callers spend no more extra requests
+// than bhope/hedge's (at its defaults) must have a lower p99 and a lower
+// p99.9 (LowerTail). What holds, pinned: at every rate ours at 0.05 and
+// 0.10 spend less than bhope/hedge, and every budget of ours keeps attempts
+// ended by our timeout within 0.5 %; at 0.3 a second ours at no more extra
+// load (0.10) has the lower p99 and p99.9, beyond doubt (StrictlyBetter);
+// at 0.1 and 0.03 ours at no more extra load (0.15 and 0.30) has the lower
+// p99, and a smaller budget (0.10 and 0.20) the lower p99.9. Not pinned,
+// because it does not hold: at 0.1 and 0.03 no budget of ours within
+// bhope/hedge's load has both (0.15 at 0.1 a second: 25.3 and 39.3 ms
+// against 25.9 and 37.0; 0.30 at 0.03: 22.6 and 43.8 against 22.8 and
+// 32.3; budgets above 0.10 run their bucket dry and wait out stalls); nor
+// at 1 a second, the control. Against per-client rules with a 5 % budget:
+// ours at 0.05 has a p99 and p99.9 many times lower than P90 at 5 % of the
+// client's own rate (a budget that binds) at every rate, at more extra
+// load (3.5–4.6 % against 5.1–10.1 %); it is StrictlyBetter than P95 at a
+// 5 % budget at 0.3 a second; P90 at a 5 % budget of the library's
+// default rate never binds for a rare caller and spends 14–42 %, and ours
+// at 0.05 has the lower p99.9 only at 0.3 and 1 a second. Against P90 at
+// 10 % of its own rate ours at 0.05 is StrictlyBetter below 0.3 a second.
 func TestHedgeRareCallers(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") == "" {
 		t.Skip("ATNODE_SIM=1 runs it")
@@ -116,23 +124,40 @@ func TestHedgeRareCallers(t *testing.T) {
 			t.Logf("rare callers at %v calls a second (%v measured, %d seeds pooled):\n%s", r, cfg.Duration-cfg.Warmup, cfg.Seeds, HedgeRareTable(rs))
 			by := hedgeByPolicy(t, rs)
 			ours, ours10, bhope := by[PolicyOurs].Rare, by[PolicyOursClientBudget].Rare, by[PolicyClient].Rare
+			eq, ok := RareAtNoMoreLoad(rs, bhope.Extra)
+			require.True(t, ok)
+			t.Logf("at no more extra load than bhope/hedge (%.2f %%): ours at %.2f (%.2f %%), p99 %v against %v, p99.9 %v against %v; both lower: %v",
+				100*bhope.Extra, eq.Budget, 100*eq.Rare.Extra, eq.Rare.P99, bhope.P99, eq.Rare.P999, bhope.P999, LowerTail(eq.Rare, bhope))
+			for _, o := range rs {
+				if o.Kind == HedgeFleet {
+					require.LessOrEqual(t, o.Rare.TimedOut, 0.005, o.Policy)
+				}
+			}
 			for _, o := range []HedgeCallers{ours, ours10} {
-				require.LessOrEqual(t, o.TimedOut, 0.005)
 				require.Less(t, o.Extra, bhope.Extra)
 			}
-			if r == 0.3 || r == 0.1 {
-				// Not at 1 a second with the contract's replica order
-				// (ours at 0.10 264 ms, 57–670, against 43), nor at 0.03
-				// (32.7 ms against 32.3).
-				require.LessOrEqual(t, ours10.P999, bhope.P999)
-			}
-			if r < 0.3 {
-				// Not at 0.3 with the contract's replica order: ours at
-				// 0.05 spends more (7.4 % against 5.6 %).
+			own5 := by[PolicyClientOwnRate5].Rare
+			require.Less(t, ours.P99, own5.P99)
+			require.Less(t, ours.P999, own5.P999)
+			switch r {
+			case 0.3:
+				require.Equal(t, PolicyOursClientBudget, eq.Policy)
+				require.True(t, LowerTail(eq.Rare, bhope))
+				require.True(t, StrictlyBetter(eq.Rare, bhope))
+				require.True(t, StrictlyBetter(ours, by[PolicyClientSameBudget].Rare))
+			case 0.1, 0.03:
+				// Not both: the lower p99.9 comes from a smaller budget.
+				require.Less(t, eq.Rare.P99, bhope.P99)
+				lower := ours10
+				if r == 0.03 {
+					lower = by[PolicyOursAt(0.20)].Rare
+				}
+				require.LessOrEqual(t, lower.Extra, bhope.Extra)
+				require.Less(t, lower.P999, bhope.P999)
 				require.True(t, StrictlyBetter(ours, by[PolicyClientOwnRate].Rare))
 			}
-			if r == 0.3 {
-				require.True(t, StrictlyBetter(ours10, bhope))
+			if r >= 0.3 {
+				require.Less(t, ours.P999, by[PolicyClientBudget5].Rare.P999)
 			}
 		})
 	}
@@ -172,20 +197,6 @@ func hedgeFrequentTargets(t *testing.T, rs []HedgeResult) {
 	require.True(t, ok)
 	t.Logf("best fixed delay at no more extra load: %s (p99 %v, %.2f %% extra)", best.Policy, best.Frequent.P99, 100*best.Frequent.Extra)
 	require.LessOrEqual(t, ours.Frequent.P99, best.Frequent.P99)
-}
-
-// hedgePoliciesNamed returns the policies of ps with the given names, in
-// that order.
-func hedgePoliciesNamed(ps []HedgePolicy, names ...string) []HedgePolicy {
-	var out []HedgePolicy
-	for _, n := range names {
-		for _, p := range ps {
-			if p.Name == n {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
 
 // hedgeByPolicy logs each result's counts and returns the results by
