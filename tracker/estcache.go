@@ -225,7 +225,8 @@ func (f *Fleet) DecisionInputs(in []DecisionInput, dests []string, q float64, no
 		}
 		return nil
 	}
-	r := t.reader(q, now, f.ver.Load(), f.minSamples())
+	var r pubReader
+	t.reader(&r, q, now, f.ver.Load(), f.minSamples())
 	for i, dest := range dests {
 		if !r.read(&in[i], dest) && !t.lockedInput(&in[i], dest, dest, q, now, r.fver, r.minSamples) {
 			f.decisionInput(&in[i], dest, q, now)
@@ -493,19 +494,20 @@ type pubReader struct {
 	fver, minSamples uint64
 }
 
-// reader returns the reader of the inputs published for quantile q at now,
-// the Fleet's version fver and the trust threshold minSamples.
-func (t *SyncTracker[D]) reader(q float64, now time.Time, fver, minSamples uint64) pubReader {
-	r := pubReader{q: math.Float64bits(q), fver: fver, minSamples: minSamples}
+// reader sets *r to the reader of the inputs published for quantile q at
+// now, the Fleet's version fver and the trust threshold minSamples. It
+// fills r in place: returned by value, the reader's fields were stored one
+// by one and read back with wider loads, which stalled the read.
+func (t *SyncTracker[D]) reader(r *pubReader, q float64, now time.Time, fver, minSamples uint64) {
+	*r = pubReader{q: math.Float64bits(q), fver: fver, minSamples: minSamples}
 	tb, clk := t.pubs.Load(), t.clock.Load()
 	if tb == nil || clk == nil {
-		return r
+		return
 	}
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
-		return r
+		return
 	}
 	r.tb, r.clk = tb, clk
-	return r
 }
 
 // read sets *in to the decision input published for name and reports
@@ -543,6 +545,7 @@ func (r *pubReader) read(in *DecisionInput, name string) bool {
 // quantile q and reports whether it holds at now for the Fleet's version
 // fver and trust threshold minSamples: one pubReader's read.
 func (t *SyncTracker[D]) published(in *DecisionInput, name string, q float64, now time.Time, fver, minSamples uint64) bool {
-	r := t.reader(q, now, fver, minSamples)
+	var r pubReader
+	t.reader(&r, q, now, fver, minSamples)
 	return r.read(in, name)
 }
