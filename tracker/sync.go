@@ -1,9 +1,7 @@
 package tracker
 
 import (
-	"cmp"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,12 +23,11 @@ const numShards = 64
 //
 // With MaxDestinations > 0 every Record also takes a global sequence number
 // (one atomic add, skipped when the destination is already the most
-// recently recorded) to order destinations for eviction; that stamp is
-// all a record does for the order. Creating a destination beyond the bound
-// reads the least recently recorded ones from an eviction queue sorted by
-// stamp, built again from every shard when it runs out, then the few it
-// compares (see Config.MaxDestinations). While concurrent calls create
-// destinations the bound may be exceeded for the duration of those calls.
+// recently recorded) to order destinations for eviction, and creating a
+// destination beyond the bound briefly locks each shard in turn to find the
+// least recently recorded ones, then the few it compares (see
+// Config.MaxDestinations). While concurrent calls create destinations the
+// bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
 	s      settings
 	seed   maphash.Seed
@@ -39,12 +36,11 @@ type SyncTracker[D comparable] struct {
 	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
 
 	// Eviction, used only when MaxDestinations > 0.
-	seq     atomic.Uint64    // sequence number of Record calls
-	count   atomic.Int64     // destinations; changed only under a shard lock
-	evicted atomic.Uint64    // destinations dropped by MaxDestinations
-	evictMu sync.Mutex       // one evictor at a time; guards the queue and scratch below
-	queue   []evictCursor[D] // the eviction queue from qhead on (see candidates)
-	qhead   int
+	seq     atomic.Uint64 // sequence number of Record calls
+	count   atomic.Int64  // destinations; changed only under a shard lock
+	evicted atomic.Uint64 // destinations dropped by MaxDestinations
+	evictMu sync.Mutex    // one evictor at a time; guards the scratch below
+	cursors []evictCursor[D]
 	cands   []evictCursor[D]
 }
 
@@ -60,8 +56,9 @@ type syncShard[D comparable] struct {
 	mu    sync.Mutex
 	slots []destSlot[D] // a power of two long, at most half full; nil while empty
 	n     atomic.Int64  // entries; written under mu, read without it to skip empty shards
-	recs  uint64        // samples recorded into the shard, under mu (Recorded)
-	_     [64]byte      // keep neighbouring shards' locks off one cache line
+	lru   list[*entry[D]]
+	recs  uint64   // samples recorded into the shard, under mu (Recorded)
+	_     [64]byte // keep neighbouring shards' locks off one cache line
 }
 
 // destSlot is a slot of a shard's table: an entry and its hash, en nil
@@ -342,6 +339,7 @@ func (t *SyncTracker[D]) restamp(sh *syncShard[D], en *entry[D]) {
 		return
 	}
 	en.stamp = t.seq.Add(1)
+	sh.lru.moveToFront(&en.recency)
 }
 
 // create adds dest (of hash h) to sh, whose lock is held, at epoch e.
@@ -351,6 +349,7 @@ func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *en
 	sh.put(en)
 	if t.s.cfg.MaxDestinations > 0 {
 		en.stamp = t.seq.Add(1)
+		sh.lru.pushFront(&en.recency)
 		t.count.Add(1)
 	}
 	return en
@@ -364,9 +363,8 @@ func (t *SyncTracker[D]) created(en *entry[D], e int64) {
 	}
 }
 
-// evictCursor is a destination in the eviction queue: its shard, its
-// entry (nil once found stale) and its stamp when queued; total is its
-// samples when last examined.
+// evictCursor is an eviction candidate: an entry of a shard's list and its
+// stamp when read; the next candidate of that shard is the entry before it.
 type evictCursor[D comparable] struct {
 	shard int
 	en    *entry[D]
@@ -375,20 +373,59 @@ type evictCursor[D comparable] struct {
 }
 
 // evict removes destinations other than keep until at most MaxDestinations
-// remain, by the rule of Tracker.victim over all shards: of the
-// evictionCandidates least recently recorded (the first of the eviction
-// queue, see candidates), the one with the fewest samples at epoch e, and
-// the candidates with more samples become the most recently recorded, in
-// the order examined, then keep after them.
-//
-// Calls running concurrently may change entries between the locks: a
+// remain, by the rule of Tracker.victim over all shards: the global
+// evictionCandidates least recently recorded (the shards' lists merged by
+// stamp; within a shard, list order is stamp order because both change
+// under its lock), of those the one with the fewest samples at epoch e, and
+// the candidates with more samples move to the front with new stamps.
+// Calls running concurrently may change the lists between the locks: a
 // candidate that was recorded, moved or removed meanwhile is skipped, so
 // the result is then approximate, never unsafe.
 func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 	t.evictMu.Lock()
 	defer t.evictMu.Unlock()
 	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
-		cands := t.candidates(keep, e)
+		heads := t.cursors[:0]
+		for k := range t.shards {
+			sh := &t.shards[k]
+			if sh.n.Load() == 0 {
+				continue // (a destination created there meanwhile is no candidate for this round)
+			}
+			sh.mu.Lock()
+			if n := sh.lru.tail; n != nil {
+				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
+			}
+			sh.mu.Unlock()
+		}
+		cands := t.cands[:0]
+		for len(cands) < evictionCandidates && len(heads) > 0 {
+			j := 0
+			for x := range heads {
+				if heads[x].stamp < heads[j].stamp {
+					j = x
+				}
+			}
+			c := &heads[j]
+			sh := &t.shards[c.shard]
+			sh.mu.Lock()
+			valid := sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp
+			var prev *listNode[*entry[D]]
+			if valid {
+				prev = c.en.recency.prev
+				if c.en != keep {
+					c.en.rotate(e)
+					cands = append(cands, evictCursor[D]{shard: c.shard, en: c.en, stamp: c.stamp, total: c.en.sum.total})
+				}
+			}
+			if prev != nil {
+				c.en, c.stamp = prev.v, prev.v.stamp
+			} else {
+				heads[j] = heads[len(heads)-1]
+				heads = heads[:len(heads)-1]
+			}
+			sh.mu.Unlock()
+		}
+		t.cursors, t.cands = heads, cands
 		if len(cands) == 0 {
 			return
 		}
@@ -405,11 +442,13 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
 				switch {
 				case x == v:
+					sh.lru.remove(&c.en.recency)
 					sh.del(c.en)
 					t.count.Add(-1)
 					t.evicted.Add(1)
 				case c.total > cands[v].total:
 					c.en.stamp = t.seq.Add(1)
+					sh.lru.moveToFront(&c.en.recency)
 					moved = true
 				}
 			}
@@ -422,71 +461,11 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			sh.mu.Lock()
 			if sh.get(keep.hash, keep.key) == keep {
 				keep.stamp = t.seq.Add(1)
+				sh.lru.moveToFront(&keep.recency)
 			}
 			sh.mu.Unlock()
 		}
 	}
-}
-
-// candidates returns the evictionCandidates least recently recorded
-// destinations other than keep (fewer when fewer are held), rotated to e,
-// least recent first, with their samples. They come from the eviction
-// queue: every destination held when it was built, by stamp. A destination
-// recorded since has a new stamp, one created since a later one, so the
-// queued entries whose stamp is unchanged are the least recently recorded
-// of all, in order; the others are stale and dropped as they are met. When
-// fewer than evictionCandidates remain, the queue is built again from
-// every shard. So a record orders destinations with its stamp alone and
-// no list, and an eviction reads evictionCandidates entries, plus a sort
-// of all the destinations each time the queue runs out. t.evictMu is held.
-func (t *SyncTracker[D]) candidates(keep *entry[D], e int64) []evictCursor[D] {
-	for rebuilt := false; ; rebuilt = true {
-		cands := t.cands[:0]
-		for r := t.qhead; r < len(t.queue) && len(cands) < evictionCandidates; r++ {
-			c := &t.queue[r]
-			if c.en != nil && c.en != keep {
-				sh := &t.shards[c.shard]
-				sh.mu.Lock()
-				if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
-					c.en.rotate(e)
-					c.total = c.en.sum.total
-					cands = append(cands, *c)
-				} else {
-					c.en = nil
-				}
-				sh.mu.Unlock()
-			}
-			if c.en == nil && r == t.qhead {
-				t.qhead++
-			}
-		}
-		t.cands = cands
-		if len(cands) == evictionCandidates || rebuilt {
-			return cands
-		}
-		t.requeue()
-	}
-}
-
-// requeue builds the eviction queue: every destination held, least
-// recently recorded first. t.evictMu is held.
-func (t *SyncTracker[D]) requeue() {
-	q := t.queue[:0]
-	for k := range t.shards {
-		sh := &t.shards[k]
-		if sh.n.Load() == 0 {
-			continue // (a destination created there meanwhile is newer than the rest)
-		}
-		sh.mu.Lock()
-		for _, s := range sh.slots {
-			if s.en != nil {
-				q = append(q, evictCursor[D]{shard: k, en: s.en, stamp: s.en.stamp})
-			}
-		}
-		sh.mu.Unlock()
-	}
-	slices.SortFunc(q, func(a, b evictCursor[D]) int { return cmp.Compare(a.stamp, b.stamp) })
-	t.queue, t.qhead = q, 0
 }
 
 // RecordSince is Tracker.RecordSince, safe for concurrent use.
@@ -553,10 +532,6 @@ func (t *SyncTracker[D]) Samples(dest D, now time.Time) uint64 {
 // Clear forgets every destination, as Tracker.Clear does. Calls running
 // concurrently with it may or may not have their effect kept.
 func (t *SyncTracker[D]) Clear() {
-	t.evictMu.Lock() // (before the shards' locks, as evict takes them)
-	defer t.evictMu.Unlock()
-	clear(t.queue)
-	t.queue, t.qhead = t.queue[:0], 0
 	for k := range t.shards {
 		t.shards[k].mu.Lock()
 	}
@@ -567,6 +542,7 @@ func (t *SyncTracker[D]) Clear() {
 		})
 		sh.slots = nil
 		sh.n.Store(0)
+		sh.lru = list[*entry[D]]{}
 	}
 	t.count.Store(0)
 	for k := range t.shards {
