@@ -99,13 +99,13 @@ func TestRecordHeldAndTags(t *testing.T) {
 	}
 }
 
-// TestEvictionQueueMatchesTracker replays seeded floods of new names among
+// TestEvictionMatchesTracker replays seeded floods of new names among
 // steady, often recorded ones, under a bound above evictionCandidates (so
-// the eviction queue outlives many evictions, with stale entries in it:
-// recorded, moved and evicted ones), with clock steps and an occasional
+// evictions choose among candidates spread over shards, some recorded,
+// moved or evicted since the last one), with clock steps and an occasional
 // Clear, and requires the SyncTracker to hold exactly the destinations and
 // samples the Tracker holds after every record.
-func TestEvictionQueueMatchesTracker(t *testing.T) {
+func TestEvictionMatchesTracker(t *testing.T) {
 	c := DefaultConfig()
 	c.MaxDestinations = 40
 	c.MinSamples = 0
