@@ -113,11 +113,7 @@ func TestRecordTagsMatchLookup(t *testing.T) {
 // completes every destination once from one goroutine: no failure count
 // may survive a completion that came after it, tags or not.
 func TestRecordTagsConcurrent(t *testing.T) {
-	tc := tracker.DefaultConfig()
-	tr, err := tracker.NewSync[string](tc)
-	require.NoError(t, err)
-	d, err := NewPolicy(DefaultConfig(), tr)
-	require.NoError(t, err)
+	_, tr, d := syncPolicy(t)
 	dests := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
 	var wg sync.WaitGroup
 	for g := range 4 {

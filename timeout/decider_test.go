@@ -421,11 +421,7 @@ func TestProbeLimits(t *testing.T) {
 // remembers of the last probe (after the 32 s one, at a 60 s window), the
 // doubling starts over.
 func TestProbesDoubleOnATracker(t *testing.T) {
-	tc := tracker.DefaultConfig()
-	tr, err := tracker.NewSync[string](tc)
-	require.NoError(t, err)
-	p, err := NewPolicy(DefaultConfig(), tr)
-	require.NoError(t, err)
+	tc, tr, p := syncPolicy(t)
 	now := tc.EpochStart(tc.Epoch(t0) + 1)
 	for i := range 1000 { // a healthy history: 10–29 ms
 		tr.RecordMillis("db", uint64(10+i%20), now.Add(-time.Duration(i)*time.Millisecond))
@@ -569,4 +565,16 @@ func inputsOf(es []tracker.Estimate) []tracker.DecisionInput {
 		in[i] = es[i].Input()
 	}
 	return in
+}
+
+// syncPolicy returns the default Decider (NewPolicy) over a new SyncTracker
+// of the default tracker configuration, and that configuration.
+func syncPolicy(t *testing.T) (tracker.Config, *tracker.SyncTracker[string], *Decider) {
+	t.Helper()
+	tc := tracker.DefaultConfig()
+	tr, err := tracker.NewSync[string](tc)
+	require.NoError(t, err)
+	d, err := NewPolicy(DefaultConfig(), tr)
+	require.NoError(t, err)
+	return tc, tr, d
 }

@@ -155,13 +155,7 @@ func BenchmarkRecordEvicting(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("junk-%d", i)
 	}
-	for _, im := range []struct {
-		name string
-		make func() (recQuery, error)
-	}{
-		{"Tracker", func() (recQuery, error) { return New[string](c) }},
-		{"SyncTracker", func() (recQuery, error) { return NewSync[string](c) }},
-	} {
+	for _, im := range recTrackers(c) {
 		b.Run(im.name, func(b *testing.B) {
 			t, err := im.make()
 			if err != nil {
@@ -177,5 +171,19 @@ func BenchmarkRecordEvicting(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// recTracker is one of the trackers a record benchmark compares.
+type recTracker struct {
+	name string
+	make func() (recQuery, error)
+}
+
+// recTrackers are the trackers the record benchmarks compare, both of c.
+func recTrackers(c Config) []recTracker {
+	return []recTracker{
+		{"Tracker", func() (recQuery, error) { return New[string](c) }},
+		{"SyncTracker", func() (recQuery, error) { return NewSync[string](c) }},
 	}
 }

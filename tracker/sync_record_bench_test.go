@@ -8,20 +8,14 @@ import (
 // BenchmarkRecordEvictingSteady records, round robin, into MaxDestinations
 // (10 000) destinations that are all in use, and every 100th op a new
 // name, which evicts one of them: a bounded tracker at its working set
-// with a trickle of new names. Every destination is recorded between two
-// evictions, so what the eviction order knows of the least recently
-// recorded is stale by then (per op: the 99 records plus a hundredth of
-// an eviction).
+// with a trickle of new names, where every destination is recorded
+// between two evictions (per op: the 99 records plus a hundredth of an
+// eviction). An eviction order that is rebuilt when it goes stale pays
+// its rebuild at every eviction here.
 func BenchmarkRecordEvictingSteady(b *testing.B) {
 	c := DefaultConfig()
 	c.MaxDestinations = 10_000
-	for _, im := range []struct {
-		name string
-		make func() (recQuery, error)
-	}{
-		{"Tracker", func() (recQuery, error) { return New[string](c) }},
-		{"SyncTracker", func() (recQuery, error) { return NewSync[string](c) }},
-	} {
+	for _, im := range recTrackers(c) {
 		b.Run(im.name, func(b *testing.B) {
 			t, err := im.make()
 			if err != nil {
