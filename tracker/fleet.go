@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,13 +120,21 @@ func (hb *heldBatch) batch(layout Layout) Batch {
 }
 
 // equal reports whether hb holds exactly the destinations of ds, in ds's
-// order.
+// order: the same names, totals, buckets and censored counts.
 func (hb *heldBatch) equal(ds []DestCounts) bool {
 	if len(hb.dests) != len(ds) {
 		return false
 	}
 	for i := range ds {
-		if x := hb.dest(i); !equalDest(&x, &ds[i]) {
+		// Compared on the held form: building each DestCounts to
+		// compare it cost a duplicate insert ~10 %.
+		hd, d := &hb.dests[i], &ds[i]
+		var c heldCensoring
+		if hb.cens != nil {
+			c = hb.cens[i]
+		}
+		if hd.name != d.Dest || hd.total != d.Total || c.unknown != d.CensoringUnknown ||
+			!slices.Equal(hd.buckets, d.Buckets) || !slices.Equal(c.timedOut, d.TimedOut) {
 			return false
 		}
 	}

@@ -223,9 +223,3 @@ func censoredWithin(to, bs []Bucket) bool {
 	}
 	return true
 }
-
-// equalDest reports whether x and y hold the same destination and counts.
-func equalDest(x, y *DestCounts) bool {
-	return x.Dest == y.Dest && x.Total == y.Total && x.CensoringUnknown == y.CensoringUnknown &&
-		slices.Equal(x.Buckets, y.Buckets) && slices.Equal(x.TimedOut, y.TimedOut)
-}
