@@ -332,11 +332,16 @@ func (n *Node) Probe(a *timeout.Attempt, now time.Time) bool {
 // count for the failure detector, a completion resets it. Counted in
 // atnode_outcomes_total (and atnode_probes_finished_total for a probe).
 func (n *Node) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+	n.observe(&a, o, elapsed, now)
+}
+
+// observe is Observe through a pointer, for Do's path.
+func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
 	if !validDest(a.Dest) {
 		n.met.rejected.Inc()
 		return
 	}
-	n.dec.Observe(a, o, elapsed, now)
+	n.dec.Observe(*a, o, elapsed, now)
 	n.met.outcome(o)
 }
 
@@ -442,12 +447,7 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 			o = n.cfg.Classify(ferr)
 		}
 	}
-	if validDest(a.Dest) {
-		n.dec.Observe(*a, o, elapsed, now)
-		n.met.outcome(o)
-	} else {
-		n.met.rejected.Inc()
-	}
+	n.observe(a, o, elapsed, now)
 	n.met.doBy[result].Inc()
 	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr

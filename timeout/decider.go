@@ -717,22 +717,21 @@ type rule struct {
 	attempt                  int
 	floor, ceiling, fallback uint64
 	k                        uint
-	safety                   float64 // c.SafetyFactor
 }
 
 func (r *rule) init() {
 	r.floor, r.ceiling, r.k = millis(r.c.Backoff.Min), millis(r.c.Backoff.Max), exponent(r.attempt)
-	r.safety = r.c.SafetyFactor
 	r.fallback = fallbackMillis(r.floor, r.ceiling, r.k)
 }
 
 // own returns a destination's own timeout: the fallback when it is failing
 // or has no trusted value, else max(fallback, clamp(v)).
 func (r *rule) own(in *tracker.DecisionInput) uint64 {
-	if in.Source == tracker.SourceNone || in.Failing {
+	v, ok := in.Value()
+	if !ok {
 		return r.fallback
 	}
-	return max(r.fallback, clampedMillis(in.ValueMillis, r.k, r.safety, r.floor, r.ceiling))
+	return max(r.fallback, clampedMillis(v, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 }
 
 // capped reports whether in's decision value is below its quantile (v = M <
@@ -746,7 +745,7 @@ func capped(in *tracker.DecisionInput) bool {
 // trusted, and failing or capped (probe's first condition, cheap enough
 // to inline before the call).
 func probeDue(in *tracker.DecisionInput) bool {
-	return in.Source != tracker.SourceNone && (in.Failing || in.ValueMillis < in.QuantileMillis)
+	return in.Failing && in.Source != tracker.SourceNone || capped(in)
 }
 
 // probe returns in's probe timeout when the rule makes a probe of it due
@@ -756,7 +755,7 @@ func (r *rule) probe(in *tracker.DecisionInput, timeoutMs uint64) (uint64, bool)
 	if !probeDue(in) {
 		return 0, false
 	}
-	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.safety, r.floor, r.ceiling))
+	pt := max(r.fallback, clampedMillis(in.QuantileMillis, r.k, r.c.SafetyFactor, r.floor, r.ceiling))
 	return pt, pt > timeoutMs
 }
 
