@@ -219,7 +219,7 @@ func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint6
 	if tag, held := t.RecordHeldMillis(dest, ms, now); held {
 		return tag
 	}
-	return t.recordNew(dest, ms, now)
+	return t.recordInto(dest, ms, now, false)
 }
 
 // RecordHeldMillis is RecordMillisTag for a destination the tracker holds:
@@ -252,14 +252,16 @@ func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag
 	return tag, true
 }
 
-// recordNew is RecordMillisTag after RecordHeldMillis found no dest: it
-// records into dest, creating it unless a concurrent call did meanwhile.
-func (t *SyncTracker[D]) recordNew(dest D, ms uint64, now time.Time) uint64 {
+// recordInto records a sample of ms into dest, timed out or not, creating
+// dest when it is not held (RecordMillisTag after RecordHeldMillis found
+// no dest, or a concurrent call created it meanwhile; RecordTimeoutMillis),
+// and returns dest's tag as it was when the sample was recorded.
+func (t *SyncTracker[D]) recordInto(dest D, ms uint64, now time.Time, timedOut bool) uint64 {
 	e := t.advance(now)
 	i := t.s.index(ms)
 	en, sh, created := t.entryFor(dest, e)
 	sh.recs++
-	add(en, i, false)
+	add(en, i, timedOut)
 	tag := en.tag
 	sh.mu.Unlock()
 	if created {
@@ -288,15 +290,7 @@ func (t *SyncTracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.T
 // RecordTimeoutMillis is Tracker.RecordTimeoutMillis, safe for concurrent
 // use.
 func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
-	e := t.advance(now)
-	i := t.s.index(ms)
-	en, sh, created := t.entryFor(dest, e)
-	sh.recs++
-	add(en, i, true)
-	sh.mu.Unlock()
-	if created {
-		t.created(en, e)
-	}
+	t.recordInto(dest, ms, now, true)
 }
 
 // add records one sample at index i into en, whose shard is locked, as
