@@ -41,11 +41,8 @@ import (
 // hedges by construction; without a trusted estimate, or for a failing
 // destination, there is no hedge. One token bucket per node
 // (timeout.HedgeBudget) keeps hedges within HedgeBudget of DoHedged calls
-// plus a burst of timeout.HedgeBurst over any minute. A call's second and
-// later hedges are sent only while the bucket keeps timeout.HedgeReserve
-// tokens after them (HedgeBudget.SpendLater), so that they never take the
-// tokens another call's first hedge, the one that rescues a stall, needs.
-// HedgeBudget 0 disables hedging, not the ordering or the failover.
+// plus a burst of timeout.HedgeBurst over any minute. HedgeBudget 0
+// disables hedging, not the ordering or the failover.
 //
 // Failover. An attempt that times out (our adaptive timeout) or fails
 // (Config.Classify says timeout.Failed) fails over to the next replica at
@@ -158,7 +155,6 @@ type hedgeRun struct {
 	// before), or timerEvent; it has room for every event a call can
 	// leave unread, so it never blocks a sender, and no sender touches h.
 	events  chan int
-	hedges  int         // hedges sent
 	live    int         // tries that neither reached their timeout nor failed
 	running int         // tries whose fn has not returned
 	timer   *time.Timer // the one timer, nil until first armed
@@ -333,14 +329,11 @@ func (h *hedgeRun) fire(now time.Time) {
 	if len(h.tries) == len(h.order) {
 		return
 	}
-	// A later hedge leaves the bucket's reserve to other calls' first
-	// hedges (timeout.HedgeReserve).
-	if h.hedges == 0 && !h.n.hedge.Spend() || h.hedges > 0 && !h.n.hedge.SpendLater() {
+	if !h.n.hedge.Spend() {
 		h.n.met.hedgesRefused.Inc()
 		return
 	}
 	h.n.met.hedgesSent.Inc()
-	h.hedges++
 	h.launch(true)
 }
 

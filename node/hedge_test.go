@@ -178,55 +178,6 @@ func TestDoHedgedBudget(t *testing.T) {
 	})
 }
 
-// TestDoHedgedLaterHedgeReserve: a call whose first attempt and first hedge
-// both stall sends its second hedge while the bucket keeps
-// timeout.HedgeReserve tokens after it, and is refused it (counted) when
-// the bucket holds less, its first hedge still sent.
-func TestDoHedgedLaterHedgeReserve(t *testing.T) {
-	for _, tc := range []struct {
-		name          string
-		tokens        float64 // drained down to below this before the call, if set
-		sent, refused float64
-	}{
-		{"full bucket: both hedges", 0, 2, 0},
-		{"below the reserve: the first hedge only", timeout.HedgeReserve + 1, 1, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				n := newAlone(t, nil, nil)
-				r := newReplicas("r0", "r1", "r2")
-				rng := rand.New(rand.NewPCG(22, 3))
-				for range 100 { // warm: every replica known, 10–30 ms
-					for _, d := range r.names {
-						r.set(func(string) time.Duration { return time.Duration(10+rng.IntN(21)) * time.Millisecond })
-						_, err := n.DoHedged(t.Context(), []string{d}, 1, r.fn)
-						require.NoError(t, err)
-					}
-				}
-				for n.hedge.Tokens() < timeout.HedgeBurst {
-					n.hedge.Deposit()
-				}
-				for tc.tokens > 0 && n.hedge.Tokens() >= tc.tokens {
-					require.True(t, n.hedge.Spend())
-				}
-				order := n.replicaOrder(r.names, time.Now())
-				r.set(func(d string) time.Duration {
-					if d == order[2] {
-						return 20 * time.Millisecond
-					}
-					return time.Second
-				})
-				sent, refused := counterValue(t, n.met.hedgesSent), counterValue(t, n.met.hedgesRefused)
-				dest, err := n.DoHedged(t.Context(), r.names, 1, r.fn)
-				require.NoError(t, err)
-				require.Equal(t, order[2], dest)
-				require.Equal(t, tc.sent, counterValue(t, n.met.hedgesSent)-sent)
-				require.Equal(t, tc.refused, counterValue(t, n.met.hedgesRefused)-refused)
-			})
-		})
-	}
-}
-
 // TestDoHedgedCancel: a context cancelled by the caller while a hedge and
 // the first attempt run cancels both and records nothing.
 func TestDoHedgedCancel(t *testing.T) {

@@ -66,7 +66,7 @@ func newMetrics(n *Node) *metrics {
 		hedgesWon: newCounter("atnode_hedges_won_total",
 			"DoHedged calls answered by a hedged attempt."),
 		hedgesRefused: newCounter("atnode_hedges_refused_total",
-			"Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10), or, for a call's second or later hedge, held no more than the 5 tokens kept for first hedges."),
+			"Hedges DoHedged did not start because the token bucket was empty (-hedge-budget of calls plus a burst of 10)."),
 		state: &stateCollector{n: n},
 	}
 	for _, r := range []string{"ok", "error"} {

@@ -19,14 +19,6 @@ import (
 // calls: the bucket's capacity, and what it holds when new.
 const HedgeBurst = 10
 
-// HedgeReserve is how many tokens a HedgeBudget keeps for first hedges: a
-// call's later hedge (its second or after) is sent only while the bucket
-// still holds HedgeReserve tokens after spending one (SpendLater). A first
-// hedge is the one that rescues a stalled attempt; a later one rescues a
-// call whose hedge is slow too, which is rarer, so the tokens go to the
-// first hedges of other calls before they go to later hedges of one.
-const HedgeReserve = HedgeBurst / 2
-
 // MaxHedgeBudget is the largest hedge budget: half of all calls.
 const MaxHedgeBudget = 0.5
 
@@ -188,18 +180,10 @@ func (b *HedgeBudget) Deposit() {
 
 // Spend takes one token for a hedge, and reports false (taking nothing)
 // when the bucket holds less than one.
-func (b *HedgeBudget) Spend() bool { return b.spendKeeping(0) }
-
-// SpendLater takes one token for a call's later hedge (its second or
-// after) while the bucket still holds HedgeReserve tokens after it, and
-// reports false (taking nothing) otherwise.
-func (b *HedgeBudget) SpendLater() bool { return b.spendKeeping(HedgeReserve * hedgeUnit) }
-
-// spendKeeping takes one token while reserve micro-tokens remain after it.
-func (b *HedgeBudget) spendKeeping(reserve int64) bool {
+func (b *HedgeBudget) Spend() bool {
 	for {
 		t := b.tokens.Load()
-		if t < hedgeUnit+reserve {
+		if t < hedgeUnit {
 			return false
 		}
 		if b.tokens.CompareAndSwap(t, t-hedgeUnit) {

@@ -144,24 +144,6 @@ func TestHedgeBudget(t *testing.T) {
 		}
 		require.Equal(t, 50, spent)
 	})
-	t.Run("later hedges keep the reserve for first ones", func(t *testing.T) {
-		b := NewHedgeBudget(0.05)
-		for range HedgeBurst - HedgeReserve {
-			require.True(t, b.SpendLater())
-		}
-		require.Equal(t, float64(HedgeReserve), b.Tokens())
-		require.False(t, b.SpendLater())
-		for range HedgeReserve { // first hedges still have the reserve
-			require.True(t, b.Spend())
-		}
-		require.False(t, b.Spend())
-		for range 20 * (HedgeReserve + 1) { // the share of those calls: HedgeReserve + 1 tokens
-			b.Deposit()
-		}
-		require.True(t, b.SpendLater())
-		require.False(t, b.SpendLater())
-		require.True(t, b.Spend())
-	})
 	t.Run("capped at the burst", func(t *testing.T) {
 		b := NewHedgeBudget(0.5)
 		for range 1000 {

@@ -38,8 +38,7 @@ const (
 	// (tracker.Fleet.Median, timeout.OrderReplicas),
 	// the delay strictly above the fleet's bucket at 1 − budget
 	// (timeout.HedgeDelay), and the node's token bucket
-	// (timeout.HedgeBudget), a round's second and later hedges leaving it
-	// timeout.HedgeReserve tokens (HedgeBudget.SpendLater).
+	// (timeout.HedgeBudget).
 	HedgeFleet
 )
 
@@ -258,9 +257,8 @@ type HedgeCallers struct {
 	Sketch      [3]int
 	SketchEmpty float64
 	// Hedges and Refused count this class's hedges sent and refused by a
-	// budget; LaterHedges and LaterRefused those of them that were a
-	// request round's second hedge or later.
-	Hedges, Refused, LaterHedges, LaterRefused uint64
+	// budget.
+	Hedges, Refused uint64
 }
 
 // HedgeResult is one policy's measurements after the warm-up.
@@ -375,7 +373,6 @@ type hedgeNode struct {
 type hedgeRequest struct {
 	wait                                time.Duration
 	attempts, timedOut, hedges, refused int
-	laterHedges, laterRefused           int // of hedges and refused: a round's second or later
 	ok                                  bool
 	// HedgeClient: the values in the client's sketch at each of the
 	// request's first round trips.
@@ -406,14 +403,12 @@ func (h *hedgeAttempt) answers() bool { return h.lat <= h.limit }
 type hedgeClass struct {
 	waits                                   []time.Duration
 	extra, timedOut, count, hedges, refused uint64
-	laterHedges, laterRefused               uint64
 	extra2, timedOut2                       uint64 // sums of squares per request
 	sketch                                  []int  // HedgeClient: values in the sketch per round trip
 }
 
 func (c *hedgeClass) result() HedgeCallers {
-	r := HedgeCallers{Requests: c.count, Hedges: c.hedges, Refused: c.refused,
-		LaterHedges: c.laterHedges, LaterRefused: c.laterRefused}
+	r := HedgeCallers{Requests: c.count, Hedges: c.hedges, Refused: c.refused}
 	if c.count == 0 {
 		return r
 	}
@@ -586,7 +581,6 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			// retry there.
 			var rtStart time.Duration
 			hedged := false
-			roundHedges := 0 // hedges this round (one DoHedged call) sent
 			launch := func(start time.Duration, hedge bool) {
 				r := order[len(tries)]
 				if !hedge && nd.own != nil {
@@ -634,8 +628,6 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					hedgeAt = -1
 					allowed := true
 					switch {
-					case nd.budget != nil && roundHedges > 0:
-						allowed = nd.budget.SpendLater() // as DoHedged: the reserve stays for first hedges
 					case nd.budget != nil:
 						allowed = nd.budget.Spend()
 					case nd.bucket != nil:
@@ -644,19 +636,12 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					if allowed {
 						res.Hedges++
 						rq.hedges++
-						if roundHedges > 0 {
-							rq.laterHedges++
-						}
-						roundHedges++
 						hedged = true
 						launch(hat, true)
 						arm()
 					} else {
 						res.Refused++
 						rq.refused++
-						if roundHedges > 0 {
-							rq.laterRefused++
-						}
 					}
 					continue
 				}
@@ -761,8 +746,6 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			c.sketch = append(c.sketch, rq.sketch[:rq.trips]...)
 			c.hedges += uint64(rq.hedges)
 			c.refused += uint64(rq.refused)
-			c.laterHedges += uint64(rq.laterHedges)
-			c.laterRefused += uint64(rq.laterRefused)
 			if !rq.ok {
 				res.FailedRequests++
 			}

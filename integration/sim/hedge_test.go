@@ -205,9 +205,8 @@ func hedgeByPolicy(t *testing.T, rs []HedgeResult) map[string]HedgeResult {
 	by := map[string]HedgeResult{}
 	for _, r := range rs {
 		by[r.Policy] = r
-		t.Logf("%s: %d + %d requests, %d hedges, %d refused by the budget (rare callers: %d, %d; later hedges %d, %d), %d failed", r.Policy,
-			r.Frequent.Requests, r.Rare.Requests, r.Hedges, r.Refused, r.Rare.Hedges, r.Rare.Refused,
-			r.Rare.LaterHedges, r.Rare.LaterRefused, r.FailedRequests)
+		t.Logf("%s: %d + %d requests, %d hedges, %d refused by the budget (rare callers: %d, %d), %d failed", r.Policy,
+			r.Frequent.Requests, r.Rare.Requests, r.Hedges, r.Refused, r.Rare.Hedges, r.Rare.Refused, r.FailedRequests)
 	}
 	return by
 }
