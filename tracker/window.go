@@ -325,8 +325,10 @@ func (w *window) seal(k int) {
 	if w.curN == 0 {
 		return
 	}
+	// The non-zero words of touched lie in [lo, hi): the sum's highest
+	// index bounds cur's from above (the sum includes cur).
 	touched := w.touched
-	lo, hi := 0, len(touched)
+	lo, hi := 0, min(w.sum.hi>>6+1, len(touched))
 	for lo < hi && touched[lo] == 0 {
 		lo++
 	}
