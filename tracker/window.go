@@ -212,16 +212,24 @@ func (w *window) rotate(e int64) {
 }
 
 func (w *window) rotateTo(e int64) {
-	w.ver++
 	n := uint64(len(w.ring))
-	if uint64(e)-uint64(w.epoch) >= n { // exact even if e−w.epoch overflows int64
+	d := uint64(e) - uint64(w.epoch) // exact even if e−w.epoch overflows int64
+	if d >= n {
 		w.clear(e)
 		return
 	}
-	w.seal()
-	for k := range w.ring {
+	w.ver++
+	k := w.slot(w.epoch)
+	w.seal(k)
+	// The ring now holds epochs of [w.epoch−N+1, w.epoch]; those that fall
+	// out of [e−N+1, e], w.epoch−N+1 … e−N, are in the d slots after k
+	// (where e's sub-windows go), so only those are visited.
+	for range d {
+		if k++; k == len(w.ring) {
+			k = 0
+		}
 		s := &w.ring[k]
-		if s.empty() || uint64(e)-uint64(s.epoch) < n {
+		if s.empty() {
 			continue
 		}
 		for _, b := range s.buckets {
@@ -300,11 +308,11 @@ func highestSetBelow(a, b []uint64, i int) int {
 	return k<<6 + bits.Len64(word) - 1
 }
 
-// seal turns the current sub-window into a sealed one in its ring slot,
+// seal turns the current sub-window into a sealed one in its ring slot k,
 // sparse or packed (see sealedSub), and empties cur, visiting only the
-// indices it touched.
-func (w *window) seal() {
-	k := w.slot(w.epoch)
+// indices it touched: the words of touched between the first and the last
+// non-zero one (one word for a sub-window of one sample).
+func (w *window) seal(k int) {
 	slot := &w.ring[k]
 	*slot = sealedSub{}
 	if w.cens != nil {
@@ -317,24 +325,34 @@ func (w *window) seal() {
 	if w.curN == 0 {
 		return
 	}
+	// The non-zero words of touched lie in [lo, hi): the sum's highest
+	// index bounds cur's from above (the sum includes cur).
+	touched := w.touched
+	lo, hi := 0, min(w.sum.hi>>6+1, len(touched))
+	for lo < hi && touched[lo] == 0 {
+		lo++
+	}
+	for hi > lo && touched[hi-1] == 0 {
+		hi--
+	}
 	nz := 0
-	for _, word := range w.touched {
+	for _, word := range touched[lo:hi] {
 		nz += bits.OnesCount64(word)
 	}
 	if 8*nz > len(w.cur) {
-		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, w.touched)}
+		*slot = sealedSub{epoch: w.epoch, total: w.curN, packed: pack(w.cur, touched)}
 		w.emptyCur()
 		return
 	}
 	buckets := make([]Bucket, 0, nz)
-	for k, word := range w.touched {
-		for word != 0 {
-			i := k<<6 + bits.TrailingZeros64(word)
-			word &= word - 1
-			buckets = append(buckets, Bucket{Index: uint16(i), Count: w.cur[i]})
-			w.cur[i] = 0
+	cur := w.cur
+	for j := lo; j < hi; j++ {
+		for word := touched[j]; word != 0; word &= word - 1 {
+			i := j<<6 + bits.TrailingZeros64(word)
+			buckets = append(buckets, Bucket{Index: uint16(i), Count: cur[i]})
+			cur[i] = 0
 		}
-		w.touched[k] = 0
+		touched[j] = 0
 	}
 	*slot = sealedSub{epoch: w.epoch, total: w.curN, buckets: buckets}
 	w.curN = 0
