@@ -75,6 +75,12 @@ type HedgePolicy struct {
 	// OwnRate sets HedgeClient's RPS to the calling node's true request
 	// rate, so that its budget is Budget of its own calls.
 	OwnRate bool
+	// LaterReserve, for HedgeFleet, sends a round's second and later hedges
+	// only while the node's bucket keeps LaterReserve tokens after the one
+	// they spend, leaving those to other calls' first hedges. It is an
+	// experiment (TestHedgeLaterReserve), not DoHedged's rule: 0, as
+	// DoHedged, spends every token alike.
+	LaterReserve float64
 }
 
 // DefaultHedgePolicies returns no hedging, fixed delays of 10 to 80 ms
@@ -257,8 +263,9 @@ type HedgeCallers struct {
 	Sketch      [3]int
 	SketchEmpty float64
 	// Hedges and Refused count this class's hedges sent and refused by a
-	// budget.
-	Hedges, Refused uint64
+	// budget; LaterHedges and LaterRefused those of them that were a
+	// request round's second hedge or later.
+	Hedges, Refused, LaterHedges, LaterRefused uint64
 }
 
 // HedgeResult is one policy's measurements after the warm-up.
@@ -373,6 +380,7 @@ type hedgeNode struct {
 type hedgeRequest struct {
 	wait                                time.Duration
 	attempts, timedOut, hedges, refused int
+	laterHedges, laterRefused           int // of hedges and refused: a round's second or later
 	ok                                  bool
 	// HedgeClient: the values in the client's sketch at each of the
 	// request's first round trips.
@@ -403,12 +411,14 @@ func (h *hedgeAttempt) answers() bool { return h.lat <= h.limit }
 type hedgeClass struct {
 	waits                                   []time.Duration
 	extra, timedOut, count, hedges, refused uint64
+	laterHedges, laterRefused               uint64
 	extra2, timedOut2                       uint64 // sums of squares per request
 	sketch                                  []int  // HedgeClient: values in the sketch per round trip
 }
 
 func (c *hedgeClass) result() HedgeCallers {
-	r := HedgeCallers{Requests: c.count, Hedges: c.hedges, Refused: c.refused}
+	r := HedgeCallers{Requests: c.count, Hedges: c.hedges, Refused: c.refused,
+		LaterHedges: c.laterHedges, LaterRefused: c.laterRefused}
 	if c.count == 0 {
 		return r
 	}
@@ -581,6 +591,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			// retry there.
 			var rtStart time.Duration
 			hedged := false
+			roundHedges := 0 // hedges this round (one DoHedged call) sent
 			launch := func(start time.Duration, hedge bool) {
 				r := order[len(tries)]
 				if !hedge && nd.own != nil {
@@ -629,19 +640,28 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					allowed := true
 					switch {
 					case nd.budget != nil:
-						allowed = nd.budget.Spend()
+						// The policy runs one request at a time: nothing
+						// spends between the look and the spend.
+						allowed = (roundHedges == 0 || p.LaterReserve <= 0 || nd.budget.Tokens() >= 1+p.LaterReserve) && nd.budget.Spend()
 					case nd.bucket != nil:
 						allowed = nd.bucket.spend(at + hat)
 					}
 					if allowed {
 						res.Hedges++
 						rq.hedges++
+						if roundHedges > 0 {
+							rq.laterHedges++
+						}
+						roundHedges++
 						hedged = true
 						launch(hat, true)
 						arm()
 					} else {
 						res.Refused++
 						rq.refused++
+						if roundHedges > 0 {
+							rq.laterRefused++
+						}
 					}
 					continue
 				}
@@ -746,6 +766,8 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			c.sketch = append(c.sketch, rq.sketch[:rq.trips]...)
 			c.hedges += uint64(rq.hedges)
 			c.refused += uint64(rq.refused)
+			c.laterHedges += uint64(rq.laterHedges)
+			c.laterRefused += uint64(rq.laterRefused)
 			if !rq.ok {
 				res.FailedRequests++
 			}
