@@ -216,8 +216,48 @@ func appendJSONString(b []byte, s string) []byte {
 // source, whether the local view decided for it, the reason, the
 // destinations treated as failing and the probe timeout when a probe is
 // due.
-func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
-	return n.TimeoutQuorum(dests, len(dests), attempt)
+func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
+	if len(dests) == 0 || attempt < 1 {
+		return n.TimeoutQuorum(dests, len(dests), attempt)
+	}
+	now := n.clock()
+	n.poll(now)
+	// quick, by hand: on a hit, the decider's Quick is the one call.
+	var v timeout.Verdict
+	var by tracker.DecisionInput
+	if n.dec.Quick(&v, &by, dests, attempt, now) {
+		d = Decision{Timeout: v.Timeout, Attempt: attempt, Need: len(dests), Source: by.Source, Guarded: by.Guarded,
+			Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
+		if v.DecidedBy >= 0 {
+			d.DecidedBy = dests[v.DecidedBy]
+		}
+	} else {
+		n.decideIns(&d, dests, len(dests), attempt, now)
+	}
+	n.met.observeOf(&d)
+	return d, nil
+}
+
+// quick sets *out to the decision of a request that needs every one of
+// dests for attempt at now from the rule's memos kept with the
+// destinations' published decision inputs (timeout.Decider.Quick), and
+// reports whether it could (up to 4 destinations, attempts up to
+// tracker.MemoSlots, every input published and holding, the decider
+// without destination state, none failing: a Decision's Failing list is
+// decideIn's). The answer is decideIns': the memos are the rule's
+// verdicts on the inputs it reads, combined as the rule combines them.
+func (n *Node) quick(out *Decision, dests []string, attempt int, now time.Time) bool {
+	var v timeout.Verdict
+	var by tracker.DecisionInput
+	if !n.dec.Quick(&v, &by, dests, attempt, now) {
+		return false
+	}
+	*out = Decision{Timeout: v.Timeout, Attempt: attempt, Need: len(dests), Source: by.Source, Guarded: by.Guarded,
+		Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
+	if v.DecidedBy >= 0 {
+		out.DecidedBy = dests[v.DecidedBy]
+	}
+	return true
 }
 
 // TimeoutQuorum returns the timeout of a request that needs need of dests
@@ -234,7 +274,11 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (d Decision, err
 	case need < 1 || need > len(dests):
 		return Decision{}, fmt.Errorf("%w (%d), got %d", ErrNeed, len(dests), need)
 	}
-	n.decideTo(&d, dests, need, attempt, n.clock())
+	now := n.clock()
+	n.poll(now)
+	if need != len(dests) || !n.quick(&d, dests, attempt, now) {
+		n.decideIns(&d, dests, need, attempt, now)
+	}
 	n.met.observeOf(&d)
 	return d, nil
 }
@@ -254,6 +298,13 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 // destinations stay on the stack.
 func (n *Node) decideTo(out *Decision, dests []string, need, attempt int, now time.Time) {
 	n.poll(now)
+	n.decideIns(out, dests, need, attempt, now)
+}
+
+// decideIns is decideTo once the protocol is polled: the rule over the
+// destinations' decision inputs, read into a buffer on the stack for up
+// to stackDests of them.
+func (n *Node) decideIns(out *Decision, dests []string, need, attempt int, now time.Time) {
 	switch {
 	case len(dests) == 1: // Do, Decide: the smallest buffer to zero
 		var in [1]tracker.DecisionInput
@@ -300,7 +351,10 @@ func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 	attempt = max(attempt, 1)
 	dests := [1]string{dest}
 	var d Decision
-	n.decideTo(&d, dests[:], 1, attempt, now)
+	n.poll(now)
+	if !n.quick(&d, dests[:], attempt, now) {
+		n.decideIns(&d, dests[:], 1, attempt, now)
+	}
 	n.met.observeOf(&d)
 	return attemptAt(dest, &d)
 }
@@ -381,7 +435,10 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 	start := n.clock()
 	dests := [1]string{dest}
 	var d Decision
-	n.decideTo(&d, dests[:], 1, attempt, start)
+	n.poll(start)
+	if !n.quick(&d, dests[:], attempt, start) {
+		n.decideIns(&d, dests[:], 1, attempt, start)
+	}
 	n.met.observeOf(&d)
 	a := attemptAt(dest, &d)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {

@@ -441,3 +441,60 @@ func TestTimeoutConcurrentMatchesUncached(t *testing.T) {
 		clk.Set(now.Add(2 * time.Second))
 	}
 }
+
+// TestQuickReadsOnlyItsDecidersMemos: a second Decider with another
+// configuration over the same fleet takes over the memos the fleet keeps
+// (its registration replaces the node's), and then each decides as a
+// Decider of its configuration over EstimateUncached: the node's decider
+// never reads the other's memos (it takes the path without them), and the
+// other's memoized verdicts are its own.
+func TestQuickReadsOnlyItsDecidersMemos(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	for i := range 200 {
+		n.Record("a", time.Duration(10+i%50)*time.Millisecond)
+		n.Record("b", time.Duration(100+i%80)*time.Millisecond)
+	}
+	sets := [][]string{{"a"}, {"b"}, {"a", "b"}}
+	for _, ds := range sets { // published with the node's memos
+		_, err := n.Timeout(ds, 1)
+		require.NoError(t, err)
+	}
+	other := n.tocfg
+	other.SafetyFactor *= 3
+	d2, err := timeout.NewDecider(other, n.tcfg, n.fleet, n.local)
+	require.NoError(t, err)
+	ref1, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	ref2, err := timeout.NewDecider(other, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	now := clk.Now()
+	for _, ds := range sets {
+		for attempt := 1; attempt <= 3; attempt++ {
+			var v, w timeout.Verdict
+			var by tracker.DecisionInput
+			in := make([]tracker.DecisionInput, len(ds))
+			if d2.Quick(&v, &by, ds, attempt, now) { // the node's memos are no longer the fleet's
+				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				require.Equal(t, w, v, "other: Quick(%v, %d) before a read", ds, attempt)
+			}
+			for range 2 { // the second time from the memos, when they hold
+				got, err := n.Timeout(ds, attempt)
+				require.NoError(t, err)
+				cached := n.dec
+				n.dec = ref1
+				want, err := n.Timeout(ds, attempt)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "node: Timeout(%v, %d)", ds, attempt)
+
+				d2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				require.True(t, d2.Quick(&v, &by, ds, attempt, now), "Quick(%v, %d) after ExplainTo", ds, attempt)
+				require.Equal(t, w, v, "other: Quick(%v, %d)", ds, attempt)
+				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				require.Equal(t, w, v, "other: Quick(%v, %d) against the uncached", ds, attempt)
+				require.False(t, n.dec.Quick(&v, &by, ds, attempt, now), "the node's decider read the other's memos")
+			}
+		}
+	}
+}
