@@ -223,14 +223,8 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 	now := n.clock()
 	n.poll(now)
 	// quick, by hand: on a hit, the decider's Quick is the one call.
-	var v timeout.Verdict
-	var by tracker.DecisionInput
-	if n.dec.Quick(&v, &by, dests, attempt, now) {
-		d = Decision{Timeout: v.Timeout, Attempt: attempt, Need: len(dests), Source: by.Source, Guarded: by.Guarded,
-			Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
-		if v.DecidedBy >= 0 {
-			d.DecidedBy = dests[v.DecidedBy]
-		}
+	if v, ok := n.dec.Quick(dests, attempt, now); ok {
+		d.fromQuick(v, dests, attempt)
 	} else {
 		n.decideIns(&d, dests, len(dests), attempt, now)
 	}
@@ -247,17 +241,23 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 // decideIn's). The answer is decideIns': the memos are the rule's
 // verdicts on the inputs it reads, combined as the rule combines them.
 func (n *Node) quick(out *Decision, dests []string, attempt int, now time.Time) bool {
-	var v timeout.Verdict
-	var by tracker.DecisionInput
-	if !n.dec.Quick(&v, &by, dests, attempt, now) {
-		return false
+	v, ok := n.dec.Quick(dests, attempt, now)
+	if ok {
+		out.fromQuick(v, dests, attempt)
 	}
-	*out = Decision{Timeout: v.Timeout, Attempt: attempt, Need: len(dests), Source: by.Source, Guarded: by.Guarded,
-		Fallback: v.Fallback, Reason: v.Reason, ProbeTimeout: v.ProbeTimeout}
-	if v.DecidedBy >= 0 {
-		out.DecidedBy = dests[v.DecidedBy]
+	return ok
+}
+
+// fromQuick sets *d to the decision of v, the quick verdict of a request
+// that needs every one of dests, for attempt.
+func (d *Decision) fromQuick(v timeout.QuickVerdict, dests []string, attempt int) {
+	*d = Decision{Timeout: v.Timeout(), Attempt: attempt, Need: len(dests), Source: v.Source(), Guarded: v.Guarded(),
+		Reason: v.Reason(), ProbeTimeout: v.ProbeTimeout()}
+	if k := v.DecidedBy(); k >= 0 {
+		d.DecidedBy = dests[k]
+	} else {
+		d.Fallback = true
 	}
-	return true
 }
 
 // TimeoutQuorum returns the timeout of a request that needs need of dests

@@ -471,12 +471,11 @@ func TestQuickReadsOnlyItsDecidersMemos(t *testing.T) {
 	now := clk.Now()
 	for _, ds := range sets {
 		for attempt := 1; attempt <= 3; attempt++ {
-			var v, w timeout.Verdict
-			var by tracker.DecisionInput
+			var w timeout.Verdict
 			in := make([]tracker.DecisionInput, len(ds))
-			if d2.Quick(&v, &by, ds, attempt, now) { // the node's memos are no longer the fleet's
+			if v, ok := d2.Quick(ds, attempt, now); ok { // the node's memos are no longer the fleet's
 				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
-				require.Equal(t, w, v, "other: Quick(%v, %d) before a read", ds, attempt)
+				requireQuick(t, w, in, v, "other: Quick(%v, %d) before a read", ds, attempt)
 			}
 			for range 2 { // the second time from the memos, when they hold
 				got, err := n.Timeout(ds, attempt)
@@ -489,12 +488,28 @@ func TestQuickReadsOnlyItsDecidersMemos(t *testing.T) {
 				require.Equal(t, want, got, "node: Timeout(%v, %d)", ds, attempt)
 
 				d2.ExplainTo(&w, ds, len(ds), attempt, now, in)
-				require.True(t, d2.Quick(&v, &by, ds, attempt, now), "Quick(%v, %d) after ExplainTo", ds, attempt)
-				require.Equal(t, w, v, "other: Quick(%v, %d)", ds, attempt)
+				v, ok := d2.Quick(ds, attempt, now)
+				require.True(t, ok, "Quick(%v, %d) after ExplainTo", ds, attempt)
+				requireQuick(t, w, in, v, "other: Quick(%v, %d)", ds, attempt)
 				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
-				require.Equal(t, w, v, "other: Quick(%v, %d) against the uncached", ds, attempt)
-				require.False(t, n.dec.Quick(&v, &by, ds, attempt, now), "the node's decider read the other's memos")
+				requireQuick(t, w, in, v, "other: Quick(%v, %d) against the uncached", ds, attempt)
+				_, ok = n.dec.Quick(ds, attempt, now)
+				require.False(t, ok, "the node's decider read the other's memos")
 			}
 		}
 	}
+}
+
+// requireQuick requires the quick verdict v to say what the verdict w
+// over the inputs in does.
+func requireQuick(t *testing.T, w timeout.Verdict, in []tracker.DecisionInput, v timeout.QuickVerdict, msg string, args ...any) {
+	t.Helper()
+	var src tracker.Source
+	var guarded bool
+	if w.DecidedBy >= 0 {
+		src, guarded = in[w.DecidedBy].Source, in[w.DecidedBy].Guarded
+	}
+	want := []any{w.Timeout, w.DecidedBy, w.Reason, w.ProbeTimeout, src, guarded}
+	got := []any{v.Timeout(), v.DecidedBy(), v.Reason(), v.ProbeTimeout(), v.Source(), v.Guarded()}
+	require.Equal(t, want, got, append([]any{msg}, args...)...)
 }

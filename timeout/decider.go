@@ -893,65 +893,91 @@ func (d *Decider) Memo(in *tracker.DecisionInput, slot int) tracker.Memo {
 // change no verdict, and Quick gives ExplainTo's.
 func (d *Decider) Quiet() bool { return d.n.Load() == 0 }
 
-// Quick sets *v to the verdict ExplainTo gives for a request that needs
+// Quick returns the verdict ExplainTo gives for a request that needs
 // every one of dests (1 to 4 of them) for attempt (1 to
-// tracker.MemoSlots) at now, and *by to the deciding destination's
-// input's source and guard (zero when the fallback decided), from the
-// rule's memos the Decider's fleet keeps with its published decision
-// inputs (Memo, tracker.Fleet.Memos), and reports true; or reports false,
-// and the caller decides through ExplainTo: when some destination's memo
-// is not published or no longer holds, the Decider holds a destination's
-// state (its detector or probe bookkeeping could change the verdict), or
-// some destination is failing. The memos combine as the rule does: the
-// first destination with the largest own timeout above the fallback
-// decides, with its own verdict's reason and probe; when none is above,
-// the fallback decides, for ReasonFallback (none is failing), with the
-// first probe any destination's verdict offers (each was made at the
-// fallback too).
-func (d *Decider) Quick(v *Verdict, by *tracker.DecisionInput, dests []string, attempt int, now time.Time) bool {
+// tracker.MemoSlots) at now, from the rule's memos the Decider's fleet
+// keeps with its published decision inputs (Memo, tracker.Fleet.Memos),
+// and true; or false, and the caller decides through ExplainTo: when some
+// destination's memo is not published or no longer holds, the Decider
+// holds a destination's state (its detector or probe bookkeeping could
+// change the verdict), or some destination is failing. The memos combine
+// as the rule does: the first destination with the largest own timeout
+// above the fallback decides, with its own verdict's reason and probe;
+// when none is above, the fallback decides, for ReasonFallback (none is
+// failing), with the first probe any destination's verdict offers (each
+// was made at the fallback too).
+func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdict, bool) {
 	var m [stackInputs]tracker.Memo
 	if d.memo == nil || len(dests) == 0 || len(dests) > len(m) || uint(attempt-1) >= tracker.MemoSlots ||
-		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, d.cfg.Quantile, now, d.memo) {
-		return false
+		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, d.cfg.Quantile, now, d.memo) || !d.Quiet() {
+		return QuickVerdict{}, false
 	}
-	return d.fromMemos(v, by, m[:len(dests)])
+	return combine(m[:len(dests)])
 }
 
-// fromMemos is Quick's verdict from the memos m of its destinations.
-func (d *Decider) fromMemos(v *Verdict, by *tracker.DecisionInput, m []tracker.Memo) bool {
-	if len(m) == 0 || !d.Quiet() {
-		return false
-	}
+// combine is Quick's verdict from the memos m of its destinations (at
+// least one), false when one is no memo or failing.
+func combine(m []tracker.Memo) (QuickVerdict, bool) {
 	k := -1
 	var best uint64
 	for i := range m {
 		a := m[i].A
 		if a&(memoOK|memoFailing) != memoOK {
-			return false
+			return QuickVerdict{}, false
 		}
 		if a&memoDecides != 0 && (k < 0 || a&memoMs > best) {
 			k, best = i, a&memoMs
 		}
 	}
-	probe, pt := -1, uint64(0)
 	if k >= 0 {
-		if m[k].B != 0 {
-			probe, pt = k, m[k].B
-		}
-		a := m[k].A
-		*by = tracker.DecisionInput{Source: tracker.Source(a >> memoSource & 3), Guarded: a&memoGuarded != 0}
-		*v = Verdict{Decision: Decision{Timeout: fromMillis(best), DecidedBy: k},
-			Reason: Reason(a >> memoFlags & 3), Probe: probe, ProbeTimeout: fromMillis(pt)}
-		return true
+		return QuickVerdict{a: m[k].A, probe: m[k].B, by: k}, true
 	}
 	for i := range m {
 		if m[i].B != 0 {
-			probe, pt = i, m[i].B
-			break
+			return QuickVerdict{a: m[0].A, probe: m[i].B, by: -1}, true
 		}
 	}
-	*by = tracker.DecisionInput{}
-	*v = Verdict{Decision: Decision{Timeout: fromMillis(m[0].A & memoMs), DecidedBy: -1, Fallback: true},
-		Reason: ReasonFallback, Probe: probe, ProbeTimeout: fromMillis(pt)}
-	return true
+	return QuickVerdict{a: m[0].A, by: -1}, true
 }
+
+// A QuickVerdict is Quick's verdict, packed: the memo of the deciding
+// destination (or of the first one, holding the fallback, when the
+// fallback decided), the probe timeout, and the deciding destination's
+// index.
+type QuickVerdict struct {
+	a, probe uint64
+	by       int
+}
+
+// Timeout is the verdict's Timeout.
+func (q QuickVerdict) Timeout() time.Duration { return fromMillis(q.a & memoMs) }
+
+// DecidedBy is the verdict's DecidedBy: the deciding destination's index,
+// -1 when the fallback decided (Fallback).
+func (q QuickVerdict) DecidedBy() int { return q.by }
+
+// Reason is the verdict's Reason: ReasonFallback when the fallback
+// decided, else the deciding destination's ReasonEstimate or
+// ReasonCapped.
+func (q QuickVerdict) Reason() Reason {
+	if q.by < 0 {
+		return ReasonFallback
+	}
+	return Reason(q.a >> memoFlags & 3)
+}
+
+// Source is the deciding destination's decision input's Source,
+// tracker.SourceNone when the fallback decided.
+func (q QuickVerdict) Source() tracker.Source {
+	if q.by < 0 {
+		return tracker.SourceNone
+	}
+	return tracker.Source(q.a >> memoSource & 3)
+}
+
+// Guarded is the deciding destination's decision input's Guarded, false
+// when the fallback decided.
+func (q QuickVerdict) Guarded() bool { return q.by >= 0 && q.a&memoGuarded != 0 }
+
+// ProbeTimeout is the verdict's ProbeTimeout: 0 when no probe is due.
+func (q QuickVerdict) ProbeTimeout() time.Duration { return fromMillis(q.probe) }
