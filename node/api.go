@@ -348,13 +348,21 @@ func (n *Node) decideIn(out *Decision, dests []string, need, attempt int, now ti
 // alone, with Attempt.ProbeTimeout set when a probe is due. Counted in
 // atnode_timeout_chosen_seconds like Timeout.
 func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
-	attempt = max(attempt, 1)
-	dests := [1]string{dest}
-	var d Decision
+	return n.attempt(dest, max(attempt, 1), now)
+}
+
+// attempt is Decide for attempt >= 1: from the quick verdict straight
+// into the Attempt when there is one (Do's path), else through the
+// Decision.
+func (n *Node) attempt(dest string, attempt int, now time.Time) timeout.Attempt {
 	n.poll(now)
-	if !n.quick(&d, dests[:], attempt, now) {
-		n.decideIns(&d, dests[:], 1, attempt, now)
+	dests := [1]string{dest}
+	if v, ok := n.dec.Quick(dests[:], attempt, now); ok {
+		n.met.observeQuick(v)
+		return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: v.Timeout(), Reason: v.Reason(), ProbeTimeout: v.ProbeTimeout()}
 	}
+	var d Decision
+	n.decideIns(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
 	return attemptAt(dest, &d)
 }
@@ -433,14 +441,7 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
-	dests := [1]string{dest}
-	var d Decision
-	n.poll(start)
-	if !n.quick(&d, dests[:], attempt, start) {
-		n.decideIns(&d, dests[:], 1, attempt, start)
-	}
-	n.met.observeOf(&d)
-	a := attemptAt(dest, &d)
+	a := n.attempt(dest, attempt, start)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}

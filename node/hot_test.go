@@ -52,8 +52,9 @@ func useUncached(tb testing.TB, n *Node) {
 // node deciding on the cached estimates, the other on EstimateUncached,
 // and after every step requires equal decisions from Timeout,
 // TimeoutQuorum and Decide for several destination sets and attempts, and
-// equal estimates, field by field, from the cache and without it. CI
-// runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
+// equal estimates, field by field, from the cache and without it, and at
+// the end equal metrics of the decisions (the quick path counts its own).
+// CI runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
 func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 	seeds, steps := uint64(2), 500
 	if os.Getenv("ATNODE_LONG") == "1" {
@@ -192,6 +193,8 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 					}
 				}
 			}
+			// Both counted the same decisions alike.
+			require.Equal(t, decisionMetrics(t, naive), decisionMetrics(t, cached), "the decisions' metrics")
 			// The sequence reaches every kind of decision.
 			for _, k := range []string{"source fleet", "source local", "source none", "reason estimate",
 				"reason capped", "reason failing", "reason fallback", "guarded", "probe due"} {
@@ -199,6 +202,27 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decisionMetrics is what n's metrics of its decisions say
+// (atnode_timeout_chosen_seconds, atnode_timeout_fallbacks_total,
+// atnode_timeout_guarded_total), as text.
+func decisionMetrics(t *testing.T, n *Node) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(n.met.chosen))
+	require.NoError(t, reg.Register(n.met.fallbacks))
+	require.NoError(t, reg.Register(n.met.guarded))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs { // the counters' creation times differ
+		for _, m := range mf.Metric {
+			if m.Counter != nil {
+				m.Counter.CreatedTimestamp = nil
+			}
+		}
+	}
+	return fmt.Sprint(mfs)
 }
 
 // naiveDecision is a Decision with the MarshalJSON it had through
