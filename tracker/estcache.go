@@ -576,26 +576,6 @@ func (r *pubReader) cell(name string) *pubCell {
 	return cell
 }
 
-// readMemo sets *m to the memo of slot k published for name and reports
-// whether it holds for r: read's checks, for the memo instead of the
-// input it was derived from (r.memo is not nil, k < MemoSlots).
-func (r *pubReader) readMemo(m *Memo, name string, k int) bool {
-	cell := r.cell(name)
-	if cell == nil {
-		return false
-	}
-	s := cell.seq.Load()
-	fl := cell.flags.Load()
-	w := &cell.memo[k]
-	a, b := w[0].Load(), w[1].Load()
-	if fl == 0 || s&1 != 0 || cell.q.Load() != r.q || cell.minSamples.Load() != r.minSamples ||
-		cell.fver.Load() != r.fver || cell.clk.Load() != r.clk || cell.memoBy.Load() != r.memo || cell.seq.Load() != s {
-		return false
-	}
-	m.A, m.B = a, b
-	return true
-}
-
 // MemoSlots is how many memos (Memoizer.Memo's slots) a published
 // decision input carries.
 const MemoSlots = 4
@@ -649,15 +629,34 @@ func (f *Fleet) Memos(m []Memo, dests []string, slot int, q float64, now time.Ti
 	if t == nil || reg == nil || uint(slot) >= MemoSlots || len(dests) < len(m) || !(q > 0 && q <= 1) || t.s.subMs != f.swMs {
 		return false
 	}
-	var r pubReader
-	t.reader(&r, q, now, f.ver.Load(), f.minSamples())
-	if r.memo != reg {
+	// reader and readMemo, by hand: what every cell is checked against in
+	// registers rather than in a pubReader.
+	tb, clk := t.pubs.Load(), t.clock.Load()
+	if tb == nil || clk == nil || tb.memo.Load() != reg {
 		return false
 	}
+	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+		return false
+	}
+	qb, fver, minSamples := math.Float64bits(q), f.ver.Load(), f.minSamples()
 	for i := range m {
-		if !r.readMemo(&m[i], dests[i], slot) {
+		k := tb.key(dests[i])
+		j := k.hash & tb.mask
+		cell := tb.slots[j].Load()
+		if cell == nil || !cell.of(&k, dests[i]) {
+			if cell = tb.slots[j^1].Load(); cell == nil || !cell.of(&k, dests[i]) {
+				return false
+			}
+		}
+		s := cell.seq.Load()
+		fl := cell.flags.Load()
+		w := &cell.memo[slot]
+		a, b := w[0].Load(), w[1].Load()
+		if fl == 0 || s&1 != 0 || cell.q.Load() != qb || cell.minSamples.Load() != minSamples ||
+			cell.fver.Load() != fver || cell.clk.Load() != clk || cell.memoBy.Load() != reg || cell.seq.Load() != s {
 			return false
 		}
+		m[i] = Memo{A: a, B: b}
 	}
 	return true
 }
