@@ -40,7 +40,10 @@ var (
 // (empty, over 256 bytes or not UTF-8) is dropped and counted in
 // atnode_records_rejected_total.
 func (n *Node) Record(dest string, latency time.Duration) {
-	n.learn(dest, timeout.Completed, uint64(max(latency, 0)/time.Millisecond), n.clock())
+	ms, now := uint64(max(latency, 0)/time.Millisecond), n.clock()
+	if !n.dec.RecordKnown(dest, ms, now) {
+		n.learnNew(dest, timeout.Completed, ms, now)
+	}
 }
 
 // RecordSince records the time from start to now as dest's latency and
@@ -48,7 +51,9 @@ func (n *Node) Record(dest string, latency time.Duration) {
 func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 	now := n.clock()
 	d := max(now.Sub(start), 0)
-	n.learn(dest, timeout.Completed, uint64(d/time.Millisecond), now)
+	if ms := uint64(d / time.Millisecond); !n.dec.RecordKnown(dest, ms, now) {
+		n.learnNew(dest, timeout.Completed, ms, now)
+	}
 	return d
 }
 
@@ -57,10 +62,17 @@ func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 // recorded. A completion of a destination the local tracker holds takes
 // one lookup and no check of the name: only learn and Observe write the
 // local tracker, and both check a name before it is first recorded.
+// Record and RecordSince take that path themselves, a frame fewer per
+// record, and call learnNew for the rest.
 func (n *Node) learn(dest string, o timeout.Outcome, ms uint64, now time.Time) {
-	if o == timeout.Completed && n.dec.RecordKnown(dest, ms, now) {
-		return
+	if o != timeout.Completed || !n.dec.RecordKnown(dest, ms, now) {
+		n.learnNew(dest, o, ms, now)
 	}
+}
+
+// learnNew is learn for an outcome that is not a completion of a
+// destination the local tracker holds: the name is checked first.
+func (n *Node) learnNew(dest string, o timeout.Outcome, ms uint64, now time.Time) {
 	if !validDest(dest) {
 		n.met.rejected.Inc()
 		return

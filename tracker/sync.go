@@ -206,7 +206,7 @@ func (t *SyncTracker[D]) Record(dest D, latency time.Duration, now time.Time) {
 // RecordMillis is Tracker.RecordMillis, safe for concurrent use. Two calls
 // that create the same destination at once both count.
 func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
-	t.RecordMillisTag(dest, ms, now)
+	t.recordMillis(dest, ms, now, false, true)
 }
 
 // RecordMillisTag is RecordMillis, also returning dest's tag (SetTag) as
@@ -216,10 +216,8 @@ func (t *SyncTracker[D]) RecordMillis(dest D, ms uint64, now time.Time) {
 // anyway, whether it must look (timeout.Decider does so for its failure
 // detector).
 func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint64 {
-	if tag, held := t.RecordHeldMillis(dest, ms, now); held {
-		return tag
-	}
-	return t.recordInto(dest, ms, now, false)
+	tag, _ := t.recordMillis(dest, ms, now, false, true)
+	return tag
 }
 
 // RecordHeldMillis is RecordMillisTag for a destination the tracker holds:
@@ -227,47 +225,54 @@ func (t *SyncTracker[D]) RecordMillisTag(dest D, ms uint64, now time.Time) uint6
 // checks names before recording them need check a name only when this
 // reports false (the tracker holds only what it was given).
 func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag uint64, held bool) {
-	// entryFor's body, by hand: the call costs a plain record ~15 %.
+	return t.recordMillis(dest, ms, now, false, false)
+}
+
+// recordMillis is the one body of every record (RecordMillis,
+// RecordMillisTag, RecordHeldMillis, RecordTimeoutMillis), each of which
+// inlines its call: one sample of ms into dest, timed out or not, creating
+// dest when it is not held and create is set. It returns dest's tag as it
+// was when the sample was recorded (0 for a destination it created) and
+// whether the sample was recorded. A public record calling another, as
+// RecordMillis once called RecordMillisTag and it RecordHeldMillis, costs
+// every record a frame per call: the shaped methods of a generic type do
+// not inline into each other once their bodies are this long.
+func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut, create bool) (tag uint64, held bool) {
 	e := t.advance(now)
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
 	en := sh.get(h, dest)
-	if en == nil {
+	created := false
+	switch {
+	case en != nil:
+		en.rotate(e)
+		if t.s.cfg.MaxDestinations > 0 {
+			t.restamp(sh, en)
+		}
+	case create:
+		en, created = t.create(sh, h, dest, e), true
+	default:
 		sh.mu.Unlock()
 		return 0, false
 	}
 	sh.recs++
-	en.rotate(e)
-	if t.s.cfg.MaxDestinations > 0 {
-		t.restamp(sh, en)
-	}
 	v := en.ver
-	en.record(i)
+	if timedOut {
+		en.recordTimeout(i)
+	} else {
+		en.record(i)
+	}
 	if en.ec != nil && en.ver != v {
-		en.ec.recorded(i, false, v, en.ver)
+		// Keep en's cached views that the sample leaves valid.
+		en.ec.recorded(i, timedOut, v, en.ver)
 	}
 	tag = en.tag
-	sh.mu.Unlock()
-	return tag, true
-}
-
-// recordInto records a sample of ms into dest, timed out or not, creating
-// dest when it is not held (RecordMillisTag after RecordHeldMillis found
-// no dest, or a concurrent call created it meanwhile; RecordTimeoutMillis),
-// and returns dest's tag as it was when the sample was recorded.
-func (t *SyncTracker[D]) recordInto(dest D, ms uint64, now time.Time, timedOut bool) uint64 {
-	e := t.advance(now)
-	i := t.s.index(ms)
-	en, sh, created := t.entryFor(dest, e)
-	sh.recs++
-	add(en, i, timedOut)
-	tag := en.tag
 	sh.mu.Unlock()
 	if created {
 		t.created(en, e)
 	}
-	return tag
+	return tag, true
 }
 
 // SetTag sets dest's tag to tag if dest is held; it creates nothing and
@@ -290,38 +295,7 @@ func (t *SyncTracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.T
 // RecordTimeoutMillis is Tracker.RecordTimeoutMillis, safe for concurrent
 // use.
 func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
-	t.recordInto(dest, ms, now, true)
-}
-
-// add records one sample at index i into en, whose shard is locked, as
-// timed out or not, and keeps en's cached views that the sample leaves
-// valid.
-func add[D comparable](en *entry[D], i int, timedOut bool) {
-	v := en.ver
-	if timedOut {
-		en.recordTimeout(i)
-	} else {
-		en.record(i)
-	}
-	if en.ec != nil && en.ver != v {
-		en.ec.recorded(i, timedOut, v, en.ver)
-	}
-}
-
-// entryFor returns dest's entry rotated to epoch e, most recently recorded,
-// with its shard locked; created says it was made by this call.
-func (t *SyncTracker[D]) entryFor(dest D, e int64) (*entry[D], *syncShard[D], bool) {
-	h, sh := t.shard(dest)
-	sh.mu.Lock()
-	en := sh.get(h, dest)
-	if en == nil {
-		return t.create(sh, h, dest, e), sh, true
-	}
-	en.rotate(e)
-	if t.s.cfg.MaxDestinations > 0 {
-		t.restamp(sh, en)
-	}
-	return en, sh, false
+	t.recordMillis(dest, ms, now, true, true)
 }
 
 // restamp makes en, of sh (locked), the most recently recorded
