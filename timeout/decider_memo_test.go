@@ -33,7 +33,7 @@ func TestQuickCombinesAsTheRule(t *testing.T) {
 		return est(q, q)
 	}
 	seen := map[string]int{}
-	for i := range 5000 {
+	for i := range 1500 {
 		c := cfg(int64(1+r.IntN(300)), int64(1000+r.IntN(60_000)), 0.5+3*r.Float64())
 		d, _, _ := newTestDecider(t, c, nil)
 		in := make([]tracker.DecisionInput, 1+r.IntN(4))
