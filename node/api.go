@@ -228,8 +228,48 @@ func appendJSONString(b []byte, s string) []byte {
 // source, whether the local view decided for it, the reason, the
 // destinations treated as failing and the probe timeout when a probe is
 // due.
-func (n *Node) Timeout(dests []string, attempt int) (Decision, error) {
-	return n.TimeoutQuorum(dests, len(dests), attempt)
+func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
+	if len(dests) == 0 || attempt < 1 {
+		return n.TimeoutQuorum(dests, len(dests), attempt)
+	}
+	now := n.clock()
+	n.poll(now)
+	// quick, by hand: on a hit, the decider's Quick is the one call.
+	if v, ok := n.dec.Quick(dests, attempt, now); ok {
+		d.fromQuick(v, dests, attempt)
+	} else {
+		n.decideIns(&d, dests, len(dests), attempt, now)
+	}
+	n.met.observeOf(&d)
+	return d, nil
+}
+
+// quick sets the zero *out to the decision of a request that needs every one of
+// dests for attempt at now from the rule's memos kept with the
+// destinations' published decision inputs (timeout.Decider.Quick), and
+// reports whether it could (up to 4 destinations, attempts up to
+// tracker.MemoSlots, every input published and holding, the decider
+// without destination state, none failing: a Decision's Failing list is
+// decideIn's). The answer is decideIns': the memos are the rule's
+// verdicts on the inputs it reads, combined as the rule combines them.
+func (n *Node) quick(out *Decision, dests []string, attempt int, now time.Time) bool {
+	v, ok := n.dec.Quick(dests, attempt, now)
+	if ok {
+		out.fromQuick(v, dests, attempt)
+	}
+	return ok
+}
+
+// fromQuick sets the zero *d to the decision of v, the quick verdict of a
+// request that needs every one of dests, for attempt. Field by field: a
+// composite literal was built aside and copied, a fifth of Timeout.
+func (d *Decision) fromQuick(v timeout.QuickVerdict, dests []string, attempt int) {
+	d.Timeout, d.Attempt, d.Need, d.Reason, d.ProbeTimeout = v.Timeout(), attempt, len(dests), v.Reason(), v.ProbeTimeout()
+	if k := v.DecidedBy(); k >= 0 {
+		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
+	} else {
+		d.Fallback = true
+	}
 }
 
 // TimeoutQuorum returns the timeout of a request that needs need of dests
@@ -246,7 +286,11 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (d Decision, err
 	case need < 1 || need > len(dests):
 		return Decision{}, fmt.Errorf("%w (%d), got %d", ErrNeed, len(dests), need)
 	}
-	n.decideTo(&d, dests, need, attempt, n.clock())
+	now := n.clock()
+	n.poll(now)
+	if need != len(dests) || !n.quick(&d, dests, attempt, now) {
+		n.decideIns(&d, dests, need, attempt, now)
+	}
 	n.met.observeOf(&d)
 	return d, nil
 }
@@ -266,6 +310,13 @@ func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision
 // destinations stay on the stack.
 func (n *Node) decideTo(out *Decision, dests []string, need, attempt int, now time.Time) {
 	n.poll(now)
+	n.decideIns(out, dests, need, attempt, now)
+}
+
+// decideIns is decideTo once the protocol is polled: the rule over the
+// destinations' decision inputs, read into a buffer on the stack for up
+// to stackDests of them.
+func (n *Node) decideIns(out *Decision, dests []string, need, attempt int, now time.Time) {
 	switch {
 	case len(dests) == 1: // Do, Decide: the smallest buffer to zero
 		var in [1]tracker.DecisionInput
@@ -309,10 +360,21 @@ func (n *Node) decideIn(out *Decision, dests []string, need, attempt int, now ti
 // alone, with Attempt.ProbeTimeout set when a probe is due. Counted in
 // atnode_timeout_chosen_seconds like Timeout.
 func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
-	attempt = max(attempt, 1)
+	return n.attempt(dest, max(attempt, 1), now)
+}
+
+// attempt is Decide for attempt >= 1: from the quick verdict straight
+// into the Attempt when there is one (Do's path), else through the
+// Decision.
+func (n *Node) attempt(dest string, attempt int, now time.Time) timeout.Attempt {
+	n.poll(now)
 	dests := [1]string{dest}
+	if v, ok := n.dec.Quick(dests[:], attempt, now); ok {
+		n.met.observeQuick(v)
+		return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: v.Timeout(), Reason: v.Reason(), ProbeTimeout: v.ProbeTimeout()}
+	}
 	var d Decision
-	n.decideTo(&d, dests[:], 1, attempt, now)
+	n.decideIns(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
 	return attemptAt(dest, &d)
 }
@@ -391,11 +453,7 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
-	dests := [1]string{dest}
-	var d Decision
-	n.decideTo(&d, dests[:], 1, attempt, start)
-	n.met.observeOf(&d)
-	a := attemptAt(dest, &d)
+	a := n.attempt(dest, attempt, start)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}

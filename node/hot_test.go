@@ -52,8 +52,9 @@ func useUncached(tb testing.TB, n *Node) {
 // node deciding on the cached estimates, the other on EstimateUncached,
 // and after every step requires equal decisions from Timeout,
 // TimeoutQuorum and Decide for several destination sets and attempts, and
-// equal estimates, field by field, from the cache and without it. CI
-// runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
+// equal estimates, field by field, from the cache and without it, and at
+// the end equal metrics of the decisions (the quick path counts its own).
+// CI runs two seeds of 500 steps; ATNODE_LONG=1 runs five of 3000.
 func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 	seeds, steps := uint64(2), 500
 	if os.Getenv("ATNODE_LONG") == "1" {
@@ -192,6 +193,8 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 					}
 				}
 			}
+			// Both counted the same decisions alike.
+			require.Equal(t, decisionMetrics(t, naive), decisionMetrics(t, cached), "the decisions' metrics")
 			// The sequence reaches every kind of decision.
 			for _, k := range []string{"source fleet", "source local", "source none", "reason estimate",
 				"reason capped", "reason failing", "reason fallback", "guarded", "probe due"} {
@@ -199,6 +202,27 @@ func TestDecisionCacheNeverChangesADecision(t *testing.T) {
 			}
 		})
 	}
+}
+
+// decisionMetrics is what n's metrics of its decisions say
+// (atnode_timeout_chosen_seconds, atnode_timeout_fallbacks_total,
+// atnode_timeout_guarded_total), as text.
+func decisionMetrics(t *testing.T, n *Node) string {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(n.met.chosen))
+	require.NoError(t, reg.Register(n.met.fallbacks))
+	require.NoError(t, reg.Register(n.met.guarded))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs { // the counters' creation times differ
+		for _, m := range mf.Metric {
+			if m.Counter != nil {
+				m.Counter.CreatedTimestamp = nil
+			}
+		}
+	}
+	return fmt.Sprint(mfs)
 }
 
 // naiveDecision is a Decision with the MarshalJSON it had through
@@ -440,4 +464,76 @@ func TestTimeoutConcurrentMatchesUncached(t *testing.T) {
 		}
 		clk.Set(now.Add(2 * time.Second))
 	}
+}
+
+// TestQuickReadsOnlyItsDecidersMemos: a second Decider with another
+// configuration over the same fleet takes over the memos the fleet keeps
+// (its registration replaces the node's), and then each decides as a
+// Decider of its configuration over EstimateUncached: the node's decider
+// never reads the other's memos (it takes the path without them), and the
+// other's memoized verdicts are its own.
+func TestQuickReadsOnlyItsDecidersMemos(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	for i := range 200 {
+		n.Record("a", time.Duration(10+i%50)*time.Millisecond)
+		n.Record("b", time.Duration(100+i%80)*time.Millisecond)
+	}
+	sets := [][]string{{"a"}, {"b"}, {"a", "b"}}
+	for _, ds := range sets { // published with the node's memos
+		_, err := n.Timeout(ds, 1)
+		require.NoError(t, err)
+	}
+	other := n.tocfg
+	other.SafetyFactor *= 3
+	d2, err := timeout.NewDecider(other, n.tcfg, n.fleet, n.local)
+	require.NoError(t, err)
+	ref1, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	ref2, err := timeout.NewDecider(other, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	now := clk.Now()
+	for _, ds := range sets {
+		for attempt := 1; attempt <= 3; attempt++ {
+			var w timeout.Verdict
+			in := make([]tracker.DecisionInput, len(ds))
+			if v, ok := d2.Quick(ds, attempt, now); ok { // the node's memos are no longer the fleet's
+				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				requireQuick(t, w, in, v, "other: Quick(%v, %d) before a read", ds, attempt)
+			}
+			for range 2 { // the second time from the memos, when they hold
+				got, err := n.Timeout(ds, attempt)
+				require.NoError(t, err)
+				cached := n.dec
+				n.dec = ref1
+				want, err := n.Timeout(ds, attempt)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "node: Timeout(%v, %d)", ds, attempt)
+
+				d2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				v, ok := d2.Quick(ds, attempt, now)
+				require.True(t, ok, "Quick(%v, %d) after ExplainTo", ds, attempt)
+				requireQuick(t, w, in, v, "other: Quick(%v, %d)", ds, attempt)
+				ref2.ExplainTo(&w, ds, len(ds), attempt, now, in)
+				requireQuick(t, w, in, v, "other: Quick(%v, %d) against the uncached", ds, attempt)
+				_, ok = n.dec.Quick(ds, attempt, now)
+				require.False(t, ok, "the node's decider read the other's memos")
+			}
+		}
+	}
+}
+
+// requireQuick requires the quick verdict v to say what the verdict w
+// over the inputs in does.
+func requireQuick(t *testing.T, w timeout.Verdict, in []tracker.DecisionInput, v timeout.QuickVerdict, msg string, args ...any) {
+	t.Helper()
+	var src tracker.Source
+	var guarded bool
+	if w.DecidedBy >= 0 {
+		src, guarded = in[w.DecidedBy].Source, in[w.DecidedBy].Guarded
+	}
+	want := []any{w.Timeout, w.DecidedBy, w.Reason, w.ProbeTimeout, src, guarded}
+	got := []any{v.Timeout(), v.DecidedBy(), v.Reason(), v.ProbeTimeout(), v.Source(), v.Guarded()}
+	require.Equal(t, want, got, append([]any{msg}, args...)...)
 }

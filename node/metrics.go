@@ -132,6 +132,17 @@ func (m *metrics) observeOf(d *Decision) {
 	}
 }
 
+// observeQuick is observeOf for the decision of the quick verdict v
+// (Decision.fromQuick).
+func (m *metrics) observeQuick(v timeout.QuickVerdict) {
+	m.chosen.observe(v.Source(), v.Timeout())
+	if v.DecidedBy() < 0 {
+		m.fallbacks.Inc()
+	} else if v.Guarded() {
+		m.guarded.Inc()
+	}
+}
+
 // chosenBounds are the upper bounds of atnode_timeout_chosen_seconds'
 // buckets: 1 ms .. 131 s, doubling.
 var chosenBounds = prometheus.ExponentialBuckets(0.001, 2, 18)

@@ -137,7 +137,10 @@ type Decider struct {
 	// local is rec when it is a *tracker.SyncTracker[string], called
 	// directly (the record path is the hottest).
 	local *tracker.SyncTracker[string]
-	max   int
+	// memo is the Decider's registration as fleet's Memoizer (Memo,
+	// Quick), nil when there is none.
+	memo *tracker.MemoReg
+	max  int
 
 	n atomic.Int64 // len(dests), read without the lock
 	// gen is the generation of the state: it moves on (under mu) whenever
@@ -246,6 +249,9 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 	for i := range d.rules {
 		d.rules[i] = rule{c: cfg, attempt: i + 1}
 		d.rules[i].init()
+	}
+	if d.fleet != nil {
+		d.memo = d.fleet.SetMemoizer(d) // the fleet keeps the rule's verdicts with its published inputs
 	}
 	d.SetHedgeBudget(DefaultHedgeBudget)
 	return d, nil
@@ -834,3 +840,144 @@ func (r *rule) quorum(es []tracker.DecisionInput, need int) (uint64, int) {
 	}
 	return ms, slices.Index(own, ms)
 }
+
+// The bits of a memo's first word (Decider.Memo): the verdict's timeout
+// in milliseconds below memoFlags, then its reason, whether the
+// destination decided (not the fallback), the input's source, guard and
+// failing state, and memoOK on every memo made.
+const (
+	memoFlags   = 56
+	memoMs      = 1<<memoFlags - 1
+	memoDecides = 1 << (memoFlags + 2)
+	memoSource  = memoFlags + 3
+	memoGuarded = 1 << (memoFlags + 5)
+	memoFailing = 1 << (memoFlags + 6)
+	memoOK      = 1 << 63
+)
+
+// Memo implements tracker.Memoizer: for slot k, attempt k+1's verdict on
+// in's destination alone by the rule (what verdict decides for it while
+// the Decider holds no destination's state), packed in two words: the
+// timeout, reason and whether the destination decided, with in's source,
+// guard and failing state, and the probe timeout (0: none). NewDecider
+// registers it with a *tracker.Fleet source, so that the Fleet keeps each
+// destination's memos with its published decision input, and Quick
+// combines them into ExplainTo's verdict. A verdict that does not fit is
+// no memo (Memo{}).
+func (d *Decider) Memo(in *tracker.DecisionInput, slot int) tracker.Memo {
+	if slot < 0 || slot >= len(d.rules) {
+		return tracker.Memo{}
+	}
+	es := [1]tracker.DecisionInput{*in}
+	var v Verdict
+	d.rules[slot].decide(&v, es[:], 1)
+	ms := millis(v.Timeout)
+	if ms > memoMs || uint64(in.Source) > 3 {
+		return tracker.Memo{}
+	}
+	a := ms | uint64(v.Reason&3)<<memoFlags | uint64(in.Source)<<memoSource | memoOK
+	if v.DecidedBy == 0 {
+		a |= memoDecides
+	}
+	if in.Guarded {
+		a |= memoGuarded
+	}
+	if in.Failing {
+		a |= memoFailing
+	}
+	return tracker.Memo{A: a, B: millis(v.ProbeTimeout)}
+}
+
+// Quiet reports whether the Decider holds no destination's state (no
+// failure count, probe or pause): its detector and probe bookkeeping then
+// change no verdict, and Quick gives ExplainTo's.
+func (d *Decider) Quiet() bool { return d.n.Load() == 0 }
+
+// Quick returns the verdict ExplainTo gives for a request that needs
+// every one of dests (1 to 4 of them) for attempt (1 to
+// tracker.MemoSlots) at now, from the rule's memos the Decider's fleet
+// keeps with its published decision inputs (Memo, tracker.Fleet.Memos),
+// and true; or false, and the caller decides through ExplainTo: when some
+// destination's memo is not published or no longer holds, the Decider
+// holds a destination's state (its detector or probe bookkeeping could
+// change the verdict), or some destination is failing. The memos combine
+// as the rule does: the first destination with the largest own timeout
+// above the fallback decides, with its own verdict's reason and probe;
+// when none is above, the fallback decides, for ReasonFallback (none is
+// failing), with the first probe any destination's verdict offers (each
+// was made at the fallback too).
+func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdict, bool) {
+	var m [stackInputs]tracker.Memo
+	if d.memo == nil || len(dests) == 0 || len(dests) > len(m) || uint(attempt-1) >= tracker.MemoSlots ||
+		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, d.cfg.Quantile, now, d.memo) || !d.Quiet() {
+		return QuickVerdict{}, false
+	}
+	return combine(m[:len(dests)])
+}
+
+// combine is Quick's verdict from the memos m of its destinations (at
+// least one), false when one is no memo or failing.
+func combine(m []tracker.Memo) (QuickVerdict, bool) {
+	k := -1
+	var best uint64
+	for i := range m {
+		a := m[i].A
+		if a&(memoOK|memoFailing) != memoOK {
+			return QuickVerdict{}, false
+		}
+		if a&memoDecides != 0 && (k < 0 || a&memoMs > best) {
+			k, best = i, a&memoMs
+		}
+	}
+	if k >= 0 {
+		return QuickVerdict{a: m[k].A, probe: m[k].B, by: k}, true
+	}
+	for i := range m {
+		if m[i].B != 0 {
+			return QuickVerdict{a: m[0].A, probe: m[i].B, by: -1}, true
+		}
+	}
+	return QuickVerdict{a: m[0].A, by: -1}, true
+}
+
+// A QuickVerdict is Quick's verdict, packed: the memo of the deciding
+// destination (or of the first one, holding the fallback, when the
+// fallback decided), the probe timeout, and the deciding destination's
+// index.
+type QuickVerdict struct {
+	a, probe uint64
+	by       int
+}
+
+// Timeout is the verdict's Timeout.
+func (q QuickVerdict) Timeout() time.Duration { return fromMillis(q.a & memoMs) }
+
+// DecidedBy is the verdict's DecidedBy: the deciding destination's index,
+// -1 when the fallback decided (Fallback).
+func (q QuickVerdict) DecidedBy() int { return q.by }
+
+// Reason is the verdict's Reason: ReasonFallback when the fallback
+// decided, else the deciding destination's ReasonEstimate or
+// ReasonCapped.
+func (q QuickVerdict) Reason() Reason {
+	if q.by < 0 {
+		return ReasonFallback
+	}
+	return Reason(q.a >> memoFlags & 3)
+}
+
+// Source is the deciding destination's decision input's Source,
+// tracker.SourceNone when the fallback decided.
+func (q QuickVerdict) Source() tracker.Source {
+	if q.by < 0 {
+		return tracker.SourceNone
+	}
+	return tracker.Source(q.a >> memoSource & 3)
+}
+
+// Guarded is the deciding destination's decision input's Guarded, false
+// when the fallback decided.
+func (q QuickVerdict) Guarded() bool { return q.by >= 0 && q.a&memoGuarded != 0 }
+
+// ProbeTimeout is the verdict's ProbeTimeout: 0 when no probe is due.
+func (q QuickVerdict) ProbeTimeout() time.Duration { return fromMillis(q.probe) }

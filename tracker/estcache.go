@@ -318,8 +318,12 @@ type pubCell struct {
 	minSamples atomic.Uint64
 	fver       atomic.Uint64
 	clk        atomic.Pointer[clockState]
-	key        string // immutable
-	id         pubKey // key's digest, immutable
+	// memoBy is the Memoizer registration the memos were derived with
+	// (nil: none), memo the Memo of each slot.
+	memoBy atomic.Pointer[MemoReg]
+	memo   [MemoSlots][2]atomic.Uint64
+	key    string // immutable
+	id     pubKey // key's digest, immutable
 }
 
 // The bits of pubCell.flags.
@@ -355,6 +359,7 @@ type pubTable struct {
 	slots []atomic.Pointer[pubCell]
 	mask  uint64
 	seed  uint64
+	memo  atomic.Pointer[MemoReg] // the Fleet's Memoizer, nil when none
 }
 
 // pubTableSize is the number of slots of a tracker's pubTable: twice
@@ -469,6 +474,15 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *c
 	cell.minSamples.Store(minSamples)
 	cell.fver.Store(fver)
 	cell.clk.Store(clk)
+	reg := tb.memo.Load()
+	if reg != nil {
+		for k := range cell.memo {
+			m := reg.mz.Memo(&c.in, k)
+			cell.memo[k][0].Store(m.A)
+			cell.memo[k][1].Store(m.B)
+		}
+	}
+	cell.memoBy.Store(reg)
 	cell.flags.Store(fl)
 	cell.seq.Add(1)
 	i := k.hash & tb.mask
@@ -490,7 +504,8 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *c
 type pubReader struct {
 	tb               *pubTable // nil when nothing can be read
 	clk              *clockState
-	q                uint64 // float64 bits
+	memo             *MemoReg // the memos a cell must hold, nil when none
+	q                uint64   // float64 bits
 	fver, minSamples uint64
 }
 
@@ -507,7 +522,7 @@ func (t *SyncTracker[D]) reader(r *pubReader, q float64, now time.Time, fver, mi
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
 		return
 	}
-	r.tb, r.clk = tb, clk
+	r.tb, r.clk, r.memo = tb, clk, tb.memo.Load()
 }
 
 // read sets *in to the decision input published for name and reports
@@ -515,25 +530,18 @@ func (t *SyncTracker[D]) reader(r *pubReader, q float64, now time.Time, fver, mi
 // answer as the locked one (TestPublishedInputConcurrent). A cell made
 // for r's epoch holds even when the tracker has since moved on: the read
 // is then ordered before the call that moved it, within the decision's
-// call.
+// call. A cell without the memos of the Fleet's Memoizer is a miss, so
+// that the locked path publishes them.
 func (r *pubReader) read(in *DecisionInput, name string) bool {
-	tb := r.tb
-	if tb == nil {
+	cell := r.cell(name)
+	if cell == nil {
 		return false
-	}
-	k := tb.key(name)
-	i := k.hash & tb.mask
-	cell := tb.slots[i].Load()
-	if cell == nil || !cell.of(&k, name) {
-		if cell = tb.slots[i^1].Load(); cell == nil || !cell.of(&k, name) {
-			return false
-		}
 	}
 	s := cell.seq.Load()
 	fl := cell.flags.Load()
 	value, quant := cell.value.Load(), cell.quant.Load()
 	if fl == 0 || s&1 != 0 || cell.q.Load() != r.q || cell.minSamples.Load() != r.minSamples ||
-		cell.fver.Load() != r.fver || cell.clk.Load() != r.clk || cell.seq.Load() != s {
+		cell.fver.Load() != r.fver || cell.clk.Load() != r.clk || cell.memoBy.Load() != r.memo || cell.seq.Load() != s {
 		return false
 	}
 	*in = DecisionInput{ValueMillis: value, QuantileMillis: quant, Source: Source(fl >> 8),
@@ -548,4 +556,107 @@ func (t *SyncTracker[D]) published(in *DecisionInput, name string, q float64, no
 	var r pubReader
 	t.reader(&r, q, now, fver, minSamples)
 	return r.read(in, name)
+}
+
+// cell returns the cell published for name in r's table, nil when there
+// is none (or nothing can be read).
+func (r *pubReader) cell(name string) *pubCell {
+	tb := r.tb
+	if tb == nil {
+		return nil
+	}
+	k := tb.key(name)
+	i := k.hash & tb.mask
+	cell := tb.slots[i].Load()
+	if cell == nil || !cell.of(&k, name) {
+		if cell = tb.slots[i^1].Load(); cell == nil || !cell.of(&k, name) {
+			return nil
+		}
+	}
+	return cell
+}
+
+// MemoSlots is how many memos (Memoizer.Memo's slots) a published
+// decision input carries.
+const MemoSlots = 4
+
+// A Memo is what a decision rule derives from one destination's decision
+// input for one slot (a timeout.Decider: one attempt's verdict on the
+// destination alone), kept with the input in the lock-free published cell
+// (Fleet.Memos). The tracker does not interpret it.
+type Memo struct{ A, B uint64 }
+
+// A Memoizer derives a Memo from a decision input for each slot in
+// 0..MemoSlots-1. Memo must be a pure function of its arguments (a memo
+// is kept for as long as the input it was derived from holds) and safe
+// for concurrent use; it is called under a lock of the local tracker, so
+// it must not call the Fleet or the tracker.
+type Memoizer interface {
+	Memo(in *DecisionInput, slot int) Memo
+}
+
+// A MemoReg is a Memoizer's registration with a Fleet (SetMemoizer):
+// cells carry the one their memos were derived with, a registration
+// replaced makes them all misses, and Memos is asked for one.
+type MemoReg struct{ mz Memoizer }
+
+// SetMemoizer makes the Fleet derive mz's memos of every decision input
+// it publishes from now on, replacing the Memoizer set before, and
+// returns the registration to ask Memos for; inputs published before are
+// published again, with mz's memos, by their next read. It returns nil
+// (and registers nothing) unless the Fleet's local view is a
+// *SyncTracker[string] on the Fleet's grid (the estimate cache's
+// condition) and mz is not nil.
+func (f *Fleet) SetMemoizer(mz Memoizer) *MemoReg {
+	t := f.localSync
+	if t == nil || t.s.subMs != f.swMs || mz == nil {
+		return nil
+	}
+	reg := &MemoReg{mz: mz}
+	t.table().memo.Store(reg)
+	return reg
+}
+
+// Memos sets m[i] to the memo of slot of dests[i]'s decision input at
+// quantile q and now, for each of the first len(m) destinations, and
+// reports whether all were published with reg's memos (reg the Fleet's
+// current registration) and hold: one hash, one table lookup and a few
+// atomic loads each, the reads of DecisionInputs' lock-free path. False
+// says nothing of any destination (m is then unspecified): the caller
+// decides through DecisionInputs, which publishes what it finds.
+func (f *Fleet) Memos(m []Memo, dests []string, slot int, q float64, now time.Time, reg *MemoReg) bool {
+	t := f.localSync
+	if t == nil || reg == nil || uint(slot) >= MemoSlots || len(dests) < len(m) || !(q > 0 && q <= 1) || t.s.subMs != f.swMs {
+		return false
+	}
+	// reader and readMemo, by hand: what every cell is checked against in
+	// registers rather than in a pubReader.
+	tb, clk := t.pubs.Load(), t.clock.Load()
+	if tb == nil || clk == nil || tb.memo.Load() != reg {
+		return false
+	}
+	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+		return false
+	}
+	qb, fver, minSamples := math.Float64bits(q), f.ver.Load(), f.minSamples()
+	for i := range m {
+		k := tb.key(dests[i])
+		j := k.hash & tb.mask
+		cell := tb.slots[j].Load()
+		if cell == nil || !cell.of(&k, dests[i]) {
+			if cell = tb.slots[j^1].Load(); cell == nil || !cell.of(&k, dests[i]) {
+				return false
+			}
+		}
+		s := cell.seq.Load()
+		fl := cell.flags.Load()
+		w := &cell.memo[slot]
+		a, b := w[0].Load(), w[1].Load()
+		if fl == 0 || s&1 != 0 || cell.q.Load() != qb || cell.minSamples.Load() != minSamples ||
+			cell.fver.Load() != fver || cell.clk.Load() != clk || cell.memoBy.Load() != reg || cell.seq.Load() != s {
+			return false
+		}
+		m[i] = Memo{A: a, B: b}
+	}
+	return true
 }
