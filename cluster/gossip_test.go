@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -48,7 +49,7 @@ func converge(t *testing.T, u *union, nodes, recorders []*gnode, dests []string,
 	t.Helper()
 	e := recordEpoch(t, u.cfg, recorders, u.ref, dests, randomSamples(seed, 50))
 	u.epochs = append(u.epochs, e)
-	took := eventually(t, "every node holds every batch of the epoch", func() bool { return holdsEpoch(nodes, recorders, e) })
+	took := eventuallyHolds(t, "every node holds every batch of the epoch", nodes, recorders, e)
 	t.Logf("epoch %d: all %d batches on all %d nodes %v after recording", e, len(recorders), len(nodes), took)
 	ok, why := viewsEqual(nodes, dests, u.counts(t))
 	require.True(t, ok, why)
@@ -151,8 +152,11 @@ func TestGossipPartitionHeals(t *testing.T) {
 	}
 
 	nw.Heal()
-	took := eventually(t, "after the heal every node holds every batch", func() bool {
-		return allSee(nodes, nodes) && holdsEpoch(nodes, nodes, e)
+	took := testutil.EventuallyWhy(t, "after the heal every node holds every batch", func() (bool, string) {
+		if !allSee(nodes, nodes) {
+			return false, "members: not every node sees every other up"
+		}
+		return holdsEpochWhy(nodes, nodes, e)
 	})
 	t.Logf("partition heal: converged %v after the heal", took)
 	ok, why := viewsEqual(nodes, dests, func(d string) []uint64 { return unionCounts(t, cfg, ref, []int64{e}, d, time.Now()) })
@@ -173,10 +177,14 @@ func TestGossipCrashedOriginExcluded(t *testing.T) {
 	require.NoError(t, err)
 	rest, victim := nodes[:4], nodes[4]
 	dests := testDests(4)
-	// The survivors' samples go into ref; the victim's do not.
-	e := recordEpoch(t, cfg, rest, ref, dests, randomSamples(4, 40))
-	recordEpoch(t, cfg, []*gnode{victim}, nil, dests, randomSamples(5, 40))
-	eventually(t, "every batch everywhere", func() bool { return holdsEpoch(nodes, nodes, e) })
+	// The survivors' samples go into ref; the victim's do not. Both in
+	// one epoch: recorded one after the other, the victim's could fall
+	// into the next epoch on a loaded machine, and its batch of e would
+	// never exist.
+	e := recordEpochs(t, cfg, dests,
+		recording{nodes: rest, ref: ref, samples: randomSamples(4, 40)},
+		recording{nodes: []*gnode{victim}, samples: randomSamples(5, 40)})
+	eventuallyHolds(t, "every batch everywhere", nodes, nodes, e)
 
 	require.True(t, nw.Crash(victim.tr.Addr()))
 	took := eventually(t, "the crashed origin is out of every view", func() bool {
