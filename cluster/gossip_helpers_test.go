@@ -232,8 +232,14 @@ func unionCounts(t *testing.T, cfg tracker.Config, ref *tracker.Tracker[string],
 // holdsEpoch reports whether every node holds a batch of epoch e from
 // every origin in origins (part 0).
 func holdsEpoch(nodes []*gnode, origins []*gnode, e int64) bool {
-	ok, _ := holdsEpochWhy(nodes, origins, e)
-	return ok
+	for _, n := range nodes {
+		for _, o := range origins {
+			if _, ok := n.fleet.Lookup(tracker.BatchKey{Origin: o.Name(), Boot: o.BootID(), Epoch: e}); !ok {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // holdsEpochWhy is holdsEpoch with what is missing: per node lacking a
@@ -250,8 +256,9 @@ func holdsEpochWhy(nodes []*gnode, origins []*gnode, e int64) (bool, string) {
 		}
 		if len(lacks) > 0 {
 			s := n.GossipStats()
-			why = append(why, fmt.Sprintf("%s lacks %v of epoch %d (sees up %v; rejected %v, send errors %d, send drops %d, repairs %d, messages in %v)",
-				n.Name(), lacks, e, upMembers(n.Cluster), s.Rejected, s.SendErrors, s.SendDrops, s.Repairs, s.MessagesIn))
+			why = append(why, fmt.Sprintf("%s lacks %v of epoch %d (sees up %v; seals %d; rejected %v, send errors %d, send drops %d, repairs %d, messages in %v; waiting: %d to send, %d received)",
+				n.Name(), lacks, e, upMembers(n.Cluster), s.Seals,
+				s.Rejected, s.SendErrors, s.SendDrops, s.Repairs, s.MessagesIn, n.gossip.q.len(), len(n.msgs)))
 		}
 	}
 	return len(why) == 0, strings.Join(why, "; ")
@@ -261,15 +268,33 @@ func holdsEpochWhy(nodes []*gnode, origins []*gnode, e int64) (bool, string) {
 // epoch e, reporting what is missing if it times out.
 func eventuallyHolds(t *testing.T, what string, nodes, origins []*gnode, e int64) time.Duration {
 	t.Helper()
-	return testutil.EventuallyWhy(t, what, func() (bool, string) { return holdsEpochWhy(nodes, origins, e) })
+	return testutil.EventuallyWhy(t, what, func() bool { return holdsEpoch(nodes, origins, e) },
+		func() string { _, why := holdsEpochWhy(nodes, origins, e); return why })
 }
 
-// viewsEqual reports whether every node's view of every dest equals want.
-func viewsEqual(nodes []*gnode, dests []string, want func(dest string) []uint64) (bool, string) {
-	now := time.Now()
+// viewsEqual reports whether every node's view of every dest equals want,
+// both read at one instant: an epoch leaves the fleets' views and the
+// reference tracker's sealed sub-windows at the same boundary, so they are
+// compared at one now, and again when an epoch boundary passed during the
+// comparison (a fleet that a peer's batch has slid past now counts one
+// epoch fewer). Read at two instants, a boundary between them made an old
+// epoch count on one side only, once a slow convergence had taken the
+// test's first epochs to the edge of the window.
+func viewsEqual(nodes []*gnode, dests []string, want func(dest string, now time.Time) []uint64) (bool, string) {
+	grid := nodes[0].cfg.Tracker
+	for {
+		now := time.Now()
+		ok, why := viewsEqualAt(nodes, dests, want, now)
+		if grid.Epoch(time.Now()) == grid.Epoch(now) {
+			return ok, why
+		}
+	}
+}
+
+func viewsEqualAt(nodes []*gnode, dests []string, want func(dest string, now time.Time) []uint64, now time.Time) (bool, string) {
 	for _, n := range nodes {
 		for _, d := range dests {
-			if got := n.fleet.ViewCounts(d, now); !slices.Equal(got, want(d)) {
+			if got := n.fleet.ViewCounts(d, now); !slices.Equal(got, want(d, now)) {
 				return false, fmt.Sprintf("%s: view of %s differs", n.MemberName(), d)
 			}
 		}

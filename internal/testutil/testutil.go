@@ -20,28 +20,26 @@ const WaitWide = 20 * time.Second
 // never assert on it).
 func Eventually(t testing.TB, what string, cond func() bool) time.Duration {
 	t.Helper()
-	return EventuallyWhy(t, what, func() (bool, string) { return cond(), "" })
+	return EventuallyWhy(t, what, cond, nil)
 }
 
-// EventuallyWhy is Eventually with a condition that also says what is still
-// missing: the failure reports the last answer, so a test that times out
-// on a loaded machine tells what it waited for.
-func EventuallyWhy(t testing.TB, what string, cond func() (bool, string)) time.Duration {
+// EventuallyWhy is Eventually with a report: when WaitWide passes, the
+// failure includes why() (what is still missing), so a test that times out
+// on a loaded machine tells what it waited for. why is called only then;
+// nil reports nothing.
+func EventuallyWhy(t testing.TB, what string, cond func() bool, why func() string) time.Duration {
 	t.Helper()
 	start := time.Now()
-	for {
-		ok, why := cond()
-		if ok {
-			return time.Since(start)
-		}
+	for !cond() {
 		if time.Since(start) > WaitWide {
-			if why != "" {
-				t.Fatalf("not within %v: %s; still missing: %s", WaitWide, what, why)
+			if why != nil {
+				t.Fatalf("not within %v: %s; still missing: %s", WaitWide, what, why())
 			}
 			t.Fatalf("not within %v: %s", WaitWide, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return time.Since(start)
 }
 
 // Every calls fn in a goroutine of its own at once and then every d, at
