@@ -46,6 +46,16 @@ type gossipOpts struct {
 	tune func(*Config)
 }
 
+// longLived gives o a grid whose epochs stay accepted for as long as a
+// test waits (testutil.WaitWide): 500 ms sub-windows in a 16 s window,
+// accepted for 16.5 s. With gossipTracker's 8 s an epoch left every fleet
+// 8.5 s after it ended, so a convergence slowed past that on a starved
+// machine could never complete, yet was waited for 20 s.
+func longLived(o gossipOpts) gossipOpts {
+	o.tracker.Window, o.tracker.SubWindows = 16*time.Second, 32
+	return o
+}
+
 func defaultGossipOpts() gossipOpts {
 	g := DefaultGossip()
 	g.AntiEntropyInterval = 500 * time.Millisecond
@@ -268,8 +278,14 @@ func holdsEpochWhy(nodes []*gnode, origins []*gnode, e int64) (bool, string) {
 // epoch e, reporting what is missing if it times out.
 func eventuallyHolds(t *testing.T, what string, nodes, origins []*gnode, e int64) time.Duration {
 	t.Helper()
-	return testutil.EventuallyWhy(t, what, func() bool { return holdsEpoch(nodes, origins, e) },
-		func() string { _, why := holdsEpochWhy(nodes, origins, e); return why })
+	return testutil.EventuallyWhy(t, what, func() bool { return holdsEpoch(nodes, origins, e) }, func() string {
+		_, why := holdsEpochWhy(nodes, origins, e)
+		grid := nodes[0].cfg.Tracker
+		if past := grid.Epoch(time.Now()) - (e + int64(grid.SubWindows) + 1); past > 0 {
+			why = fmt.Sprintf("epoch %d left the fleets' accepted range %d epochs ago, its batches with it; ", e, past) + why
+		}
+		return why
+	})
 }
 
 // viewsEqual reports whether every node's view of every dest equals want,

@@ -65,13 +65,20 @@ func converge(t *testing.T, u *union, nodes, recorders []*gnode, dests []string,
 // node's view of every dest equals want (see converge).
 func eventuallyUnion(t *testing.T, nodes []*gnode, dests []string, want func(dest string, now time.Time) []uint64) {
 	t.Helper()
+	eventuallyUnionOf(t, nodes, nodes, dests, want)
+}
+
+// eventuallyUnionOf is eventuallyUnion for the views of viewers only, each
+// seeing every member of all up.
+func eventuallyUnionOf(t *testing.T, all, viewers []*gnode, dests []string, want func(dest string, now time.Time) []uint64) {
+	t.Helper()
 	var why string
 	testutil.EventuallyWhy(t, "every node's view is the exact union", func() bool {
 		var ok bool
-		if ok = allSee(nodes, nodes); !ok {
+		if ok = allSee(viewers, all); !ok {
 			why = "members: a node does not see every other up"
 		} else {
-			ok, why = viewsEqual(nodes, dests, want)
+			ok, why = viewsEqual(viewers, dests, want)
 		}
 		return ok
 	}, func() string { return why })
@@ -79,7 +86,7 @@ func eventuallyUnion(t *testing.T, nodes []*gnode, dests []string, want func(des
 
 func TestGossipViewsEqualExactUnion(t *testing.T) {
 	t.Parallel()
-	o := defaultGossipOpts()
+	o := longLived(defaultGossipOpts())
 	_, nodes := gossipCluster(t, 11, 5, o)
 	dests := testDests(8)
 	converge(t, newUnion(t, o.tracker), nodes, nodes, dests, 1)
@@ -124,7 +131,7 @@ func sumCounts(m map[string]uint64) uint64 {
 
 func TestGossipRepairsLossDuplicationDelay(t *testing.T) {
 	t.Parallel()
-	o := defaultGossipOpts()
+	o := longLived(defaultGossipOpts())
 	faults := &faultySender{rng: rand.New(rand.NewPCG(7, 7)), drop: 0.3, dup: 0.3, maxDelay: 50 * time.Millisecond}
 	o.wrap = faults.wrap
 	nw, nodes := gossipCluster(t, 12, 5, o)
@@ -151,7 +158,7 @@ func TestGossipRepairsLossDuplicationDelay(t *testing.T) {
 
 func TestGossipPartitionHeals(t *testing.T) {
 	t.Parallel()
-	o := defaultGossipOpts()
+	o := longLived(defaultGossipOpts())
 	nw, nodes := gossipCluster(t, 13, 6, o)
 	a, b := nodes[:3], nodes[3:]
 	partition(nw, a, b)
@@ -226,7 +233,7 @@ func TestGossipCrashedOriginExcluded(t *testing.T) {
 
 func TestGossipJoinerCatchesUp(t *testing.T) {
 	t.Parallel()
-	o := defaultGossipOpts()
+	o := longLived(defaultGossipOpts())
 	o.gossip.AntiEntropyInterval = time.Hour // only the bulk sync can catch the joiner up
 	nw, nodes := gossipCluster(t, 15, 4, o)
 	cfg := o.tracker
