@@ -3,9 +3,8 @@
 //
 // A [Network] creates [Transport]s, each with its own address (10.0.x.y:7946,
 // never bound to a socket). Packets are copied and handed to the destination's
-// packet channel; streams are in-memory pipes, buffered like a TCP socket
-// with room in its buffers (a write returns once queued, up to 4 MiB per
-// direction), whose ends report the two transports' addresses. The network can drop, duplicate and delay packets
+// packet channel; streams are [net.Pipe] pairs whose ends report the two
+// transports' addresses. The network can drop, duplicate and delay packets
 // (probabilities drawn from a seeded generator), delay dials, cut every link
 // between sets of nodes ([Network.Partition], packets and streams both),
 // crash a node ([Network.Crash]: it neither sends nor receives, and its open

@@ -125,7 +125,7 @@ func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 		return n.stallLocked(t, to), nil
 	}
 	dup := n.faults.StreamDuplicate > 0 && n.rng.Float64() < n.faults.StreamDuplicate
-	local, ok := n.connectLocked(t, to, true)
+	local, ok := n.connectLocked(t, to)
 	if !ok {
 		n.stats.StreamsFailed++
 		return nil, fmt.Errorf("%w: dial %s: accept queue full", ErrUnreachable, a.Addr)
@@ -139,16 +139,9 @@ func tcpAddr(t *Transport) *net.TCPAddr { return &net.TCPAddr{IP: t.ip, Port: t.
 
 // connectLocked opens a stream from t to to: it hands the accepting end to
 // to's stream channel and returns the dialling end; false when to's accept
-// queue is full. A buffered stream queues writes like a TCP socket with
-// room in its buffers (bufferedPipe); an unbuffered one is a net.Pipe, each
-// write waiting for the reader.
-func (n *Network) connectLocked(t, to *Transport, buffered bool) (*conn, bool) {
-	var p1, p2 net.Conn
-	if buffered {
-		p1, p2 = bufferedPipe(streamBuffer)
-	} else {
-		p1, p2 = net.Pipe()
-	}
+// queue is full.
+func (n *Network) connectLocked(t, to *Transport) (*conn, bool) {
+	p1, p2 := net.Pipe()
 	local := &conn{Conn: p1, net: n, local: t, remote: to, la: tcpAddr(t), ra: tcpAddr(to)}
 	accepted := &conn{Conn: p2, net: n, local: to, remote: t, la: tcpAddr(to), ra: tcpAddr(t)}
 	select {
@@ -185,7 +178,7 @@ func (n *Network) replay(t, to *Transport, b []byte) {
 		n.mu.Unlock()
 		return
 	}
-	c, ok := n.connectLocked(t, to, false) // Close waits for the destination to read it
+	c, ok := n.connectLocked(t, to)
 	if ok {
 		n.stats.StreamsDuplicated++
 	}
