@@ -2,6 +2,9 @@ package cluster
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ func TestNameConflictReported(t *testing.T) {
 	require.Less(t, time.Since(start), 10*time.Second)
 	for _, n := range append(other, live, clone) {
 		t.Logf("%s: %v", n.MemberName(), n.Warnings())
-		require.Len(t, n.Warnings(), 1)
+		require.Len(t, warningsButClock(n.Cluster), 1)
 		require.Equal(t, uint64(1), n.WarningsRaised()[WarnNameConflict])
 	}
 	// The others count one of the two, the one they saw join last.
@@ -45,7 +48,7 @@ func TestNameConflictReported(t *testing.T) {
 	require.NoError(t, clone.Close())
 	eventually(t, "the warnings go once the clone left", func() bool {
 		for _, n := range append(other, live) {
-			if len(n.Warnings()) > 0 {
+			if len(warningsButClock(n.Cluster)) > 0 {
 				return false
 			}
 		}
@@ -58,17 +61,33 @@ func TestNameConflictReported(t *testing.T) {
 // peer; nobody blames the others.
 func TestClockSkewReported(t *testing.T) {
 	t.Parallel()
-	nw, nodes := gossipCluster(t, 47, 3, defaultGossipOpts())
-	o := defaultGossipOpts()
+	// 8 s sub-windows: a clock is skewed beyond a quarter sub-window, 2 s,
+	// far above what queueing adds to the one-way samples on a loaded
+	// machine (with the 500 ms ones, 125 ms: under -race at several times
+	// the cores' load the healthy members warned of each other too). The
+	// late node's 20 s stay within the accepted epochs.
+	base := defaultGossipOpts()
+	base.tracker.Window, base.tracker.SubWindows = 64*time.Second, 8
+	nw, nodes := gossipCluster(t, 47, 3, base)
+	o := base
 	o.tune = func(c *Config) { c.Clock = func() time.Time { return time.Now().Add(-20 * time.Second) } }
 	start := time.Now()
 	late := startGossipNode(t, nw, "late", 0x1a7e, o, nodes[0].tr.Addr())
+	// A sample is the sender's clock minus the receipt time, so a message's
+	// delay makes the late node look further behind to its peers, and them
+	// less ahead to it: on a loaded machine "~21s" or "~19s".
+	about20s := regexp.MustCompile(`~(19|20|21|22)s behind`)
+	warns := func(c *Cluster, prefix string) bool {
+		return slices.ContainsFunc(c.Warnings(), func(w Warning) bool {
+			return w.Kind == WarnClockSkew && strings.HasPrefix(w.Message, prefix) && about20s.MatchString(w.Message)
+		})
+	}
 	took := eventually(t, "the late node and its peers report its clock", func() bool {
-		if !hasWarning(late.Cluster, WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)") {
+		if !warns(late.Cluster, "this node's clock is ~") || !hasWarning(late.Cluster, WarnClockSkew, "behind its peers' median (3 peers)") {
 			return false
 		}
 		for _, n := range nodes {
-			if !hasWarning(n.Cluster, WarnClockSkew, "the clock of peer late (member "+late.MemberName()+") is ~20s behind") {
+			if !warns(n.Cluster, "the clock of peer late (member "+late.MemberName()+") is ~") {
 				return false
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/memtransport"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -29,6 +31,10 @@ type gnode struct {
 	tr    *memtransport.Transport
 	local *tracker.SyncTracker[string]
 	fleet *tracker.Fleet
+	// recording is held by recordEpochs while it records into local: the
+	// node seals (Config.Seal) only once it is released, so a batch holds
+	// every sample of its epoch however long the recording took.
+	recording *sync.RWMutex
 }
 
 type gossipOpts struct {
@@ -38,6 +44,16 @@ type gossipOpts struct {
 	wrap func(send func(string, []byte) error) func(string, []byte) error
 	// tune, if set, changes the node's config before New.
 	tune func(*Config)
+}
+
+// longLived gives o a grid whose epochs stay accepted for as long as a
+// test waits (testutil.WaitWide): 500 ms sub-windows in a 16 s window,
+// accepted for 16.5 s. With gossipTracker's 8 s an epoch left every fleet
+// 8.5 s after it ended, so a convergence slowed past that on a starved
+// machine could never complete, yet was waited for 20 s.
+func longLived(o gossipOpts) gossipOpts {
+	o.tracker.Window, o.tracker.SubWindows = 16*time.Second, 32
+	return o
 }
 
 func defaultGossipOpts() gossipOpts {
@@ -80,7 +96,10 @@ func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uin
 	cfg.Store = fleet
 	cfg.Tracker = o.tracker
 	cfg.Gossip = o.gossip
+	recording := &sync.RWMutex{}
 	cfg.Seal = func(epoch int64, now time.Time) []tracker.DestCounts {
+		recording.RLock()
+		defer recording.RUnlock()
 		return tracker.SealedSubWindow(local, epoch, now)
 	}
 	if o.tune != nil {
@@ -92,7 +111,7 @@ func newGossipNode(t *testing.T, nw *memtransport.Network, name string, boot uin
 		c.gossip.sendFn = o.wrap(c.gossip.sendFn)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return &gnode{Cluster: c, tr: tr, local: local, fleet: fleet}
+	return &gnode{Cluster: c, tr: tr, local: local, fleet: fleet, recording: recording}
 }
 
 // gossipCluster starts n members g0.. with g0 as their seed and waits until
@@ -122,6 +141,25 @@ func allSee(from, want []*gnode) bool { return sees(from, names(want)...) }
 // records every sample too, so its sealed sub-window is the exact union.
 func recordEpoch(t *testing.T, cfg tracker.Config, nodes []*gnode, ref *tracker.Tracker[string], dests []string, samples func(i, d int) []uint64) int64 {
 	t.Helper()
+	return recordEpochs(t, cfg, dests, recording{nodes: nodes, ref: ref, samples: samples})
+}
+
+// recording is one group of nodes recordEpochs records: node i of nodes,
+// dest d, the samples samples(i, d), into ref too unless it is nil.
+type recording struct {
+	nodes   []*gnode
+	ref     *tracker.Tracker[string]
+	samples func(i, d int) []uint64
+}
+
+// recordEpochs is recordEpoch for several groups at once, all in one
+// epoch. Every sample is stamped with one instant of the epoch, and no
+// node seals while they are recorded (gnode.recording): on a starved
+// machine the recording may outlast the epoch, but each node's batch of it
+// still holds every sample, and every group's samples are in the same
+// epoch.
+func recordEpochs(t *testing.T, cfg tracker.Config, dests []string, recs ...recording) int64 {
+	t.Helper()
 	sw := cfg.SubWindow()
 	for {
 		now := time.Now()
@@ -131,19 +169,34 @@ func recordEpoch(t *testing.T, cfg tracker.Config, nodes []*gnode, ref *tracker.
 		}
 		time.Sleep(cfg.EpochStart(e + 1).Sub(now))
 	}
+	var held []*sync.RWMutex
+	for _, r := range recs {
+		for _, n := range r.nodes {
+			if !slices.Contains(held, n.recording) {
+				n.recording.Lock()
+				held = append(held, n.recording)
+			}
+		}
+	}
+	defer func() {
+		for _, m := range held {
+			m.Unlock()
+		}
+	}()
 	now := time.Now()
 	e := cfg.Epoch(now)
-	for i, n := range nodes {
-		for d, dest := range dests {
-			for _, ms := range samples(i, d) {
-				n.local.RecordMillis(dest, ms, now)
-				if ref != nil {
-					ref.RecordMillis(dest, ms, now)
+	for _, r := range recs {
+		for i, n := range r.nodes {
+			for d, dest := range dests {
+				for _, ms := range r.samples(i, d) {
+					n.local.RecordMillis(dest, ms, now)
+					if r.ref != nil {
+						r.ref.RecordMillis(dest, ms, now)
+					}
 				}
 			}
 		}
 	}
-	require.Equal(t, e, cfg.Epoch(time.Now()), "recording took longer than half a sub-window")
 	return e
 }
 
@@ -199,12 +252,65 @@ func holdsEpoch(nodes []*gnode, origins []*gnode, e int64) bool {
 	return true
 }
 
-// viewsEqual reports whether every node's view of every dest equals want.
-func viewsEqual(nodes []*gnode, dests []string, want func(dest string) []uint64) (bool, string) {
-	now := time.Now()
+// holdsEpochWhy is holdsEpoch with what is missing: per node lacking a
+// batch, the origins it lacks, the members it sees up and its gossip
+// counters (what it refused, what it could not send).
+func holdsEpochWhy(nodes []*gnode, origins []*gnode, e int64) (bool, string) {
+	var why []string
+	for _, n := range nodes {
+		var lacks []string
+		for _, o := range origins {
+			if _, ok := n.fleet.Lookup(tracker.BatchKey{Origin: o.Name(), Boot: o.BootID(), Epoch: e}); !ok {
+				lacks = append(lacks, o.Name())
+			}
+		}
+		if len(lacks) > 0 {
+			s := n.GossipStats()
+			why = append(why, fmt.Sprintf("%s lacks %v of epoch %d (sees up %v; seals %d; rejected %v, send errors %d, send drops %d, repairs %d, messages in %v; waiting: %d to send, %d received)",
+				n.Name(), lacks, e, upMembers(n.Cluster), s.Seals,
+				s.Rejected, s.SendErrors, s.SendDrops, s.Repairs, s.MessagesIn, n.gossip.q.len(), len(n.msgs)))
+		}
+	}
+	return len(why) == 0, strings.Join(why, "; ")
+}
+
+// eventuallyHolds waits until every node holds every origin's batch of
+// epoch e, reporting what is missing if it times out.
+func eventuallyHolds(t *testing.T, what string, nodes, origins []*gnode, e int64) time.Duration {
+	t.Helper()
+	return testutil.EventuallyWhy(t, what, func() bool { return holdsEpoch(nodes, origins, e) }, func() string {
+		_, why := holdsEpochWhy(nodes, origins, e)
+		grid := nodes[0].cfg.Tracker
+		if past := grid.Epoch(time.Now()) - (e + int64(grid.SubWindows) + 1); past > 0 {
+			why = fmt.Sprintf("epoch %d left the fleets' accepted range %d epochs ago, its batches with it; ", e, past) + why
+		}
+		return why
+	})
+}
+
+// viewsEqual reports whether every node's view of every dest equals want,
+// both read at one instant: an epoch leaves the fleets' views and the
+// reference tracker's sealed sub-windows at the same boundary, so they are
+// compared at one now, and again when an epoch boundary passed during the
+// comparison (a fleet that a peer's batch has slid past now counts one
+// epoch fewer). Read at two instants, a boundary between them made an old
+// epoch count on one side only, once a slow convergence had taken the
+// test's first epochs to the edge of the window.
+func viewsEqual(nodes []*gnode, dests []string, want func(dest string, now time.Time) []uint64) (bool, string) {
+	grid := nodes[0].cfg.Tracker
+	for {
+		now := time.Now()
+		ok, why := viewsEqualAt(nodes, dests, want, now)
+		if grid.Epoch(time.Now()) == grid.Epoch(now) {
+			return ok, why
+		}
+	}
+}
+
+func viewsEqualAt(nodes []*gnode, dests []string, want func(dest string, now time.Time) []uint64, now time.Time) (bool, string) {
 	for _, n := range nodes {
 		for _, d := range dests {
-			if got := n.fleet.ViewCounts(d, now); !slices.Equal(got, want(d)) {
+			if got := n.fleet.ViewCounts(d, now); !slices.Equal(got, want(d, now)) {
 				return false, fmt.Sprintf("%s: view of %s differs", n.MemberName(), d)
 			}
 		}
@@ -249,5 +355,50 @@ func (f *faultySender) wrap(send func(string, []byte) error) func(string, []byte
 			err = send(to, p)
 		}
 		return err
+	}
+}
+
+// TestRecordEpochsOneEpochWhenSlow pins the helper the gossip tests record
+// with: groups recorded one after another land in one epoch even when the
+// first takes longer than the time left in it (as on a starved machine),
+// and no node seals while the recording runs. Recorded by two calls in
+// turn, the second group fell into the next epoch whenever the first
+// ended past the middle of the epoch; TestGossipCrashedOriginExcluded then
+// waited for a batch its victim never made ("not within 20s: every batch
+// everywhere").
+func TestRecordEpochsOneEpochWhenSlow(t *testing.T) {
+	t.Parallel()
+	cfg := tracker.DefaultConfig()
+	cfg.Window, cfg.SubWindows = 2*time.Second, 20 // 100 ms epochs
+	bare := func() *gnode {
+		local, err := tracker.NewSync[string](cfg)
+		require.NoError(t, err)
+		return &gnode{local: local, recording: &sync.RWMutex{}}
+	}
+	first, second := bare(), bare()
+	dests := testDests(2)
+	slow := func(i, d int) []uint64 {
+		if d == 0 {
+			for _, n := range []*gnode{first, second} {
+				require.False(t, n.recording.TryRLock(), "a node could seal during the recording")
+			}
+			// Past the epoch's end: the recording started with at least
+			// half of it left. The sleep stands for a starved recorder; no
+			// assertion depends on its length.
+			time.Sleep(cfg.SubWindow())
+		}
+		return []uint64{10, 20}
+	}
+	e := recordEpochs(t, cfg, dests,
+		recording{nodes: []*gnode{first}, samples: slow},
+		recording{nodes: []*gnode{second}, samples: randomSamples(1, 3)})
+	for _, n := range []*gnode{first, second} {
+		require.True(t, n.recording.TryRLock(), "sealing resumes once recorded")
+		n.recording.RUnlock()
+	}
+	require.Greater(t, cfg.Epoch(time.Now()), e, "the recording outlasted its epoch")
+	for _, n := range []*gnode{first, second} {
+		got := tracker.SealedSubWindow(n.local, e, time.Now())
+		require.Len(t, got, len(dests), "every group's samples are in epoch %d", e)
 	}
 }

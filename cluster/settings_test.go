@@ -18,6 +18,15 @@ import (
 
 // hasWarning reports whether c's warnings hold one of kind whose message
 // contains every part.
+// warningsButClock returns c's warnings other than clock_skew, for tests
+// not about clocks: between members of one process, a loaded machine's
+// queueing alone can exceed the skew threshold of the tests' 500 ms
+// sub-windows (a quarter of one, 125 ms; 130-140 ms was seen under -race
+// at load 18 on 2 cores). The clock tests check clock_skew.
+func warningsButClock(c *Cluster) []Warning {
+	return slices.DeleteFunc(c.Warnings(), func(w Warning) bool { return w.Kind == WarnClockSkew })
+}
+
 func hasWarning(c *Cluster, kind string, parts ...string) bool {
 	return slices.ContainsFunc(c.Warnings(), func(w Warning) bool {
 		if w.Kind != kind {
@@ -73,7 +82,7 @@ func TestJoinRefusedForOtherSettings(t *testing.T) {
 				return !slices.Contains(upMembers(nodes[1].Cluster), j.MemberName())
 			})
 			require.Equal(t, uint64(1), nodes[0].WarningsRaised()[WarnConfigMismatch])
-			require.Empty(t, nodes[1].Warnings(), "only the seed saw the joiner")
+			require.Empty(t, warningsButClock(nodes[1].Cluster), "only the seed saw the joiner")
 		})
 	}
 }
@@ -90,7 +99,7 @@ func TestJoinWithoutSettings(t *testing.T) {
 		return sees([]*node{plain}, want...) && sees(nodes, want...)
 	})
 	for _, n := range nodes {
-		require.Empty(t, n.Warnings())
+		require.Empty(t, warningsButClock(n.Cluster))
 	}
 	require.Empty(t, plain.Warnings())
 }

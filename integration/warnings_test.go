@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -115,10 +116,26 @@ func TestClockBehindReported(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("clock skew reported by all 4 nodes %v after they formed (%v polling)", time.Since(start), took)
+	// Each blames only n3. Besides, a sub-second clock_skew is what a
+	// loaded machine's queueing can add between processes of one test
+	// (over the 125 ms threshold of 500 ms sub-windows: "this node's clock
+	// is ~170ms ahead" under -race at load 18 on 2 cores); anything else
+	// fails.
+	subSecond := regexp.MustCompile(`clock is ~[0-9]+ms |is ~[0-9]+ms (ahead of|behind) `)
 	for _, m := range c.nodes {
 		ws := statusWarnings(t, m)
 		t.Logf("%s: %v", m.Name(), ws)
-		require.Len(t, ws, 1, "%s blames only n3", m.Name())
+		blame := 0
+		for _, w := range ws {
+			switch {
+			case strings.Contains(w.Message, "~20s behind"):
+				blame++
+			case w.Kind == cluster.WarnClockSkew && subSecond.MatchString(w.Message):
+			default:
+				require.Failf(t, "unexpected warning", "%s: %v", m.Name(), w)
+			}
+		}
+		require.Equal(t, 1, blame, "%s blames only n3", m.Name())
 	}
 }
 

@@ -4,6 +4,7 @@ package testutil
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,9 +20,21 @@ const WaitWide = 20 * time.Second
 // never assert on it).
 func Eventually(t testing.TB, what string, cond func() bool) time.Duration {
 	t.Helper()
+	return EventuallyWhy(t, what, cond, nil)
+}
+
+// EventuallyWhy is Eventually with a report: when WaitWide passes, the
+// failure includes why() (what is still missing), so a test that times out
+// on a loaded machine tells what it waited for. why is called only then;
+// nil reports nothing.
+func EventuallyWhy(t testing.TB, what string, cond func() bool, why func() string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	for !cond() {
 		if time.Since(start) > WaitWide {
+			if why != nil {
+				t.Fatalf("not within %v: %s; still missing: %s", WaitWide, what, why())
+			}
 			t.Fatalf("not within %v: %s", WaitWide, what)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -77,19 +90,21 @@ func (s *SyncBuffer) String() string {
 }
 
 // maxFailureLog is how much of a failed test's log Logger prints: the end,
-// where the failure is.
+// where the failure is. ATNODE_FULL_LOGS=1 prints all of it (to read what a
+// flaky test's cluster sent before it went wrong).
 const maxFailureLog = 64 << 10
 
 // Logger returns a debug-level logger whose output t prints only if it fails
-// (its last 64 KiB): memberlist and the cluster log a lot, and goroutines may
-// log briefly after a test returns.
+// (its last 64 KiB, or all of it with ATNODE_FULL_LOGS=1): memberlist and
+// the cluster log a lot, and goroutines may log briefly after a test
+// returns.
 func Logger(t testing.TB) *slog.Logger {
 	t.Helper()
 	buf := &SyncBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			out := buf.String()
-			if len(out) > maxFailureLog {
+			if len(out) > maxFailureLog && os.Getenv("ATNODE_FULL_LOGS") != "1" {
 				out = "…" + out[len(out)-maxFailureLog:]
 			}
 			t.Logf("logs:\n%s", out)
