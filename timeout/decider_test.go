@@ -208,20 +208,7 @@ func (e estimatorOf) QuantileMillis(i int, _ float64, _ time.Time) (uint64, bool
 // from it as documented.
 func TestVerdictMatchesExplain(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	random := func() tracker.Estimate {
-		q := uint64(r.IntN(5000))
-		switch r.IntN(5) {
-		case 0:
-			return tracker.Estimate{}
-		case 1:
-			return failingEst(q)
-		case 2:
-			return est(q, uint64(r.IntN(int(q)+1)))
-		case 3:
-			return guardedEst(q, q+uint64(r.IntN(3000)), q)
-		}
-		return est(q, q)
-	}
+	random := func() tracker.Estimate { return randomEstimate(r, 0) }
 	for i := range 5000 {
 		c := cfg(int64(1+r.IntN(300)), int64(1000+r.IntN(60_000)), 0.5+3*r.Float64())
 		es := make([]tracker.Estimate, 1+r.IntN(6))
@@ -577,4 +564,83 @@ func syncPolicy(t *testing.T) (tracker.Config, *tracker.SyncTracker[string], *De
 	d, err := NewPolicy(DefaultConfig(), tr)
 	require.NoError(t, err)
 	return tc, tr, d
+}
+
+// randomEstimate draws an estimate of the kinds the rule's property tests
+// combine: none, failing, capped (its decision value below its quantile),
+// guarded or plain; with floor > 0 also one capped at most at floor with
+// its quantile well above it (its own timeout the fallback, its probe
+// above it).
+func randomEstimate(r *rand.Rand, floor uint64) tracker.Estimate {
+	q := uint64(r.IntN(5000))
+	kinds := 5
+	if floor > 0 {
+		kinds = 6
+	}
+	switch r.IntN(kinds) {
+	case 0:
+		return tracker.Estimate{}
+	case 1:
+		return failingEst(q)
+	case 2:
+		return est(q, uint64(r.IntN(int(q)+1)))
+	case 3:
+		return guardedEst(q, q+uint64(r.IntN(3000)), q)
+	case 5:
+		return est(q+4*floor, uint64(r.IntN(int(floor)+1)))
+	}
+	return est(q, q)
+}
+
+// TestQuickCombinesAsTheRule: the memos of random decision inputs (none,
+// failing, capped well below and just below the fallback, guarded,
+// plain), combined as Quick combines them, give the rule's verdict on the
+// inputs for a request that needs all of them, for every memoized
+// attempt, or refuse exactly when an input is failing.
+func TestQuickCombinesAsTheRule(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	seen := map[string]int{}
+	for i := range 1500 {
+		c := cfg(int64(1+r.IntN(300)), int64(1000+r.IntN(60_000)), 0.5+3*r.Float64())
+		d, _, _ := newTestDecider(t, c, nil)
+		in := make([]tracker.DecisionInput, 1+r.IntN(4))
+		failing := false
+		for j := range in {
+			e := randomEstimate(r, uint64(c.Backoff.Min.Milliseconds()))
+			in[j] = e.Input()
+			failing = failing || in[j].Failing
+		}
+		for attempt := 1; attempt <= tracker.MemoSlots; attempt++ {
+			m := make([]tracker.Memo, len(in))
+			for j := range in {
+				m[j] = d.Memo(&in[j], attempt-1)
+			}
+			got, ok := combine(m)
+			require.Equal(t, !failing, ok, "case %d: %+v attempt %d", i, in, attempt)
+			if !ok {
+				continue
+			}
+			want := d.rules[attempt-1].verdict(in, len(in))
+			var src tracker.Source
+			var guarded bool
+			if want.DecidedBy >= 0 {
+				src, guarded = in[want.DecidedBy].Source, in[want.DecidedBy].Guarded
+			}
+			require.Equal(t, []any{want.Timeout, want.DecidedBy, want.Reason, want.ProbeTimeout, src, guarded},
+				[]any{got.Timeout(), got.DecidedBy(), got.Reason(), got.ProbeTimeout(), got.Source(), got.Guarded()},
+				"case %d: %+v attempt %d", i, in, attempt)
+			if want.Fallback && want.Probe > 0 {
+				seen["fallback, a later destination's probe"]++
+			}
+			if !want.Fallback && want.Probe >= 0 {
+				seen["decided, its probe"]++
+			}
+			if guarded {
+				seen["guarded"]++
+			}
+		}
+	}
+	for _, k := range []string{"fallback, a later destination's probe", "decided, its probe", "guarded"} {
+		require.Positive(t, seen[k], "%s never combined: %v", k, seen)
+	}
 }
