@@ -160,25 +160,9 @@ func (a *agent) record(t testing.TB, samples []sample) {
 	require.JSONEq(t, fmt.Sprintf(`{"recorded":%d}`, len(samples)), string(resp))
 }
 
-// estimateJSON is GET /v1/estimate.
-type estimateJSON struct {
-	Dest           string   `json:"dest"`
-	Quantile       float64  `json:"quantile"`
-	Source         string   `json:"source"`
-	ValueMs        *uint64  `json:"value_ms"`
-	FleetValueMs   *uint64  `json:"fleet_value_ms"`
-	LocalValueMs   *uint64  `json:"local_value_ms"`
-	Samples        uint64   `json:"samples"`
-	LocalSamples   uint64   `json:"local_samples"`
-	Peers          int      `json:"peers"`
-	EffectivePeers float64  `json:"effective_peers"`
-	StalenessMs    *float64 `json:"staleness_ms"`
-	Trusted        bool     `json:"trusted"`
-}
-
-func (a *agent) estimate(t testing.TB, dest string, q float64) estimateJSON {
+func (a *agent) estimate(t testing.TB, dest string, q float64) testutil.Estimate {
 	t.Helper()
-	var e estimateJSON
+	var e testutil.Estimate
 	a.getJSON(t, "/v1/estimate?dest="+url.QueryEscape(dest)+"&q="+strconv.FormatFloat(q, 'g', -1, 64), &e)
 	return e
 }

@@ -129,16 +129,6 @@ func (p *agentProc) states(t *testing.T) map[string]string {
 	return out
 }
 
-type estimateJSON struct {
-	Source       string  `json:"source"`
-	ValueMs      *uint64 `json:"value_ms"`
-	FleetValueMs *uint64 `json:"fleet_value_ms"`
-	LocalValueMs *uint64 `json:"local_value_ms"`
-	Samples      uint64  `json:"samples"`
-	LocalSamples uint64  `json:"local_samples"`
-	Peers        int     `json:"peers"`
-}
-
 // keygen runs the binary's keygen and returns a key file holding its key.
 func keygen(t *testing.T) (path, key string) {
 	t.Helper()
@@ -213,10 +203,10 @@ func TestThreeAgents(t *testing.T) {
 	// Once the sub-window seals (1s) and gossip carries it (about 1s more:
 	// the 60s window keeps the samples well past the 30s deadline), every agent's fleet
 	// view holds all 300 samples from 3 peers, and they agree on the P99.99.
-	ests := make([]estimateJSON, len(agents))
+	ests := make([]testutil.Estimate, len(agents))
 	agreed := poll(30*time.Second, func() bool {
 		for i, p := range agents {
-			ests[i] = estimateJSON{}
+			ests[i] = testutil.Estimate{}
 			if getJSON(t, "http://"+p.http+"/v1/estimate?dest=db-1", &ests[i]) != http.StatusOK {
 				return false
 			}
