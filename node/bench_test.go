@@ -15,6 +15,14 @@ func benchNode(b *testing.B) (*Node, []string) {
 	return benchNodeWith(b, DefaultConfig())
 }
 
+// benchNodeUnbounded is benchNode with no MaxDestinations: no eviction
+// order.
+func benchNodeUnbounded(b *testing.B) (*Node, []string) {
+	cfg := DefaultConfig()
+	cfg.Tracker.MaxDestinations = 0
+	return benchNodeWith(b, cfg)
+}
+
 // benchNodeWith is benchNode from cfg.
 func benchNodeWith(b *testing.B, cfg Config) (*Node, []string) {
 	clk := &testClock{now: epochStart(e0)}
@@ -53,9 +61,7 @@ func BenchmarkRecord(b *testing.B) {
 // the front of the shard's list) that the bound needs. What the order
 // costs a record is the difference.
 func BenchmarkRecordUnbounded(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.Tracker.MaxDestinations = 0
-	n, dests := benchNodeWith(b, cfg)
+	n, dests := benchNodeUnbounded(b)
 	recordLoop(b, n, dests)
 }
 
@@ -63,9 +69,7 @@ func BenchmarkRecordUnbounded(b *testing.B) {
 // MaxDestinations: the shared sequence number is what the cores contend
 // on otherwise.
 func BenchmarkRecordParallelUnbounded(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.Tracker.MaxDestinations = 0
-	n, dests := benchNodeWith(b, cfg)
+	n, dests := benchNodeUnbounded(b)
 	recordParallel(b, n, dests)
 }
 
@@ -91,9 +95,7 @@ func BenchmarkRecordParallelDistinct(b *testing.B) {
 // BenchmarkRecordParallelDistinct with no MaxDestinations: no eviction
 // order, so no counter shared by the cores.
 func BenchmarkRecordParallelDistinctUnbounded(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.Tracker.MaxDestinations = 0
-	n, dests := benchNodeWith(b, cfg)
+	n, dests := benchNodeUnbounded(b)
 	recordDistinct(b, n, dests)
 }
 
