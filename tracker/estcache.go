@@ -540,13 +540,21 @@ func (r *pubReader) read(in *DecisionInput, name string) bool {
 	s := cell.seq.Load()
 	fl := cell.flags.Load()
 	value, quant := cell.value.Load(), cell.quant.Load()
-	if fl == 0 || s&1 != 0 || cell.q.Load() != r.q || cell.minSamples.Load() != r.minSamples ||
-		cell.fver.Load() != r.fver || cell.clk.Load() != r.clk || cell.memoBy.Load() != r.memo || cell.seq.Load() != s {
+	if !cell.holds(s, fl, r.q, r.minSamples, r.fver, r.clk, r.memo) {
 		return false
 	}
 	*in = DecisionInput{ValueMillis: value, QuantileMillis: quant, Source: Source(fl >> 8),
 		Guarded: fl&pubGuarded != 0, Failing: fl&pubFailing != 0}
 	return true
+}
+
+// holds reports whether c, read at sequence s with flags fl, is a
+// published input for quantile bits q, trust threshold minSamples, Fleet
+// version fver, clock clk and memo registration reg, unchanged since s
+// (the seqlock's recheck, last).
+func (c *pubCell) holds(s, fl, q, minSamples, fver uint64, clk *clockState, reg *MemoReg) bool {
+	return fl != 0 && s&1 == 0 && c.q.Load() == q && c.minSamples.Load() == minSamples &&
+		c.fver.Load() == fver && c.clk.Load() == clk && c.memoBy.Load() == reg && c.seq.Load() == s
 }
 
 // published sets *in to the decision input published for name at
@@ -652,8 +660,7 @@ func (f *Fleet) Memos(m []Memo, dests []string, slot int, q float64, now time.Ti
 		fl := cell.flags.Load()
 		w := &cell.memo[slot]
 		a, b := w[0].Load(), w[1].Load()
-		if fl == 0 || s&1 != 0 || cell.q.Load() != qb || cell.minSamples.Load() != minSamples ||
-			cell.fver.Load() != fver || cell.clk.Load() != clk || cell.memoBy.Load() != reg || cell.seq.Load() != s {
+		if !cell.holds(s, fl, qb, minSamples, fver, clk, reg) {
 			return false
 		}
 		m[i] = Memo{A: a, B: b}
