@@ -295,10 +295,11 @@ func (n *Node) TimeoutQuorum(dests []string, need, attempt int) (d Decision, err
 	return d, nil
 }
 
-// decide is the one decision path of Timeout, TimeoutQuorum, Do and the
-// Policy methods: the decider on the fleet view at now, over each
-// destination's decision input (tracker.DecisionInput, read from the
-// estimate cache).
+// decide is the decision of DoHedged's attempts and the history's
+// samples: the full rule over each destination's decision input
+// (tracker.DecisionInput, read from the estimate cache), which Timeout,
+// TimeoutQuorum, Decide and Do also take (decideIns) when their memoized
+// verdicts (timeout.Decider.Quick) do not answer.
 func (n *Node) decide(dests []string, need, attempt int, now time.Time) Decision {
 	var d Decision
 	n.decideTo(&d, dests, need, attempt, now)
