@@ -237,9 +237,10 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 	// quick, by hand: on a hit, the decider's Quick is the one call.
 	if v, ok := n.dec.Quick(dests, attempt, now); ok {
 		d.fromQuick(v, dests, attempt)
-	} else {
-		n.decideIns(&d, dests, len(dests), attempt, now)
+		n.met.observeQuick(v)
+		return d, nil
 	}
+	n.decideIns(&d, dests, len(dests), attempt, now)
 	n.met.observeOf(&d)
 	return d, nil
 }

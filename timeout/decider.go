@@ -952,6 +952,9 @@ type QuickVerdict struct {
 // Timeout is the verdict's Timeout.
 func (q QuickVerdict) Timeout() time.Duration { return fromMillis(q.a & memoMs) }
 
+// TimeoutMillis is the verdict's Timeout in whole milliseconds.
+func (q QuickVerdict) TimeoutMillis() uint64 { return q.a & memoMs }
+
 // DecidedBy is the verdict's DecidedBy: the deciding destination's index,
 // -1 when the fallback decided (Fallback).
 func (q QuickVerdict) DecidedBy() int { return q.by }
