@@ -537,3 +537,44 @@ func requireQuick(t *testing.T, w timeout.Verdict, in []tracker.DecisionInput, v
 	got := []any{v.Timeout(), v.DecidedBy(), v.Reason(), v.ProbeTimeout(), v.Source(), v.Guarded()}
 	require.Equal(t, want, got, append([]any{msg}, args...)...)
 }
+
+// TestQuickIgnoresOtherQuantiles: a destination's published input is of
+// one quantile at a time, and hedging reads it at others; the memos a
+// cell carries are only of the decider's quantile, so after a read at
+// another quantile republished the cell, Timeout decides as the uncached
+// rule does (from the memos again once the decision's read republishes
+// them), never from memos of the other quantile's input.
+func TestQuickIgnoresOtherQuantiles(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	for i := range 400 {
+		n.Record("a", time.Duration(10+i%200)*time.Millisecond)
+		n.Record("b", time.Duration(5+i%100)*time.Millisecond)
+	}
+	ref, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	now := clk.Now()
+	for _, ds := range [][]string{{"a"}, {"a", "b"}} {
+		for _, q := range []float64{0.5, 0.1} {
+			for range 3 {
+				got, err := n.Timeout(ds, 1)
+				require.NoError(t, err)
+				in := make([]tracker.DecisionInput, len(ds))
+				for range 2 { // the second read publishes at q
+					require.NoError(t, n.fleet.DecisionInputs(in, ds, q, now))
+				}
+				_, quick := n.dec.Quick(ds, 1, now)
+				require.False(t, quick, "Quick(%v) answered from a cell published at %v", ds, q)
+				cached := n.dec
+				n.dec = ref
+				want, err := n.Timeout(ds, 1)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "Timeout(%v) after a read at %v", ds, q)
+				got, err = n.Timeout(ds, 1)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "Timeout(%v) after a read at %v, again", ds, q)
+			}
+		}
+	}
+}
