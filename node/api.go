@@ -234,8 +234,16 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 	}
 	now := n.clock()
 	n.poll(now)
-	// quick, by hand: on a hit, the decider's Quick is the one call.
-	if v, ok := n.dec.Quick(dests, attempt, now); ok {
+	// quick, by hand: on a hit, the decider's Quick1 or Quick is the one
+	// call.
+	var v timeout.QuickVerdict
+	var ok bool
+	if len(dests) == 1 {
+		v, ok = n.dec.Quick1(dests[0], attempt, now)
+	} else {
+		v, ok = n.dec.Quick(dests, attempt, now)
+	}
+	if ok {
 		d.fromQuick(v, dests, attempt)
 		n.met.observeQuick(v)
 		return d, nil
