@@ -231,9 +231,25 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 }
 
 // observeMillis is observe of ms milliseconds: one atomic add to the
-// count of its value, or add when vals has no room for it (or ms is not
-// below chosenValMax).
+// count of its value, found in its first slot (inlined), or
+// observeProbing's.
 func (h *chosenHist) observeMillis(s tracker.Source, ms uint64) {
+	if uint(s) < uint(len(h.by)) && ms < chosenValMax {
+		key := chosenKey(s, ms)
+		i := key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits)
+		if v := &h.vals[i]; v.key.Load() == key {
+			v.n.Add(1)
+			return
+		}
+	}
+	h.observeProbing(s, ms)
+}
+
+// observeProbing is observeMillis beyond the value's first slot: it
+// looks at chosenProbes slots from there, takes a free one for the value,
+// and counts it with add when none is or can be the value's (or ms is not
+// below chosenValMax).
+func (h *chosenHist) observeProbing(s tracker.Source, ms uint64) {
 	if int(s) >= len(h.by) {
 		s = tracker.SourceNone
 	}
