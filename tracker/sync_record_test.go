@@ -193,3 +193,39 @@ func TestListMatchesSlice(t *testing.T) {
 		require.True(t, slices.Equal(fwd, back), "step %d: %v backwards %v", step, fwd, back)
 	}
 }
+
+// TestStrHashSpreads checks the string hash that chooses a destination's
+// shard and slot: equal names hash equally (a copy of the bytes too),
+// names of every length up to 40 and names differing in one byte anywhere
+// hash differently, and the shards of 64·100 names like a node's are
+// spread (each shard within 50–150 % of its share).
+func TestStrHashSpreads(t *testing.T) {
+	const seed = 0x9e3779b97f4a7c15
+	seen := map[uint64]string{}
+	add := func(s string) {
+		h := strHash(seed, s)
+		require.Equal(t, h, strHash(seed, string([]byte(s))), "%q", s)
+		if o, ok := seen[h]; ok {
+			require.Equal(t, o, s, "collision")
+		}
+		seen[h] = s
+	}
+	base := []byte("abcdefghijklmnopqrstuvwxyz0123456789ABCD")
+	for n := range len(base) + 1 {
+		add(string(base[:n]))
+		for i := range n {
+			b := slices.Clone(base[:n])
+			b[i] ^= 1
+			add(string(b))
+		}
+	}
+	var shards [numShards]int
+	const names = 100 * numShards
+	for i := range names {
+		shards[strHash(seed, fmt.Sprintf("dest-%04d", i))&(numShards-1)]++
+	}
+	for k, c := range shards {
+		require.True(t, c >= 50 && c <= 150, "shard %d holds %d of %d", k, c, names)
+	}
+	require.NotEqual(t, strHash(seed, "dest-01"), strHash(seed+1, "dest-01"))
+}
