@@ -31,8 +31,8 @@ const numShards = 64
 // bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
 	s      settings
-	seed   maphash.Seed // for a key not a string
-	sseed  uint64       // for a string key (strHash)
+	seed   maphash.Seed               // for a key not a string
+	sseed  uint64                     // for a string key (strHash)
 	clock  atomic.Pointer[clockState] // nil until the first call
 	shards [numShards]syncShard[D]
 	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
