@@ -30,12 +30,15 @@ const numShards = 64
 // Config.MaxDestinations). While concurrent calls create destinations the
 // bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
-	s      settings
-	seed   maphash.Seed               // for a key not a string
-	sseed  uint64                     // for a string key (strHash)
-	clock  atomic.Pointer[clockState] // nil until the first call
+	s     settings
+	seed  maphash.Seed               // for a key not a string
+	sseed uint64                     // for a string key (strHash)
+	clock atomic.Pointer[clockState] // nil until the first call
+	pubs  atomic.Pointer[pubTable]   // the published decision inputs (pubCell), nil until the first
+	// clock and pubs, read by every call, share no cache line with a
+	// shard's lock (this padding) nor with seq (the last shard's).
+	_      [64]byte
 	shards [numShards]syncShard[D]
-	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
 
 	// Eviction, used only when MaxDestinations > 0.
 	seq     atomic.Uint64 // sequence number of Record calls
