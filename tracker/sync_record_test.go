@@ -322,3 +322,24 @@ func TestSyncConcurrentRecordPaths(t *testing.T) {
 		checkWindowInvariants(t, &st.s.geo, &en.window)
 	}
 }
+
+// TestSmallIndexTable checks the table settings.index reads for small
+// latencies against the layout's computation, for every entry and across
+// its end, with the default highest latency and with one inside the
+// table (whose samples above it are clamped).
+func TestSmallIndexTable(t *testing.T) {
+	for _, mut := range []func(*Config){
+		nil,
+		func(c *Config) { c.MaxTrackableLatency = 500 * time.Millisecond },
+		func(c *Config) { c.MaxTrackableLatency = 2 * time.Millisecond },
+	} {
+		s, err := newSettings(testConfig(mut))
+		require.NoError(t, err)
+		require.Equal(t, min(smallIndexes, s.highest+1), uint64(len(s.small)))
+		for ms := range uint64(smallIndexes + 200) {
+			want := s.geo.index(int64(min(ms, s.highest)))
+			require.Equal(t, want, s.index(ms), "ms %d", ms)
+		}
+		require.Equal(t, s.geo.index(int64(s.highest)), s.index(1<<62))
+	}
+}
