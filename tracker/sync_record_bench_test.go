@@ -48,8 +48,9 @@ func BenchmarkRecordEvictingSteady(b *testing.B) {
 // BenchmarkRecordParts takes a SyncTracker record apart, each step alone
 // on the state the whole record sees (64 destinations, one epoch, 12 ms
 // samples), so that one run shows where a record's time goes: the epoch
-// (advance's common case), the bucket index, the name's hash (strHash,
-// with maphash.String, which it replaced, beside it), the shard lock, the
+// (advance's common case), the bucket index (the table, with the
+// computation it replaced beside it), the name's hash (strHash, with
+// maphash.String, which it replaced, beside it), the shard lock, the
 // table lookup, the eviction order's shared sequence, the window's count;
 // then the whole record, bounded and unbounded. The parts do not add up
 // exactly: the whole overlaps them.
@@ -77,10 +78,17 @@ func BenchmarkRecordParts(b *testing.B) {
 			sink += uint64(st.advance(benchStart))
 		}
 	})
-	b.Run("index", func(b *testing.B) {
+	b.Run("index/table", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			sink += uint64(st.s.index(uint64(12 + i&1)))
+			i++
+		}
+	})
+	b.Run("index/computed", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			sink += uint64(st.s.geo.index(int64(min(uint64(12+i&1), st.s.highest))))
 			i++
 		}
 	})
