@@ -191,7 +191,7 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 }
 
 // shard returns dest's hash and shard. A string key (the node's) is hashed
-// by strHash, inline; any other by maphash.Comparable.
+// by strHash; any other by maphash.Comparable.
 func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
 	var h uint64
 	if s, ok := any(dest).(string); ok {
