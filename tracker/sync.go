@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"hash/maphash"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,11 +30,15 @@ const numShards = 64
 // Config.MaxDestinations). While concurrent calls create destinations the
 // bound may be exceeded for the duration of those calls.
 type SyncTracker[D comparable] struct {
-	s      settings
-	seed   maphash.Seed
-	clock  atomic.Pointer[clockState] // nil until the first call
+	s     settings
+	seed  maphash.Seed               // for a key not a string
+	sseed uint64                     // for a string key (strHash)
+	clock atomic.Pointer[clockState] // nil until the first call
+	pubs  atomic.Pointer[pubTable]   // the published decision inputs (pubCell), nil until the first
+	// clock and pubs, read by every call, share no cache line with a
+	// shard's lock (this padding) nor with seq (the last shard's).
+	_      [64]byte
 	shards [numShards]syncShard[D]
-	pubs   atomic.Pointer[pubTable] // the published decision inputs (pubCell), nil until the first
 
 	// Eviction, used only when MaxDestinations > 0.
 	seq     atomic.Uint64 // sequence number of Record calls
@@ -162,7 +167,7 @@ func NewSync[D comparable](c Config) (*SyncTracker[D], error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SyncTracker[D]{s: s, seed: maphash.MakeSeed()}, nil
+	return &SyncTracker[D]{s: s, seed: maphash.MakeSeed(), sseed: rand.Uint64()}, nil
 }
 
 // advance returns max(current epoch, epoch of now) and makes it current.
@@ -186,16 +191,40 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 }
 
 // shard returns dest's hash and shard. A string key (the node's) is hashed
-// by maphash.String: maphash.Comparable reaches the same hash function
-// through the key's type, which cost a cached estimate ~10 %.
+// by strHash; any other by maphash.Comparable.
 func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
 	var h uint64
 	if s, ok := any(dest).(string); ok {
-		h = maphash.String(t.seed, s)
+		h = strHash(t.sseed, s)
 	} else {
 		h = maphash.Comparable(t.seed, dest)
 	}
 	return h, &t.shards[h&(numShards-1)]
+}
+
+// strHash is a seeded hash of s: wyhash's mixing (pubMix) over its bytes,
+// read eight at a time, the seed in both halves of the last product so that
+// no choice of name fixes it. It stands in for maphash.String, whose chain
+// of calls (String, rthashString, memhash, aeshashbody) was a fifth of a
+// record's instructions for a short name. Only the shard and the slot are
+// chosen by it, never an answer: a weaker hash would cost probes.
+func strHash(seed uint64, s string) uint64 {
+	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	h := seed ^ uint64(len(s))*k0
+	for len(s) > 16 {
+		h = pubMix(le64(s)^k1, le64(s[8:])^h)
+		s = s[16:]
+	}
+	var a, b uint64
+	switch n := len(s); {
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return pubMix(a^seed^k1, b^h^k2)
 }
 
 // Record is Tracker.Record, safe for concurrent use.
@@ -237,8 +266,16 @@ func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag
 // RecordMillis once called RecordMillisTag and it RecordHeldMillis, costs
 // every record a frame per call: the shaped methods of a generic type do
 // not inline into each other once their bodies are this long.
+//
+// advance's common case and the restamp are written out by hand, as in
+// QuantileMillis: each was a call frame of every record.
 func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut, create bool) (tag uint64, held bool) {
-	e := t.advance(now)
+	var e int64
+	if cur, ms := t.clock.Load(), now.UnixMilli(); cur != nil && ms >= cur.start && ms < cur.end {
+		e = cur.epoch
+	} else {
+		e = t.advance(now)
+	}
 	i := t.s.index(ms)
 	h, sh := t.shard(dest)
 	sh.mu.Lock()
@@ -247,8 +284,13 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 	switch {
 	case en != nil:
 		en.rotate(e)
-		if t.s.cfg.MaxDestinations > 0 {
-			t.restamp(sh, en)
+		if t.s.cfg.MaxDestinations > 0 && en.stamp != t.seq.Load() {
+			// Restamp: en becomes the most recently recorded destination.
+			// When it already is (its stamp is the last sequence number
+			// taken: no record elsewhere since), the shared sequence is
+			// left unwritten.
+			en.stamp = t.seq.Add(1)
+			sh.lru.moveToFront(&en.recency)
 		}
 	case create:
 		en, created = t.create(sh, h, dest, e), true
@@ -296,18 +338,6 @@ func (t *SyncTracker[D]) RecordTimeout(dest D, timeout time.Duration, now time.T
 // use.
 func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 	t.recordMillis(dest, ms, now, true, true)
-}
-
-// restamp makes en, of sh (locked), the most recently recorded
-// destination. When it already is (its stamp is the last sequence number
-// taken: a destination recorded again with no record elsewhere between),
-// nothing changes and the shared sequence is left unwritten.
-func (t *SyncTracker[D]) restamp(sh *syncShard[D], en *entry[D]) {
-	if en.stamp == t.seq.Load() {
-		return
-	}
-	en.stamp = t.seq.Add(1)
-	sh.lru.moveToFront(&en.recency)
 }
 
 // create adds dest (of hash h) to sh, whose lock is held, at epoch e.

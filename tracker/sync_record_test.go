@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,5 +193,153 @@ func TestListMatchesSlice(t *testing.T) {
 		slices.Reverse(back)
 		require.True(t, slices.Equal(want, fwd), "step %d: %v, want %v", step, fwd, want)
 		require.True(t, slices.Equal(fwd, back), "step %d: %v backwards %v", step, fwd, back)
+	}
+}
+
+// TestStrHashSpreads checks the string hash that chooses a destination's
+// shard and slot: equal names hash equally (a copy of the bytes too),
+// names of every length up to 40 and names differing in one byte anywhere
+// hash differently, and the shards of 64·100 names like a node's are
+// spread (each shard within 50–150 % of its share).
+func TestStrHashSpreads(t *testing.T) {
+	const seed = 0x9e3779b97f4a7c15
+	seen := map[uint64]string{}
+	add := func(s string) {
+		h := strHash(seed, s)
+		require.Equal(t, h, strHash(seed, string([]byte(s))), "%q", s)
+		if o, ok := seen[h]; ok {
+			require.Equal(t, o, s, "collision")
+		}
+		seen[h] = s
+	}
+	base := []byte("abcdefghijklmnopqrstuvwxyz0123456789ABCD")
+	for n := range len(base) + 1 {
+		add(string(base[:n]))
+		for i := range n {
+			b := slices.Clone(base[:n])
+			b[i] ^= 1
+			add(string(b))
+		}
+	}
+	var shards [numShards]int
+	const names = 100 * numShards
+	for i := range names {
+		shards[strHash(seed, fmt.Sprintf("dest-%04d", i))&(numShards-1)]++
+	}
+	for k, c := range shards {
+		require.True(t, c >= 50 && c <= 150, "shard %d holds %d of %d", k, c, names)
+	}
+	require.NotEqual(t, strHash(seed, "dest-01"), strHash(seed+1, "dest-01"))
+}
+
+// TestSyncConcurrentRecordPaths runs every record path (RecordMillis,
+// RecordTimeoutMillis, RecordHeldMillis, RecordMillisTag, SetTag) from
+// four goroutines over 30 names under MaxDestinations 12, with times
+// rising through 25 epochs (rotations and gaps), while two more read
+// (QuantileMillis, LocalEstimate, SealedSubWindow, Samples, Recorded) and
+// evictions run: every record the calls report is counted exactly once,
+// the bound holds once they return, and each window and the shards'
+// bookkeeping stay consistent. Bounded: 4·1500 records.
+func TestSyncConcurrentRecordPaths(t *testing.T) {
+	const writers, perWriter, names, max = 4, 1500, 30, 12
+	st := newST(t, func(c *Config) { c.MaxDestinations = max })
+	base := int64(1_700_000_000_000) - 1_700_000_000_000%sub
+	var recorded atomic.Uint64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(w), 8))
+			<-start
+			for i := range perWriter {
+				now := at(base + int64(i)*25*sub/perWriter + r.Int64N(sub/2))
+				d := fmt.Sprintf("d%d", r.IntN(names))
+				ms := uint64(r.IntN(3000))
+				switch r.IntN(5) {
+				case 0:
+					st.RecordMillis(d, ms, now)
+					recorded.Add(1)
+				case 1:
+					st.RecordTimeoutMillis(d, ms, now)
+					recorded.Add(1)
+				case 2:
+					if _, held := st.RecordHeldMillis(d, ms, now); held {
+						recorded.Add(1)
+					}
+				case 3:
+					st.RecordMillisTag(d, ms, now)
+					recorded.Add(1)
+				case 4:
+					st.SetTag(d, uint64(i))
+				}
+			}
+		})
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for k := range 2 {
+		readers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := fmt.Sprintf("d%d", i%names)
+				now := at(base + int64(i%25)*sub)
+				if k == 0 {
+					st.QuantileMillis(d, 0.99, now)
+					_, err := LocalEstimate(st, d, 0.9, now)
+					require.NoError(t, err)
+				} else {
+					SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
+					st.Samples(d, now)
+					st.Recorded()
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(stop)
+	readers.Wait()
+
+	require.Equal(t, recorded.Load(), st.Recorded())
+	require.LessOrEqual(t, st.destinations(), max)
+	require.Equal(t, int64(st.destinations()), st.count.Load())
+	require.NotZero(t, st.trackerStats().DestinationsEvicted)
+	lru := 0
+	for k := range st.shards {
+		for n := st.shards[k].lru.head; n != nil; n = n.next {
+			lru++
+			if n.next != nil {
+				require.Greater(t, n.v.stamp, n.next.v.stamp, "a shard's list is in stamp order")
+			}
+		}
+	}
+	require.Equal(t, st.destinations(), lru)
+	for _, en := range syncEntries(st) {
+		checkWindowInvariants(t, &st.s.geo, &en.window)
+	}
+}
+
+// TestSmallIndexTable checks the table settings.index reads for small
+// latencies against the layout's computation, for every entry and across
+// its end, with the default highest latency and with one inside the
+// table (whose samples above it are clamped).
+func TestSmallIndexTable(t *testing.T) {
+	for _, mut := range []func(*Config){
+		nil,
+		func(c *Config) { c.MaxTrackableLatency = 500 * time.Millisecond },
+		func(c *Config) { c.MaxTrackableLatency = 2 * time.Millisecond },
+	} {
+		s, err := newSettings(testConfig(mut))
+		require.NoError(t, err)
+		require.Equal(t, min(smallIndexes, s.highest+1), uint64(len(s.small)))
+		for ms := range uint64(smallIndexes + 200) {
+			want := s.geo.index(int64(min(ms, s.highest)))
+			require.Equal(t, want, s.index(ms), "ms %d", ms)
+		}
+		require.Equal(t, s.geo.index(int64(s.highest)), s.index(1<<62))
 	}
 }
