@@ -10,13 +10,28 @@ import (
 
 // localWindow is the node's own tracker window, as the fleet needs it for the
 // local view: *Tracker[string] and *SyncTracker[string] implement it.
-// localView sets *v to dest's window [E−N+1, E] as a view: quantile q by
+// viewOf returns dest's window [E−N+1, E] as a view at now: quantile q by
 // the bucket rule ignoring MinSamples (when it holds any sample), its
-// samples, censored samples and M. It writes through v rather than
-// returning the view: a returned struct is stored field by field and then
-// copied with wider loads, which the CPU cannot forward from those stores.
+// samples, censored samples and M. It returns the view rather than writing
+// through a pointer because a pointer passed through an interface escapes:
+// the view would be on the heap. (The Fleet calls the two trackers'
+// localView directly, which writes through v: a returned struct is stored
+// field by field and then copied with wider loads, which the CPU cannot
+// forward from those stores.)
 type localWindow interface {
-	localView(dest string, q float64, now time.Time, v *viewFacts)
+	viewOf(dest string, q float64, now time.Time) viewFacts
+}
+
+// viewOf is localView returning the view, for localWindow.
+func (t *Tracker[D]) viewOf(dest D, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
+}
+
+// viewOf is localView returning the view, for localWindow.
+func (t *SyncTracker[D]) viewOf(dest D, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
 }
 
 type memberKey struct {
@@ -186,9 +201,12 @@ type Fleet struct {
 
 	// ver counts the changes of the Fleet's state (inserts, exclusions,
 	// live members, slides): written under mu after each change, read
-	// without it by the estimate cache (estCache), which holds while ver
-	// stays.
+	// without it by the estimate caches (estCache, factsTable), which hold
+	// while ver stays.
 	ver atomic.Uint64
+	// pub is the table of published fleet facts (written under mu, read
+	// without it by estimates), nil until the first estimate.
+	pub atomic.Pointer[factsTable]
 
 	cfg   FleetConfig
 	geo   geometry

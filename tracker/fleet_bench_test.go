@@ -95,6 +95,7 @@ func BenchmarkFleetEstimateAfterChange(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		d.gen++
+		f.changed() // as a change does: the published facts go too
 		if e, _ := f.Estimate("dest-042", 0.9999, now); e.Source != SourceFleet {
 			b.Fatal(e)
 		}

@@ -200,7 +200,14 @@ type fleetFacts struct {
 // estimate is Estimate from the views at now into *e; fill stores the
 // fleet's facts in the local tracker's cache.
 func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
-	var ff fleetFacts
+	if fill && f.localPlain == nil {
+		var pf fleetFacts
+		if ver, ep, ok := f.readFacts(&pf, dest, q, now); ok {
+			f.estimateFrom(e, dest, q, now, &pf, ver, ep)
+			return
+		}
+	}
+	var ff fleetFacts // facts fills it only where the fleet has a view
 	f.mu.Lock()
 	f.slide(now)
 	f.facts(dest, q, &ff)
@@ -212,14 +219,38 @@ func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fil
 	case f.localPlain != nil:
 		f.localPlain.localView(dest, q, now, lv)
 	case f.local != nil:
-		f.local.localView(dest, q, now, lv)
+		*lv = f.local.viewOf(dest, q, now)
 	default:
 		*lv = viewFacts{}
 	}
 	assemble(e, dest, q, now, &ff, lv, f.local != nil, f.minSamples())
+	if fill {
+		f.publishFacts(dest, q, &ff)
+	}
 	f.mu.Unlock()
 	if fill && f.localSync != nil {
 		f.localSync.fill(dest, q, ver, ep, &ff)
+	}
+}
+
+// estimateFrom is estimate from ff, dest's fleet facts published at the
+// Fleet's version ver and epoch ep (readFacts), without the Fleet's lock:
+// the local view is read through the tracker's own locks (a *Tracker,
+// which has none, never comes here), and the facts are cached in the
+// local *SyncTracker as the locked path caches them.
+func (f *Fleet) estimateFrom(e *Estimate, dest string, q float64, now time.Time, ff *fleetFacts, ver uint64, ep int64) {
+	switch {
+	case f.localSync != nil:
+		var lv viewFacts
+		f.localSync.localView(dest, q, now, &lv)
+		assemble(e, dest, q, now, ff, &lv, true, f.minSamples())
+		f.localSync.fill(dest, q, ver, ep, ff)
+	case f.local != nil:
+		lv := f.local.viewOf(dest, q, now)
+		assemble(e, dest, q, now, ff, &lv, true, f.minSamples())
+	default:
+		var lv viewFacts
+		assemble(e, dest, q, now, ff, &lv, false, f.minSamples())
 	}
 }
 
