@@ -201,9 +201,8 @@ type fleetFacts struct {
 // fleet's facts in the local tracker's cache.
 func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
 	if fill && f.localPlain == nil {
-		var pf fleetFacts
-		if ver, ep, ok := f.readFacts(&pf, dest, q, now); ok {
-			f.estimateFrom(e, dest, q, now, &pf, ver, ep)
+		if pf, ver, ep := f.readFacts(dest, q, now); pf != nil {
+			f.estimateFrom(e, dest, q, now, pf, ver, ep)
 			return
 		}
 	}

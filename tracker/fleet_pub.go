@@ -26,39 +26,29 @@ type factsTable struct {
 	keys  pubTable // only its seed is set: its key function digests names
 }
 
-// factsCell is one (destination, quantile)'s published fleetFacts. Its
-// fields are a sequence lock, as pubCell's: seq is odd while the
-// publisher (under the Fleet's lock) writes them, and a reader that sees
-// seq odd or changed takes the locked path. key, id and q are immutable.
+// factsCell is one (destination, quantile)'s published fleet facts: an
+// immutable factsSnap, and what it holds for (the Fleet's version and
+// epoch it was read at, and the end of that epoch). Those fields are a
+// sequence lock, as pubCell's: seq is odd while the publisher (under the
+// Fleet's lock) writes them, and a reader that sees seq odd or changed
+// takes the locked path. The facts themselves are read in place, without a
+// copy: a snapshot is never written once published, and a new one is made
+// only when the facts differ from the last one's (a change elsewhere in
+// the Fleet moves the version but leaves most destinations' facts as they
+// were). key, id and q are immutable.
 type factsCell struct {
-	seq       atomic.Uint64
-	flags     atomic.Uint64 // factsValid | the fleetFacts booleans; 0 until published
-	ver       atomic.Uint64 // the Fleet's version the facts were read at
-	epoch     atomic.Int64  // the Fleet's epoch then
-	end       atomic.Int64  // its end, Unix ms: the facts hold for times before it
-	fvQ       atomic.Uint64
-	fvSamples atomic.Uint64
-	fvCens    atomic.Uint64
-	fvM       atomic.Uint64
-	samples   atomic.Uint64
-	peers     atomic.Int64
-	effPeers  atomic.Uint64 // float64 bits
-	newestEnd atomic.Int64
-	key       string
-	id        pubKey
-	q         uint64 // float64 bits
+	seq   atomic.Uint64
+	ver   atomic.Uint64 // the Fleet's version the facts were read at
+	epoch atomic.Int64  // the Fleet's epoch then
+	end   atomic.Int64  // its end, Unix ms: the facts hold for times before it
+	snap  atomic.Pointer[factsSnap]
+	key   string
+	id    pubKey
+	q     uint64 // float64 bits
 }
 
-// The bits of factsCell.flags.
-const (
-	factsValid = 1 << iota
-	factsHasFleet
-	factsTrusted
-	factsHasFleetValue
-	factsHasNewest
-	factsHasM
-	factsUnknown
-)
+// factsSnap is a published fleetFacts, never written once published.
+type factsSnap struct{ ff fleetFacts }
 
 // of reports whether c is the cell of the name with digest k at quantile
 // bits q.
@@ -104,22 +94,15 @@ func (f *Fleet) publishFacts(dest string, q float64, ff *fleetFacts) {
 	if fresh {
 		c = &factsCell{key: dest, id: k, q: qb}
 	}
-	fl := uint64(factsValid) | bitIf(ff.hasFleet, factsHasFleet) | bitIf(ff.trusted, factsTrusted) |
-		bitIf(ff.hasFleetValue, factsHasFleetValue) | bitIf(ff.hasNewest, factsHasNewest) |
-		bitIf(ff.fv.hasM, factsHasM) | bitIf(ff.fv.unknown, factsUnknown)
+	sp := c.snap.Load()
+	if sp == nil || sp.ff != *ff {
+		sp = &factsSnap{ff: *ff}
+	}
 	c.seq.Add(1)
 	c.ver.Store(f.ver.Load())
 	c.epoch.Store(f.epoch)
 	c.end.Store(f.clock.end)
-	c.fvQ.Store(ff.fv.q)
-	c.fvSamples.Store(ff.fv.samples)
-	c.fvCens.Store(ff.fv.censored)
-	c.fvM.Store(ff.fv.m)
-	c.samples.Store(ff.samples)
-	c.peers.Store(int64(ff.peers))
-	c.effPeers.Store(math.Float64bits(ff.effPeers))
-	c.newestEnd.Store(ff.newestEnd)
-	c.flags.Store(fl)
+	c.snap.Store(sp)
 	c.seq.Add(1)
 	if !fresh {
 		return
@@ -137,47 +120,26 @@ func (f *Fleet) publishFacts(dest string, q float64, ff *fleetFacts) {
 	}
 }
 
-// readFacts sets *ff to dest's facts at quantile q published for now,
-// and returns the Fleet's version and epoch they were read at and true;
-// false when none holds (ff is then unspecified). It takes no lock: the
-// answer is the one the locked path would compute at the version it
-// read, which is ordered before any change made since.
-func (f *Fleet) readFacts(ff *fleetFacts, dest string, q float64, now time.Time) (uint64, int64, bool) {
+// readFacts returns dest's facts at quantile q published for now, with
+// the Fleet's version and epoch they were read at; nil when none holds.
+// It takes no lock: the answer is the one the locked path would compute at
+// the version it read, which is ordered before any change made since. The
+// facts returned must not be modified.
+func (f *Fleet) readFacts(dest string, q float64, now time.Time) (*fleetFacts, uint64, int64) {
 	tb := f.pub.Load()
 	if tb == nil {
-		return 0, 0, false
+		return nil, 0, 0
 	}
 	ver := f.ver.Load()
 	k := tb.keys.key(dest)
 	c := tb.cell(&k, dest, math.Float64bits(q))
 	if c == nil {
-		return 0, 0, false
+		return nil, 0, 0
 	}
 	s := c.seq.Load()
-	fl := c.flags.Load()
-	ep, end := c.epoch.Load(), c.end.Load()
-	*ff = fleetFacts{
-		fv: viewFacts{q: c.fvQ.Load(), samples: c.fvSamples.Load(), censored: c.fvCens.Load(), m: c.fvM.Load(),
-			hasM: fl&factsHasM != 0, unknown: fl&factsUnknown != 0},
-		hasFleet:      fl&factsHasFleet != 0,
-		trusted:       fl&factsTrusted != 0,
-		hasFleetValue: fl&factsHasFleetValue != 0,
-		hasNewest:     fl&factsHasNewest != 0,
-		samples:       c.samples.Load(),
-		peers:         int(c.peers.Load()),
-		effPeers:      math.Float64frombits(c.effPeers.Load()),
-		newestEnd:     c.newestEnd.Load(),
+	sp, ep, end := c.snap.Load(), c.epoch.Load(), c.end.Load()
+	if sp == nil || s&1 != 0 || c.ver.Load() != ver || now.UnixMilli() >= end || c.seq.Load() != s {
+		return nil, 0, 0
 	}
-	if fl == 0 || s&1 != 0 || c.ver.Load() != ver || now.UnixMilli() >= end || c.seq.Load() != s {
-		return 0, 0, false
-	}
-	return ver, ep, true
-}
-
-// bitIf returns bit when on, else 0.
-func bitIf(on bool, bit uint64) uint64 {
-	if on {
-		return bit
-	}
-	return 0
+	return &sp.ff, ver, ep
 }

@@ -1332,8 +1332,7 @@ func TestFleetPublishedFactsMatchUncached(t *testing.T) {
 					for _, d := range append(o.dests, "unknown") {
 						for _, q := range []float64{0.5, 0.99, 1} {
 							for k := range 2 { // the first may publish, the second read it
-								var ff fleetFacts
-								if _, _, ok := f.readFacts(&ff, d, q, now); ok {
+								if pf, _, _ := f.readFacts(d, q, now); pf != nil {
 									hits++
 								}
 								total++
@@ -1406,8 +1405,7 @@ func TestFleetPublishedFactsConcurrent(t *testing.T) {
 						last := done.Load()
 						at := time.Unix(0, cur.Load())
 						for _, d := range dests {
-							var ff fleetFacts
-							if _, _, ok := f.readFacts(&ff, d, 0.99, at); ok {
+							if pf, _, _ := f.readFacts(d, 0.99, at); pf != nil {
 								hits[w]++
 							}
 							e, err := f.Estimate(d, 0.99, at)
