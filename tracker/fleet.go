@@ -187,10 +187,13 @@ type destState struct {
 // (never backwards: a now before the current epoch slides nothing). It
 // starts no goroutine and does no I/O. It is safe for concurrent use: every
 // method takes one mutex for its whole call (queries too: they slide the
-// window and fill caches). The cluster inserts and serves batches while the
-// node answers estimates; each call is short (an estimate costs about a
-// hundred nanoseconds, an insert of a 100-destination batch about 100 µs
-// on the machines this was measured on), so one lock is enough.
+// window and fill caches), except an estimate whose fleet facts are
+// published (factsTable: they hold while no change was made and now is in
+// the Fleet's epoch, so the call would slide nothing), which reads them
+// without it. The cluster inserts and serves batches while the node answers
+// estimates; each call is short (an estimate costs about a hundred
+// nanoseconds, an insert of a 100-destination batch about 100 µs on the
+// machines this was measured on), so one lock is enough.
 //
 // Each destination's view is kept incrementally: a batch is added to it when
 // inserted or when its epoch enters the view, and subtracted when its epoch
@@ -255,9 +258,11 @@ type Fleet struct {
 // NewFleet returns an empty Fleet, or cfg.Validate()'s error. local is this
 // node's tracker for the local view: a *SyncTracker[string], a
 // *Tracker[string] only if nothing else uses it concurrently with the
-// Fleet, or nil for a fleet without a local view. The Fleet reads it under
-// its own mutex (and the tracker's shard lock): the tracker never calls the
-// Fleet, so the order of the locks is fixed.
+// Fleet, or nil for a fleet without a local view. The Fleet reads a
+// *Tracker under its own mutex, and a *SyncTracker under the tracker's
+// shard lock, with or without its own (an estimate from published facts
+// takes none): the tracker never calls the Fleet, so the order of the
+// locks is fixed.
 func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

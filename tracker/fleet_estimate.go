@@ -116,9 +116,14 @@ func (f *Fleet) summarize(d *destState) *destSummary {
 // members, a slide to a later epoch): such an estimate costs the tracker's
 // shard lock and lookup, and the local view's quantile walk only when the
 // destination's window changed since the last estimate; it never takes the
-// Fleet's lock. The answer is always EstimateUncached's. Otherwise, and
-// after a change, it costs the lock, a map lookup, a block-indexed quantile
-// walk and the local view; the first query after a change of dest's view
+// Fleet's lock. The answer is always EstimateUncached's. Otherwise (unless
+// the local view is a *Tracker[string], which is not safe for concurrent
+// use) the fleet's facts of dest at q are read without the Fleet's lock
+// from where the last estimate published them, while the Fleet is
+// unchanged and now is in its epoch: a hash of dest, a table lookup and a
+// few atomic loads, then the local view. After a change it costs the
+// lock, a map lookup, a block-indexed quantile walk and the local view,
+// and publishes the facts; the first query after a change of dest's view
 // also recomputes its peers and share cap.
 func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
 	var e Estimate
@@ -171,8 +176,9 @@ func (f *Fleet) decisionInput(in *DecisionInput, dest string, q float64, now tim
 func (f *Fleet) minSamples() uint64 { return max(uint64(f.cfg.Tracker.MinSamples), 1) }
 
 // EstimateUncached is Estimate computed from the views every time, without
-// reading or filling the cache: the reference the cache is tested and
-// measured against.
+// reading or filling the caches (the local tracker's entries, the
+// published fleet facts): the reference they are tested and measured
+// against.
 func (f *Fleet) EstimateUncached(dest string, q float64, now time.Time) (Estimate, error) {
 	if !(q > 0 && q <= 1) {
 		return Estimate{Dest: dest, Quantile: q}, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
