@@ -229,7 +229,7 @@ func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fil
 		*lv = viewFacts{}
 	}
 	assemble(e, dest, q, now, &ff, lv, f.local != nil, f.minSamples())
-	if fill {
+	if fill && f.localPlain == nil { // (with a *Tracker, nothing reads them)
 		f.publishFacts(dest, q, &ff)
 	}
 	f.mu.Unlock()
