@@ -74,9 +74,17 @@ func TestStream(t *testing.T) {
 		t.Run("no first message: our timeout", func(t *testing.T) {
 			p := policytest.New(50 * time.Millisecond)
 			cc, _ := client(t, target, dial, noUnary, StreamClientInterceptor(p))
-			cs, err := openStream(t, context.Background(), cc, "hang")
-			require.NoError(t, err)
-			_, err = recvAll(cs)
+			// On a starved machine our 50 ms can end the stream while it
+			// opens: NewStream then fails, or SendMsg reports io.EOF and
+			// RecvMsg the stream's error. Either way it is our timeout.
+			cs, err := cc.NewStream(context.Background(), streamDesc, "/test.Echo/Stream")
+			if err == nil {
+				if serr := cs.SendMsg(wrapperspb.String("hang")); serr != nil {
+					require.ErrorIs(t, serr, io.EOF)
+				}
+				_ = cs.CloseSend()
+				_, err = recvAll(cs)
+			}
 			require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 			require.ErrorIs(t, err, ErrTimeout)
 			var te *TimeoutError
