@@ -10,13 +10,28 @@ import (
 
 // localWindow is the node's own tracker window, as the fleet needs it for the
 // local view: *Tracker[string] and *SyncTracker[string] implement it.
-// localView sets *v to dest's window [E−N+1, E] as a view: quantile q by
+// viewOf returns dest's window [E−N+1, E] as a view at now: quantile q by
 // the bucket rule ignoring MinSamples (when it holds any sample), its
-// samples, censored samples and M. It writes through v rather than
-// returning the view: a returned struct is stored field by field and then
-// copied with wider loads, which the CPU cannot forward from those stores.
+// samples, censored samples and M. It returns the view rather than writing
+// through a pointer because a pointer passed through an interface escapes:
+// the view would be on the heap. (The Fleet calls the two trackers'
+// localView directly, which writes through v: a returned struct is stored
+// field by field and then copied with wider loads, which the CPU cannot
+// forward from those stores.)
 type localWindow interface {
-	localView(dest string, q float64, now time.Time, v *viewFacts)
+	viewOf(dest string, q float64, now time.Time) viewFacts
+}
+
+// viewOf is localView returning the view, for localWindow.
+func (t *Tracker[D]) viewOf(dest D, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
+}
+
+// viewOf is localView returning the view, for localWindow.
+func (t *SyncTracker[D]) viewOf(dest D, q float64, now time.Time) (v viewFacts) {
+	t.localView(dest, q, now, &v)
+	return v
 }
 
 type memberKey struct {
@@ -172,10 +187,13 @@ type destState struct {
 // (never backwards: a now before the current epoch slides nothing). It
 // starts no goroutine and does no I/O. It is safe for concurrent use: every
 // method takes one mutex for its whole call (queries too: they slide the
-// window and fill caches). The cluster inserts and serves batches while the
-// node answers estimates; each call is short (an estimate costs about a
-// hundred nanoseconds, an insert of a 100-destination batch about 100 µs
-// on the machines this was measured on), so one lock is enough.
+// window and fill caches), except an estimate whose fleet facts are
+// published (factsTable: they hold while no change was made and now is in
+// the Fleet's epoch, so the call would slide nothing), which reads them
+// without it. The cluster inserts and serves batches while the node answers
+// estimates; each call is short (an estimate costs about a hundred
+// nanoseconds, an insert of a 100-destination batch about 100 µs on the
+// machines this was measured on), so one lock is enough.
 //
 // Each destination's view is kept incrementally: a batch is added to it when
 // inserted or when its epoch enters the view, and subtracted when its epoch
@@ -186,9 +204,12 @@ type Fleet struct {
 
 	// ver counts the changes of the Fleet's state (inserts, exclusions,
 	// live members, slides): written under mu after each change, read
-	// without it by the estimate cache (estCache), which holds while ver
-	// stays.
+	// without it by the estimate caches (estCache, factsTable), which hold
+	// while ver stays.
 	ver atomic.Uint64
+	// pub is the table of published fleet facts (written under mu, read
+	// without it by estimates), nil until the first estimate.
+	pub atomic.Pointer[factsTable]
 
 	cfg   FleetConfig
 	geo   geometry
@@ -237,9 +258,11 @@ type Fleet struct {
 // NewFleet returns an empty Fleet, or cfg.Validate()'s error. local is this
 // node's tracker for the local view: a *SyncTracker[string], a
 // *Tracker[string] only if nothing else uses it concurrently with the
-// Fleet, or nil for a fleet without a local view. The Fleet reads it under
-// its own mutex (and the tracker's shard lock): the tracker never calls the
-// Fleet, so the order of the locks is fixed.
+// Fleet, or nil for a fleet without a local view. The Fleet reads a
+// *Tracker under its own mutex, and a *SyncTracker under the tracker's
+// shard lock, with or without its own (an estimate from published facts
+// takes none): the tracker never calls the Fleet, so the order of the
+// locks is fixed.
 func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

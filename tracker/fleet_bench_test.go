@@ -84,6 +84,23 @@ func BenchmarkFleetEstimate(b *testing.B) {
 	}
 }
 
+// BenchmarkFleetEstimateLocked is BenchmarkFleetEstimate's estimate made
+// the way it was before the fleet facts were published: under the Fleet's
+// lock, from the destination's view (its quantile walk) every time
+// (EstimateUncached, which neither reads nor publishes them).
+func BenchmarkFleetEstimateLocked(b *testing.B) {
+	c := testFleetConfig()
+	f, _ := benchFleet(b, c, fakeLocal{"dest-042": {ms: 80, samples: 500, ok: true}})
+	now := fleetAt(c, testE, 100)
+	b.ReportAllocs()
+	for b.Loop() {
+		e, _ := f.EstimateUncached("dest-042", 0.9999, now)
+		if e.Source != SourceFleet {
+			b.Fatal(e)
+		}
+	}
+}
+
 // BenchmarkFleetEstimateAfterChange forces the per-destination summary
 // (peer counts, effective peers, share cap check) to be recomputed on every
 // query, as happens once after each insert touching the destination.
@@ -95,6 +112,7 @@ func BenchmarkFleetEstimateAfterChange(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		d.gen++
+		f.changed() // as a change does: the published facts go too
 		if e, _ := f.Estimate("dest-042", 0.9999, now); e.Source != SourceFleet {
 			b.Fatal(e)
 		}

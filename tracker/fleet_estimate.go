@@ -116,9 +116,14 @@ func (f *Fleet) summarize(d *destState) *destSummary {
 // members, a slide to a later epoch): such an estimate costs the tracker's
 // shard lock and lookup, and the local view's quantile walk only when the
 // destination's window changed since the last estimate; it never takes the
-// Fleet's lock. The answer is always EstimateUncached's. Otherwise, and
-// after a change, it costs the lock, a map lookup, a block-indexed quantile
-// walk and the local view; the first query after a change of dest's view
+// Fleet's lock. The answer is always EstimateUncached's. Otherwise (unless
+// the local view is a *Tracker[string], which is not safe for concurrent
+// use) the fleet's facts of dest at q are read without the Fleet's lock
+// from where the last estimate published them, while the Fleet is
+// unchanged and now is in its epoch: a hash of dest, a table lookup and a
+// few atomic loads, then the local view. After a change it costs the
+// lock, a map lookup, a block-indexed quantile walk and the local view,
+// and publishes the facts; the first query after a change of dest's view
 // also recomputes its peers and share cap.
 func (f *Fleet) Estimate(dest string, q float64, now time.Time) (Estimate, error) {
 	var e Estimate
@@ -171,8 +176,9 @@ func (f *Fleet) decisionInput(in *DecisionInput, dest string, q float64, now tim
 func (f *Fleet) minSamples() uint64 { return max(uint64(f.cfg.Tracker.MinSamples), 1) }
 
 // EstimateUncached is Estimate computed from the views every time, without
-// reading or filling the cache: the reference the cache is tested and
-// measured against.
+// reading or filling the caches (the local tracker's entries, the
+// published fleet facts): the reference they are tested and measured
+// against.
 func (f *Fleet) EstimateUncached(dest string, q float64, now time.Time) (Estimate, error) {
 	if !(q > 0 && q <= 1) {
 		return Estimate{Dest: dest, Quantile: q}, fmt.Errorf("tracker: %w, got %v", ErrQuantile, q)
@@ -200,7 +206,13 @@ type fleetFacts struct {
 // estimate is Estimate from the views at now into *e; fill stores the
 // fleet's facts in the local tracker's cache.
 func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fill bool) {
-	var ff fleetFacts
+	if fill && f.localPlain == nil {
+		if pf, ver, ep := f.readFacts(dest, q, now); pf != nil {
+			f.estimateFrom(e, dest, q, now, pf, ver, ep)
+			return
+		}
+	}
+	var ff fleetFacts // facts fills it only where the fleet has a view
 	f.mu.Lock()
 	f.slide(now)
 	f.facts(dest, q, &ff)
@@ -212,14 +224,38 @@ func (f *Fleet) estimate(e *Estimate, dest string, q float64, now time.Time, fil
 	case f.localPlain != nil:
 		f.localPlain.localView(dest, q, now, lv)
 	case f.local != nil:
-		f.local.localView(dest, q, now, lv)
+		*lv = f.local.viewOf(dest, q, now)
 	default:
 		*lv = viewFacts{}
 	}
 	assemble(e, dest, q, now, &ff, lv, f.local != nil, f.minSamples())
+	if fill && f.localPlain == nil { // (with a *Tracker, nothing reads them)
+		f.publishFacts(dest, q, &ff)
+	}
 	f.mu.Unlock()
 	if fill && f.localSync != nil {
 		f.localSync.fill(dest, q, ver, ep, &ff)
+	}
+}
+
+// estimateFrom is estimate from ff, dest's fleet facts published at the
+// Fleet's version ver and epoch ep (readFacts), without the Fleet's lock:
+// the local view is read through the tracker's own locks (a *Tracker,
+// which has none, never comes here), and the facts are cached in the
+// local *SyncTracker as the locked path caches them.
+func (f *Fleet) estimateFrom(e *Estimate, dest string, q float64, now time.Time, ff *fleetFacts, ver uint64, ep int64) {
+	switch {
+	case f.localSync != nil:
+		var lv viewFacts
+		f.localSync.localView(dest, q, now, &lv)
+		assemble(e, dest, q, now, ff, &lv, true, f.minSamples())
+		f.localSync.fill(dest, q, ver, ep, ff)
+	case f.local != nil:
+		lv := f.local.viewOf(dest, q, now)
+		assemble(e, dest, q, now, ff, &lv, true, f.minSamples())
+	default:
+		var lv viewFacts
+		assemble(e, dest, q, now, ff, &lv, false, f.minSamples())
 	}
 }
 

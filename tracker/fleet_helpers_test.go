@@ -25,15 +25,15 @@ type fakeView struct {
 	hasM        bool
 }
 
-func (l fakeLocal) localView(dest string, q float64, now time.Time, out *viewFacts) {
+func (l fakeLocal) viewOf(dest string, q float64, now time.Time) viewFacts {
 	v := l[dest]
 	switch {
 	case !v.ok:
-		*out = viewFacts{}
+		return viewFacts{}
 	case v.censored == 0:
-		*out = viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
+		return viewFacts{q: v.ms, samples: v.samples, m: v.ms, hasM: true}
 	default:
-		*out = viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
+		return viewFacts{q: v.ms, samples: v.samples, censored: v.censored, m: v.m, hasM: v.hasM}
 	}
 }
 
@@ -42,9 +42,8 @@ func (l fakeLocal) localView(dest string, q float64, now time.Time, out *viewFac
 func (v viewFacts) qsOK() (uint64, uint64, bool) { return v.q, v.samples, v.samples > 0 }
 
 // view is a tracker's localView.
-func view(t localWindow, dest string, q float64, now time.Time) (v viewFacts) {
-	t.localView(dest, q, now, &v)
-	return v
+func view(t localWindow, dest string, q float64, now time.Time) viewFacts {
+	return t.viewOf(dest, q, now)
 }
 
 const testE = 100000 // the epoch tests start in

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1191,4 +1194,254 @@ func TestFleetKeysAndMissing(t *testing.T) {
 	require.False(t, ok)
 	_, ok = f.Lookup(BatchKey{Origin: "a", Boot: 1, Epoch: testE - 1, Part: 3})
 	require.False(t, ok)
+}
+
+// pubFactsOps drives a Fleet through random changes for the published
+// facts tests: inserts (some of batches already held, some too old or too
+// new), exclusions and inclusions, live members, aggregates, records into
+// the local tracker when there is one, and time moving on within an
+// epoch, to later epochs and back. step applies one change at *now.
+type pubFactsOps struct {
+	r     *rand.Rand
+	c     FleetConfig
+	g     geometry
+	dests []string
+	peers []string
+	local *SyncTracker[string]
+	part  uint16
+}
+
+func newPubFactsOps(t testing.TB, c FleetConfig, seed uint64, local *SyncTracker[string]) *pubFactsOps {
+	g, err := newGeometry(c.Tracker.Layout())
+	require.NoError(t, err)
+	return &pubFactsOps{r: rand.New(rand.NewPCG(seed, 18)), c: c, g: g, local: local,
+		dests: []string{"a", "b", "c", "a-destination-name-longer-than-16"},
+		peers: []string{"p1", "p2", "p3", "p4", "p5"}}
+}
+
+func (o *pubFactsOps) counts(d string) DestCounts {
+	r := o.r
+	counts := map[int]uint32{}
+	n := 1 + r.IntN(30)
+	base := int64(5 + r.IntN(200))
+	for range n {
+		counts[o.g.index(min(base+int64(r.ExpFloat64()*float64(base)), o.c.Tracker.Layout().Highest))]++
+	}
+	out := DestCounts{Dest: d, Total: uint64(n)}
+	for i, k := range counts {
+		out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: k})
+	}
+	slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
+	switch r.IntN(6) {
+	case 0:
+		out.CensoringUnknown = true
+	case 1, 2:
+		for _, bk := range out.Buckets {
+			if r.IntN(2) == 0 {
+				out.TimedOut = append(out.TimedOut, Bucket{Index: bk.Index, Count: 1 + r.Uint32N(bk.Count)})
+			}
+		}
+	}
+	return out
+}
+
+func (o *pubFactsOps) step(f *Fleet, now *time.Time) {
+	r, sw := o.r, o.c.Tracker.SubWindow()
+	ep := o.c.Tracker.Epoch(*now)
+	switch k := r.IntN(20); {
+	case k < 7:
+		b := mkBatch(o.peers[r.IntN(len(o.peers))], 1, ep-int64(r.IntN(int(o.c.Tracker.SubWindows)+3))+1)
+		b.Layout = o.c.Tracker.Layout()
+		o.part++
+		b.Key.Part = o.part % 3
+		for _, d := range o.dests {
+			if r.IntN(3) > 0 {
+				b.Dests = append(b.Dests, o.counts(d))
+			}
+		}
+		f.Insert(b, *now)
+	case k < 8:
+		f.Exclude(o.peers[r.IntN(len(o.peers))], 1, *now)
+	case k < 9:
+		f.Include(o.peers[r.IntN(len(o.peers))], 1, *now)
+	case k < 10:
+		f.SetLiveMembers(r.IntN(6))
+	case k < 11:
+		dc := o.counts(o.dests[r.IntN(len(o.dests))])
+		a := Aggregate{Dest: dc.Dest, Epoch: ep - 1 - int64(r.IntN(2)), Layout: o.c.Tracker.Layout(),
+			Peers: 1 + r.IntN(4), Newest: ep - 1, Coverage: Coverage{Records: 1 + r.Uint32N(9), Hash: r.Uint64()},
+			Total: dc.Total, Buckets: dc.Buckets, TimedOut: dc.TimedOut, CensoringUnknown: dc.CensoringUnknown}
+		addSquare(&a.SquareSum, a.Total)
+		f.InsertAggregate(a, *now)
+	case k < 12 && o.local != nil:
+		o.local.RecordMillis(o.dests[r.IntN(len(o.dests))], uint64(1+r.IntN(500)), *now)
+	case k < 15:
+		*now = now.Add(time.Duration(r.Int64N(int64(sw) / 4))) // within the epoch, mostly
+	case k < 17:
+		*now = now.Add(sw * time.Duration(1+r.IntN(2)))
+	case k < 18:
+		*now = now.Add(-sw * time.Duration(1+r.IntN(2))) // before the Fleet's epoch: slides nothing
+	}
+}
+
+// TestFleetPublishedFactsMatchUncached checks the estimates made from the
+// published fleet facts (factsTable, read without the Fleet's lock)
+// against EstimateUncached after every change of a random sequence, for
+// each kind of local view, and that the published facts answered a good
+// share of them.
+func TestFleetPublishedFactsMatchUncached(t *testing.T) {
+	steps := 150
+	if os.Getenv("ATNODE_LONG") == "1" {
+		steps = 5000
+	}
+	for _, tc := range []struct {
+		name string
+		mut  func(*FleetConfig)
+	}{
+		{"defaults", nil},
+		{"share cap, min samples 4, 3 sub-windows", func(c *FleetConfig) {
+			c.Tracker.MinSamples = 4
+			c.Tracker.SubWindows = 3
+			c.Tracker.Window = 3 * time.Second
+			c.MaxOriginShare = 0.4
+		}},
+	} {
+		for _, lk := range []string{"none", "fake", "sync"} {
+			t.Run(tc.name+"/"+lk, func(t *testing.T) {
+				c := testFleetConfig()
+				if tc.mut != nil {
+					tc.mut(&c)
+				}
+				var local localWindow
+				var st *SyncTracker[string]
+				switch lk {
+				case "fake":
+					local = fakeLocal{"a": {ms: 90, samples: 50, ok: true}, "b": {ms: 9, samples: 3, ok: true, censored: 3}}
+				case "sync":
+					var err error
+					st, err = NewSync[string](c.Tracker)
+					require.NoError(t, err)
+					local = st
+				}
+				f := newTestFleet(t, c, local)
+				o := newPubFactsOps(t, c, 1, st)
+				now := fleetAt(c, testE, 0)
+				var hits, total int
+				for i := range steps {
+					o.step(f, &now)
+					for _, d := range append(o.dests, "unknown") {
+						for _, q := range []float64{0.5, 0.99, 1} {
+							for k := range 2 { // the first may publish, the second read it
+								if pf, _, _ := f.readFacts(d, q, now); pf != nil {
+									hits++
+								}
+								total++
+								got, err := f.Estimate(d, q, now)
+								require.NoError(t, err)
+								want, err := f.EstimateUncached(d, q, now)
+								require.NoError(t, err)
+								require.Equal(t, want, got, "step %d %s q=%v call %d", i, d, q, k)
+								var in DecisionInput
+								require.NoError(t, f.DecisionInput(&in, d, q, now))
+								require.Equal(t, want.Input(), in, "step %d %s q=%v call %d", i, d, q, k)
+							}
+						}
+					}
+				}
+				require.Greater(t, hits, total/3, "the published facts answered %d of %d estimates", hits, total)
+			})
+		}
+	}
+}
+
+// TestFleetPublishedFactsConcurrent reads estimates in several goroutines
+// while one changes the Fleet (bounded: 300 changes), under -race: every
+// estimate read must be one the Fleet gave at some point of the sequence
+// (EstimateUncached before or after a change at its time), never a mix of
+// two, and the published facts must have answered some.
+func TestFleetPublishedFactsConcurrent(t *testing.T) {
+	for _, lk := range []string{"none", "fake", "sync"} {
+		t.Run(lk, func(t *testing.T) {
+			c := testFleetConfig()
+			var local localWindow
+			var st *SyncTracker[string]
+			switch lk {
+			case "fake":
+				local = fakeLocal{"a": {ms: 90, samples: 50, ok: true}}
+			case "sync":
+				var err error
+				st, err = NewSync[string](c.Tracker)
+				require.NoError(t, err)
+				local = st
+			}
+			f := newTestFleet(t, c, local)
+			o := newPubFactsOps(t, c, 2, nil) // the local tracker is not changed: its view is fixed
+			if st != nil {
+				st.RecordMillis("a", 80, fleetAt(c, testE, 0))
+			}
+			dests := append(slices.Clone(o.dests), "unknown")
+			now := fleetAt(c, testE, 0)
+			var cur atomic.Int64 // now, Unix ns
+			cur.Store(now.UnixNano())
+			valid := map[Estimate]bool{}
+			record := func() {
+				for _, d := range dests {
+					e, err := f.EstimateUncached(d, 0.99, now)
+					require.NoError(t, err)
+					e.Staleness = 0
+					valid[e] = true
+				}
+			}
+			record()
+			const readers = 3
+			seen := make([]map[Estimate]bool, readers) // distinct estimates read
+			hits := make([]int, readers)
+			var done atomic.Bool
+			var wg sync.WaitGroup
+			for w := range readers {
+				seen[w] = map[Estimate]bool{}
+				wg.Go(func() {
+					for i := 0; i < 100_000; i++ {
+						last := done.Load()
+						at := time.Unix(0, cur.Load())
+						for _, d := range dests {
+							if pf, _, _ := f.readFacts(d, 0.99, at); pf != nil {
+								hits[w]++
+							}
+							e, err := f.Estimate(d, 0.99, at)
+							if err != nil {
+								panic(err)
+							}
+							e.Staleness = 0
+							seen[w][e] = true
+						}
+						if last && i > 10 {
+							return
+						}
+					}
+				})
+			}
+			for range 300 {
+				prev := now
+				o.step(f, &now)
+				if now.Before(prev) {
+					now = prev // readers' times only move on
+				}
+				if now != prev {
+					cur.Store(now.UnixNano())
+				}
+				record() // after the change at now, and any slide a reader made
+			}
+			done.Store(true)
+			wg.Wait()
+			var n int
+			for w := range readers {
+				n += hits[w]
+				for e := range seen[w] {
+					require.True(t, valid[e], "reader %d read an estimate the Fleet never gave: %+v", w, e)
+				}
+			}
+			require.Positive(t, n, "the published facts answered none")
+		})
+	}
 }

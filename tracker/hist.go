@@ -113,12 +113,32 @@ func (h *hist) reset() {
 // rank returns the 1-based rank of quantile q among total samples, by the
 // quantile rule of Tracker.QuantileMillis: q > 1 is 1, rank = ceil(q·total)
 // and at least 1. A NaN or negative q gives rank 1.
+//
+// Below 2^63 samples, the common case, total converts to a float64 as a
+// signed integer, once: an unsigned conversion is a branch and twice the
+// instructions, and the compiler made it twice. The value is the same.
 func rank(q float64, total uint64) uint64 {
 	if q > 1 {
 		q = 1
 	}
-	r := math.Ceil(q * float64(total))
+	if total>>63 != 0 {
+		return rankHuge(q, total)
+	}
+	t := float64(int64(total))
+	r := math.Ceil(q * t)
 	if !(r >= 1) { // also catches NaN
+		return 1
+	}
+	if r >= t {
+		return total
+	}
+	return uint64(int64(r)) // 1 <= r < t < 2^63
+}
+
+// rankHuge is rank for a total of 2^63 samples or more, q <= 1.
+func rankHuge(q float64, total uint64) uint64 {
+	r := math.Ceil(q * float64(total))
+	if !(r >= 1) {
 		return 1
 	}
 	if r >= float64(total) {

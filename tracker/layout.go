@@ -119,20 +119,24 @@ func (g *geometry) highestEquivalent(i int) int64 {
 // quantileValue is the value the bucket rule reports for quantile q at
 // counts index i: lowestEquivalent(i) when q is exactly 0, else
 // highestEquivalent(i). It is one computation of both, small enough to
-// inline into the trackers' queries.
+// inline into the trackers' queries, and without a branch on the bucket:
+// index i is in bucket max(i>>halfMagnitude − 1, 0) (the first two
+// half-buckets are bucket 0), at sub-bucket i − bucket·subBucketHalf,
+// which is lowestEquivalent's sub-bucket in both of its cases.
+//
+// Every shift is below 64 (newGeometry bounds unitMagnitude+halfMagnitude
+// and the buckets), so the counts are masked to 6 bits: the compiler then
+// emits the bare shift, without the fix-up Go's semantics need for counts
+// of 64 and more.
 func (g *geometry) quantileValue(i int, q float64) uint64 {
-	bucket := int32(i>>g.halfMagnitude) - 1
-	sub := int32(i)&(g.subBucketHalf-1) + g.subBucketHalf
-	if bucket < 0 {
-		sub -= g.subBucketHalf
-		bucket = 0
-	}
-	shift := uint(bucket) + uint(g.unitMagnitude)
-	v := uint64(sub) << shift
+	hm := uint(g.halfMagnitude) & 63
+	bucket := max(uint(i)>>hm, 1) - 1
+	sub := uint64(uint(i) - bucket<<hm)
+	shift := (bucket + uint(g.unitMagnitude)) & 63
 	if q != 0 {
-		v += 1<<shift - 1
+		return (sub+1)<<shift - 1
 	}
-	return v
+	return sub << shift
 }
 
 // CountsLen returns the number of counts of the layout: 1280 at defaults. It

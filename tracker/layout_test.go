@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -165,5 +166,54 @@ func TestConfigEpochGrid(t *testing.T) {
 	require.Error(t, err)
 	for _, field := range []string{"SubWindows", "Window", "MaxTrackableLatency", "MaxDestinations"} {
 		require.ErrorContains(t, err, field)
+	}
+}
+
+// TestQuantileValueEquivalents checks geometry.quantileValue, index by
+// index over every count of several layouts, against lowestEquivalent (q
+// == 0) and highestEquivalent (any other q).
+func TestQuantileValueEquivalents(t *testing.T) {
+	for _, l := range []Layout{{1, 60000, 2}, {1, 2, 1}, {1, 3_600_000, 3}, {7, 1 << 40, 2}, {1000, 1 << 50, 1}, {1, 1 << 14, 4}, {3, 1 << 62, 1}} {
+		g, err := newGeometry(l)
+		require.NoError(t, err)
+		for i := range int(g.countsLen) {
+			require.Equal(t, uint64(g.lowestEquivalent(i)), g.quantileValue(i, 0), "%+v index %d", l, i)
+			for _, q := range []float64{1e-9, 0.5, 1, math.NaN(), -1} {
+				require.Equal(t, uint64(g.highestEquivalent(i)), g.quantileValue(i, q), "%+v index %d q %v", l, i, q)
+			}
+		}
+	}
+}
+
+// TestRankReference checks rank against its definition computed the plain
+// way, ceil(q·total) clamped to [1, total] in float64 with q > 1 as 1, for
+// totals on both sides of 2^53 and 2^63 and edge quantiles.
+func TestRankReference(t *testing.T) {
+	ref := func(q float64, total uint64) uint64 {
+		if q > 1 {
+			q = 1
+		}
+		r := math.Ceil(q * float64(total))
+		if !(r >= 1) {
+			return 1
+		}
+		if r >= float64(total) {
+			return total
+		}
+		return uint64(r)
+	}
+	r := rand.New(rand.NewPCG(18, 2))
+	totals := []uint64{1, 2, 3, 7, 100, 60000, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<63 - 1, 1 << 63, 1<<63 + 1, math.MaxUint64}
+	for range 200 {
+		totals = append(totals, r.Uint64N(1<<20)+1, r.Uint64()>>r.IntN(64)|1)
+	}
+	qs := []float64{0, -0.5, math.NaN(), math.Inf(1), math.Inf(-1), 1e-300, 0.5, 0.9, 0.99, 0.9999, 1, 1.5, math.Nextafter(1, 0)}
+	for range 200 {
+		qs = append(qs, r.Float64())
+	}
+	for _, n := range totals {
+		for _, q := range qs {
+			require.Equal(t, ref(q, n), rank(q, n), "q %v total %d", q, n)
+		}
 	}
 }
