@@ -50,7 +50,7 @@ func BenchmarkMedian(b *testing.B) {
 			b.ReportAllocs()
 			var sink int
 			for b.Loop() {
-				i, _ := survivalMedian(&h, &c)
+				i, _ := survivalQuantile(&h, &c, 0.5)
 				sink += i
 			}
 			_ = sink
