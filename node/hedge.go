@@ -126,12 +126,15 @@ func (n *Node) hedgeDelay(dest string, now time.Time) (time.Duration, bool) {
 	if n.cfg.HedgeBudget <= 0 {
 		return 0, false
 	}
-	e, err := n.fleet.Estimate(dest, timeout.HedgeQuantile(n.cfg.HedgeBudget), now)
+	q := timeout.HedgeQuantile(n.cfg.HedgeBudget)
+	e, err := n.fleet.Estimate(dest, q, now)
 	if err != nil {
 		return 0, false
 	}
-	e.Failing = e.Failing || n.dec.Failing(dest)
-	return timeout.HedgeDelay(&e)
+	if e.Failing = e.Failing || n.dec.Failing(dest); !e.Trusted() || e.Failing {
+		return 0, false
+	}
+	return timeout.HedgeDelay(&e, n.fleet.Survival(dest, timeout.HedgeView(&e), q, now))
 }
 
 // hedgeRun is one DoHedged call: the coordinator, on the caller's

@@ -290,7 +290,7 @@ func TestDoHedged(t *testing.T) {
 			for range 40 {
 				n.Record("low", 30*time.Millisecond)
 			}
-			median := func(d string) tracker.Median {
+			median := func(d string) tracker.Survival {
 				e, err := n.Estimate(d, timeout.MedianQuantile)
 				require.NoError(t, err)
 				return n.fleet.Median(d, timeout.HedgeView(&e), time.Now())

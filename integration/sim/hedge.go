@@ -534,8 +534,10 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			if err != nil {
 				return 0, false
 			}
-			e.Failing = e.Failing || nd.dec.Failing(replicas[r])
-			return timeout.HedgeDelay(&e)
+			if e.Failing = e.Failing || nd.dec.Failing(replicas[r]); !e.Trusted() || e.Failing {
+				return 0, false
+			}
+			return timeout.HedgeDelay(&e, s.Fleet(i).Survival(replicas[r], timeout.HedgeView(&e), hedgeQ, now))
 		}
 		return 0, false
 	}
@@ -558,7 +560,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			for r := range rs {
 				var e tracker.Estimate
 				var err error
-				var m tracker.Median
+				var m tracker.Survival
 				if p.Order == OrderFleet {
 					e, err = s.Fleet(i).Estimate(replicas[r], timeout.MedianQuantile, now)
 					m = s.Fleet(i).Median(replicas[r], timeout.HedgeView(&e), now)
@@ -567,7 +569,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					m = tracker.LocalMedian(s.Tracker(i), replicas[r], now)
 				}
 				if err != nil {
-					e, m = tracker.Estimate{}, tracker.Median{}
+					e, m = tracker.Estimate{}, tracker.Survival{}
 				}
 				e.Failing = e.Failing || nd.dec.Failing(replicas[r])
 				rs[r] = timeout.Replica{Estimate: e, Median: m}
