@@ -36,10 +36,17 @@ import (
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the
 // next, while replicas remain and the budget allows. The delay is the
-// destination's estimate at quantile 1 − Config.HedgeBudget taken strictly
-// above its bucket (timeout.HedgeDelay): about that share of attempts
-// hedges by construction; without a trusted estimate, or for a failing
-// destination, there is no hedge. One token bucket per node
+// destination's estimate at quantile 1 − Config.HedgeBudget under
+// censoring, taken strictly above its bucket (timeout.HedgeDelay): the
+// Kaplan–Meier quantile at that q of the view the estimate decides from
+// (timeout.HedgeView, tracker.Fleet.Survival), which reads a hedge's
+// superseded loser, or an attempt our timeout ended, as "slower than this"
+// rather than as a latency; with nothing censored it is that estimate
+// exactly. About that share of attempts hedges by construction. Without a
+// trusted estimate, for a failing destination, or where the survival
+// never falls to the budget's share (so much censored above what
+// completed that the quantile is above every completed latency, by an
+// unknown amount), there is no hedge. One token bucket per node
 // (timeout.HedgeBudget) keeps hedges within HedgeBudget of DoHedged calls
 // plus a burst of timeout.HedgeBurst over any minute. HedgeBudget 0
 // disables hedging, not the ordering or the failover.

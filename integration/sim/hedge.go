@@ -81,6 +81,12 @@ type HedgePolicy struct {
 	// experiment (TestHedgeLaterReserve), not DoHedged's rule: 0, as
 	// DoHedged, spends every token alike.
 	LaterReserve float64
+	// PlainDelay, for HedgeFleet, takes the hedge delay from the plain
+	// quantile at 1 − budget (which counts censored samples, hedges'
+	// losers among them, as latencies) instead of the quantile under
+	// censoring: the rule before the censoring-aware one, kept to measure
+	// the two side by side. DoHedged does not do it.
+	PlainDelay bool
 }
 
 // DefaultHedgePolicies returns no hedging, fixed delays of 10 to 80 ms
@@ -537,7 +543,11 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			if e.Failing = e.Failing || nd.dec.Failing(replicas[r]); !e.Trusted() || e.Failing {
 				return 0, false
 			}
-			return timeout.HedgeDelay(&e, s.Fleet(i).Survival(replicas[r], timeout.HedgeView(&e), hedgeQ, now))
+			sv := s.Fleet(i).Survival(replicas[r], timeout.HedgeView(&e), hedgeQ, now)
+			if p.PlainDelay {
+				sv = tracker.Survival{Millis: plainHedgeMillis(&e), Samples: 1}
+			}
+			return timeout.HedgeDelay(&e, sv)
 		}
 		return 0, false
 	}
@@ -782,6 +792,15 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 		s.At(time.Duration(rng.ExpFloat64()/rate*float64(time.Second)), arrive(i, rate, rng))
 	}
 	return s.Run(cfg.Duration)
+}
+
+// plainHedgeMillis is HedgePolicy.PlainDelay's quantile: the plain
+// quantile of timeout.HedgeView's view of e.
+func plainHedgeMillis(e *tracker.Estimate) uint64 {
+	if timeout.HedgeView(e) == tracker.SourceFleet {
+		return e.ValueMillis
+	}
+	return e.DecisionQuantileMillis()
 }
 
 // HedgeTable formats results as a markdown table: for frequent and rare
