@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,7 +147,7 @@ func RareHedgePolicies() []HedgePolicy {
 		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
 		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
 	)
-	for _, b := range []float64{0.15, 0.20, 0.30, 0.40} {
+	for _, b := range []float64{0.125, 0.15, 0.20, 0.25, 0.30, 0.40} {
 		ps = append(ps, HedgePolicy{Name: PolicyOursAt(b), Kind: HedgeFleet, Budget: b})
 	}
 	return ps
@@ -154,7 +155,17 @@ func RareHedgePolicies() []HedgePolicy {
 
 // PolicyOursAt is the name of ours at HedgeBudget b in RareHedgePolicies
 // (b other than 0.05 and 0.10, which have their own names).
-func PolicyOursAt(b float64) string { return fmt.Sprintf("ours, HedgeBudget %.2f", b) }
+func PolicyOursAt(b float64) string { return "ours, HedgeBudget " + budgetText(b) }
+
+// budgetText writes a budget with two decimals, or more when it has them
+// (0.10, 0.125).
+func budgetText(b float64) string {
+	full, two := strconv.FormatFloat(b, 'f', -1, 64), strconv.FormatFloat(b, 'f', 2, 64)
+	if strings.HasPrefix(two, full) {
+		return two // at most two decimals: 0.1 as 0.10
+	}
+	return full
+}
 
 // The names of RareHedgePolicies' per-client rows not in
 // DefaultHedgePolicies.
@@ -900,7 +911,7 @@ func HedgeRareTable(rs []HedgeResult) string {
 	var b strings.Builder
 	b.WriteString("| policy | requests | p50 (95 % CI) | p99 (95 % CI) | p99.9 (95 % CI) | extra requests (95 % CI) | ended by our timeout (95 % CI) | own sketch: values (p10 / p50 / p90), empty |")
 	for _, o := range ours {
-		fmt.Fprintf(&b, " ours at %.2f is |", o.Budget)
+		fmt.Fprintf(&b, " ours at %s is |", budgetText(o.Budget))
 	}
 	b.WriteString(" ours at no more extra load |")
 	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)+1) + "\n")
@@ -951,6 +962,6 @@ func atNoMoreLoad(rs []HedgeResult, r HedgeResult) string {
 		}
 		return "equal"
 	}
-	return fmt.Sprintf("%.2f (%.2f %%): p99 %s, p99.9 %s; %s", o.Budget, 100*o.Rare.Extra,
+	return fmt.Sprintf("%s (%.2f %%): p99 %s, p99.9 %s; %s", budgetText(o.Budget), 100*o.Rare.Extra,
 		than(o.Rare.P99, r.Rare.P99), than(o.Rare.P999, r.Rare.P999), Verdict(o.Rare, r.Rare))
 }
