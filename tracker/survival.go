@@ -43,7 +43,18 @@ type Survival struct {
 // survivalQuantile returns the index of the bucket holding h's
 // Kaplan–Meier q-quantile with c as its censored counts (C <= H bucket by
 // bucket), and false when the survival function never falls to 1 − q (or
-// h is empty). q is in (0, 1].
+// h is empty). q is in (0, 1]. With nothing censored it is quantileIndex
+// itself (the walk's answer then, from whichever end is nearer); else
+// survivalWalk.
+func survivalQuantile(h *hist, c *sparseSum, q float64) (int, bool) {
+	if len(c.idx) == 0 {
+		return h.quantileIndex(q)
+	}
+	return survivalWalk(h, c, q)
+}
+
+// survivalWalk is survivalQuantile for any c (with nothing censored it
+// ends at quantileIndex(q): TestSurvivalQuantilePlain checks it).
 //
 // It walks up from the bottom keeping n, the samples at risk, and lim, the
 // most samples that may remain (completed ones above i, plus those
@@ -56,7 +67,7 @@ type Survival struct {
 // whole blocks whose remainder stays above lim are skipped, as the plain
 // quantile skips them; so it costs that walk plus a step per censored
 // bucket below the quantile, and allocates nothing.
-func survivalQuantile(h *hist, c *sparseSum, q float64) (int, bool) {
+func survivalWalk(h *hist, c *sparseSum, q float64) (int, bool) {
 	if h.total == 0 {
 		return 0, false
 	}

@@ -90,7 +90,7 @@ func TestSurvivalQuantilePlain(t *testing.T) {
 		}
 		want, ok := h.quantileIndex(q)
 		require.True(t, ok)
-		got, ok := survivalQuantile(&h, &none, q)
+		got, ok := survivalWalk(&h, &none, q)
 		require.True(t, ok, "histogram %d, q %v", k, q)
 		require.Equal(t, want, got, "histogram %d: total %d, q %v", k, h.total, q)
 		qv, _ := h.quantileValue(&g, q)
@@ -125,7 +125,7 @@ func TestSurvivalQuantilePlain(t *testing.T) {
 		}
 		want, _ := h.quantileIndex(tc.q)
 		require.Equal(t, tc.want, want, "%v at %v: the plain quantile", tc.counts, tc.q)
-		got, ok := survivalQuantile(&h, &none, tc.q)
+		got, ok := survivalWalk(&h, &none, tc.q)
 		require.True(t, ok)
 		require.Equal(t, tc.want, got, "%v at %v", tc.counts, tc.q)
 	}
