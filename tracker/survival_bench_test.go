@@ -30,7 +30,7 @@ func hedgedView(b *testing.B, censoredShare float64) (*geometry, hist, sparseSum
 	return &g, h, c
 }
 
-// BenchmarkMedian: the censoring-aware median (survivalMedian, what
+// BenchmarkMedian: the censoring-aware median (survivalQuantile at 0.5, what
 // replicas are ordered by) beside the plain median it replaces
 // (quantileIndex(0.5)), on a hedged replica's view with 0, 30 and 70 % of
 // its samples censored.
