@@ -82,7 +82,7 @@ func rareSweep(r float64) HedgeConfig {
 }
 
 // TestHedgeRareCallers is README's rare-caller sweep (ATNODE_SIM=1 only;
-// about an hour on a shared 2-core machine, three quarters of it the 0.03
+// an hour or more on a shared 2-core machine, most of it the 0.03
 // rate): every policy of RareHedgePolicies side by side in one run per
 // rate of RareRates, the rare callers' time to a successful answer with
 // 95 % intervals, for ours at 0.05 and 0.10 its Verdict against every
