@@ -234,12 +234,21 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 	}
 	now := n.clock()
 	n.poll(now)
-	// quick, by hand: on a hit, the decider's Quick is the one call.
-	if v, ok := n.dec.Quick(dests, attempt, now); ok {
-		d.fromQuick(v, dests, attempt)
+	// quick, by hand: on a hit, the decider's Quick1 or Quick is the one
+	// call.
+	var v timeout.QuickVerdict
+	var ok bool
+	if len(dests) == 1 {
+		v, ok = n.dec.Quick1(dests[0], attempt, now)
 	} else {
-		n.decideIns(&d, dests, len(dests), attempt, now)
+		v, ok = n.dec.Quick(dests, attempt, now)
 	}
+	if ok {
+		d.fromQuick(v, dests, attempt)
+		n.met.observeQuick(v)
+		return d, nil
+	}
+	n.decideIns(&d, dests, len(dests), attempt, now)
 	n.met.observeOf(&d)
 	return d, nil
 }
@@ -361,23 +370,30 @@ func (n *Node) decideIn(out *Decision, dests []string, need, attempt int, now ti
 // alone, with Attempt.ProbeTimeout set when a probe is due. Counted in
 // atnode_timeout_chosen_seconds like Timeout.
 func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
-	return n.attempt(dest, max(attempt, 1), now)
+	var a timeout.Attempt
+	n.attempt(&a, dest, max(attempt, 1), now)
+	return a
 }
 
-// attempt is Decide for attempt >= 1: from the quick verdict straight
-// into the Attempt when there is one (Do's path), else through the
-// Decision.
-func (n *Node) attempt(dest string, attempt int, now time.Time) timeout.Attempt {
+// attempt sets the zero *a to Decide's attempt for attempt >= 1: from the
+// quick verdict straight into the Attempt when there is one (Do's path),
+// else through the Decision. It reports whether the quick verdict
+// decided, which proves dest valid: a memo is published only with a
+// destination the local tracker holds, and only names validDest accepts
+// are recorded there (learn, observe).
+func (n *Node) attempt(a *timeout.Attempt, dest string, attempt int, now time.Time) bool {
 	n.poll(now)
-	dests := [1]string{dest}
-	if v, ok := n.dec.Quick(dests[:], attempt, now); ok {
+	if v, ok := n.dec.Quick1(dest, attempt, now); ok {
 		n.met.observeQuick(v)
-		return timeout.Attempt{Dest: dest, Attempt: attempt, Timeout: v.Timeout(), Reason: v.Reason(), ProbeTimeout: v.ProbeTimeout()}
+		a.Dest, a.Attempt, a.Timeout, a.Reason, a.ProbeTimeout = dest, attempt, v.Timeout(), v.Reason(), v.ProbeTimeout()
+		return true
 	}
+	dests := [1]string{dest}
 	var d Decision
 	n.decideIns(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
-	return attemptAt(dest, &d)
+	*a = attemptAt(dest, &d)
+	return false
 }
 
 // attemptOf is a decision for dest alone as a timeout.Attempt.
@@ -408,6 +424,23 @@ func (n *Node) Probe(a *timeout.Attempt, now time.Time) bool {
 // atnode_outcomes_total (and atnode_probes_finished_total for a probe).
 func (n *Node) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
 	n.observe(&a, o, elapsed, now)
+}
+
+// learnKnown is observe for an attempt that is no probe, of a
+// destination whose name is known to be valid: what Observe records
+// (Completed at elapsed, TimedOut censored at its timeout, ...) through
+// the decider's record path for one outcome (timeout.Decider.RecordKnown,
+// then Record), without the name's check or the Attempt's copy.
+func (n *Node) learnKnown(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+	d := elapsed
+	if o == timeout.TimedOut {
+		d = a.Timeout
+	}
+	ms := uint64(max(d, 0) / time.Millisecond)
+	if o != timeout.Completed || !n.dec.RecordKnown(a.Dest, ms, now) {
+		n.dec.Record(a.Dest, o, ms, now)
+	}
+	n.met.outcome(o)
 }
 
 // observe is Observe through a pointer, for Do's path.
@@ -454,14 +487,15 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
-	a := n.attempt(dest, attempt, start)
+	var a timeout.Attempt
+	known := n.attempt(&a, dest, attempt, start)
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.Timeout, ErrTimeout)
 	defer cancel()
 	ferr := fn(cctx)
-	return n.done(ctx, cctx, &a, start, ferr)
+	return n.done(ctx, cctx, &a, start, ferr, known)
 }
 
 // probeRoom reports whether ctx's deadline, if any, leaves room for a probe
@@ -492,12 +526,13 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 		<-reached // p is settled
 		a = p
 	}
-	return n.done(ctx, cctx, &a, start, ferr)
+	return n.done(ctx, cctx, &a, start, ferr, false)
 }
 
 // done classifies how Do's attempt ended, learns from it, and returns fn's
-// error (wrapped with ErrTimeout when our timeout ended it).
-func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error) error {
+// error (wrapped with ErrTimeout when our timeout ended it). known says
+// a.Dest is a valid name (attempt's quick verdict decided).
+func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error, known bool) error {
 	now := n.clock()
 	elapsed := max(now.Sub(start), 0)
 	// Whether our timeout ended the context matters only when fn failed
@@ -518,7 +553,11 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 			o = n.cfg.Classify(ferr)
 		}
 	}
-	n.observe(a, o, elapsed, now)
+	if known && !a.Probe {
+		n.learnKnown(a, o, elapsed, now)
+	} else {
+		n.observe(a, o, elapsed, now)
+	}
 	n.met.doBy[result].Inc()
 	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr

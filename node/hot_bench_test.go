@@ -133,8 +133,8 @@ func BenchmarkRecordParallelSharedCounter(b *testing.B) {
 }
 
 // BenchmarkChosenObserve is one observation of
-// atnode_timeout_chosen_seconds (chosenHist.observe): a bucket add and
-// the exact integer sum's add.
+// atnode_timeout_chosen_seconds (chosenHist.observe) of a whole number of
+// milliseconds, as every decision's is: one add to its value's count.
 func BenchmarkChosenObserve(b *testing.B) {
 	h := newChosenHist()
 	d := 250 * time.Millisecond

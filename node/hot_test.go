@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unicode/utf8"
 
@@ -536,4 +538,157 @@ func requireQuick(t *testing.T, w timeout.Verdict, in []tracker.DecisionInput, v
 	want := []any{w.Timeout, w.DecidedBy, w.Reason, w.ProbeTimeout, src, guarded}
 	got := []any{v.Timeout(), v.DecidedBy(), v.Reason(), v.ProbeTimeout(), v.Source(), v.Guarded()}
 	require.Equal(t, want, got, append([]any{msg}, args...)...)
+}
+
+// TestQuickIgnoresOtherQuantiles: a destination's published input is of
+// one quantile at a time, and hedging reads it at others; the memos a
+// cell carries are only of the decider's quantile, so after a read at
+// another quantile republished the cell, Timeout decides as the uncached
+// rule does (from the memos again once the decision's read republishes
+// them), never from memos of the other quantile's input.
+func TestQuickIgnoresOtherQuantiles(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	for i := range 400 {
+		n.Record("a", time.Duration(10+i%200)*time.Millisecond)
+		n.Record("b", time.Duration(5+i%100)*time.Millisecond)
+	}
+	ref, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
+	require.NoError(t, err)
+	now := clk.Now()
+	for _, ds := range [][]string{{"a"}, {"a", "b"}} {
+		for _, q := range []float64{0.5, 0.1} {
+			for range 3 {
+				got, err := n.Timeout(ds, 1)
+				require.NoError(t, err)
+				in := make([]tracker.DecisionInput, len(ds))
+				for range 2 { // the second read publishes at q
+					require.NoError(t, n.fleet.DecisionInputs(in, ds, q, now))
+				}
+				_, quick := n.dec.Quick(ds, 1, now)
+				require.False(t, quick, "Quick(%v) answered from a cell published at %v", ds, q)
+				cached := n.dec
+				n.dec = ref
+				want, err := n.Timeout(ds, 1)
+				n.dec = cached
+				require.NoError(t, err)
+				require.Equal(t, want, got, "Timeout(%v) after a read at %v", ds, q)
+				got, err = n.Timeout(ds, 1)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "Timeout(%v) after a read at %v, again", ds, q)
+			}
+		}
+	}
+}
+
+// TestDoLearnsAsObserve: Do from a quick verdict (its destination's
+// memos published) learns what Decide and Observe of the same attempt
+// and outcome learn — completions, errors classified as completed or
+// failed, timeouts censored at the timeout, cancellations — sample for
+// sample, censored count for censored count, with the same detector
+// state and outcome counts, also once the detector holds state.
+func TestDoLearnsAsObserve(t *testing.T) {
+	errFailed := errors.New("transport failed")
+	classify := func(err error) timeout.Outcome {
+		if errors.Is(err, errFailed) {
+			return timeout.Failed
+		}
+		return timeout.Completed
+	}
+	waitDone := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	sleep := func(d time.Duration, ret error) func(context.Context) error {
+		return func(context.Context) error { time.Sleep(d); return ret }
+	}
+	type step struct {
+		name    string
+		fn      func(context.Context) error
+		cancel  bool // the caller cancels after 30 ms
+		outcome timeout.Outcome
+	}
+	steps := []step{
+		{"ok", sleep(12*time.Millisecond, nil), false, timeout.Completed},
+		{"error", sleep(5*time.Millisecond, errRefused), false, timeout.Completed},
+		{"failed", sleep(3*time.Millisecond, errFailed), false, timeout.Failed},
+		{"timeout", waitDone, false, timeout.TimedOut},
+		{"timeout, returns late", func(ctx context.Context) error { <-ctx.Done(); time.Sleep(7 * time.Millisecond); return ctx.Err() },
+			false, timeout.TimedOut},
+		{"canceled", waitDone, true, timeout.Canceled},
+	}
+	synctest.Test(t, func(t *testing.T) {
+		mk := func() *Node {
+			return newAlone(t, nil, func(c *Config) {
+				c.Classify = classify
+				c.Tracker.MinSamples = 5
+			})
+		}
+		do, ref := mk(), mk()
+		for i := range 300 {
+			for _, n := range []*Node{do, ref} {
+				n.Record("db", time.Duration(20+i%60)*time.Millisecond)
+			}
+		}
+		r := rand.New(rand.NewPCG(9, 24))
+		quick := 0
+		for i := range 100 {
+			s := steps[r.IntN(len(steps))]
+			// The next sub-window (no probe started in it yet), or past the
+			// whole window (no timed-out sample left, so no probe due).
+			time.Sleep([]time.Duration{6 * time.Second, 61 * time.Second}[r.IntN(2)])
+			for k := range 20 {
+				for _, n := range []*Node{do, ref} {
+					n.Record("db", time.Duration(20+k)*time.Millisecond)
+				}
+			}
+			for range 2 { // publishes the memos when they can be
+				if _, err := do.Timeout([]string{"db"}, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok := do.dec.Quick1("db", 1, time.Now()); ok {
+				quick++
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			if s.cancel {
+				time.AfterFunc(30*time.Millisecond, cancel)
+			}
+			start := time.Now()
+			a := ref.Decide("db", 1, start)
+			_ = do.Do(ctx, "db", 1, s.fn)
+			cancel()
+			elapsed := time.Since(start)
+			if s.outcome == timeout.TimedOut && a.ProbeTimeout > a.Timeout { // Do's caller probe
+				ref.Probe(&a, start.Add(a.Timeout))
+			}
+			ref.Observe(a, s.outcome, elapsed, time.Now())
+
+			for _, q := range []float64{0.5, 0.99, 1} {
+				want, err := ref.Estimate("db", q)
+				require.NoError(t, err)
+				got, err := do.Estimate("db", q)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "step %d (%s): estimate at %v", i, s.name, q)
+			}
+			require.Equal(t, ref.dec.Failing("db"), do.dec.Failing("db"), "step %d (%s): detector", i, s.name)
+			for o := timeout.Completed; o <= timeout.Canceled; o++ {
+				require.Equal(t, counterValue(t, ref.met.byOutcome[o]), counterValue(t, do.met.byOutcome[o]), "step %d (%s): %v", i, s.name, o)
+			}
+		}
+		require.Greater(t, quick, 30, "Do seldom decided from the memos")
+	})
+}
+
+// TestDoRejectsInvalidNames: Do of a destination that cannot be recorded
+// (empty, not UTF-8, too long) records nothing and counts it rejected,
+// every time: only a quick verdict, which such a name never has, lets Do
+// skip the name's check.
+func TestDoRejectsInvalidNames(t *testing.T) {
+	n := newAlone(t, &testClock{now: epochStart(e0)}, nil)
+	bad := []string{"", "bad\xff", strings.Repeat("x", maxDestLen+1)}
+	for round := range 3 {
+		for _, dest := range bad {
+			require.NoError(t, n.Do(t.Context(), dest, 1, noop))
+		}
+		require.Equal(t, float64(len(bad)*(round+1)), counterValue(t, n.met.rejected))
+		require.Zero(t, n.local.Recorded())
+	}
 }

@@ -135,7 +135,7 @@ func (m *metrics) observeOf(d *Decision) {
 // observeQuick is observeOf for the decision of the quick verdict v
 // (Decision.fromQuick).
 func (m *metrics) observeQuick(v timeout.QuickVerdict) {
-	m.chosen.observe(v.Source(), v.Timeout())
+	m.chosen.observeMillis(v.Source(), v.TimeoutMillis())
 	if v.DecidedBy() < 0 {
 		m.fallbacks.Inc()
 	} else if v.Guarded() {
@@ -153,23 +153,53 @@ var descChosen = desc("atnode_timeout_chosen_seconds", chosenHelp, "source")
 const chosenHelp = "Timeouts chosen by Timeout, TimeoutQuorum, Do and GET /v1/timeout, by source: the deciding destination's estimate source, as GET /v1/timeout's source (none: the exponential fallback decided)."
 
 // chosenHist is atnode_timeout_chosen_seconds by source: a Prometheus
-// histogram of chosenBounds, observed with a table lookup and an integer
-// comparison or two for its bucket (chosenBucket) and two atomic adds (its
-// bucket and its sum) rather than prometheus.Histogram's binary search and
-// four atomic operations (it is on every decision's path). Its buckets and
-// counts are exactly what a prometheus.HistogramVec of the same bounds
-// reports for the same observations: a value falls in the first bucket
-// whose bound it does not exceed, compared as float64 seconds. Its sum is
-// exact: the observed durations are added as integer nanoseconds (a
-// 128-bit sum) and converted to float64 seconds once, at Collect, which
-// gives the float64 nearest to the true sum where Prometheus' float adds
-// round at every observation (TestChosenHistMatchesPrometheus). The count
-// is the sum of the bucket counts, so a scrape always sees buckets and
-// count agree; the sum is read after them and may include an observation
-// the buckets do not.
+// histogram of chosenBounds, observed with one atomic add in the common
+// case rather than prometheus.Histogram's binary search and four atomic
+// operations (it is on every decision's path). A timeout of whole
+// milliseconds (every decision's is) is counted in vals, a count per
+// distinct (source, milliseconds) pair: the bucket and the sum of those
+// observations follow from the value at Collect. Others, and values that
+// find no room in vals, are counted in by: a bucket count found with a
+// table lookup and an integer comparison or two (chosenBucket), and an
+// exact sum, two atomic adds. Its buckets and counts are exactly what a
+// prometheus.HistogramVec of the same bounds reports for the same
+// observations: a value falls in the first bucket whose bound it does not
+// exceed, compared as float64 seconds. Its sum is exact: the observed
+// durations are added as integers (by's 128-bit sums of nanoseconds, vals'
+// counts times their values) and converted to float64 seconds once, at
+// Collect, which gives the float64 nearest to the true sum where
+// Prometheus' float adds round at every observation
+// (TestChosenHistMatchesPrometheus). The count is the sum of the bucket
+// counts, so a scrape always sees buckets and count agree; by's sum is
+// read after them and may include an observation its buckets do not.
 type chosenHist struct {
-	by [tracker.SourceFleet + 1]chosenCounts
+	by   [tracker.SourceFleet + 1]chosenCounts
+	vals [chosenVals]chosenVal
 }
+
+// chosenVal counts the observations of one value: key is its source and
+// milliseconds (chosenKey), 0 while the slot is free; a slot once taken
+// keeps its key.
+type chosenVal struct {
+	key, n atomic.Uint64
+}
+
+// The size of chosenHist.vals (a power of two), how many slots an
+// observation looks at from its value's, and the values it holds: below
+// chosenValMax milliseconds, so that a count times its value in
+// nanoseconds fits in 128 bits and the value in a Duration. Chosen
+// timeouts take few distinct values (each is a tracker bucket's value
+// times the safety factor and the attempt's doubling, or a fallback,
+// clamped), so the table rarely fills; a full one costs only the two adds.
+const (
+	chosenVals   = 1024
+	chosenProbes = 4
+	chosenValMax = 1 << 40
+)
+
+// chosenKey is vals' key of ms milliseconds from source s (ms <
+// chosenValMax, s < 4): never 0.
+func chosenKey(s tracker.Source, ms uint64) uint64 { return (ms<<2 | uint64(s)) + 1 }
 
 // chosenCounts are one source's bucket counts (the last one above every
 // bound) and the sum of its observations in nanoseconds, a two's
@@ -193,6 +223,63 @@ func newChosenHist() *chosenHist {
 // observe counts one timeout d chosen from source s (one of the three; an
 // unknown one is counted as none).
 func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
+	if ms := d / time.Millisecond; ms*time.Millisecond == d && ms >= 0 && ms < chosenValMax {
+		h.observeMillis(s, uint64(ms))
+		return
+	}
+	h.add(s, d)
+}
+
+// observeMillis is observe of ms milliseconds: one atomic add to the
+// count of its value, found in its first slot (inlined), or
+// observeProbing's.
+func (h *chosenHist) observeMillis(s tracker.Source, ms uint64) {
+	if uint(s) < uint(len(h.by)) && ms < chosenValMax {
+		key := chosenKey(s, ms)
+		i := key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits)
+		if v := &h.vals[i]; v.key.Load() == key {
+			v.n.Add(1)
+			return
+		}
+	}
+	h.observeProbing(s, ms)
+}
+
+// observeProbing is observeMillis beyond the value's first slot: it
+// looks at chosenProbes slots from there, takes a free one for the value,
+// and counts it with add when none is or can be the value's (or ms is not
+// below chosenValMax).
+func (h *chosenHist) observeProbing(s tracker.Source, ms uint64) {
+	if int(s) >= len(h.by) {
+		s = tracker.SourceNone
+	}
+	if ms >= chosenValMax {
+		h.add(s, time.Duration(ms)*time.Millisecond)
+		return
+	}
+	key := chosenKey(s, ms)
+	i := key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits)
+	for p := range uint64(chosenProbes) {
+		v := &h.vals[(i+p)&(chosenVals-1)]
+		k := v.key.Load()
+		if k == 0 && !v.key.CompareAndSwap(0, key) {
+			k = v.key.Load() // another value took the slot first, or this one
+		} else if k == 0 {
+			k = key
+		}
+		if k == key {
+			v.n.Add(1)
+			return
+		}
+	}
+	h.add(s, time.Duration(ms)*time.Millisecond)
+}
+
+// chosenValBits is log2(chosenVals).
+const chosenValBits = 10
+
+// add counts d in by: its bucket's count and the exact sum.
+func (h *chosenHist) add(s tracker.Source, d time.Duration) {
 	if int(s) >= len(h.by) {
 		s = tracker.SourceNone
 	}
@@ -208,8 +295,8 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 	}
 }
 
-// sum returns c's sum in seconds: the float64 nearest to it.
-func (c *chosenCounts) sum() float64 {
+// sum returns c's sum in nanoseconds.
+func (c *chosenCounts) sum() *big.Int {
 	hi, lo := c.hi.Load(), c.lo.Load()
 	for range 3 { // a carry between the loads: read again
 		if h := c.hi.Load(); h != hi {
@@ -217,9 +304,7 @@ func (c *chosenCounts) sum() float64 {
 		}
 	}
 	ns := new(big.Int).Lsh(big.NewInt(int64(hi)), 64) // hi signed: the sum's sign
-	ns.Add(ns, new(big.Int).SetUint64(lo))
-	f, _ := new(big.Rat).SetFrac(ns, big.NewInt(int64(time.Second))).Float64()
-	return f
+	return ns.Add(ns, new(big.Int).SetUint64(lo))
 }
 
 // chosenBucket returns the bucket of d: the first whose bound d.Seconds()
@@ -270,18 +355,44 @@ func chosenTables() ([]time.Duration, [65]uint8) {
 // Describe sends atnode_timeout_chosen_seconds' description.
 func (h *chosenHist) Describe(ch chan<- *prometheus.Desc) { ch <- descChosen }
 
-// Collect sends the histogram of each source.
+// Collect sends the histogram of each source: by's counts and sum, and
+// vals' counts in their values' buckets, with their values in the sum.
 func (h *chosenHist) Collect(ch chan<- prometheus.Metric) {
+	var counts [len(h.by)][len(chosenCounts{}.counts)]uint64
+	var sums [len(h.by)]*big.Int
 	for s := range h.by {
 		c := &h.by[s]
+		for k := range counts[s] {
+			counts[s][k] = c.counts[k].Load()
+		}
+		sums[s] = c.sum()
+	}
+	for i := range h.vals {
+		v := &h.vals[i]
+		key := v.key.Load()
+		if key == 0 {
+			continue
+		}
+		n, s, ms := v.n.Load(), (key-1)&3, (key-1)>>2
+		if n == 0 || s >= uint64(len(h.by)) {
+			continue
+		}
+		d := time.Duration(ms) * time.Millisecond
+		counts[s][chosenBucket(d)] += n
+		hi, lo := bits.Mul64(n, uint64(d))
+		ns := new(big.Int).Lsh(new(big.Int).SetUint64(hi), 64)
+		sums[s].Add(sums[s], ns.Add(ns, new(big.Int).SetUint64(lo)))
+	}
+	for s := range h.by {
 		buckets := make(map[float64]uint64, len(chosenBounds))
 		var cum uint64
 		for k, b := range chosenBounds {
-			cum += c.counts[k].Load()
+			cum += counts[s][k]
 			buckets[b] = cum
 		}
-		cum += c.counts[len(chosenBounds)].Load()
-		ch <- prometheus.MustNewConstHistogram(descChosen, cum, c.sum(), buckets, tracker.Source(s).String())
+		cum += counts[s][len(chosenBounds)]
+		sum, _ := new(big.Rat).SetFrac(sums[s], big.NewInt(int64(time.Second))).Float64()
+		ch <- prometheus.MustNewConstHistogram(descChosen, cum, sum, buckets, tracker.Source(s).String())
 	}
 }
 

@@ -251,7 +251,7 @@ func NewDecider(cfg Config, grid tracker.Config, src Estimates, rec Learner) (*D
 		d.rules[i].init()
 	}
 	if d.fleet != nil {
-		d.memo = d.fleet.SetMemoizer(d) // the fleet keeps the rule's verdicts with its published inputs
+		d.memo = d.fleet.SetMemoizer(d, cfg.Quantile) // the fleet keeps the rule's verdicts with its published inputs
 	}
 	d.SetHedgeBudget(DefaultHedgeBudget)
 	return d, nil
@@ -918,12 +918,32 @@ func (d *Decider) Quiet() bool { return d.n.Load() == 0 }
 // failing), with the first probe any destination's verdict offers (each
 // was made at the fallback too).
 func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdict, bool) {
+	if len(dests) == 1 {
+		return d.Quick1(dests[0], attempt, now)
+	}
 	var m [stackInputs]tracker.Memo
-	if d.memo == nil || len(dests) == 0 || len(dests) > len(m) || uint(attempt-1) >= tracker.MemoSlots ||
-		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, d.cfg.Quantile, now, d.memo) || !d.Quiet() {
+	if d.memo == nil || len(dests) == 0 || len(dests) > len(m) ||
+		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, now, d.memo) || !d.Quiet() {
 		return QuickVerdict{}, false
 	}
 	return combine(m[:len(dests)])
+}
+
+// Quick1 is Quick for the one destination dest: its memo alone is the
+// verdict (combine of one memo), read with tracker.Fleet.Memo.
+func (d *Decider) Quick1(dest string, attempt int, now time.Time) (QuickVerdict, bool) {
+	if d.memo == nil {
+		return QuickVerdict{}, false
+	}
+	m, ok := d.fleet.Memo(dest, attempt-1, now, d.memo)
+	if !ok || m.A&(memoOK|memoFailing) != memoOK || !d.Quiet() {
+		return QuickVerdict{}, false
+	}
+	v := QuickVerdict{a: m.A, probe: m.B}
+	if m.A&memoDecides == 0 {
+		v.by = -1
+	}
+	return v, true
 }
 
 // combine is Quick's verdict from the memos m of its destinations (at
@@ -962,6 +982,9 @@ type QuickVerdict struct {
 
 // Timeout is the verdict's Timeout.
 func (q QuickVerdict) Timeout() time.Duration { return fromMillis(q.a & memoMs) }
+
+// TimeoutMillis is the verdict's Timeout in whole milliseconds.
+func (q QuickVerdict) TimeoutMillis() uint64 { return q.a & memoMs }
 
 // DecidedBy is the verdict's DecidedBy: the deciding destination's index,
 // -1 when the fallback decided (Fallback).

@@ -475,6 +475,9 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *c
 	cell.fver.Store(fver)
 	cell.clk.Store(clk)
 	reg := tb.memo.Load()
+	if reg != nil && (reg.q != math.Float64bits(c.q) || reg.minSamples != minSamples) {
+		reg = nil // memos only of the inputs Memos is asked for
+	}
 	if reg != nil {
 		for k := range cell.memo {
 			m := reg.mz.Memo(&c.in, k)
@@ -522,7 +525,10 @@ func (t *SyncTracker[D]) reader(r *pubReader, q float64, now time.Time, fver, mi
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
 		return
 	}
-	r.tb, r.clk, r.memo = tb, clk, tb.memo.Load()
+	r.tb, r.clk = tb, clk
+	if reg := tb.memo.Load(); reg != nil && reg.q == r.q && reg.minSamples == minSamples {
+		r.memo = reg
+	}
 }
 
 // read sets *in to the decision input published for name and reports
@@ -530,8 +536,8 @@ func (t *SyncTracker[D]) reader(r *pubReader, q float64, now time.Time, fver, mi
 // answer as the locked one (TestPublishedInputConcurrent). A cell made
 // for r's epoch holds even when the tracker has since moved on: the read
 // is then ordered before the call that moved it, within the decision's
-// call. A cell without the memos of the Fleet's Memoizer is a miss, so
-// that the locked path publishes them.
+// call. At the Memoizer's quantile and trust threshold, a cell without
+// its memos is a miss, so that the locked path publishes them.
 func (r *pubReader) read(in *DecisionInput, name string) bool {
 	cell := r.cell(name)
 	if cell == nil {
@@ -557,6 +563,13 @@ func (c *pubCell) holds(s, fl, q, minSamples, fver uint64, clk *clockState, reg 
 		c.fver.Load() == fver && c.clk.Load() == clk && c.memoBy.Load() == reg && c.seq.Load() == s
 }
 
+// holdsMemos is holds for a cell with reg's memos: a cell carries reg
+// only when published at reg's quantile and trust threshold (publish),
+// so those two need no check of their own.
+func (c *pubCell) holdsMemos(s, fl, fver uint64, clk *clockState, reg *MemoReg) bool {
+	return fl != 0 && s&1 == 0 && c.fver.Load() == fver && c.clk.Load() == clk && c.memoBy.Load() == reg && c.seq.Load() == s
+}
+
 // published sets *in to the decision input published for name at
 // quantile q and reports whether it holds at now for the Fleet's version
 // fver and trust threshold minSamples: one pubReader's read.
@@ -569,10 +582,14 @@ func (t *SyncTracker[D]) published(in *DecisionInput, name string, q float64, no
 // cell returns the cell published for name in r's table, nil when there
 // is none (or nothing can be read).
 func (r *pubReader) cell(name string) *pubCell {
-	tb := r.tb
-	if tb == nil {
+	if r.tb == nil {
 		return nil
 	}
+	return r.tb.cell(name)
+}
+
+// cell returns the cell published for name in tb, nil when there is none.
+func (tb *pubTable) cell(name string) *pubCell {
 	k := tb.key(name)
 	i := k.hash & tb.mask
 	cell := tb.slots[i].Load()
@@ -603,64 +620,98 @@ type Memoizer interface {
 	Memo(in *DecisionInput, slot int) Memo
 }
 
-// A MemoReg is a Memoizer's registration with a Fleet (SetMemoizer):
-// cells carry the one their memos were derived with, a registration
-// replaced makes them all misses, and Memos is asked for one.
-type MemoReg struct{ mz Memoizer }
+// A MemoReg is a Memoizer's registration with a Fleet (SetMemoizer), for
+// the decision inputs of one quantile: cells carry the one their memos
+// were derived with, a registration replaced makes them all misses, and
+// Memo and Memos are asked for one. It holds what every read checks
+// against, fixed when it is made: the Fleet's local tracker and its
+// table, the quantile and the trust threshold.
+type MemoReg struct {
+	mz         Memoizer
+	f          *Fleet
+	tb         *pubTable
+	q          uint64 // the quantile's float64 bits
+	minSamples uint64
+}
 
-// SetMemoizer makes the Fleet derive mz's memos of every decision input
-// it publishes from now on, replacing the Memoizer set before, and
-// returns the registration to ask Memos for; inputs published before are
-// published again, with mz's memos, by their next read. It returns nil
-// (and registers nothing) unless the Fleet's local view is a
+// SetMemoizer makes the Fleet derive mz's memos of every decision input at
+// quantile q it publishes from now on, replacing the Memoizer set before,
+// and returns the registration to ask Memo and Memos for; inputs published
+// before are published again, with mz's memos, by their next read at q. It
+// returns nil (and registers nothing) unless the Fleet's local view is a
 // *SyncTracker[string] on the Fleet's grid (the estimate cache's
-// condition) and mz is not nil.
-func (f *Fleet) SetMemoizer(mz Memoizer) *MemoReg {
+// condition), mz is not nil and q is in (0, 1].
+func (f *Fleet) SetMemoizer(mz Memoizer, q float64) *MemoReg {
 	t := f.localSync
-	if t == nil || t.s.subMs != f.swMs || mz == nil {
+	if t == nil || t.s.subMs != f.swMs || mz == nil || !(q > 0 && q <= 1) {
 		return nil
 	}
-	reg := &MemoReg{mz: mz}
-	t.table().memo.Store(reg)
+	tb := t.table()
+	reg := &MemoReg{mz: mz, f: f, tb: tb, q: math.Float64bits(q), minSamples: f.minSamples()}
+	tb.memo.Store(reg)
 	return reg
 }
 
+// Memo returns the memo of slot of dest's decision input at reg's
+// quantile and now, and true when it was published with reg's memos (reg
+// the Fleet's current registration) and holds: Memos for one
+// destination, with nothing to loop over.
+func (f *Fleet) Memo(dest string, slot int, now time.Time, reg *MemoReg) (Memo, bool) {
+	if reg == nil || reg.f != f || uint(slot) >= MemoSlots {
+		return Memo{}, false
+	}
+	tb, clk := reg.tb, f.localSync.clock.Load()
+	if clk == nil || tb.memo.Load() != reg {
+		return Memo{}, false
+	}
+	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
+		return Memo{}, false
+	}
+	fver := f.ver.Load()
+	cell := tb.cell(dest)
+	if cell == nil {
+		return Memo{}, false
+	}
+	s := cell.seq.Load()
+	fl := cell.flags.Load()
+	w := &cell.memo[slot]
+	a, b := w[0].Load(), w[1].Load()
+	if !cell.holdsMemos(s, fl, fver, clk, reg) {
+		return Memo{}, false
+	}
+	return Memo{A: a, B: b}, true
+}
+
 // Memos sets m[i] to the memo of slot of dests[i]'s decision input at
-// quantile q and now, for each of the first len(m) destinations, and
+// reg's quantile and now, for each of the first len(m) destinations, and
 // reports whether all were published with reg's memos (reg the Fleet's
 // current registration) and hold: one hash, one table lookup and a few
 // atomic loads each, the reads of DecisionInputs' lock-free path. False
 // says nothing of any destination (m is then unspecified): the caller
 // decides through DecisionInputs, which publishes what it finds.
-func (f *Fleet) Memos(m []Memo, dests []string, slot int, q float64, now time.Time, reg *MemoReg) bool {
-	t := f.localSync
-	if t == nil || reg == nil || uint(slot) >= MemoSlots || len(dests) < len(m) || !(q > 0 && q <= 1) || t.s.subMs != f.swMs {
+func (f *Fleet) Memos(m []Memo, dests []string, slot int, now time.Time, reg *MemoReg) bool {
+	if reg == nil || reg.f != f || uint(slot) >= MemoSlots || len(dests) < len(m) {
 		return false
 	}
-	// reader and readMemo, by hand: what every cell is checked against in
-	// registers rather than in a pubReader.
-	tb, clk := t.pubs.Load(), t.clock.Load()
-	if tb == nil || clk == nil || tb.memo.Load() != reg {
+	// What every cell is checked against, read once.
+	tb, clk := reg.tb, f.localSync.clock.Load()
+	if clk == nil || tb.memo.Load() != reg {
 		return false
 	}
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
 		return false
 	}
-	qb, fver, minSamples := math.Float64bits(q), f.ver.Load(), f.minSamples()
+	fver := f.ver.Load()
 	for i := range m {
-		k := tb.key(dests[i])
-		j := k.hash & tb.mask
-		cell := tb.slots[j].Load()
-		if cell == nil || !cell.of(&k, dests[i]) {
-			if cell = tb.slots[j^1].Load(); cell == nil || !cell.of(&k, dests[i]) {
-				return false
-			}
+		cell := tb.cell(dests[i])
+		if cell == nil {
+			return false
 		}
 		s := cell.seq.Load()
 		fl := cell.flags.Load()
 		w := &cell.memo[slot]
 		a, b := w[0].Load(), w[1].Load()
-		if !cell.holds(s, fl, qb, minSamples, fver, clk, reg) {
+		if !cell.holdsMemos(s, fl, fver, clk, reg) {
 			return false
 		}
 		m[i] = Memo{A: a, B: b}
