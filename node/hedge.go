@@ -36,10 +36,17 @@ import (
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the
 // next, while replicas remain and the budget allows. The delay is the
-// destination's estimate at quantile 1 − Config.HedgeBudget taken strictly
-// above its bucket (timeout.HedgeDelay): about that share of attempts
-// hedges by construction; without a trusted estimate, or for a failing
-// destination, there is no hedge. One token bucket per node
+// destination's estimate at quantile 1 − Config.HedgeBudget under
+// censoring, taken strictly above its bucket (timeout.HedgeDelay): the
+// Kaplan–Meier quantile at that q of the view the estimate decides from
+// (timeout.HedgeView, tracker.Fleet.Survival), which reads a hedge's
+// superseded loser, or an attempt our timeout ended, as "slower than this"
+// rather than as a latency; with nothing censored it is that estimate
+// exactly. About that share of attempts hedges by construction. Without a
+// trusted estimate, for a failing destination, or where the survival
+// never falls to the budget's share (so much censored above what
+// completed that the quantile is above every completed latency, by an
+// unknown amount), there is no hedge. One token bucket per node
 // (timeout.HedgeBudget) keeps hedges within HedgeBudget of DoHedged calls
 // plus a burst of timeout.HedgeBurst over any minute. HedgeBudget 0
 // disables hedging, not the ordering or the failover.
@@ -126,12 +133,15 @@ func (n *Node) hedgeDelay(dest string, now time.Time) (time.Duration, bool) {
 	if n.cfg.HedgeBudget <= 0 {
 		return 0, false
 	}
-	e, err := n.fleet.Estimate(dest, timeout.HedgeQuantile(n.cfg.HedgeBudget), now)
+	q := timeout.HedgeQuantile(n.cfg.HedgeBudget)
+	e, err := n.fleet.Estimate(dest, q, now)
 	if err != nil {
 		return 0, false
 	}
-	e.Failing = e.Failing || n.dec.Failing(dest)
-	return timeout.HedgeDelay(&e)
+	if e.Failing = e.Failing || n.dec.Failing(dest); !e.Trusted() || e.Failing {
+		return 0, false
+	}
+	return timeout.HedgeDelay(&e, n.fleet.Survival(dest, timeout.HedgeView(&e), q, now))
 }
 
 // hedgeRun is one DoHedged call: the coordinator, on the caller's

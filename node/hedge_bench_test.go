@@ -105,7 +105,7 @@ func BenchmarkReplicaOrder(b *testing.B) {
 					b.Fatal(err)
 				}
 				r.Estimate.Failing = r.Estimate.Failing || n.dec.Failing(d)
-				r.Median = tracker.Median{Millis: r.Estimate.DecisionQuantileMillis(), Samples: r.Estimate.Samples}
+				r.Median = tracker.Survival{Millis: r.Estimate.DecisionQuantileMillis(), Samples: r.Estimate.Samples}
 			}
 			timeout.OrderReplicas(rs, idx)
 		}

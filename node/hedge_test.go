@@ -290,7 +290,7 @@ func TestDoHedged(t *testing.T) {
 			for range 40 {
 				n.Record("low", 30*time.Millisecond)
 			}
-			median := func(d string) tracker.Median {
+			median := func(d string) tracker.Survival {
 				e, err := n.Estimate(d, timeout.MedianQuantile)
 				require.NoError(t, err)
 				return n.fleet.Median(d, timeout.HedgeView(&e), time.Now())
@@ -318,6 +318,52 @@ func TestDoHedged(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, uint64(3), e.ValueMillis, "the plain median counts the losers at 3 ms")
 			require.Equal(t, []string{"fast", "demoted"}, n.replicaOrder([]string{"demoted", "fast"}, time.Now()))
+		})
+	})
+
+	t.Run("delay: under censoring, hedges' losers do not pull it down", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			superseded := func(d string, el time.Duration, k int) {
+				for range k {
+					n.Observe(timeout.Attempt{Dest: d, Attempt: 1, Timeout: time.Second}, timeout.Superseded, el, time.Now())
+				}
+			}
+			// Mostly tried as a hedge, which lost after 3 ms; completed at
+			// 10 (80), 20 (15) and 40 ms (5).
+			superseded("hedged", 3*time.Millisecond, 300)
+			for _, c := range []struct{ ms, k int }{{10, 80}, {20, 15}, {40, 5}} {
+				for range c.k {
+					n.Record("hedged", time.Duration(c.ms)*time.Millisecond)
+				}
+			}
+			e, err := n.Estimate("hedged", timeout.HedgeQuantile(n.cfg.HedgeBudget))
+			require.NoError(t, err)
+			require.Equal(t, uint64(10), e.ValueMillis, "the plain P95 (rank 380 of 400) counts the losers, and stays the timeout's")
+			d, ok := n.hedgeDelay("hedged", time.Now())
+			require.True(t, ok)
+			require.Equal(t, 21*time.Millisecond, d, "S falls to 0.05 at 20 ms: 5 of the 100 that were not cut short")
+
+			// Nothing censored: the plain P95's bucket, as before.
+			for range 100 {
+				n.Record("plain", 10*time.Millisecond)
+			}
+			d, ok = n.hedgeDelay("plain", time.Now())
+			require.True(t, ok)
+			require.Equal(t, 11*time.Millisecond, d)
+
+			// 10 % censored above every completion: S never falls to 0.05,
+			// the P95 is above 10 ms by an unknown amount, and there is no
+			// hedge (the plain P95 would hedge at 51 ms).
+			for range 90 {
+				n.Record("above", 10*time.Millisecond)
+			}
+			superseded("above", 50*time.Millisecond, 10)
+			e, err = n.Estimate("above", timeout.HedgeQuantile(n.cfg.HedgeBudget))
+			require.NoError(t, err)
+			require.Equal(t, uint64(50), e.ValueMillis)
+			_, ok = n.hedgeDelay("above", time.Now())
+			require.False(t, ok)
 		})
 	})
 

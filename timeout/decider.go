@@ -278,6 +278,15 @@ func (l localEstimates) Estimate(dest string, q float64, now time.Time) (tracker
 	return tracker.LocalEstimate(l.t, dest, q, now)
 }
 
+// Survival is the censoring-aware q-quantile of dest's local window
+// (tracker.LocalSurvival); the zero Survival for any other view.
+func (l localEstimates) Survival(dest string, view tracker.Source, q float64, now time.Time) tracker.Survival {
+	if view != tracker.SourceLocal {
+		return tracker.Survival{}
+	}
+	return tracker.LocalSurvival(l.t, dest, q, now)
+}
+
 // SetHedgeBudget sets the share of requests that may hedge through the
 // Decider as a Hedger (clamped to [0, MaxHedgeBudget]; 0 turns hedging
 // off), with a full token bucket. Default DefaultHedgeBudget.
@@ -288,7 +297,9 @@ func (d *Decider) SetHedgeBudget(share float64) {
 
 // HedgeDelay implements Hedger: it deposits the hedge budget's share of a
 // token and returns HedgeDelay of dest's estimate at HedgeQuantile(budget),
-// failing when the detector says so.
+// failing when the detector says so, with the censoring-aware quantile of
+// HedgeView's view when the Decider's estimates are Survivals (a
+// *tracker.Fleet, or the tracker NewPolicy is given), else the plain one.
 func (d *Decider) HedgeDelay(dest string, now time.Time) (time.Duration, bool) {
 	h := d.hedge.Load()
 	if h.share == 0 {
@@ -300,7 +311,7 @@ func (d *Decider) HedgeDelay(dest string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	e.Failing = e.Failing || d.Failing(dest)
-	return HedgeDelay(&e)
+	return hedgeDelayOf(d.src, &e, now)
 }
 
 // SpendHedge implements Hedger: it spends one token of the hedge budget.

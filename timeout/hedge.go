@@ -24,7 +24,7 @@ const MaxHedgeBudget = 0.5
 
 // MedianQuantile is the quantile of the estimate replicas are ordered
 // with: the median. The estimate at it names the deciding view; the
-// median itself is that view's censoring-aware one (tracker.Median).
+// median itself is that view's censoring-aware one (tracker.Survival).
 const MedianQuantile = 0.5
 
 // HedgeQuantile returns the quantile whose estimate is the hedge delay for
@@ -33,37 +33,82 @@ const MedianQuantile = 0.5
 func HedgeQuantile(b float64) float64 { return 1 - b }
 
 // HedgeDelay returns the hedge delay from e, a destination's estimate at
-// HedgeQuantile(budget): strictly above the bucket that holds that
+// HedgeQuantile(budget), and s, the censoring-aware quantile at that q of
+// the view hedging reads (HedgeView(e); tracker.Fleet.Survival,
+// tracker.LocalSurvival): strictly above the bucket that holds that
 // quantile, its highest equivalent value plus 1 ms (an attempt still
-// running then is slower than every latency in that bucket). The value is
-// the deciding view's quantile (tracker.Estimate.DecisionQuantileMillis:
-// the local view when the local guard or a failing fleet view put it in
-// charge). It reports false when no view is trusted or the destination is
-// failing: without a trusted estimate there is no hedge.
+// running then is slower than every latency in that bucket). It reports
+// false when no view is trusted or the destination is failing (without a
+// trusted estimate there is no hedge), and when s has no quantile: an
+// empty view, or one where the survival function never falls to 1 − q
+// (s.Above).
 //
-// One exception: the local guard (a trusted fleet view, not failing,
-// replaced by a local view that exceeds it by more than 20 %) is not
-// followed when the local view holds fewer than 1/(1 − q) samples, q being
-// e.Quantile: so few samples put the quantile at their maximum, and a node
-// that calls a replica rarely would hedge after the slowest of its last
-// few calls instead of at the fleet's quantile. The fleet's quantile is
-// the delay then.
-func HedgeDelay(e *tracker.Estimate) (time.Duration, bool) {
+// Why under censoring. A hedge's loser is censored at its elapsed time
+// (superseded: it was slower than that), as is an attempt our timeout
+// ended. The plain quantile counts them there, as the timeout's rule does
+// (it keeps seed parity), so a replica the fleet mostly hedges to,
+// whose losers are cut a few milliseconds after they start, shows a plain
+// P95 near its median or below it: a caller trying it first would hedge
+// most of its calls and run its bucket dry. The Kaplan–Meier quantile
+// reads a censored sample as "slower than this"; with nothing censored it
+// is the plain quantile exactly, so the delay is the same as before
+// wherever nothing is censored.
+//
+// Why no hedge when S never falls to 1 − q. Then more than the budget's
+// share of the view's attempts were still running, by the estimator, after
+// the highest completed latency M: the quantile is above M by an unknown
+// amount. A delay at M + 1 ms would hedge more than the budget's share of
+// calls by construction and spend the tokens other calls' stalls need;
+// any later delay is a guess. The view's timeout is capped near M there
+// (v = min(Q, M)), so an attempt that does stall fails over at that
+// timeout without spending budget, and the order tries the destination
+// after those with a quantile (timeout.OrderReplicas, Survival.Above).
+//
+// The view is the deciding view (tracker.Estimate.DecisionSource: the
+// local view when the local guard or a failing fleet view put it in
+// charge), with one exception: the local guard (a trusted fleet view, not
+// failing, replaced by a local view that exceeds it by more than 20 %) is
+// not followed when the local view holds fewer than 1/(1 − q) samples, q
+// being e.Quantile: so few samples put the quantile at their maximum, and
+// a node that calls a replica rarely would hedge after the slowest of its
+// last few calls instead of at the fleet's quantile. The fleet's view
+// gives the delay then (HedgeView).
+func HedgeDelay(e *tracker.Estimate, s tracker.Survival) (time.Duration, bool) {
+	if !e.Trusted() || e.Failing || s.Samples == 0 || s.Above {
+		return 0, false
+	}
+	return fromMillis(s.Millis + 1), true
+}
+
+// Survivals gives a destination's quantile under right-censoring in one of
+// its views, what HedgeDelay takes the delay from beside the estimate
+// (*tracker.Fleet implements it: tracker.Fleet.Survival).
+type Survivals interface {
+	Survival(dest string, view tracker.Source, q float64, now time.Time) tracker.Survival
+}
+
+// hedgeDelayOf returns HedgeDelay of e (dest's estimate at e.Quantile)
+// with the censoring-aware quantile from src when src is Survivals, else
+// with the plain quantile of HedgeView's view (a source without censored
+// counts; identical wherever nothing is censored).
+func hedgeDelayOf(src Estimates, e *tracker.Estimate, now time.Time) (time.Duration, bool) {
 	if !e.Trusted() || e.Failing {
 		return 0, false
 	}
-	return fromMillis(hedgeQuantileMillis(e) + 1), true
+	if sv, ok := src.(Survivals); ok {
+		return HedgeDelay(e, sv.Survival(e.Dest, HedgeView(e), e.Quantile, now))
+	}
+	return HedgeDelay(e, plainSurvival(e))
 }
 
-// hedgeQuantileMillis returns the quantile hedging reads from e: the
-// deciding view's, but the fleet's where the local guard decided from
-// fewer local samples than 1/(1 − e.Quantile) (the fleet's view is then
-// trusted and not failing: it has a highest completed bucket).
-func hedgeQuantileMillis(e *tracker.Estimate) uint64 {
+// plainSurvival is HedgeView's view's plain quantile of e as a Survival:
+// the value where that view is the fleet's, else the deciding view's.
+func plainSurvival(e *tracker.Estimate) tracker.Survival {
+	s := tracker.Survival{Millis: e.DecisionQuantileMillis(), Samples: max(e.Samples, e.LocalSamples, 1)}
 	if HedgeView(e) == tracker.SourceFleet {
-		return e.ValueMillis
+		s.Millis = e.ValueMillis
 	}
-	return e.DecisionQuantileMillis()
+	return s
 }
 
 // Replica is what OrderReplicas knows of one replica: its estimate at
@@ -73,7 +118,7 @@ func hedgeQuantileMillis(e *tracker.Estimate) uint64 {
 // HedgeView's source, or tracker.LocalMedian for a local estimate).
 type Replica struct {
 	Estimate tracker.Estimate
-	Median   tracker.Median
+	Median   tracker.Survival
 }
 
 // HedgeView returns the view hedging reads of e: the deciding view
@@ -210,8 +255,9 @@ type Hedger interface {
 	// HedgeDelay counts one request to dest that may hedge at now toward
 	// the hedge budget, and returns the delay after which, without an
 	// answer, a hedge may be sent: HedgeDelay of dest's estimate at
-	// HedgeQuantile(budget). It reports false when no hedge may follow (no
-	// trusted estimate, dest failing, or a budget of 0).
+	// HedgeQuantile(budget), under censoring. It reports false when no
+	// hedge may follow (no trusted estimate, dest failing, no quantile
+	// under censoring, or a budget of 0).
 	HedgeDelay(dest string, now time.Time) (time.Duration, bool)
 	// SpendHedge reports whether the budget allows a hedge at now, and if
 	// so spends it.

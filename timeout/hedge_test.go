@@ -37,23 +37,80 @@ func TestHedgeDelay(t *testing.T) {
 			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, ok := HedgeDelay(&tc.e)
+			// A source without censored counts: the plain quantile of
+			// HedgeView's view.
+			d, ok := hedgeDelayOf(plainEstimates{tc.e}, &tc.e, time.Time{})
+			require.Equal(t, tc.ok, ok)
+			require.Equal(t, tc.want, d)
+			// The same quantile under censoring (nothing censored).
+			d, ok = HedgeDelay(&tc.e, plainSurvival(&tc.e))
 			require.Equal(t, tc.ok, ok)
 			require.Equal(t, tc.want, d)
 		})
 	}
 	require.InDelta(t, 0.95, HedgeQuantile(0.05), 1e-12)
+
+	// Under censoring the delay is the Survival's, whatever the plain
+	// quantile says; none without one.
+	e := tracker.Estimate{Dest: "r", Quantile: 0.95, Source: tracker.SourceFleet, ValueMillis: 8}
+	d, ok := HedgeDelay(&e, tracker.Survival{Millis: 24, Samples: 500})
+	require.True(t, ok)
+	require.Equal(t, 25*time.Millisecond, d)
+	for _, s := range []tracker.Survival{{}, {Samples: 500, Above: true}} {
+		_, ok = HedgeDelay(&e, s)
+		require.False(t, ok, "%+v", s)
+	}
+	failing := e
+	failing.Failing = true
+	_, ok = HedgeDelay(&failing, tracker.Survival{Millis: 24, Samples: 500})
+	require.False(t, ok)
+
+	// A source that is Survivals is asked for HedgeView's view at e's q.
+	sv := &fakeSurvivals{s: tracker.Survival{Millis: 24, Samples: 500}}
+	d, ok = hedgeDelayOf(sv, &e, time.Unix(5, 0))
+	require.True(t, ok)
+	require.Equal(t, 25*time.Millisecond, d)
+	require.Equal(t, fakeSurvivalCall{"r", tracker.SourceFleet, 0.95, time.Unix(5, 0)}, sv.call)
+	_, ok = hedgeDelayOf(sv, &failing, time.Unix(5, 0))
+	require.False(t, ok)
+}
+
+// plainEstimates answers every Estimate with e and has no Survival.
+type plainEstimates struct{ e tracker.Estimate }
+
+func (p plainEstimates) Estimate(string, float64, time.Time) (tracker.Estimate, error) {
+	return p.e, nil
+}
+
+type fakeSurvivalCall struct {
+	dest string
+	view tracker.Source
+	q    float64
+	now  time.Time
+}
+
+// fakeSurvivals is plainEstimates with a Survival that returns s and
+// remembers its call.
+type fakeSurvivals struct {
+	plainEstimates
+	s    tracker.Survival
+	call fakeSurvivalCall
+}
+
+func (f *fakeSurvivals) Survival(dest string, view tracker.Source, q float64, now time.Time) tracker.Survival {
+	f.call = fakeSurvivalCall{dest, view, q, now}
+	return f.s
 }
 
 func TestOrderReplicas(t *testing.T) {
 	trusted := func(ms uint64) Replica {
 		return Replica{Estimate: tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: ms},
-			Median: tracker.Median{Millis: ms, Samples: 100}}
+			Median: tracker.Survival{Millis: ms, Samples: 100}}
 	}
 	failing := trusted(5)
 	failing.Estimate.Failing = true
 	above := trusted(3)
-	above.Median = tracker.Median{Samples: 100, Above: true}
+	above.Median = tracker.Survival{Samples: 100, Above: true}
 	// A plain median of 4 ms, pulled down by hedges' losers: its
 	// censoring-aware median, 30 ms, orders it.
 	censored := trusted(4)
@@ -67,7 +124,7 @@ func TestOrderReplicas(t *testing.T) {
 		5: trusted(20), // ties 3: after it
 		// Guarded by its local view, whose median (on 5 samples) orders it.
 		6: {Estimate: tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 10, LocalValueMillis: 60, Decision: tracker.Decision{Guarded: true}},
-			Median: tracker.Median{Millis: 60, Samples: 5}},
+			Median: tracker.Survival{Millis: 60, Samples: 5}},
 		7: above,                           // after every known median, before the untrusted
 		8: censored,                        // by 30 ms
 		9: {Estimate: trusted(1).Estimate}, // trusted but no median given: as untrusted
@@ -101,7 +158,7 @@ func TestOrderReplicas(t *testing.T) {
 	require.Equal(t, []int{1, 0}, order)
 
 	// Failing last, the untrusted before it, whatever their medians.
-	untrusted := Replica{Median: tracker.Median{Millis: 1, Samples: 2}}
+	untrusted := Replica{Median: tracker.Survival{Millis: 1, Samples: 2}}
 	failingLow := trusted(1)
 	failingLow.Estimate.Failing = true
 	rs = []Replica{failingLow, untrusted, trusted(50)}
@@ -179,4 +236,40 @@ func TestHedgeBudget(t *testing.T) {
 		require.LessOrEqual(t, spent, 4_000+HedgeBurst)
 		require.GreaterOrEqual(t, spent, 3_900)
 	})
+}
+
+// TestPolicyHedgeDelayCensored: the Decider NewPolicy returns hedges after
+// its tracker's quantile under censoring. Its window is a hedged-to
+// replica's: 100 losers superseded at 3 ms and completions at 10 (80), 20
+// (15) and 40 ms (5). At a budget of 0.10 the plain P90 (10 ms) counts the
+// losers as latencies; under censoring it is 20 ms.
+func TestPolicyHedgeDelayCensored(t *testing.T) {
+	tr, err := tracker.NewSync[string](tracker.DefaultConfig())
+	require.NoError(t, err)
+	p, err := NewPolicy(DefaultConfig(), tr)
+	require.NoError(t, err)
+	p.SetHedgeBudget(0.10)
+	now := time.Unix(1_700_000_000, 0)
+	for range 100 {
+		tr.RecordTimeout("r", 3*time.Millisecond, now)
+	}
+	for _, c := range []struct{ ms, n int }{{10, 80}, {20, 15}, {40, 5}} {
+		for range c.n {
+			tr.Record("r", time.Duration(c.ms)*time.Millisecond, now)
+		}
+	}
+	q, ok := tr.QuantileMillis("r", HedgeQuantile(0.10), now)
+	require.True(t, ok)
+	require.Equal(t, uint64(10), q)
+	d, ok := p.HedgeDelay("r", now)
+	require.True(t, ok)
+	require.Equal(t, 21*time.Millisecond, d)
+
+	// Nothing censored: the plain quantile's bucket, as before.
+	for range 100 {
+		tr.Record("s", 10*time.Millisecond, now)
+	}
+	d, ok = p.HedgeDelay("s", now)
+	require.True(t, ok)
+	require.Equal(t, 11*time.Millisecond, d)
 }

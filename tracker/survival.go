@@ -2,60 +2,81 @@ package tracker
 
 import "time"
 
-// The median under censoring. A timed-out or superseded attempt is a
+// Quantiles under censoring. A timed-out or superseded attempt is a
 // sample at its timeout or elapsed time that is also censored: its latency
 // was above that. As a plain quantile counts it at that value, a replica
 // whose attempts are mostly cut short (a demoted replica that mostly gets
-// hedges, which lose after a few milliseconds) shows a median far below
-// its true one. The Kaplan–Meier estimator treats censored samples as what
-// they are (right-censored), over the view's buckets: per bucket i, d_i
-// samples completed there (H_i − C_i) out of n_i at risk (every sample,
-// completed or censored, in buckets >= i), and the survival after bucket i
-// is S_i = Π_{j<=i} (1 − d_j/n_j). The median is the first bucket where S
-// falls to 1/2 or below. With nothing censored S_i is the share of samples
-// above bucket i, so the median is the plain quantile's, exactly.
+// hedges, which lose after a few milliseconds) shows quantiles far below
+// its true ones. The Kaplan–Meier estimator treats censored samples as
+// what they are (right-censored), over the view's buckets: per bucket i,
+// d_i samples completed there (H_i − C_i) out of n_i at risk (every
+// sample, completed or censored, in buckets >= i), and the survival after
+// bucket i is S_i = Π_{j<=i} (1 − d_j/n_j). The q-quantile is the first
+// bucket where S falls to 1 − q or below. With nothing censored S_i is the
+// share of samples above bucket i, so the quantile is the plain one's
+// bucket (rank ⌈q·N⌉), exactly.
 
-// Median is a view's median latency estimated under right-censoring: the
+// Survival is a view's quantile estimated under right-censoring: the
 // Kaplan–Meier estimator over the view's buckets, timed-out and superseded
 // samples counted as censored at their bucket. With nothing censored it is
-// exactly the view's quantile at q = 0.5 (QuantileMillis's bucket rule);
-// the timeout quantile is never computed this way (it keeps seed parity).
-// A view whose censoring is unknown (it holds a batch from a peer that
-// sends no censored counts) gives the plain quantile, as its timeouts do.
-type Median struct {
-	// Millis is the median, the highest equivalent value of the first
-	// bucket at which the survival function falls to 1/2 or below; 0 when
-	// Above or when the view is empty.
+// exactly the view's quantile at the same q (QuantileMillis's bucket
+// rule); the timeout's quantile is never computed this way (it keeps seed
+// parity). A view whose censoring is unknown (it holds a batch from a peer
+// that sends no censored counts) gives the plain quantile, as its timeouts
+// do. At q = 0.5 it is the median replicas are ordered by (Fleet.Median);
+// at 1 − HedgeBudget the hedge delay's quantile (Fleet.Survival).
+type Survival struct {
+	// Millis is the quantile, the highest equivalent value of the first
+	// bucket at which the survival function falls to 1 − q or below; 0
+	// when Above or when the view is empty.
 	Millis uint64
 	// Samples is the view's sample count, censored ones included; 0: the
-	// view is empty and there is no median.
+	// view is empty and there is no quantile.
 	Samples uint64
-	// Above reports that the survival function never falls to 1/2: so
+	// Above reports that the survival function never falls to 1 − q: so
 	// much of the view is censored above its completed samples that the
-	// median is above the highest completed latency, by how much unknown.
+	// quantile is above the highest completed latency, by how much
+	// unknown.
 	Above bool
 }
 
-// survivalMedian returns the index of the bucket holding h's Kaplan–Meier
-// median with c as its censored counts (C <= H bucket by bucket), and false
-// when the survival function never falls to 1/2 (or h is empty).
+// survivalQuantile returns the index of the bucket holding h's
+// Kaplan–Meier q-quantile with c as its censored counts (C <= H bucket by
+// bucket), and false when the survival function never falls to 1 − q (or
+// h is empty). q is in (0, 1]. With nothing censored it is quantileIndex
+// itself (the walk's answer then, from whichever end is nearer); else
+// survivalWalk.
+func survivalQuantile(h *hist, c *sparseSum, q float64) (int, bool) {
+	if len(c.idx) == 0 {
+		return h.quantileIndex(q)
+	}
+	return survivalWalk(h, c, q)
+}
+
+// survivalWalk is survivalQuantile for any c (with nothing censored it
+// ends at quantileIndex(q): TestSurvivalQuantilePlain checks it).
 //
 // It walks up from the bottom keeping n, the samples at risk, and lim, the
 // most samples that may remain (completed ones above i, plus those
-// censored at i) for S_i <= 1/2: with nothing censored below, lim = N/2
-// exactly, so the answer is the plain median's bucket (rank ceil(N/2)).
+// censored at i) for S_i <= 1 − q: with nothing censored below, lim =
+// N·(1 − q), whose integer part is N − rank(q, N) exactly, so the answer
+// is the plain quantile's bucket (rank ⌈q·N⌉, as quantileIndex rounds it).
 // Each censored bucket i scales lim by n_{i+1}/(n_{i+1} + C_i): S_i =
 // w·(n_i − d_i) with w = S_{i−1}/n_i the KM mass per sample at risk, and
 // w grows by (n_{i+1} + C_i)/n_{i+1} past i. Between censored buckets
 // whole blocks whose remainder stays above lim are skipped, as the plain
 // quantile skips them; so it costs that walk plus a step per censored
-// bucket below the median, and allocates nothing.
-func survivalMedian(h *hist, c *sparseSum) (int, bool) {
+// bucket below the quantile, and allocates nothing.
+func survivalWalk(h *hist, c *sparseSum, q float64) (int, bool) {
 	if h.total == 0 {
 		return 0, false
 	}
 	n := h.total // at risk at bucket i: samples in buckets >= i
-	lim := float64(n) / 2
+	// N·(1 − q) as N − rank plus the fraction rank rounded q·N up by (both
+	// exact in float64): an integer remainder is <= lim exactly when it is
+	// <= N − rank, the plain quantile's rule, whatever q's rounding.
+	r := rank(q, n)
+	lim := float64(n-r) + (float64(r) - q*float64(n))
 	k := 0 // next censored entry
 	nc := len(h.counts)
 	if len(c.idx) > 0 {
@@ -63,7 +84,7 @@ func survivalMedian(h *hist, c *sparseSum) (int, bool) {
 	}
 	for i := 0; i <= h.hi; {
 		if i < nc {
-			// Nothing censored at i: S_i <= 1/2 when n − H_i <= lim.
+			// Nothing censored at i: S_i <= 1 − q when n − H_i <= lim.
 			if i&blockMask == 0 && i+blockMask < nc {
 				if s := h.blocks[i>>blockShift]; float64(n-s) > lim {
 					n -= s
@@ -99,18 +120,18 @@ func survivalMedian(h *hist, c *sparseSum) (int, bool) {
 	return 0, false
 }
 
-// median returns the Median of the view h with censored counts c (nil:
-// none), in g's layout; unknown: the view's censoring is unknown, so the
-// plain quantile.
-func median(g *geometry, h *hist, c *sparseSum, unknown bool) Median {
-	m := Median{Samples: h.total}
+// survival returns the Survival at q of the view h with censored counts c
+// (nil: none), in g's layout; unknown: the view's censoring is unknown, so
+// the plain quantile.
+func survival(g *geometry, h *hist, c *sparseSum, unknown bool, q float64) Survival {
+	m := Survival{Samples: h.total}
 	if h.total == 0 {
 		return m
 	}
 	if c == nil || unknown {
-		c = &sparseSum{} // nothing censored: the plain median's bucket
+		c = &sparseSum{} // nothing censored: the plain quantile's bucket
 	}
-	i, ok := survivalMedian(h, c)
+	i, ok := survivalQuantile(h, c, q)
 	if !ok {
 		m.Above = true
 		return m
@@ -119,76 +140,99 @@ func median(g *geometry, h *hist, c *sparseSum, unknown bool) Median {
 	return m
 }
 
-// windowMedian is the Median of w in s's layout.
-func (s *settings) windowMedian(w *window) Median {
-	return median(&s.geo, &w.sum, w.censored(), false)
+// windowSurvival is the Survival at q of w in s's layout.
+func (s *settings) windowSurvival(w *window, q float64) Survival {
+	return survival(&s.geo, &w.sum, w.censored(), false, q)
 }
 
-// Median returns the censoring-aware median of dest's view named by view
-// at now: SourceFleet the fleet view (after the share cap, as Estimate
-// reads it: the aggregate under protocol v2), SourceLocal the local
-// tracker's window; the zero Median for SourceNone, for a view that does
-// not hold dest, or for SourceLocal without a local tracker. It slides the
-// Fleet (or rotates the local tracker) to now, like an estimate, and
-// never creates dest. It is what replicas are ordered by
+// Median is Survival at q = 0.5: the censoring-aware median of dest's
+// view named by view at now, what replicas are ordered by
 // (timeout.OrderReplicas), beside an Estimate at q = 0.5 that names the
-// deciding view; it takes the Fleet's lock (the local view of a
-// *SyncTracker only the tracker's shard lock) and walks the view from the
-// bottom, without a cache.
-func (f *Fleet) Median(dest string, view Source, now time.Time) Median {
+// deciding view.
+func (f *Fleet) Median(dest string, view Source, now time.Time) Survival {
+	return f.Survival(dest, view, 0.5, now)
+}
+
+// Survival returns the censoring-aware q-quantile of dest's view named by
+// view at now: SourceFleet the fleet view (after the share cap, as
+// Estimate reads it: the aggregate under protocol v2), SourceLocal the
+// local tracker's window; the zero Survival for SourceNone, for a view
+// that does not hold dest, for SourceLocal without a local tracker, or for
+// q outside (0, 1]. It slides the Fleet (or rotates the local tracker) to
+// now, like an estimate, and never creates dest. At q = 1 − HedgeBudget it
+// is the hedge delay's quantile (timeout.HedgeDelay), with the view named
+// by timeout.HedgeView of the Estimate at that q. It takes the Fleet's
+// lock (the local view of a *SyncTracker only the tracker's shard lock)
+// and walks the view from the bottom, without a cache.
+func (f *Fleet) Survival(dest string, view Source, q float64, now time.Time) Survival {
+	if !(q > 0 && q <= 1) {
+		return Survival{}
+	}
 	switch view {
 	case SourceFleet:
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.slide(now)
-		return f.fleetMedian(dest)
+		return f.fleetSurvival(dest, q)
 	case SourceLocal:
 		if f.localSync != nil {
-			return LocalMedian(f.localSync, dest, now)
+			return LocalSurvival(f.localSync, dest, q, now)
 		}
 		if f.localPlain != nil {
 			f.mu.Lock() // a *Tracker is read under the Fleet's lock
 			defer f.mu.Unlock()
-			return LocalMedian(f.localPlain, dest, now)
+			return LocalSurvival(f.localPlain, dest, q, now)
 		}
 	}
-	return Median{}
+	return Survival{}
 }
 
-// fleetMedian is dest's Median in the fleet view; f.mu is held.
-func (f *Fleet) fleetMedian(dest string) Median {
+// fleetSurvival is dest's Survival at q in the fleet view; f.mu is held.
+func (f *Fleet) fleetSurvival(dest string, q float64) Survival {
 	if len(f.aggs) > 0 {
 		if v := f.aggregateView(dest); v != nil {
-			return median(&f.geo, &v.h, &v.c, v.src.CensoringUnknown)
+			return survival(&f.geo, &v.h, &v.c, v.src.CensoringUnknown, q)
 		}
 	}
 	d := f.dests[dest]
 	if d == nil {
-		return Median{}
+		return Survival{}
 	}
 	h, c := &d.h, &d.c
 	if s := f.summary(d); s.capped {
 		h, c = &s.ch, &s.cc
 	}
-	return median(&f.geo, h, c, d.unknown > 0)
+	return survival(&f.geo, h, c, d.unknown > 0, q)
 }
 
-// LocalMedian returns the censoring-aware median (Median) of dest in t's
-// window at now: what a process without a fleet orders replicas by, beside
-// LocalEstimate at q = 0.5. It rotates t to now like a query and never
-// creates dest; the zero Median when t does not hold dest.
+// LocalMedian is LocalSurvival at q = 0.5: the censoring-aware median of
+// dest in t's window at now, what a process without a fleet orders
+// replicas by, beside LocalEstimate at q = 0.5.
 func LocalMedian[T interface {
 	*Tracker[string] | *SyncTracker[string]
-}](t T, dest string, now time.Time) Median {
+}](t T, dest string, now time.Time) Survival {
+	return LocalSurvival(t, dest, 0.5, now)
+}
+
+// LocalSurvival returns the censoring-aware q-quantile (Survival) of dest
+// in t's window at now. It rotates t to now like a query and never
+// creates dest; the zero Survival when t does not hold dest or q is
+// outside (0, 1].
+func LocalSurvival[T interface {
+	*Tracker[string] | *SyncTracker[string]
+}](t T, dest string, q float64, now time.Time) Survival {
+	if !(q > 0 && q <= 1) {
+		return Survival{}
+	}
 	switch t := any(t).(type) {
 	case *Tracker[string]:
 		if en := t.lookup(dest, now); en != nil {
-			return t.s.windowMedian(&en.window)
+			return t.s.windowSurvival(&en.window, q)
 		}
 	case *SyncTracker[string]:
-		var m Median
-		t.withEntry(dest, now, func(en *entry[string]) { m = t.s.windowMedian(&en.window) })
+		var m Survival
+		t.withEntry(dest, now, func(en *entry[string]) { m = t.s.windowSurvival(&en.window, q) })
 		return m
 	}
-	return Median{}
+	return Survival{}
 }

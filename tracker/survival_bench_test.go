@@ -30,7 +30,7 @@ func hedgedView(b *testing.B, censoredShare float64) (*geometry, hist, sparseSum
 	return &g, h, c
 }
 
-// BenchmarkMedian: the censoring-aware median (survivalMedian, what
+// BenchmarkMedian: the censoring-aware median (survivalQuantile at 0.5, what
 // replicas are ordered by) beside the plain median it replaces
 // (quantileIndex(0.5)), on a hedged replica's view with 0, 30 and 70 % of
 // its samples censored.
@@ -50,7 +50,36 @@ func BenchmarkMedian(b *testing.B) {
 			b.ReportAllocs()
 			var sink int
 			for b.Loop() {
-				i, _ := survivalMedian(&h, &c)
+				i, _ := survivalQuantile(&h, &c, 0.5)
+				sink += i
+			}
+			_ = sink
+		})
+	}
+}
+
+// BenchmarkSurvivalQuantile: the censoring-aware quantile at 0.95 (the
+// hedge delay's at the default budget) beside the plain quantile it
+// replaces for the delay (quantileIndex(0.95), which walks down from the
+// top), on a hedged replica's view with 0, 30 and 70 % of its samples
+// censored.
+func BenchmarkSurvivalQuantile(b *testing.B) {
+	for _, share := range []float64{0, 0.3, 0.7} {
+		_, h, c := hedgedView(b, share)
+		b.Run(fmt.Sprintf("censored=%.0f%%/plain", 100*share), func(b *testing.B) {
+			b.ReportAllocs()
+			var sink int
+			for b.Loop() {
+				i, _ := h.quantileIndex(0.95)
+				sink += i
+			}
+			_ = sink
+		})
+		b.Run(fmt.Sprintf("censored=%.0f%%/kaplan-meier", 100*share), func(b *testing.B) {
+			b.ReportAllocs()
+			var sink int
+			for b.Loop() {
+				i, _ := survivalQuantile(&h, &c, 0.95)
 				sink += i
 			}
 			_ = sink
@@ -60,7 +89,8 @@ func BenchmarkMedian(b *testing.B) {
 
 // BenchmarkFleetMedian: Fleet.Median of a destination's fleet view (three
 // peers' batches over the window, 30 % censored at 1–8 ms) beside the
-// Estimate at q = 0.5 that DoHedged reads with it.
+// Estimate at q = 0.5 that DoHedged reads with it, and the hedge delay's
+// pair at q = 0.95 (Estimate and Fleet.Survival).
 func BenchmarkFleetMedian(b *testing.B) {
 	c := testFleetConfig()
 	local, err := NewSync[string](c.Tracker)
@@ -102,6 +132,24 @@ func BenchmarkFleetMedian(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if m := f.Median("r0", SourceFleet, now); m.Samples == 0 {
+				b.Fatal(m)
+			}
+		}
+	})
+	// The hedge delay's two reads at the default budget: the estimate
+	// (cached) and the quantile under censoring (a walk, no cache).
+	b.Run("estimate q=0.95", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if e, _ := f.Estimate("r0", 0.95, now); e.Source != SourceFleet {
+				b.Fatal(e)
+			}
+		}
+	})
+	b.Run("survival q=0.95", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if m := f.Survival("r0", SourceFleet, 0.95, now); m.Samples == 0 {
 				b.Fatal(m)
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -81,6 +82,12 @@ type HedgePolicy struct {
 	// experiment (TestHedgeLaterReserve), not DoHedged's rule: 0, as
 	// DoHedged, spends every token alike.
 	LaterReserve float64
+	// PlainDelay, for HedgeFleet, takes the hedge delay from the plain
+	// quantile at 1 − budget (which counts censored samples, hedges'
+	// losers among them, as latencies) instead of the quantile under
+	// censoring: the rule before the censoring-aware one, kept to measure
+	// the two side by side. DoHedged does not do it.
+	PlainDelay bool
 }
 
 // DefaultHedgePolicies returns no hedging, fixed delays of 10 to 80 ms
@@ -140,7 +147,7 @@ func RareHedgePolicies() []HedgePolicy {
 		HedgePolicy{Name: PolicyOurs, Kind: HedgeFleet},
 		HedgePolicy{Name: PolicyOursClientBudget, Kind: HedgeFleet, Budget: 0.10},
 	)
-	for _, b := range []float64{0.15, 0.20, 0.30, 0.40} {
+	for _, b := range []float64{0.125, 0.15, 0.20, 0.25, 0.30, 0.40} {
 		ps = append(ps, HedgePolicy{Name: PolicyOursAt(b), Kind: HedgeFleet, Budget: b})
 	}
 	return ps
@@ -148,7 +155,17 @@ func RareHedgePolicies() []HedgePolicy {
 
 // PolicyOursAt is the name of ours at HedgeBudget b in RareHedgePolicies
 // (b other than 0.05 and 0.10, which have their own names).
-func PolicyOursAt(b float64) string { return fmt.Sprintf("ours, HedgeBudget %.2f", b) }
+func PolicyOursAt(b float64) string { return "ours, HedgeBudget " + budgetText(b) }
+
+// budgetText writes a budget with two decimals, or more when it has them
+// (0.10, 0.125).
+func budgetText(b float64) string {
+	full, two := strconv.FormatFloat(b, 'f', -1, 64), strconv.FormatFloat(b, 'f', 2, 64)
+	if strings.HasPrefix(two, full) {
+		return two // at most two decimals: 0.1 as 0.10
+	}
+	return full
+}
 
 // The names of RareHedgePolicies' per-client rows not in
 // DefaultHedgePolicies.
@@ -534,8 +551,14 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			if err != nil {
 				return 0, false
 			}
-			e.Failing = e.Failing || nd.dec.Failing(replicas[r])
-			return timeout.HedgeDelay(&e)
+			if e.Failing = e.Failing || nd.dec.Failing(replicas[r]); !e.Trusted() || e.Failing {
+				return 0, false
+			}
+			sv := s.Fleet(i).Survival(replicas[r], timeout.HedgeView(&e), hedgeQ, now)
+			if p.PlainDelay {
+				sv = tracker.Survival{Millis: plainHedgeMillis(&e), Samples: 1}
+			}
+			return timeout.HedgeDelay(&e, sv)
 		}
 		return 0, false
 	}
@@ -558,7 +581,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 			for r := range rs {
 				var e tracker.Estimate
 				var err error
-				var m tracker.Median
+				var m tracker.Survival
 				if p.Order == OrderFleet {
 					e, err = s.Fleet(i).Estimate(replicas[r], timeout.MedianQuantile, now)
 					m = s.Fleet(i).Median(replicas[r], timeout.HedgeView(&e), now)
@@ -567,7 +590,7 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 					m = tracker.LocalMedian(s.Tracker(i), replicas[r], now)
 				}
 				if err != nil {
-					e, m = tracker.Estimate{}, tracker.Median{}
+					e, m = tracker.Estimate{}, tracker.Survival{}
 				}
 				e.Failing = e.Failing || nd.dec.Failing(replicas[r])
 				rs[r] = timeout.Replica{Estimate: e, Median: m}
@@ -782,6 +805,15 @@ func runHedgePolicy(cfg HedgeConfig, p HedgePolicy, res *HedgeResult, frequent, 
 	return s.Run(cfg.Duration)
 }
 
+// plainHedgeMillis is HedgePolicy.PlainDelay's quantile: the plain
+// quantile of timeout.HedgeView's view of e.
+func plainHedgeMillis(e *tracker.Estimate) uint64 {
+	if timeout.HedgeView(e) == tracker.SourceFleet {
+		return e.ValueMillis
+	}
+	return e.DecisionQuantileMillis()
+}
+
 // HedgeTable formats results as a markdown table: for frequent and rare
 // callers, the time to a successful answer (p50, p99, p99.9), extra
 // attempts per request, and attempts ended by our timeout per request.
@@ -879,7 +911,7 @@ func HedgeRareTable(rs []HedgeResult) string {
 	var b strings.Builder
 	b.WriteString("| policy | requests | p50 (95 % CI) | p99 (95 % CI) | p99.9 (95 % CI) | extra requests (95 % CI) | ended by our timeout (95 % CI) | own sketch: values (p10 / p50 / p90), empty |")
 	for _, o := range ours {
-		fmt.Fprintf(&b, " ours at %.2f is |", o.Budget)
+		fmt.Fprintf(&b, " ours at %s is |", budgetText(o.Budget))
 	}
 	b.WriteString(" ours at no more extra load |")
 	b.WriteString("\n|---|---:|---:|---:|---:|---:|---:|---:|" + strings.Repeat("---|", len(ours)+1) + "\n")
@@ -930,6 +962,6 @@ func atNoMoreLoad(rs []HedgeResult, r HedgeResult) string {
 		}
 		return "equal"
 	}
-	return fmt.Sprintf("%.2f (%.2f %%): p99 %s, p99.9 %s; %s", o.Budget, 100*o.Rare.Extra,
+	return fmt.Sprintf("%s (%.2f %%): p99 %s, p99.9 %s; %s", budgetText(o.Budget), 100*o.Rare.Extra,
 		than(o.Rare.P99, r.Rare.P99), than(o.Rare.P999, r.Rare.P999), Verdict(o.Rare, r.Rare))
 }
