@@ -401,16 +401,27 @@ type pubKey struct {
 }
 
 // key returns name's digest under tb's seed: wyhash's mixing (a
-// 64×64→128-bit product folded by xor) over its bytes, read eight at a
-// time. It stands in for maphash.String, whose calls cost the lock-free
-// read as much as the rest of it for a short name; a weaker hash would
-// cost only misses (the locked path), never a wrong answer.
+// 64×64→128-bit product folded by xor) over its bytes (wyhash). It stands
+// in for maphash.String, whose calls cost the lock-free read as much as the
+// rest of it for a short name; a weaker hash would cost only misses (the
+// locked path), never a wrong answer.
 func (tb *pubTable) key(name string) pubKey {
-	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
-	s := name
-	h := tb.seed ^ uint64(len(s))*k0
+	return wyhash(tb.seed, name, 0)
+}
+
+// wyK0, wyK1 and wyK2 are wyhash's constants.
+const wyK0, wyK1, wyK2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+
+// wyhash is wyhash over s under seed, read eight bytes at a time, with
+// fold mixed into the last product, as a digest (pubKey: the hash, the
+// length, and the last 1–16 bytes as two words). One body
+// for the record's hash (strHash) and the published cells' digest
+// (pubTable.key), each of which inlines its call.
+func wyhash(seed uint64, s string, fold uint64) pubKey {
+	n0 := uint64(len(s))
+	h := seed ^ n0*wyK0
 	for len(s) > 16 {
-		h = pubMix(le64(s)^k1, le64(s[8:])^h)
+		h = pubMix(le64(s)^wyK1, le64(s[8:])^h)
 		s = s[16:]
 	}
 	var a, b uint64
@@ -422,7 +433,7 @@ func (tb *pubTable) key(name string) pubKey {
 	case n > 0:
 		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
 	}
-	return pubKey{n: uint64(len(name)), a: a, b: b, hash: pubMix(a^k1, b^h^k2)}
+	return pubKey{n: n0, a: a, b: b, hash: pubMix(a^fold^wyK1, b^h^wyK2)}
 }
 
 // of reports whether c is the cell of the name with digest k.

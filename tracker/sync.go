@@ -202,29 +202,14 @@ func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
 	return h, &t.shards[h&(numShards-1)]
 }
 
-// strHash is a seeded hash of s: wyhash's mixing (pubMix) over its bytes,
-// read eight at a time, the seed in both halves of the last product so that
-// no choice of name fixes it. It stands in for maphash.String, whose chain
-// of calls (String, rthashString, memhash, aeshashbody) was a fifth of a
-// record's instructions for a short name. Only the shard and the slot are
-// chosen by it, never an answer: a weaker hash would cost probes.
+// strHash is a seeded hash of s: wyhash's mixing (pubMix) over its bytes
+// (wyhash), the seed in both halves of the last product so that no choice
+// of name fixes it. It stands in for maphash.String, whose chain of calls
+// (String, rthashString, memhash, aeshashbody) was a fifth of a record's
+// instructions for a short name. Only the shard and the slot are chosen by
+// it, never an answer: a weaker hash would cost probes.
 func strHash(seed uint64, s string) uint64 {
-	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
-	h := seed ^ uint64(len(s))*k0
-	for len(s) > 16 {
-		h = pubMix(le64(s)^k1, le64(s[8:])^h)
-		s = s[16:]
-	}
-	var a, b uint64
-	switch n := len(s); {
-	case n >= 8:
-		a, b = le64(s), le64(s[n-8:])
-	case n >= 4:
-		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
-	case n > 0:
-		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
-	}
-	return pubMix(a^seed^k1, b^h^k2)
+	return wyhash(seed, s, seed).hash
 }
 
 // Record is Tracker.Record, safe for concurrent use.
