@@ -131,16 +131,7 @@ func failElsewhere(n *Node) {
 
 // BenchmarkTimeout3 is Node.Timeout over 3 destinations: one cached
 // estimate of each (see BenchmarkTimeout3Uncached), then the rule.
-func BenchmarkTimeout3(b *testing.B) {
-	n, dests := benchNode(b)
-	ds := dests[:3]
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := n.Timeout(ds, 1); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
+func BenchmarkTimeout3(b *testing.B) { benchTimeoutOf(b, 3, false, false) }
 
 // BenchmarkTimeout3Naive is timeout.Explain on the fleet (a
 // timeout.Estimator whose values are the guarded decision values, cached

@@ -16,40 +16,37 @@ import (
 
 // BenchmarkTimeout1 is Node.Timeout for one destination: its estimate
 // from the cache in the local tracker's entry, the rule, the metrics.
-func BenchmarkTimeout1(b *testing.B) {
-	n, dests := benchNode(b)
-	benchTimeout(b, n, dests[:1])
-}
+func BenchmarkTimeout1(b *testing.B) { benchTimeoutOf(b, 1, false, false) }
 
 // BenchmarkTimeout1Uncached is BenchmarkTimeout1 on EstimateUncached.
-func BenchmarkTimeout1Uncached(b *testing.B) {
-	n, dests := benchNode(b)
-	useUncached(b, n)
-	benchTimeout(b, n, dests[:1])
-}
+func BenchmarkTimeout1Uncached(b *testing.B) { benchTimeoutOf(b, 1, true, false) }
 
 // BenchmarkTimeout3Uncached is BenchmarkTimeout3 on EstimateUncached.
-func BenchmarkTimeout3Uncached(b *testing.B) {
-	n, dests := benchNode(b)
-	useUncached(b, n)
-	benchTimeout(b, n, dests[:3])
-}
+func BenchmarkTimeout3Uncached(b *testing.B) { benchTimeoutOf(b, 3, true, false) }
 
 // BenchmarkTimeout1Parallel is BenchmarkTimeout1 from every core at once,
 // for the same destination: its published decision input is read without
 // the shard lock, so the cores share no written cache line but the
 // chosen-timeout histogram's.
-func BenchmarkTimeout1Parallel(b *testing.B) {
-	n, dests := benchNode(b)
-	benchTimeoutParallel(b, n, dests[:1])
-}
+func BenchmarkTimeout1Parallel(b *testing.B) { benchTimeoutOf(b, 1, false, true) }
 
 // BenchmarkTimeout1ParallelUncached is BenchmarkTimeout1Parallel on
 // EstimateUncached (the Fleet's lock and the shard's at every decision).
-func BenchmarkTimeout1ParallelUncached(b *testing.B) {
+func BenchmarkTimeout1ParallelUncached(b *testing.B) { benchTimeoutOf(b, 1, true, true) }
+
+// benchTimeoutOf measures Node.Timeout of the bench node's first k
+// destinations, on EstimateUncached when uncached, from every core at once
+// when parallel.
+func benchTimeoutOf(b *testing.B, k int, uncached, parallel bool) {
 	n, dests := benchNode(b)
-	useUncached(b, n)
-	benchTimeoutParallel(b, n, dests[:1])
+	if uncached {
+		useUncached(b, n)
+	}
+	if parallel {
+		benchTimeoutParallel(b, n, dests[:k])
+	} else {
+		benchTimeout(b, n, dests[:k])
+	}
 }
 
 func benchTimeoutParallel(b *testing.B, n *Node, ds []string) {

@@ -475,12 +475,7 @@ func TestTimeoutConcurrentMatchesUncached(t *testing.T) {
 // never reads the other's memos (it takes the path without them), and the
 // other's memoized verdicts are its own.
 func TestQuickReadsOnlyItsDecidersMemos(t *testing.T) {
-	clk := &testClock{now: epochStart(e0).Add(time.Second)}
-	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
-	for i := range 200 {
-		n.Record("a", time.Duration(10+i%50)*time.Millisecond)
-		n.Record("b", time.Duration(100+i%80)*time.Millisecond)
-	}
+	n, clk := recordedAB(t, 200, func(i int) int { return 10 + i%50 }, func(i int) int { return 100 + i%80 })
 	sets := [][]string{{"a"}, {"b"}, {"a", "b"}}
 	for _, ds := range sets { // published with the node's memos
 		_, err := n.Timeout(ds, 1)
@@ -547,12 +542,7 @@ func requireQuick(t *testing.T, w timeout.Verdict, in []tracker.DecisionInput, v
 // rule does (from the memos again once the decision's read republishes
 // them), never from memos of the other quantile's input.
 func TestQuickIgnoresOtherQuantiles(t *testing.T) {
-	clk := &testClock{now: epochStart(e0).Add(time.Second)}
-	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
-	for i := range 400 {
-		n.Record("a", time.Duration(10+i%200)*time.Millisecond)
-		n.Record("b", time.Duration(5+i%100)*time.Millisecond)
-	}
+	n, clk := recordedAB(t, 400, func(i int) int { return 10 + i%200 }, func(i int) int { return 5 + i%100 })
 	ref, err := timeout.NewDecider(n.tocfg, n.tcfg, uncachedFleet{n.fleet}, n.local)
 	require.NoError(t, err)
 	now := clk.Now()
@@ -691,4 +681,17 @@ func TestDoRejectsInvalidNames(t *testing.T) {
 		require.Equal(t, float64(len(bad)*(round+1)), counterValue(t, n.met.rejected))
 		require.Zero(t, n.local.Recorded())
 	}
+}
+
+// recordedAB is a node alone (MinSamples 5) at a second into epoch e0 that
+// recorded rounds samples of a and of b, the i-th at a(i) and b(i) ms.
+func recordedAB(t *testing.T, rounds int, a, b func(i int) int) (*Node, *testClock) {
+	t.Helper()
+	clk := &testClock{now: epochStart(e0).Add(time.Second)}
+	n := newAlone(t, clk, func(c *Config) { c.Tracker.MinSamples = 5 })
+	for i := range rounds {
+		n.Record("a", time.Duration(a(i))*time.Millisecond)
+		n.Record("b", time.Duration(b(i))*time.Millisecond)
+	}
+	return n, clk
 }

@@ -22,16 +22,7 @@ func benchCachedFleet(b *testing.B) (*Fleet, *SyncTracker[string]) {
 // origins × 100 destinations with a SyncTracker as the local view and no
 // change between estimates: the fleet's facts and the local view from the
 // cache in the tracker entry, no Fleet lock.
-func BenchmarkFleetEstimateCached(b *testing.B) {
-	f, _ := benchCachedFleet(b)
-	now := fleetAt(f.cfg, testE, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		if e, _ := f.Estimate("dest-042", 0.9999, now); e.Source != SourceFleet {
-			b.Fatal(e)
-		}
-	}
-}
+func BenchmarkFleetEstimateCached(b *testing.B) { benchCachedEstimate(b, false) }
 
 // BenchmarkFleetEstimateCachedRecorded is BenchmarkFleetEstimateCached
 // with a record of the destination before each estimate (the record is
@@ -51,43 +42,39 @@ func BenchmarkFleetEstimateCachedRecorded(b *testing.B) {
 // BenchmarkFleetEstimateUncached is BenchmarkFleetEstimateCached through
 // EstimateUncached: the Fleet's lock, its view and the local view every
 // time (the path before the cache).
-func BenchmarkFleetEstimateUncached(b *testing.B) {
+func BenchmarkFleetEstimateUncached(b *testing.B) { benchCachedEstimate(b, true) }
+
+func benchCachedEstimate(b *testing.B, uncached bool) {
 	f, _ := benchCachedFleet(b)
-	now := fleetAt(f.cfg, testE, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		if e, _ := f.EstimateUncached("dest-042", 0.9999, now); e.Source != SourceFleet {
-			b.Fatal(e)
-		}
-	}
+	benchEstimate(b, f, uncached)
 }
 
 // BenchmarkFleetDecisionInput is BenchmarkFleetEstimateCached for the
 // decision input alone (Fleet.DecisionInput): the cached input, no
 // estimate copied.
-func BenchmarkFleetDecisionInput(b *testing.B) {
-	f, _ := benchCachedFleet(b)
-	now := fleetAt(f.cfg, testE, 100)
-	b.ReportAllocs()
-	var in DecisionInput
-	for b.Loop() {
-		if _ = f.DecisionInput(&in, "dest-042", 0.9999, now); in.Source != SourceFleet {
-			b.Fatal(in)
-		}
-	}
-}
+func BenchmarkFleetDecisionInput(b *testing.B) { benchDecisionInput(b, false) }
 
 // BenchmarkFleetDecisionInputNaive is the decision input through a whole
 // cached estimate (Fleet.EstimateTo, then Estimate.Input): what
 // DecisionInput saves.
-func BenchmarkFleetDecisionInputNaive(b *testing.B) {
+func BenchmarkFleetDecisionInputNaive(b *testing.B) { benchDecisionInput(b, true) }
+
+// benchDecisionInput measures dest-042's decision input on the cached
+// fleet: Fleet.DecisionInput, or through a whole estimate when naive.
+func benchDecisionInput(b *testing.B, naive bool) {
 	f, _ := benchCachedFleet(b)
 	now := fleetAt(f.cfg, testE, 100)
 	b.ReportAllocs()
+	var in DecisionInput
 	var e Estimate
 	for b.Loop() {
-		_ = f.EstimateTo(&e, "dest-042", 0.9999, now)
-		if in := e.Input(); in.Source != SourceFleet {
+		if naive {
+			_ = f.EstimateTo(&e, "dest-042", 0.9999, now)
+			in = e.Input()
+		} else {
+			_ = f.DecisionInput(&in, "dest-042", 0.9999, now)
+		}
+		if in.Source != SourceFleet {
 			b.Fatal(in)
 		}
 	}

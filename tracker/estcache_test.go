@@ -41,12 +41,7 @@ func TestEstimateCacheMatchesUncached(t *testing.T) {
 			c.Tracker.MinSamples = 5
 			c.Tracker.MaxDestinations = 3
 		}},
-		{"share cap, 3 sub-windows", func(c *FleetConfig) {
-			c.Tracker.MinSamples = 3
-			c.Tracker.SubWindows = 3
-			c.Tracker.Window = 3 * time.Second
-			c.MaxOriginShare = 0.4
-		}},
+		{"share cap, 3 sub-windows", shareCapped(3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := testFleetConfig()
@@ -89,29 +84,7 @@ func estimateCacheRun(t *testing.T, c FleetConfig, seed uint64, steps int) (hits
 			if r.IntN(3) == 0 {
 				continue
 			}
-			counts := map[int]uint32{}
-			n := 1 + r.IntN(40)
-			base := int64(5 + r.IntN(200))
-			for range n {
-				counts[g.index(base+int64(r.ExpFloat64()*float64(base)))]++
-			}
-			out := DestCounts{Dest: d, Total: uint64(n)}
-			for i, k := range counts {
-				out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: k})
-			}
-			slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
-			switch r.IntN(6) {
-			case 0:
-				out.CensoringUnknown = true
-			case 1, 2:
-				for _, bk := range out.Buckets {
-					if r.IntN(2) == 0 {
-						out.TimedOut = append(out.TimedOut, Bucket{Index: bk.Index, Count: 1 + r.Uint32N(bk.Count)})
-					}
-				}
-			case 3: // every sample timed out: a failing view
-				out.TimedOut = slices.Clone(out.Buckets)
-			}
+			out := randomDestCounts(r, &g, d, 40, math.MaxInt64, true)
 			b.Dests = append(b.Dests, out)
 		}
 		return b

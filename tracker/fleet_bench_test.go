@@ -71,30 +71,33 @@ func benchFleetOf(b *testing.B, c FleetConfig, local localWindow, tpl []Batch) (
 // BenchmarkFleetEstimate is the estimate of one destination at 100 origins ×
 // 100 destinations, its view kept incrementally (the first query after a
 // change recomputes the peers and cap; see EstimateAfterChange).
-func BenchmarkFleetEstimate(b *testing.B) {
-	c := testFleetConfig()
-	f, _ := benchFleet(b, c, fakeLocal{"dest-042": {ms: 80, samples: 500, ok: true}})
-	now := fleetAt(c, testE, 100)
-	b.ReportAllocs()
-	for b.Loop() {
-		e, _ := f.Estimate("dest-042", 0.9999, now)
-		if e.Source != SourceFleet {
-			b.Fatal(e)
-		}
-	}
-}
+func BenchmarkFleetEstimate(b *testing.B) { benchFleetEstimate(b, false) }
 
 // BenchmarkFleetEstimateLocked is BenchmarkFleetEstimate's estimate made
 // the way it was before the fleet facts were published: under the Fleet's
 // lock, from the destination's view (its quantile walk) every time
 // (EstimateUncached, which neither reads nor publishes them).
-func BenchmarkFleetEstimateLocked(b *testing.B) {
+func BenchmarkFleetEstimateLocked(b *testing.B) { benchFleetEstimate(b, true) }
+
+func benchFleetEstimate(b *testing.B, locked bool) {
 	c := testFleetConfig()
 	f, _ := benchFleet(b, c, fakeLocal{"dest-042": {ms: 80, samples: 500, ok: true}})
-	now := fleetAt(c, testE, 100)
+	benchEstimate(b, f, locked)
+}
+
+// benchEstimate measures f's estimate of dest-042 at the 99.99th
+// percentile, 100 sub-windows into testE: Estimate, or EstimateUncached
+// when uncached.
+func benchEstimate(b *testing.B, f *Fleet, uncached bool) {
+	now := fleetAt(f.cfg, testE, 100)
 	b.ReportAllocs()
 	for b.Loop() {
-		e, _ := f.EstimateUncached("dest-042", 0.9999, now)
+		var e Estimate
+		if uncached {
+			e, _ = f.EstimateUncached("dest-042", 0.9999, now)
+		} else {
+			e, _ = f.Estimate("dest-042", 0.9999, now)
+		}
 		if e.Source != SourceFleet {
 			b.Fatal(e)
 		}

@@ -363,3 +363,48 @@ func fleetState(f *Fleet) string {
 	}
 	return sb.String()
 }
+
+// randomDestCounts is a random record of dest d: 1 to maxN samples spread
+// exponentially above a random base (each at most highest), sorted; one in
+// six with its censoring unknown, one in three with a random part of its
+// buckets timed out, and with failing one in six with every sample timed
+// out (a failing view).
+func randomDestCounts(r *rand.Rand, g *geometry, d string, maxN int, highest int64, failing bool) DestCounts {
+	counts := map[int]uint32{}
+	n := 1 + r.IntN(maxN)
+	base := int64(5 + r.IntN(200))
+	for range n {
+		counts[g.index(min(base+int64(r.ExpFloat64()*float64(base)), highest))]++
+	}
+	out := DestCounts{Dest: d, Total: uint64(n)}
+	for i, k := range counts {
+		out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: k})
+	}
+	slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
+	switch r.IntN(6) {
+	case 0:
+		out.CensoringUnknown = true
+	case 1, 2:
+		for _, bk := range out.Buckets {
+			if r.IntN(2) == 0 {
+				out.TimedOut = append(out.TimedOut, Bucket{Index: bk.Index, Count: 1 + r.Uint32N(bk.Count)})
+			}
+		}
+	case 3:
+		if failing {
+			out.TimedOut = slices.Clone(out.Buckets)
+		}
+	}
+	return out
+}
+
+// shareCapped sets a window of 3 one-second sub-windows, an origin share
+// cap of 0.4 and minSamples: a configuration where the share cap bites.
+func shareCapped(minSamples uint32) func(*FleetConfig) {
+	return func(c *FleetConfig) {
+		c.Tracker.MinSamples = minSamples
+		c.Tracker.SubWindows = 3
+		c.Tracker.Window = 3 * time.Second
+		c.MaxOriginShare = 0.4
+	}
+}

@@ -1220,29 +1220,7 @@ func newPubFactsOps(t testing.TB, c FleetConfig, seed uint64, local *SyncTracker
 }
 
 func (o *pubFactsOps) counts(d string) DestCounts {
-	r := o.r
-	counts := map[int]uint32{}
-	n := 1 + r.IntN(30)
-	base := int64(5 + r.IntN(200))
-	for range n {
-		counts[o.g.index(min(base+int64(r.ExpFloat64()*float64(base)), o.c.Tracker.Layout().Highest))]++
-	}
-	out := DestCounts{Dest: d, Total: uint64(n)}
-	for i, k := range counts {
-		out.Buckets = append(out.Buckets, Bucket{Index: uint16(i), Count: k})
-	}
-	slices.SortFunc(out.Buckets, func(a, b Bucket) int { return int(a.Index) - int(b.Index) })
-	switch r.IntN(6) {
-	case 0:
-		out.CensoringUnknown = true
-	case 1, 2:
-		for _, bk := range out.Buckets {
-			if r.IntN(2) == 0 {
-				out.TimedOut = append(out.TimedOut, Bucket{Index: bk.Index, Count: 1 + r.Uint32N(bk.Count)})
-			}
-		}
-	}
-	return out
+	return randomDestCounts(o.r, &o.g, d, 30, o.c.Tracker.Layout().Highest, false)
 }
 
 func (o *pubFactsOps) step(f *Fleet, now *time.Time) {
@@ -1299,12 +1277,7 @@ func TestFleetPublishedFactsMatchUncached(t *testing.T) {
 		mut  func(*FleetConfig)
 	}{
 		{"defaults", nil},
-		{"share cap, min samples 4, 3 sub-windows", func(c *FleetConfig) {
-			c.Tracker.MinSamples = 4
-			c.Tracker.SubWindows = 3
-			c.Tracker.Window = 3 * time.Second
-			c.MaxOriginShare = 0.4
-		}},
+		{"share cap, min samples 4, 3 sub-windows", shareCapped(4)},
 	} {
 		for _, lk := range []string{"none", "fake", "sync"} {
 			t.Run(tc.name+"/"+lk, func(t *testing.T) {
@@ -1312,17 +1285,7 @@ func TestFleetPublishedFactsMatchUncached(t *testing.T) {
 				if tc.mut != nil {
 					tc.mut(&c)
 				}
-				var local localWindow
-				var st *SyncTracker[string]
-				switch lk {
-				case "fake":
-					local = fakeLocal{"a": {ms: 90, samples: 50, ok: true}, "b": {ms: 9, samples: 3, ok: true, censored: 3}}
-				case "sync":
-					var err error
-					st, err = NewSync[string](c.Tracker)
-					require.NoError(t, err)
-					local = st
-				}
+				local, st := localOfKind(t, c, lk, fakeLocal{"a": {ms: 90, samples: 50, ok: true}, "b": {ms: 9, samples: 3, ok: true, censored: 3}})
 				f := newTestFleet(t, c, local)
 				o := newPubFactsOps(t, c, 1, st)
 				now := fleetAt(c, testE, 0)
@@ -1363,17 +1326,7 @@ func TestFleetPublishedFactsConcurrent(t *testing.T) {
 	for _, lk := range []string{"none", "fake", "sync"} {
 		t.Run(lk, func(t *testing.T) {
 			c := testFleetConfig()
-			var local localWindow
-			var st *SyncTracker[string]
-			switch lk {
-			case "fake":
-				local = fakeLocal{"a": {ms: 90, samples: 50, ok: true}}
-			case "sync":
-				var err error
-				st, err = NewSync[string](c.Tracker)
-				require.NoError(t, err)
-				local = st
-			}
+			local, st := localOfKind(t, c, lk, fakeLocal{"a": {ms: 90, samples: 50, ok: true}})
 			f := newTestFleet(t, c, local)
 			o := newPubFactsOps(t, c, 2, nil) // the local tracker is not changed: its view is fixed
 			if st != nil {
@@ -1444,4 +1397,19 @@ func TestFleetPublishedFactsConcurrent(t *testing.T) {
 			require.Positive(t, n, "the published facts answered none")
 		})
 	}
+}
+
+// localOfKind is a Fleet's local view of kind "none" (nil), "fake" (fake)
+// or "sync" (a new SyncTracker, also returned).
+func localOfKind(t *testing.T, c FleetConfig, kind string, fake fakeLocal) (localWindow, *SyncTracker[string]) {
+	t.Helper()
+	switch kind {
+	case "fake":
+		return fake, nil
+	case "sync":
+		st, err := NewSync[string](c.Tracker)
+		require.NoError(t, err)
+		return st, st
+	}
+	return nil, nil
 }

@@ -189,19 +189,8 @@ func TestQuantileValueEquivalents(t *testing.T) {
 // way, ceil(q·total) clamped to [1, total] in float64 with q > 1 as 1, for
 // totals on both sides of 2^53 and 2^63 and edge quantiles.
 func TestRankReference(t *testing.T) {
-	ref := func(q float64, total uint64) uint64 {
-		if q > 1 {
-			q = 1
-		}
-		r := math.Ceil(q * float64(total))
-		if !(r >= 1) {
-			return 1
-		}
-		if r >= float64(total) {
-			return total
-		}
-		return uint64(r)
-	}
+	// rankHuge is that computation, for q <= 1 (NaN stays NaN).
+	ref := func(q float64, total uint64) uint64 { return rankHuge(min(q, 1), total) }
 	r := rand.New(rand.NewPCG(18, 2))
 	totals := []uint64{1, 2, 3, 7, 100, 60000, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1<<63 - 1, 1 << 63, 1<<63 + 1, math.MaxUint64}
 	for range 200 {
@@ -215,5 +204,16 @@ func TestRankReference(t *testing.T) {
 		for _, q := range qs {
 			require.Equal(t, ref(q, n), rank(q, n), "q %v total %d", q, n)
 		}
+	}
+	// From 2^63 on rank is rankHuge itself: pin it by hand there.
+	for _, c := range []struct {
+		q     float64
+		total uint64
+		want  uint64
+	}{
+		{0.5, 1 << 63, 1 << 62}, {1, 1 << 63, 1 << 63}, {1.5, math.MaxUint64, math.MaxUint64},
+		{1e-300, 1 << 63, 1}, {math.NaN(), 1 << 63, 1}, {0.25, 1<<64 - 1, 1 << 62},
+	} {
+		require.Equal(t, c.want, rank(c.q, c.total), "q %v total %d", c.q, c.total)
 	}
 }

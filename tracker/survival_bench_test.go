@@ -30,60 +30,34 @@ func hedgedView(b *testing.B, censoredShare float64) (*geometry, hist, sparseSum
 	return &g, h, c
 }
 
-// BenchmarkMedian: the censoring-aware median (survivalQuantile at 0.5, what
-// replicas are ordered by) beside the plain median it replaces
-// (quantileIndex(0.5)), on a hedged replica's view with 0, 30 and 70 % of
-// its samples censored.
-func BenchmarkMedian(b *testing.B) {
-	for _, share := range []float64{0, 0.3, 0.7} {
-		_, h, c := hedgedView(b, share)
-		b.Run(fmt.Sprintf("censored=%.0f%%/plain", 100*share), func(b *testing.B) {
-			b.ReportAllocs()
-			var sink int
-			for b.Loop() {
-				i, _ := h.quantileIndex(0.5)
-				sink += i
-			}
-			_ = sink
-		})
-		b.Run(fmt.Sprintf("censored=%.0f%%/kaplan-meier", 100*share), func(b *testing.B) {
-			b.ReportAllocs()
-			var sink int
-			for b.Loop() {
-				i, _ := survivalQuantile(&h, &c, 0.5)
-				sink += i
-			}
-			_ = sink
-		})
-	}
-}
-
-// BenchmarkSurvivalQuantile: the censoring-aware quantile at 0.95 (the
-// hedge delay's at the default budget) beside the plain quantile it
-// replaces for the delay (quantileIndex(0.95), which walks down from the
-// top), on a hedged replica's view with 0, 30 and 70 % of its samples
-// censored.
+// BenchmarkSurvivalQuantile: the censoring-aware quantile beside the plain
+// one it replaces (quantileIndex), on a hedged replica's view with 0, 30
+// and 70 % of its samples censored, at q = 0.5 (the median replicas are
+// ordered by) and q = 0.95 (the hedge delay's at the default budget; the
+// plain quantile walks down from the top there).
 func BenchmarkSurvivalQuantile(b *testing.B) {
-	for _, share := range []float64{0, 0.3, 0.7} {
-		_, h, c := hedgedView(b, share)
-		b.Run(fmt.Sprintf("censored=%.0f%%/plain", 100*share), func(b *testing.B) {
-			b.ReportAllocs()
-			var sink int
-			for b.Loop() {
-				i, _ := h.quantileIndex(0.95)
-				sink += i
+	for _, q := range []float64{0.5, 0.95} {
+		for _, share := range []float64{0, 0.3, 0.7} {
+			_, h, c := hedgedView(b, share)
+			name := fmt.Sprintf("q=%v/censored=%.0f%%", q, 100*share)
+			for _, kind := range []struct {
+				name string
+				walk func() (int, bool)
+			}{
+				{"plain", func() (int, bool) { return h.quantileIndex(q) }},
+				{"kaplan-meier", func() (int, bool) { return survivalQuantile(&h, &c, q) }},
+			} {
+				b.Run(name+"/"+kind.name, func(b *testing.B) {
+					b.ReportAllocs()
+					var sink int
+					for b.Loop() {
+						i, _ := kind.walk()
+						sink += i
+					}
+					_ = sink
+				})
 			}
-			_ = sink
-		})
-		b.Run(fmt.Sprintf("censored=%.0f%%/kaplan-meier", 100*share), func(b *testing.B) {
-			b.ReportAllocs()
-			var sink int
-			for b.Loop() {
-				i, _ := survivalQuantile(&h, &c, 0.95)
-				sink += i
-			}
-			_ = sink
-		})
+		}
 	}
 }
 
@@ -120,38 +94,29 @@ func BenchmarkFleetMedian(b *testing.B) {
 	if m := f.Median("r0", SourceFleet, now); m.Samples == 0 || m.Above {
 		b.Fatal(m)
 	}
-	b.Run("estimate q=0.5", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if e, _ := f.Estimate("r0", 0.5, now); e.Source != SourceFleet {
-				b.Fatal(e)
+	// The median's pair (the estimate DoHedged reads with it), and the
+	// hedge delay's two reads at the default budget: the estimate (cached)
+	// and the quantile under censoring (a walk, no cache).
+	for _, q := range []float64{0.5, 0.95} {
+		b.Run(fmt.Sprintf("estimate q=%v", q), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if e, _ := f.Estimate("r0", q, now); e.Source != SourceFleet {
+					b.Fatal(e)
+				}
 			}
+		})
+		name := fmt.Sprintf("survival q=%v", q)
+		if q == 0.5 {
+			name = "median" // Fleet.Median is Survival at q = 0.5
 		}
-	})
-	b.Run("median", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if m := f.Median("r0", SourceFleet, now); m.Samples == 0 {
-				b.Fatal(m)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if m := f.Survival("r0", SourceFleet, q, now); m.Samples == 0 {
+					b.Fatal(m)
+				}
 			}
-		}
-	})
-	// The hedge delay's two reads at the default budget: the estimate
-	// (cached) and the quantile under censoring (a walk, no cache).
-	b.Run("estimate q=0.95", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if e, _ := f.Estimate("r0", 0.95, now); e.Source != SourceFleet {
-				b.Fatal(e)
-			}
-		}
-	})
-	b.Run("survival q=0.95", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if m := f.Survival("r0", SourceFleet, 0.95, now); m.Samples == 0 {
-				b.Fatal(m)
-			}
-		}
-	})
+		})
+	}
 }

@@ -275,34 +275,22 @@ func TestSyncConcurrentRecordPaths(t *testing.T) {
 			}
 		})
 	}
-	stop := make(chan struct{})
-	var readers sync.WaitGroup
-	for k := range 2 {
-		readers.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				d := fmt.Sprintf("d%d", i%names)
-				now := at(base + int64(i%25)*sub)
-				if k == 0 {
-					st.QuantileMillis(d, 0.99, now)
-					_, err := LocalEstimate(st, d, 0.9, now)
-					require.NoError(t, err)
-				} else {
-					SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
-					st.Samples(d, now)
-					st.Recorded()
-				}
-			}
-		})
-	}
+	stopReaders := readUntilStopped(2, func(k, i int) {
+		d := fmt.Sprintf("d%d", i%names)
+		now := at(base + int64(i%25)*sub)
+		if k == 0 {
+			st.QuantileMillis(d, 0.99, now)
+			_, err := LocalEstimate(st, d, 0.9, now)
+			require.NoError(t, err)
+		} else {
+			SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
+			st.Samples(d, now)
+			st.Recorded()
+		}
+	})
 	close(start)
 	wg.Wait()
-	close(stop)
-	readers.Wait()
+	stopReaders()
 
 	require.Equal(t, recorded.Load(), st.Recorded())
 	require.LessOrEqual(t, st.destinations(), max)

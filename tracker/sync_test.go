@@ -55,36 +55,24 @@ func TestSyncConcurrentExactCounts(t *testing.T) {
 					}
 				})
 			}
-			stop := make(chan struct{})
-			var readers sync.WaitGroup
-			for r := range 3 {
-				readers.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						d := fmt.Sprintf("d%d", i%tc.dests)
-						now := at(base + int64(i%10)*sub)
-						switch r {
-						case 0:
-							st.QuantileMillis(d, 0.9999, now)
-							st.Samples(d, now)
-						case 1:
-							SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
-							view(st, d, 0.5, now)
-						case 2:
-							ExportHistogram(st, d, now)
-							st.Quantile(d, 0.5, now)
-						}
-					}
-				})
-			}
+			stopReaders := readUntilStopped(3, func(r, i int) {
+				d := fmt.Sprintf("d%d", i%tc.dests)
+				now := at(base + int64(i%10)*sub)
+				switch r {
+				case 0:
+					st.QuantileMillis(d, 0.9999, now)
+					st.Samples(d, now)
+				case 1:
+					SealedSubWindow(st, st.s.cfg.Epoch(now)-1, now)
+					view(st, d, 0.5, now)
+				case 2:
+					ExportHistogram(st, d, now)
+					st.Quantile(d, 0.5, now)
+				}
+			})
 			close(start)
 			wg.Wait()
-			close(stop)
-			readers.Wait()
+			stopReaders()
 
 			end := at(base + 10*sub - 1)
 			want := newHist(&st.s.geo)
@@ -469,5 +457,29 @@ func TestHotPathsDoNotAllocate(t *testing.T) {
 		"LocalEstimate(SyncTracker)":      func() { _, _ = LocalEstimate(st, "d", 0.9999, now) },
 	} {
 		require.Zero(t, testing.AllocsPerRun(100, f), name)
+	}
+}
+
+// readUntilStopped starts n readers, reader k calling read(k, i) for i = 0,
+// 1, ... until the returned function is called; that function stops them
+// and waits for them.
+func readUntilStopped(n int, read func(k, i int)) (stop func()) {
+	done := make(chan struct{})
+	var readers sync.WaitGroup
+	for k := range n {
+		readers.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				read(k, i)
+			}
+		})
+	}
+	return func() {
+		close(done)
+		readers.Wait()
 	}
 }
