@@ -192,9 +192,10 @@ type chosenVal struct {
 // times the safety factor and the attempt's doubling, or a fallback,
 // clamped), so the table rarely fills; a full one costs only the two adds.
 const (
-	chosenVals   = 1024
-	chosenProbes = 4
-	chosenValMax = 1 << 40
+	chosenValBits = 10
+	chosenVals    = 1 << chosenValBits
+	chosenProbes  = 4
+	chosenValMax  = 1 << 40
 )
 
 // chosenKey is vals' key of ms milliseconds from source s (ms <
@@ -236,8 +237,7 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 func (h *chosenHist) observeMillis(s tracker.Source, ms uint64) {
 	if uint(s) < uint(len(h.by)) && ms < chosenValMax {
 		key := chosenKey(s, ms)
-		i := key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits)
-		if v := &h.vals[i]; v.key.Load() == key {
+		if v := &h.vals[chosenSlot(key)]; v.key.Load() == key {
 			v.n.Add(1)
 			return
 		}
@@ -258,14 +258,16 @@ func (h *chosenHist) observeProbing(s tracker.Source, ms uint64) {
 		return
 	}
 	key := chosenKey(s, ms)
-	i := key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits)
+	i := chosenSlot(key)
 	for p := range uint64(chosenProbes) {
 		v := &h.vals[(i+p)&(chosenVals-1)]
 		k := v.key.Load()
-		if k == 0 && !v.key.CompareAndSwap(0, key) {
-			k = v.key.Load() // another value took the slot first, or this one
-		} else if k == 0 {
-			k = key
+		if k == 0 {
+			if v.key.CompareAndSwap(0, key) {
+				k = key
+			} else {
+				k = v.key.Load() // another value took the slot first, or this one
+			}
 		}
 		if k == key {
 			v.n.Add(1)
@@ -275,8 +277,9 @@ func (h *chosenHist) observeProbing(s tracker.Source, ms uint64) {
 	h.add(s, time.Duration(ms)*time.Millisecond)
 }
 
-// chosenValBits is log2(chosenVals).
-const chosenValBits = 10
+// chosenSlot is the first slot of vals a key looks at: a Fibonacci hash
+// of it, chosenValBits bits.
+func chosenSlot(key uint64) uint64 { return key * 0x9e3779b97f4a7c15 >> (64 - chosenValBits) }
 
 // add counts d in by: its bucket's count and the exact sum.
 func (h *chosenHist) add(s tracker.Source, d time.Duration) {
