@@ -42,12 +42,13 @@ func (m *memNode) gossip() cluster.GossipStats { return m.Cluster().GossipStats(
 // memCluster is a fleet of nodes on one in-memory network; node 0 is every
 // other node's seed.
 type memCluster struct {
-	t     *testing.T
-	nw    *memtransport.Network
-	cfg   tracker.Config // the nodes' tracker configuration
-	nodes []*memNode
-	seed  uint64
-	proto int // the dissemination protocol every node runs (Gossip.Protocol)
+	t      *testing.T
+	nw     *memtransport.Network
+	cfg    tracker.Config // the nodes' tracker configuration
+	nodes  []*memNode
+	seed   uint64
+	proto  int           // the dissemination protocol every node runs (Gossip.Protocol)
+	window time.Duration // the nodes' Tracker.Window (memWindow unless a test needs more)
 }
 
 // newMemCluster starts n nodes n0…n(n−1) with the given clock offsets (nil:
@@ -61,7 +62,14 @@ func newMemCluster(t *testing.T, seed uint64, n int, skew func(i int) time.Durat
 // or 2).
 func newMemClusterProto(t *testing.T, seed uint64, n int, skew func(i int) time.Duration, proto int) *memCluster {
 	t.Helper()
-	c := &memCluster{t: t, nw: memtransport.New(seed), seed: seed, proto: proto}
+	return newMemClusterWindow(t, seed, n, skew, proto, memWindow)
+}
+
+// newMemClusterWindow is newMemClusterProto with a window of window (a
+// whole number of memSubWindow) in place of memWindow.
+func newMemClusterWindow(t *testing.T, seed uint64, n int, skew func(i int) time.Duration, proto int, window time.Duration) *memCluster {
+	t.Helper()
+	c := &memCluster{t: t, nw: memtransport.New(seed), seed: seed, proto: proto, window: window}
 	t.Cleanup(c.nw.Close) // runs after the nodes' cleanup below
 	var closeMu sync.Mutex
 	t.Cleanup(func() { // close every node at once: each leave waits up to a second
@@ -92,7 +100,7 @@ func (c *memCluster) add(name string, skew time.Duration) *memNode {
 	cfg := node.DefaultConfig()
 	cfg.Name = name
 	cfg.HTTP = ""
-	cfg.Tracker.Window, cfg.SubWindow = memWindow, memSubWindow
+	cfg.Tracker.Window, cfg.SubWindow = c.window, memSubWindow
 	if len(c.nodes) > 0 {
 		cfg.Cluster.Seeds = cluster.AddrList{c.nodes[0].tr.Addr()}
 	}
