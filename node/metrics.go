@@ -135,7 +135,9 @@ func (m *metrics) observeOf(d *Decision) {
 // observeQuick is observeOf for the decision of the quick verdict v
 // (Decision.fromQuick).
 func (m *metrics) observeQuick(v timeout.QuickVerdict) {
-	m.chosen.observeMillis(v.Source(), v.TimeoutMillis())
+	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
+		m.chosen.observeProbing(s, ms)
+	}
 	if v.DecidedBy() < 0 {
 		m.fallbacks.Inc()
 	} else if v.Guarded() {
@@ -232,17 +234,26 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 }
 
 // observeMillis is observe of ms milliseconds: one atomic add to the
-// count of its value, found in its first slot (inlined), or
+// count of its value, found in its first slot (counted), or
 // observeProbing's.
 func (h *chosenHist) observeMillis(s tracker.Source, ms uint64) {
+	if !h.counted(s, ms) {
+		h.observeProbing(s, ms)
+	}
+}
+
+// counted counts ms milliseconds from source s in its value's first slot
+// and reports whether it could: observeMillis but for its call of
+// observeProbing, so that it inlines into the decisions' paths.
+func (h *chosenHist) counted(s tracker.Source, ms uint64) bool {
 	if uint(s) < uint(len(h.by)) && ms < chosenValMax {
 		key := chosenKey(s, ms)
 		if v := &h.vals[chosenSlot(key)]; v.key.Load() == key {
 			v.n.Add(1)
-			return
+			return true
 		}
 	}
-	h.observeProbing(s, ms)
+	return false
 }
 
 // observeProbing is observeMillis beyond the value's first slot: it
