@@ -495,7 +495,23 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 	cctx, cancel := context.WithTimeoutCause(ctx, a.Timeout, ErrTimeout)
 	defer cancel()
 	ferr := fn(cctx)
+	if ferr == nil && known {
+		n.completed(&a, start)
+		return nil
+	}
 	return n.done(ctx, cctx, &a, start, ferr, known)
+}
+
+// completed is done for Do's common end, fn's success for a destination
+// whose quick verdict decided (no probe then): learnKnown's completion,
+// without done's classification of the end or its contexts passed on.
+func (n *Node) completed(a *timeout.Attempt, start time.Time) {
+	now := n.clock()
+	if ms := uint64(max(now.Sub(start), 0) / time.Millisecond); !n.dec.RecordKnown(a.Dest, ms, now) {
+		n.dec.Record(a.Dest, timeout.Completed, ms, now)
+	}
+	n.met.byOutcome[timeout.Completed].Inc()
+	n.met.doBy[doOK].Inc()
 }
 
 // probeRoom reports whether ctx's deadline, if any, leaves room for a probe
