@@ -423,7 +423,9 @@ func (n *Node) Probe(a *timeout.Attempt, now time.Time) bool {
 // count for the failure detector, a completion resets it. Counted in
 // atnode_outcomes_total (and atnode_probes_finished_total for a probe).
 func (n *Node) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
-	n.observe(&a, o, elapsed, now)
+	if n.observe(&a, o, elapsed, now) {
+		n.met.outcome(o)
+	}
 }
 
 // learnKnown is observe for an attempt that is no probe, of a
@@ -440,17 +442,18 @@ func (n *Node) learnKnown(a *timeout.Attempt, o timeout.Outcome, elapsed time.Du
 	if o != timeout.Completed || !n.dec.RecordKnown(a.Dest, ms, now) {
 		n.dec.Record(a.Dest, o, ms, now)
 	}
-	n.met.outcome(o)
 }
 
-// observe is Observe through a pointer, for Do's path.
-func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+// observe is Observe through a pointer, for Do's path, but for the
+// outcome's count: it reports whether a.Dest was valid, the outcome
+// learned (Do counts it with its result: metrics.doEnd).
+func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) bool {
 	if !validDest(a.Dest) {
 		n.met.rejected.Inc()
-		return
+		return false
 	}
 	n.dec.Observe(*a, o, elapsed, now)
-	n.met.outcome(o)
+	return true
 }
 
 // Do runs fn under the adaptive timeout of dest for attempt (the decision
@@ -510,8 +513,7 @@ func (n *Node) completed(a *timeout.Attempt, start time.Time) {
 	if ms := uint64(max(now.Sub(start), 0) / time.Millisecond); !n.dec.RecordKnown(a.Dest, ms, now) {
 		n.dec.Record(a.Dest, timeout.Completed, ms, now)
 	}
-	n.met.byOutcome[timeout.Completed].Inc()
-	n.met.doBy[doOK].Inc()
+	n.met.doEnd(doOK, timeout.Completed)
 }
 
 // probeRoom reports whether ctx's deadline, if any, leaves room for a probe
@@ -571,10 +573,10 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 	}
 	if known && !a.Probe {
 		n.learnKnown(a, o, elapsed, now)
-	} else {
-		n.observe(a, o, elapsed, now)
+	} else if !n.observe(a, o, elapsed, now) {
+		o = 0 // nothing learned
 	}
-	n.met.doBy[result].Inc()
+	n.met.doEnd(result, o)
 	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr
 	}
