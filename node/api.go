@@ -376,24 +376,37 @@ func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 }
 
 // attempt sets the zero *a to Decide's attempt for attempt >= 1: from the
-// quick verdict straight into the Attempt when there is one (Do's path),
-// else through the Decision. It reports whether the quick verdict
+// quick verdict straight into the Attempt when there is one
+// (quickAttempt), else through the Decision (attemptDecided); Do takes
+// the same steps by hand. It reports whether the quick verdict
 // decided, which proves dest valid: a memo is published only with a
 // destination the local tracker holds, and only names validDest accepts
 // are recorded there (learn, observe).
 func (n *Node) attempt(a *timeout.Attempt, dest string, attempt int, now time.Time) bool {
 	n.poll(now)
 	if v, ok := n.dec.Quick1(dest, attempt, now); ok {
-		n.met.observeQuick(v)
-		a.Dest, a.Attempt, a.Timeout, a.Reason, a.ProbeTimeout = dest, attempt, v.Timeout(), v.Reason(), v.ProbeTimeout()
+		n.quickAttempt(a, v, dest, attempt)
 		return true
 	}
+	n.attemptDecided(a, dest, attempt, now)
+	return false
+}
+
+// quickAttempt sets the zero *a to the attempt of v, dest's quick verdict for
+// attempt, and counts it.
+func (n *Node) quickAttempt(a *timeout.Attempt, v timeout.QuickVerdict, dest string, attempt int) {
+	n.met.observeQuick(v)
+	a.Dest, a.Attempt, a.Timeout, a.Reason, a.ProbeTimeout = dest, attempt, v.Timeout(), v.Reason(), v.ProbeTimeout()
+}
+
+// attemptDecided is attempt when the quick verdict did not decide: through
+// the Decision.
+func (n *Node) attemptDecided(a *timeout.Attempt, dest string, attempt int, now time.Time) {
 	dests := [1]string{dest}
 	var d Decision
 	n.decideIns(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
 	*a = attemptAt(dest, &d)
-	return false
 }
 
 // attemptOf is a decision for dest alone as a timeout.Attempt.
@@ -490,8 +503,15 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
+	// attempt, by hand: a frame fewer on the quick path.
+	n.poll(start)
 	var a timeout.Attempt
-	known := n.attempt(&a, dest, attempt, start)
+	v, known := n.dec.Quick1(dest, attempt, start)
+	if known {
+		n.quickAttempt(&a, v, dest, attempt)
+	} else {
+		n.attemptDecided(&a, dest, attempt, start)
+	}
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}
