@@ -780,7 +780,8 @@ func (f *Fleet) Memos(m []Memo, dests []string, slot int, now time.Time, reg *Me
 	}
 	fver := f.ver.Load()
 	for i := range m {
-		cell := tb.cell(dests[i])
+		k := tb.key(dests[i])
+		cell := tb.find(&k, dests[i])
 		if cell == nil {
 			return false
 		}
