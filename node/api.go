@@ -244,8 +244,7 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 		v, ok = n.dec.Quick(dests, attempt, now)
 	}
 	if ok {
-		d.fromQuick(v, dests, attempt)
-		n.met.observeQuick(v)
+		n.quickDecision(&d, v, dests, attempt)
 		return d, nil
 	}
 	n.decideIns(&d, dests, len(dests), attempt, now)
@@ -278,6 +277,25 @@ func (d *Decision) fromQuick(v timeout.QuickVerdict, dests []string, attempt int
 		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
 	} else {
 		d.Fallback = true
+	}
+}
+
+// quickDecision is fromQuick and metrics.observeQuick in one frame, for
+// Timeout: both bodies, the histogram's first slot inline (counted).
+func (n *Node) quickDecision(d *Decision, v timeout.QuickVerdict, dests []string, attempt int) {
+	d.Timeout, d.Attempt, d.Need, d.Reason, d.ProbeTimeout = v.Timeout(), attempt, len(dests), v.Reason(), v.ProbeTimeout()
+	m := n.met
+	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
+		m.chosen.observeProbing(s, ms)
+	}
+	if k := v.DecidedBy(); k >= 0 {
+		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
+		if d.Guarded {
+			m.guarded.Inc()
+		}
+	} else {
+		d.Fallback = true
+		m.fallbacks.Inc()
 	}
 }
 
