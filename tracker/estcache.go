@@ -22,10 +22,8 @@ type estCaches struct {
 	// without the shard lock (pubCell), nil until the first is.
 	cell *pubCell
 	// pub is 1 + the index of the slot whose view the published input
-	// is, 0 while none is published; pubQ is its quantile (a slot that
-	// claim gave another quantile no longer backs it).
-	pub  int
-	pubQ float64
+	// is, 0 while none is published.
+	pub int
 }
 
 // estSlots is how many quantiles a destination's cache holds.
@@ -50,6 +48,9 @@ func (cs *estCaches) claim(q float64) *estCache {
 	if len(cs.slots) < estSlots {
 		cs.slots = append(cs.slots, estCache{q: q})
 		return &cs.slots[len(cs.slots)-1]
+	}
+	if cs.pub == cs.next+1 {
+		cs.unpublish() // its view goes
 	}
 	c := &cs.slots[cs.next]
 	cs.next = (cs.next + 1) % estSlots
@@ -195,30 +196,30 @@ func (p *viewPos) shift(lv *viewFacts, e *Estimate, eok bool, q float64, i int, 
 func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 	for k := range cs.slots {
 		c := &cs.slots[k]
-		if !c.lok || c.lver != from {
-			continue
-		}
-		if p := &c.lp; !timedOut && i < p.low && p.room > 1 {
-			p.room--
-			p.below++
-			c.lv.samples++
-			if c.eok {
-				c.est.LocalSamples++
+		if c.lok && c.lver == from {
+			if p := &c.lp; !timedOut && i < p.low && p.room > 1 {
+				p.room--
+				p.below++
+				c.lv.samples++
+				if c.eok {
+					c.est.LocalSamples++
+				}
+				c.lver = to
+				continue
 			}
-			c.lver = to
-		} else if p.shift(&c.lv, &c.est, c.eok, c.q, i, timedOut) {
-			c.lver = to
+			if c.lp.shift(&c.lv, &c.est, c.eok, c.q, i, timedOut) {
+				c.lver = to
+				continue
+			}
 		}
-	}
-	if k := cs.pub; k > 0 {
-		// The published input holds while its quantile's cached view
-		// does: its value, quantile, source and failing state are the
-		// view's, which viewPos.shift keeps only when none changes. When
-		// that cache was replaced (claim) nothing tells, so it goes at
-		// the first record after. (A fill needs nothing: it follows a
-		// change of the Fleet's version or epoch, which the cell's fver
-		// and clk already refuse, or replaces the facts with equal ones.)
-		if c := &cs.slots[k-1]; c.q != cs.pubQ || !c.lok || c.lver != to {
+		if k+1 == cs.pub {
+			// The published input holds while its quantile's cached
+			// view does: its value, quantile, source and failing state
+			// are the view's, which viewPos.shift keeps only when none
+			// changes. (A fill needs nothing: it follows a change of
+			// the Fleet's version or epoch, which the cell's fver and
+			// clk already refuse, or replaces the facts with equal
+			// ones; a claim that replaces the view withdraws it.)
 			cs.unpublish()
 		}
 	}
@@ -367,7 +368,7 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 // the fleet's facts hold, as estCache's fepoch says). Writers, under the
 // entry's shard lock, publish it when the locked path has assembled the
 // input, and withdraw it (flags = 0) whenever the window changes what the
-// input says or the cache that backs it went (estCaches.recorded), or the
+// input says or the cache that backs it went (estCaches.recorded, claim), or the
 // destination goes (eviction, Clear). Its fields are a sequence lock: seq
 // is odd while a publisher writes them, and a reader that sees seq
 // change, or odd, falls back to the locked path.
@@ -558,7 +559,7 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *c
 	cell.seq.Add(1)
 	for k := range cs.slots {
 		if &cs.slots[k] == c {
-			cs.pub, cs.pubQ = k+1, c.q
+			cs.pub = k + 1
 		}
 	}
 	i := k.hash & tb.mask
