@@ -244,8 +244,7 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 		v, ok = n.dec.Quick(dests, attempt, now)
 	}
 	if ok {
-		d.fromQuick(v, dests, attempt)
-		n.met.observeQuick(v)
+		n.quickDecision(&d, v, dests, attempt)
 		return d, nil
 	}
 	n.decideIns(&d, dests, len(dests), attempt, now)
@@ -278,6 +277,25 @@ func (d *Decision) fromQuick(v timeout.QuickVerdict, dests []string, attempt int
 		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
 	} else {
 		d.Fallback = true
+	}
+}
+
+// quickDecision is fromQuick and metrics.observeQuick in one frame, for
+// Timeout: both bodies, the histogram's first slot inline (counted).
+func (n *Node) quickDecision(d *Decision, v timeout.QuickVerdict, dests []string, attempt int) {
+	d.Timeout, d.Attempt, d.Need, d.Reason, d.ProbeTimeout = v.Timeout(), attempt, len(dests), v.Reason(), v.ProbeTimeout()
+	m := n.met
+	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
+		m.chosen.observeProbing(s, ms)
+	}
+	if k := v.DecidedBy(); k >= 0 {
+		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
+		if d.Guarded {
+			m.guarded.Inc()
+		}
+	} else {
+		d.Fallback = true
+		m.fallbacks.Inc()
 	}
 }
 
@@ -376,24 +394,37 @@ func (n *Node) Decide(dest string, attempt int, now time.Time) timeout.Attempt {
 }
 
 // attempt sets the zero *a to Decide's attempt for attempt >= 1: from the
-// quick verdict straight into the Attempt when there is one (Do's path),
-// else through the Decision. It reports whether the quick verdict
+// quick verdict straight into the Attempt when there is one
+// (quickAttempt), else through the Decision (attemptDecided); Do takes
+// the same steps by hand. It reports whether the quick verdict
 // decided, which proves dest valid: a memo is published only with a
 // destination the local tracker holds, and only names validDest accepts
 // are recorded there (learn, observe).
 func (n *Node) attempt(a *timeout.Attempt, dest string, attempt int, now time.Time) bool {
 	n.poll(now)
 	if v, ok := n.dec.Quick1(dest, attempt, now); ok {
-		n.met.observeQuick(v)
-		a.Dest, a.Attempt, a.Timeout, a.Reason, a.ProbeTimeout = dest, attempt, v.Timeout(), v.Reason(), v.ProbeTimeout()
+		n.quickAttempt(a, v, dest, attempt)
 		return true
 	}
+	n.attemptDecided(a, dest, attempt, now)
+	return false
+}
+
+// quickAttempt sets the zero *a to the attempt of v, dest's quick verdict for
+// attempt, and counts it.
+func (n *Node) quickAttempt(a *timeout.Attempt, v timeout.QuickVerdict, dest string, attempt int) {
+	n.met.observeQuick(v)
+	a.Dest, a.Attempt, a.Timeout, a.Reason, a.ProbeTimeout = dest, attempt, v.Timeout(), v.Reason(), v.ProbeTimeout()
+}
+
+// attemptDecided is attempt when the quick verdict did not decide: through
+// the Decision.
+func (n *Node) attemptDecided(a *timeout.Attempt, dest string, attempt int, now time.Time) {
 	dests := [1]string{dest}
 	var d Decision
 	n.decideIns(&d, dests[:], 1, attempt, now)
 	n.met.observeOf(&d)
 	*a = attemptAt(dest, &d)
-	return false
 }
 
 // attemptOf is a decision for dest alone as a timeout.Attempt.
@@ -423,7 +454,9 @@ func (n *Node) Probe(a *timeout.Attempt, now time.Time) bool {
 // count for the failure detector, a completion resets it. Counted in
 // atnode_outcomes_total (and atnode_probes_finished_total for a probe).
 func (n *Node) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
-	n.observe(&a, o, elapsed, now)
+	if n.observe(&a, o, elapsed, now) {
+		n.met.outcome(o)
+	}
 }
 
 // learnKnown is observe for an attempt that is no probe, of a
@@ -440,17 +473,18 @@ func (n *Node) learnKnown(a *timeout.Attempt, o timeout.Outcome, elapsed time.Du
 	if o != timeout.Completed || !n.dec.RecordKnown(a.Dest, ms, now) {
 		n.dec.Record(a.Dest, o, ms, now)
 	}
-	n.met.outcome(o)
 }
 
-// observe is Observe through a pointer, for Do's path.
-func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+// observe is Observe through a pointer, for Do's path, but for the
+// outcome's count: it reports whether a.Dest was valid, the outcome
+// learned (Do counts it with its result: metrics.doEnd).
+func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) bool {
 	if !validDest(a.Dest) {
 		n.met.rejected.Inc()
-		return
+		return false
 	}
 	n.dec.Observe(*a, o, elapsed, now)
-	n.met.outcome(o)
+	return true
 }
 
 // Do runs fn under the adaptive timeout of dest for attempt (the decision
@@ -487,15 +521,37 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		return fmt.Errorf("%w, got %d", ErrAttempt, attempt)
 	}
 	start := n.clock()
+	// attempt, by hand: a frame fewer on the quick path.
+	n.poll(start)
 	var a timeout.Attempt
-	known := n.attempt(&a, dest, attempt, start)
+	v, known := n.dec.Quick1(dest, attempt, start)
+	if known {
+		n.quickAttempt(&a, v, dest, attempt)
+	} else {
+		n.attemptDecided(&a, dest, attempt, start)
+	}
 	if a.ProbeTimeout > a.Timeout && probeRoom(ctx, a.ProbeTimeout) {
 		return n.doProbing(ctx, a, start, fn)
 	}
 	cctx, cancel := context.WithTimeoutCause(ctx, a.Timeout, ErrTimeout)
 	defer cancel()
 	ferr := fn(cctx)
+	if ferr == nil && known {
+		n.completed(&a, start)
+		return nil
+	}
 	return n.done(ctx, cctx, &a, start, ferr, known)
+}
+
+// completed is done for Do's common end, fn's success for a destination
+// whose quick verdict decided (no probe then): learnKnown's completion,
+// without done's classification of the end or its contexts passed on.
+func (n *Node) completed(a *timeout.Attempt, start time.Time) {
+	now := n.clock()
+	if ms := uint64(max(now.Sub(start), 0) / time.Millisecond); !n.dec.RecordKnown(a.Dest, ms, now) {
+		n.dec.Record(a.Dest, timeout.Completed, ms, now)
+	}
+	n.met.doEnd(doOK, timeout.Completed)
 }
 
 // probeRoom reports whether ctx's deadline, if any, leaves room for a probe
@@ -555,10 +611,10 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 	}
 	if known && !a.Probe {
 		n.learnKnown(a, o, elapsed, now)
-	} else {
-		n.observe(a, o, elapsed, now)
+	} else if !n.observe(a, o, elapsed, now) {
+		o = 0 // nothing learned
 	}
-	n.met.doBy[result].Inc()
+	n.met.doEnd(result, o)
 	if result != doTimeout || errors.Is(ferr, ErrTimeout) {
 		return ferr
 	}

@@ -105,7 +105,7 @@ func TestDo(t *testing.T) {
 					require.EqualValues(t, 1, e.LocalSamples)
 					require.EqualValues(t, tc.recorded, e.LocalValueMillis)
 				}
-				require.Equal(t, 1.0, counterValue(t, n.met.do.WithLabelValues(tc.result)))
+				require.Equal(t, 1.0, doCallsValue(t, n, tc.result))
 			})
 		})
 	}

@@ -204,8 +204,8 @@ func TestDoClassify(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []string{"db"}, d.Failing)
 		require.Equal(t, timeout.ReasonFailing, d.Reason)
-		require.Equal(t, 3.0, counterValue(t, n.met.outcomes.WithLabelValues("failed")))
-		require.Equal(t, 3.0, counterValue(t, n.met.do.WithLabelValues("error")))
+		require.Equal(t, 3.0, outcomesValue(t, n, "failed"))
+		require.Equal(t, 3.0, doCallsValue(t, n, "error"))
 		require.NoError(t, n.Do(t.Context(), "db", 1, func(context.Context) error { return nil }))
 		require.False(t, n.dec.Failing("db"), "a completion resets the detector")
 
@@ -258,9 +258,9 @@ func TestNodeIsAPolicy(t *testing.T) {
 	require.EqualValues(t, 2007, e.LocalValueMillis, "the probe's completion at 2 s (2000's bucket is 2000..2007)")
 	p.Observe(timeout.Attempt{Dest: "", Attempt: 1}, timeout.Completed, time.Millisecond, now) // rejected
 	require.Equal(t, 1.0, counterValue(t, n.met.rejected))
-	require.Equal(t, 1.0, counterValue(t, n.met.outcomes.WithLabelValues("completed")))
-	require.Equal(t, 3.0, counterValue(t, n.met.outcomes.WithLabelValues("failed")))
-	require.Equal(t, 1.0, counterValue(t, n.met.outcomes.WithLabelValues("superseded")))
+	require.Equal(t, 1.0, outcomesValue(t, n, "completed"))
+	require.Equal(t, 3.0, outcomesValue(t, n, "failed"))
+	require.Equal(t, 1.0, outcomesValue(t, n, "superseded"))
 }
 
 // TestRecordOutcomesHTTP checks POST /v1/record's timed_out and failed:
@@ -321,7 +321,7 @@ func TestRecordOutcomesHTTP(t *testing.T) {
 
 	// Outcomes are counted.
 	for o, want := range map[string]float64{"completed": 15, "timed_out": 4, "failed": 2} {
-		require.Equal(t, want, counterValue(t, n.met.outcomes.WithLabelValues(o)), o)
+		require.Equal(t, want, outcomesValue(t, n, o), o)
 	}
 }
 

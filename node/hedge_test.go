@@ -217,7 +217,7 @@ func TestDoHedgedCancel(t *testing.T) {
 			require.Equal(t, before[d], [2]uint64{e.LocalSamples, e.LocalCensored}, "%s: nothing recorded", d)
 		}
 		require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent))
-		require.Equal(t, 2.0, counterValue(t, n.met.byOutcome[timeout.Canceled]))
+		require.Equal(t, 2.0, outcomesValue(t, n, timeout.Canceled.String()))
 	})
 }
 
@@ -394,8 +394,8 @@ func TestDoHedged(t *testing.T) {
 			require.EqualValues(t, 26, e.LocalValueMillis, "censored at its elapsed time")
 			require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent))
 			require.Equal(t, 1.0, counterValue(t, n.met.hedgesWon))
-			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Superseded]))
-			require.Zero(t, counterValue(t, n.met.byOutcome[timeout.TimedOut]))
+			require.Equal(t, 1.0, outcomesValue(t, n, timeout.Superseded.String()))
+			require.Zero(t, outcomesValue(t, n, timeout.TimedOut.String()))
 		})
 	})
 
@@ -466,7 +466,7 @@ func TestDoHedged(t *testing.T) {
 			require.Equal(t, []string{"fast", "slow"}, called)
 			require.Equal(t, 12*time.Millisecond, time.Since(start))
 			require.Zero(t, counterValue(t, n.met.hedgesSent))
-			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Failed]))
+			require.Equal(t, 1.0, outcomesValue(t, n, timeout.Failed.String()))
 		})
 	})
 
@@ -499,7 +499,7 @@ func TestDoHedged(t *testing.T) {
 			require.Equal(t, map[string]error{"x": ErrTimeout, "z": ErrTimeout}, causes)
 			require.EqualError(t, err, "node: adaptive timeout expired after 250ms: context deadline exceeded\n"+
 				"connection refused\nnode: adaptive timeout expired after 250ms: context deadline exceeded")
-			require.Equal(t, 2.0, counterValue(t, n.met.byOutcome[timeout.TimedOut]))
+			require.Equal(t, 2.0, outcomesValue(t, n, timeout.TimedOut.String()))
 		})
 	})
 
@@ -548,7 +548,7 @@ func TestDoHedged(t *testing.T) {
 			require.EqualValues(t, 1, ds.ProbesStarted)
 			require.EqualValues(t, 1, ds.ProbesEnded.Completed)
 			require.Zero(t, counterValue(t, n.met.hedgesSent), "a failover is not a hedge")
-			require.Equal(t, 1.0, counterValue(t, n.met.byOutcome[timeout.Superseded]))
+			require.Equal(t, 1.0, outcomesValue(t, n, timeout.Superseded.String()))
 		})
 	})
 
@@ -613,7 +613,7 @@ func TestDoHedgedConcurrent(t *testing.T) {
 		synctest.Wait() // every fn returned: its context ended
 		var observed float64
 		for o := timeout.Completed; o <= timeout.Canceled; o++ {
-			observed += counterValue(t, n.met.byOutcome[o])
+			observed += outcomesValue(t, n, o.String())
 		}
 		require.Equal(t, float64(attempts.Load()), observed, "every attempt observed once")
 		require.Zero(t, n.dec.Stats().ProbesInFlight, "no probe left reserved")

@@ -74,8 +74,8 @@ func noop(context.Context) error { return nil }
 
 // BenchmarkDo is Node.Do around a no-op fn with the clock injected: the
 // decision, the context, and learning the completion (a record below the
-// quantile's bucket, which keeps the cached local view and its published
-// input: viewPos.shift).
+// quantile's bucket, which the cached local view takes on its room and
+// its published input outlives: estCaches.recorded).
 func BenchmarkDo(b *testing.B) {
 	n, dests := benchNode(b)
 	benchDo(b, n, dests[0])

@@ -19,12 +19,9 @@ type metrics struct {
 	records   prometheus.CounterFunc // the local tracker's count: no shared counter on the record path
 	rejected  prometheus.Counter
 	chosen    *chosenHist
-	doBy      [len(doResults)]prometheus.Counter // do's children by result
 	fallbacks prometheus.Counter
 	guarded   prometheus.Counter
-	do        *prometheus.CounterVec
-	outcomes  *prometheus.CounterVec
-	byOutcome [timeout.Canceled + 1]prometheus.Counter // outcomes' children
+	calls     *callCounts // atnode_do_calls_total and atnode_outcomes_total
 	reloads   *prometheus.CounterVec
 	httpOpen  prometheus.Gauge
 	httpRefd  prometheus.Counter
@@ -53,10 +50,7 @@ func newMetrics(n *Node) *metrics {
 		}),
 		httpRefd: newCounter("atnode_http_connections_refused_total",
 			"HTTP connections closed as soon as they were accepted because -http-max-connections were open."),
-		do: newCounterVec("atnode_do_calls_total", "result",
-			"Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended)."),
-		outcomes: newCounterVec("atnode_outcomes_total", "outcome",
-			"Attempts this node learned from, by outcome: completed, timed_out, failed, superseded, canceled (Do, the timeout.Policy methods, POST /v1/record samples; Record and RecordSince are counted in atnode_records_total only)."),
+		calls: &callCounts{},
 		reloads: newCounterVec("atnode_key_reloads_total", "result",
 			"Reloads of the gossip key file (ReloadKeys, SIGHUP in atnode) by result: ok, or error (the file was unreadable or refused; the keyring is unchanged)."),
 		hedgedCalls: newCounter("atnode_hedged_calls_total",
@@ -71,12 +65,6 @@ func newMetrics(n *Node) *metrics {
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
-	}
-	for r, name := range doResults {
-		m.doBy[r] = m.do.WithLabelValues(name)
-	}
-	for o := timeout.Completed; o <= timeout.Canceled; o++ {
-		m.byOutcome[o] = m.outcomes.WithLabelValues(o.String())
 	}
 	return m
 }
@@ -105,15 +93,79 @@ const (
 	doCanceled
 )
 
-// outcome counts one attempt's outcome.
+// outcome counts one attempt's outcome, learned elsewhere than in Do.
 func (m *metrics) outcome(o timeout.Outcome) {
-	if int(o) < len(m.byOutcome) && m.byOutcome[o] != nil {
-		m.byOutcome[o].Inc()
+	if o >= timeout.Completed && int(o) < len(m.calls.other) {
+		m.calls.other[o].Add(1)
+	}
+}
+
+// doEnd counts one call of Do that ended with result, having learned
+// outcome o (0: none, the destination's name was refused).
+func (m *metrics) doEnd(result doResult, o timeout.Outcome) {
+	if int(o) >= len(m.calls.pairs[result]) {
+		o = 0
+	}
+	m.calls.pairs[result][o].Add(1)
+}
+
+// descDoCalls and descOutcomes describe atnode_do_calls_total and
+// atnode_outcomes_total.
+var (
+	descDoCalls = desc("atnode_do_calls_total",
+		"Calls of Do by result: ok, error (fn failed on its own), timeout (the adaptive timeout expired), canceled (the caller's context ended).", "result")
+	descOutcomes = desc("atnode_outcomes_total",
+		"Attempts this node learned from, by outcome: completed, timed_out, failed, superseded, canceled (Do, the timeout.Policy methods, POST /v1/record samples; Record and RecordSince are counted in atnode_records_total only).", "outcome")
+)
+
+// callCounts are atnode_do_calls_total and atnode_outcomes_total, counted
+// so that a call of Do takes one atomic add for both: a count per pair of
+// Do's result and the outcome it learned, from which Collect derives Do's
+// calls by result and its share of the outcomes, and the outcomes learned
+// elsewhere (the timeout.Policy methods, POST /v1/record). Each metric a
+// scrape reads is a sum of counts that only grow, so it only grows too.
+type callCounts struct {
+	pairs [len(doResults)][timeout.Canceled + 1]atomic.Uint64 // [result][outcome], outcome 0: none learned
+	other [timeout.Canceled + 1]atomic.Uint64
+}
+
+// doCalls returns atnode_do_calls_total's value for result.
+func (c *callCounts) doCalls(result doResult) uint64 {
+	var n uint64
+	for o := range c.pairs[result] {
+		n += c.pairs[result][o].Load()
+	}
+	return n
+}
+
+// outcomes returns atnode_outcomes_total's value for o.
+func (c *callCounts) outcomes(o timeout.Outcome) uint64 {
+	n := c.other[o].Load()
+	for r := range c.pairs {
+		n += c.pairs[r][o].Load()
+	}
+	return n
+}
+
+// Describe sends the two metrics' descriptions.
+func (c *callCounts) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descDoCalls
+	ch <- descOutcomes
+}
+
+// Collect sends Do's calls for every result and the outcomes for every
+// outcome, zeros included.
+func (c *callCounts) Collect(ch chan<- prometheus.Metric) {
+	for r, name := range doResults {
+		ch <- prometheus.MustNewConstMetric(descDoCalls, prometheus.CounterValue, float64(c.doCalls(doResult(r))), name)
+	}
+	for o := timeout.Completed; o <= timeout.Canceled; o++ {
+		ch <- prometheus.MustNewConstMetric(descOutcomes, prometheus.CounterValue, float64(c.outcomes(o)), o.String())
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.do, m.outcomes, m.reloads,
+	return []prometheus.Collector{m.records, m.rejected, m.chosen, m.fallbacks, m.guarded, m.calls, m.reloads,
 		m.hedgedCalls, m.hedgesSent, m.hedgesWon, m.hedgesRefused, m.httpOpen, m.httpRefd, m.state}
 }
 
@@ -135,7 +187,9 @@ func (m *metrics) observeOf(d *Decision) {
 // observeQuick is observeOf for the decision of the quick verdict v
 // (Decision.fromQuick).
 func (m *metrics) observeQuick(v timeout.QuickVerdict) {
-	m.chosen.observeMillis(v.Source(), v.TimeoutMillis())
+	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
+		m.chosen.observeProbing(s, ms)
+	}
 	if v.DecidedBy() < 0 {
 		m.fallbacks.Inc()
 	} else if v.Guarded() {
@@ -232,17 +286,26 @@ func (h *chosenHist) observe(s tracker.Source, d time.Duration) {
 }
 
 // observeMillis is observe of ms milliseconds: one atomic add to the
-// count of its value, found in its first slot (inlined), or
+// count of its value, found in its first slot (counted), or
 // observeProbing's.
 func (h *chosenHist) observeMillis(s tracker.Source, ms uint64) {
+	if !h.counted(s, ms) {
+		h.observeProbing(s, ms)
+	}
+}
+
+// counted counts ms milliseconds from source s in its value's first slot
+// and reports whether it could: observeMillis but for its call of
+// observeProbing, so that it inlines into the decisions' paths.
+func (h *chosenHist) counted(s tracker.Source, ms uint64) bool {
 	if uint(s) < uint(len(h.by)) && ms < chosenValMax {
 		key := chosenKey(s, ms)
 		if v := &h.vals[chosenSlot(key)]; v.key.Load() == key {
 			v.n.Add(1)
-			return
+			return true
 		}
 	}
-	h.observeProbing(s, ms)
+	return false
 }
 
 // observeProbing is observeMillis beyond the value's first slot: it

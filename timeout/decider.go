@@ -854,8 +854,8 @@ func (r *rule) quorum(es []tracker.DecisionInput, need int) (uint64, int) {
 
 // The bits of a memo's first word (Decider.Memo): the verdict's timeout
 // in milliseconds below memoFlags, then its reason, whether the
-// destination decided (not the fallback), the input's source, guard and
-// failing state, and memoOK on every memo made.
+// destination decided (not the fallback), the input's source and guard
+// when it did, its failing state, and memoOK on every memo made.
 const (
 	memoFlags   = 56
 	memoMs      = 1<<memoFlags - 1
@@ -869,8 +869,10 @@ const (
 // Memo implements tracker.Memoizer: for slot k, attempt k+1's verdict on
 // in's destination alone by the rule (what verdict decides for it while
 // the Decider holds no destination's state), packed in two words: the
-// timeout, reason and whether the destination decided, with in's source,
-// guard and failing state, and the probe timeout (0: none). NewDecider
+// timeout, reason and whether the destination decided, with in's source
+// and guard when it decided (else SourceNone and no guard, what a verdict
+// the fallback decided reports: QuickVerdict reads them without a branch)
+// and its failing state, and the probe timeout (0: none). NewDecider
 // registers it with a *tracker.Fleet source, so that the Fleet keeps each
 // destination's memos with its published decision input, and Quick
 // combines them into ExplainTo's verdict. A verdict that does not fit is
@@ -886,12 +888,12 @@ func (d *Decider) Memo(in *tracker.DecisionInput, slot int) tracker.Memo {
 	if ms > memoMs || uint64(in.Source) > 3 {
 		return tracker.Memo{}
 	}
-	a := ms | uint64(v.Reason&3)<<memoFlags | uint64(in.Source)<<memoSource | memoOK
+	a := ms | uint64(v.Reason&3)<<memoFlags | memoOK
 	if v.DecidedBy == 0 {
-		a |= memoDecides
-	}
-	if in.Guarded {
-		a |= memoGuarded
+		a |= memoDecides | uint64(in.Source)<<memoSource
+		if in.Guarded {
+			a |= memoGuarded
+		}
 	}
 	if in.Failing {
 		a |= memoFailing
@@ -932,18 +934,13 @@ func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdic
 // Quick1 is Quick for the one destination dest: its memo alone is the
 // verdict (combine of one memo), read with tracker.Fleet.Memo.
 func (d *Decider) Quick1(dest string, attempt int, now time.Time) (QuickVerdict, bool) {
-	if d.memo == nil {
-		return QuickVerdict{}, false
-	}
+	// Small enough to inline into the node's paths. Fleet.Memo refuses a
+	// nil registration (the Decider's fleet is then possibly nil).
 	m, ok := d.fleet.Memo(dest, attempt-1, now, d.memo)
 	if !ok || m.A&(memoOK|memoFailing) != memoOK || !d.Quiet() {
 		return QuickVerdict{}, false
 	}
-	v := QuickVerdict{a: m.A, probe: m.B}
-	if m.A&memoDecides == 0 {
-		v.by = -1
-	}
-	return v, true
+	return QuickVerdict{a: m.A, probe: m.B, by: int(m.A/memoDecides&1) - 1}, true
 }
 
 // combine is Quick's verdict from the memos m of its destinations (at
@@ -973,8 +970,9 @@ func combine(m []tracker.Memo) (QuickVerdict, bool) {
 
 // A QuickVerdict is Quick's verdict, packed: the memo of the deciding
 // destination (or of the first one, holding the fallback, when the
-// fallback decided), the probe timeout, and the deciding destination's
-// index.
+// fallback decided, whose reason, source and guard are then the
+// fallback's: Decider.Memo), the probe timeout, and the deciding
+// destination's index.
 type QuickVerdict struct {
 	a, probe uint64
 	by       int
@@ -993,25 +991,15 @@ func (q QuickVerdict) DecidedBy() int { return q.by }
 // Reason is the verdict's Reason: ReasonFallback when the fallback
 // decided, else the deciding destination's ReasonEstimate or
 // ReasonCapped.
-func (q QuickVerdict) Reason() Reason {
-	if q.by < 0 {
-		return ReasonFallback
-	}
-	return Reason(q.a >> memoFlags & 3)
-}
+func (q QuickVerdict) Reason() Reason { return Reason(q.a >> memoFlags & 3) }
 
 // Source is the deciding destination's decision input's Source,
 // tracker.SourceNone when the fallback decided.
-func (q QuickVerdict) Source() tracker.Source {
-	if q.by < 0 {
-		return tracker.SourceNone
-	}
-	return tracker.Source(q.a >> memoSource & 3)
-}
+func (q QuickVerdict) Source() tracker.Source { return tracker.Source(q.a >> memoSource & 3) }
 
 // Guarded is the deciding destination's decision input's Guarded, false
 // when the fallback decided.
-func (q QuickVerdict) Guarded() bool { return q.by >= 0 && q.a&memoGuarded != 0 }
+func (q QuickVerdict) Guarded() bool { return q.a&memoGuarded != 0 }
 
 // ProbeTimeout is the verdict's ProbeTimeout: 0 when no probe is due.
 func (q QuickVerdict) ProbeTimeout() time.Duration { return fromMillis(q.probe) }

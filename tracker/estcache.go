@@ -21,6 +21,9 @@ type estCaches struct {
 	// cell is the decision input of one quantile published for readers
 	// without the shard lock (pubCell), nil until the first is.
 	cell *pubCell
+	// pub is 1 + the index of the slot whose view the published input
+	// is, 0 while none is published.
+	pub int
 }
 
 // estSlots is how many quantiles a destination's cache holds.
@@ -45,6 +48,9 @@ func (cs *estCaches) claim(q float64) *estCache {
 	if len(cs.slots) < estSlots {
 		cs.slots = append(cs.slots, estCache{q: q})
 		return &cs.slots[len(cs.slots)-1]
+	}
+	if cs.pub == cs.next+1 {
+		cs.unpublish() // its view goes
 	}
 	c := &cs.slots[cs.next]
 	cs.next = (cs.next + 1) % estSlots
@@ -75,20 +81,59 @@ type estCache struct {
 // viewPos is where the local view's answers sit in the window it was
 // computed from: Q's bucket qi with the samples below it and in it, M's
 // bucket mi (-1 when there is no M), and the trust threshold minSamples
-// the estimate was assembled with.
+// the estimate was assembled with; and room, how many more completed
+// samples below low (Q's bucket and at or below M's) the view takes
+// without shift's checks (estCaches.recorded).
 type viewPos struct {
 	qi, mi     int
 	below, at  uint64
 	minSamples uint64
+	low        int
+	room       uint64
 }
 
-// set records where lv's answers sit in w (qi, mi from settings.viewAt).
-func (p *viewPos) set(w *window, qi, mi int, minSamples uint64) {
-	*p = viewPos{qi: qi, mi: mi, minSamples: minSamples}
+// set records where lv's answers sit in w (qi, mi from settings.viewAt)
+// for quantile q, and the room that leaves.
+func (p *viewPos) set(w *window, qi, mi int, minSamples uint64, q float64) {
+	*p = viewPos{qi: qi, mi: mi, minSamples: minSamples, low: min(qi, mi+1)}
 	if qi >= 0 {
 		p.at = w.sum.counts[qi]
 		p.below = w.sum.total - w.sum.countFrom(qi)
+		p.fit(q, w.sum.total)
 	}
+}
+
+// roomMax bounds the room fit computes: a bound only costs a fit when
+// it is used up.
+const roomMax = 1 << 32
+
+// fit sets room for the view of n samples at quantile q: the largest k it
+// finds (not always the largest there is; 0 is always safe) such that k
+// more completed samples below low, one by one, each pass shift's checks.
+// Those leave M, the failing state and the trust threshold as they are
+// once n is at least minSamples (below that room stays 0), and keep Q's
+// rank among n+j samples, which grows by 0 or 1 a sample, at most below+j
+// + at for every j; it must also stay above below+j, and rank(q, n+j) − j
+// never grows with j, so rank(q, n+k) > below+k is the check for all of
+// them at once. The guess solves q·(n+k) > below+k in float64, and the
+// check in rank's own arithmetic corrects it.
+func (p *viewPos) fit(q float64, n uint64) {
+	p.room = 0
+	if p.qi < 0 || p.low <= 0 || n == 0 || n < p.minSamples || rank(q, n) > p.below+p.at {
+		return
+	}
+	k := uint64(roomMax)
+	if q < 1 {
+		x := (q*float64(n) - float64(p.below)) / (1 - q)
+		if !(x >= 1) {
+			return
+		}
+		k = uint64(min(x, roomMax))
+	}
+	for k > 0 && rank(q, n+k) <= p.below+k {
+		k /= 2
+	}
+	p.room = k
 }
 
 // shift updates the cached view lv (and the estimate e assembled from it,
@@ -102,6 +147,9 @@ func (p *viewPos) set(w *window, qi, mi int, minSamples uint64) {
 // failing state too (with M unchanged). Then only the sample counts
 // change, and the view and estimate are exactly what recomputing would
 // give. Otherwise it changes nothing: the caller lets the cache go stale.
+// A sample below Q's bucket uses a unit of room, as recorded's do; others
+// leave room as valid as it was (they add to the rank as much as they
+// add samples, or less). The last unit fits the room again.
 func (p *viewPos) shift(lv *viewFacts, e *Estimate, eok bool, q float64, i int, timedOut bool) bool {
 	n := lv.samples
 	if n == 0 || p.qi < 0 || n+1 == p.minSamples {
@@ -131,28 +179,47 @@ func (p *viewPos) shift(lv *viewFacts, e *Estimate, eok bool, q float64, i int, 
 			e.LocalCensored++
 		}
 	}
+	if i < p.qi && p.room > 0 {
+		if p.room--; p.room == 0 {
+			p.fit(q, lv.samples)
+		}
+	}
 	return true
 }
 
 // recorded keeps the cached local views valid across one sample at index i
 // (timedOut: a censored one) that moved the window from version from to to
-// without a rotation, where viewPos.shift can.
+// without a rotation, where viewPos.shift can. A completed sample below a
+// view's low while its room lasts needs none of shift's checks: only the
+// counts change (the last unit of room goes through shift, which fits the
+// room again).
 func (cs *estCaches) recorded(i int, timedOut bool, from, to uint64) {
 	for k := range cs.slots {
 		c := &cs.slots[k]
-		if c.lok && c.lver == from && c.lp.shift(&c.lv, &c.est, c.eok, c.q, i, timedOut) {
-			c.lver = to
+		if c.lok && c.lver == from {
+			if p := &c.lp; !timedOut && i < p.low && p.room > 1 {
+				p.room--
+				p.below++
+				c.lv.samples++
+				if c.eok {
+					c.est.LocalSamples++
+				}
+				c.lver = to
+				continue
+			}
+			if c.lp.shift(&c.lv, &c.est, c.eok, c.q, i, timedOut) {
+				c.lver = to
+				continue
+			}
 		}
-	}
-	if q, on := cs.pubQuantile(); on {
-		// The published input holds while its quantile's cached view
-		// does: its value, quantile, source and failing state are the
-		// view's, which viewPos.shift keeps only when none changes. When
-		// that cache was replaced (claim) nothing tells, so it goes at
-		// the first record after. (A fill needs nothing: it follows a
-		// change of the Fleet's version or epoch, which the cell's fver
-		// and clk already refuse, or replaces the facts with equal ones.)
-		if c := cs.slot(q); c == nil || !c.lok || c.lver != to {
+		if k+1 == cs.pub {
+			// The published input holds while its quantile's cached
+			// view does: its value, quantile, source and failing state
+			// are the view's, which viewPos.shift keeps only when none
+			// changes. (A fill needs nothing: it follows a change of
+			// the Fleet's version or epoch, which the cell's fver and
+			// clk already refuse, or replaces the facts with equal
+			// ones; a claim that replaces the view withdraws it.)
 			cs.unpublish()
 		}
 	}
@@ -264,7 +331,7 @@ func (t *SyncTracker[D]) current(h uint64, sh *syncShard[D], dest D, name string
 	en.rotate(te)
 	if !c.lok || c.lver != en.ver || c.lp.minSamples != minSamples {
 		qi, mi := t.s.viewAt(&en.window, q, &c.lv)
-		c.lp.set(&en.window, qi, mi, minSamples)
+		c.lp.set(&en.window, qi, mi, minSamples, q)
 		c.lver, c.lok, c.eok = en.ver, true, false
 	}
 	if !c.eok {
@@ -301,7 +368,7 @@ func (t *SyncTracker[D]) fill(dest D, q float64, fver uint64, fepoch int64, ff *
 // the fleet's facts hold, as estCache's fepoch says). Writers, under the
 // entry's shard lock, publish it when the locked path has assembled the
 // input, and withdraw it (flags = 0) whenever the window changes what the
-// input says or the cache that backs it went (estCaches.recorded), or the
+// input says or the cache that backs it went (estCaches.recorded, claim), or the
 // destination goes (eviction, Clear). Its fields are a sequence lock: seq
 // is odd while a publisher writes them, and a reader that sees seq
 // change, or odd, falls back to the locked path.
@@ -338,17 +405,8 @@ const (
 func (cs *estCaches) unpublish() {
 	if cs != nil && cs.cell != nil {
 		cs.cell.flags.Store(0)
+		cs.pub = 0
 	}
-}
-
-// pubQuantile returns the quantile of the published input and true, or
-// false when none is published; the shard lock is held (only its holders
-// write the cell).
-func (cs *estCaches) pubQuantile() (float64, bool) {
-	if cs.cell == nil || cs.cell.flags.Load() == 0 {
-		return 0, false
-	}
-	return math.Float64frombits(cs.cell.q.Load()), true
 }
 
 // pubTable is where readers find the published cells: a two-way
@@ -499,6 +557,11 @@ func (t *SyncTracker[D]) publish(cs *estCaches, c *estCache, name string, clk *c
 	cell.memoBy.Store(reg)
 	cell.flags.Store(fl)
 	cell.seq.Add(1)
+	for k := range cs.slots {
+		if &cs.slots[k] == c {
+			cs.pub = k + 1
+		}
+	}
 	i := k.hash & tb.mask
 	a, b := &tb.slots[i], &tb.slots[i^1]
 	switch pa, pb := a.Load(), b.Load(); {
@@ -602,14 +665,18 @@ func (r *pubReader) cell(name string) *pubCell {
 // cell returns the cell published for name in tb, nil when there is none.
 func (tb *pubTable) cell(name string) *pubCell {
 	k := tb.key(name)
-	i := k.hash & tb.mask
-	cell := tb.slots[i].Load()
-	if cell == nil || !cell.of(&k, name) {
-		if cell = tb.slots[i^1].Load(); cell == nil || !cell.of(&k, name) {
-			return nil
+	return tb.find(&k, name)
+}
+
+// find is cell for the name with digest k, inlined into the hot reads (a
+// call of its own cost Memo a tenth).
+func (tb *pubTable) find(k *pubKey, name string) *pubCell {
+	for i := range uint64(2) {
+		if c := tb.slots[(k.hash&tb.mask)^i].Load(); c != nil && c.of(k, name) {
+			return c
 		}
 	}
-	return cell
+	return nil
 }
 
 // MemoSlots is how many memos (Memoizer.Memo's slots) a published
@@ -678,8 +745,8 @@ func (f *Fleet) Memo(dest string, slot int, now time.Time, reg *MemoReg) (Memo, 
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
 		return Memo{}, false
 	}
-	fver := f.ver.Load()
-	cell := tb.cell(dest)
+	fver, k := f.ver.Load(), tb.key(dest)
+	cell := tb.find(&k, dest)
 	if cell == nil {
 		return Memo{}, false
 	}
@@ -714,7 +781,8 @@ func (f *Fleet) Memos(m []Memo, dests []string, slot int, now time.Time, reg *Me
 	}
 	fver := f.ver.Load()
 	for i := range m {
-		cell := tb.cell(dests[i])
+		k := tb.key(dests[i])
+		cell := tb.find(&k, dests[i])
 		if cell == nil {
 			return false
 		}

@@ -353,6 +353,80 @@ func TestEstimateCacheKeptViewsExact(t *testing.T) {
 	}
 }
 
+// roomUsed returns the room left in dest's cached views that hold its
+// window as it is, summed.
+func roomUsed(local *SyncTracker[string], dest string) uint64 {
+	h, sh := local.shard(dest)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	en := sh.get(h, dest)
+	if en == nil || en.ec == nil {
+		return 0
+	}
+	var n uint64
+	for _, c := range en.ec.slots {
+		if c.lok && c.lver == en.ver {
+			n += c.lp.room
+		}
+	}
+	return n
+}
+
+// TestEstimateCacheRoomExact records long seeded runs of completed
+// samples below the cached quantiles' buckets (each of which the cached
+// views take with no check while their room lasts: estCaches.recorded),
+// now and then one in the quantile's bucket, above it or timed out, from a
+// start with the quantiles at a bucket's edge and below the trust
+// threshold, and after each record compares the estimates at three
+// quantiles with EstimateUncached's: a room one sample too large would
+// keep a view whose quantile has moved down a bucket. It requires that
+// the views took many records on their room.
+func TestEstimateCacheRoomExact(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		c := testFleetConfig()
+		c.Tracker.MinSamples = 5 + uint32(seed)*7
+		local, err := NewSync[string](c.Tracker)
+		require.NoError(t, err)
+		f := newTestFleet(t, c, local)
+		r := rand.New(rand.NewPCG(seed, 11))
+		now := fleetAt(c, testE, 100)
+		qs := []float64{0.5, 0.99, 1} // estSlots of them
+		for range 3 {
+			local.RecordMillis("d", 200, now)
+		}
+		taken := 0
+		for step := range 2000 {
+			ms := []uint64{1, 3, 10, 11}[r.IntN(4)]
+			timedOut := false
+			switch r.IntN(25) {
+			case 0:
+				ms = 200
+			case 1:
+				ms = 500
+			case 2:
+				timedOut = true
+			}
+			before := roomUsed(local, "d")
+			if timedOut {
+				local.RecordTimeoutMillis("d", ms, now)
+			} else {
+				local.RecordMillis("d", ms, now)
+			}
+			if after := roomUsed(local, "d"); after < before {
+				taken++
+			}
+			for _, q := range qs {
+				got, err := f.Estimate("d", q, now)
+				require.NoError(t, err)
+				want, err := f.EstimateUncached("d", q, now)
+				require.NoError(t, err)
+				require.Equal(t, want, got, "seed %d step %d: %d timed out %v, q %v", seed, step, ms, timedOut, q)
+			}
+		}
+		require.Greater(t, taken, 500, "seed %d: %d records taken on room", seed, taken)
+	}
+}
+
 // TestFleetDecisionInputQuantile: DecisionInput refuses a quantile outside
 // (0, 1] as Estimate does, with a zero input, and otherwise gives
 // Estimate's Input with and without a SyncTracker as the local view.
