@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -296,16 +297,7 @@ func TestSyncConcurrentRecordPaths(t *testing.T) {
 	require.LessOrEqual(t, st.destinations(), max)
 	require.Equal(t, int64(st.destinations()), st.count.Load())
 	require.NotZero(t, st.trackerStats().DestinationsEvicted)
-	lru := 0
-	for k := range st.shards {
-		for n := st.shards[k].lru.head; n != nil; n = n.next {
-			lru++
-			if n.next != nil {
-				require.Greater(t, n.v.stamp, n.next.v.stamp, "a shard's list is in stamp order")
-			}
-		}
-	}
-	require.Equal(t, st.destinations(), lru)
+	require.Equal(t, st.destinations(), checkOrders(t, st))
 	for _, en := range syncEntries(st) {
 		checkWindowInvariants(t, &st.s.geo, &en.window)
 	}
@@ -329,5 +321,88 @@ func TestSmallIndexTable(t *testing.T) {
 			require.Equal(t, want, s.index(ms), "ms %d", ms)
 		}
 		require.Equal(t, s.geo.index(int64(s.highest)), s.index(1<<62))
+	}
+}
+
+// checkOrders checks every shard's eviction order of st (quiescent): a
+// min-heap by placed stamp, each destination's placed stamp at most its
+// current one (a later record only raises it), and exactly the shard's
+// destinations, once each. It returns how many destinations the orders
+// hold.
+func checkOrders[D comparable](t *testing.T, st *SyncTracker[D]) int {
+	t.Helper()
+	total := 0
+	for k := range st.shards {
+		sh := &st.shards[k]
+		h := sh.order.h
+		seen := map[*entry[D]]bool{}
+		for i, p := range h {
+			if i > 0 {
+				require.LessOrEqual(t, h[(i-1)/4].stamp, p.stamp, "shard %d: a heap by placed stamp", k)
+			}
+			require.LessOrEqual(t, p.stamp, p.en.stamp, "shard %d: placed no later than recorded", k)
+			require.True(t, sh.get(p.en.hash, p.en.key) == p.en, "shard %d: an entry held there", k)
+			require.False(t, seen[p.en], "shard %d: an entry placed twice", k)
+			seen[p.en] = true
+		}
+		require.Equal(t, int(sh.n.Load()), len(h), "shard %d: every entry placed", k)
+		total += len(h)
+	}
+	return total
+}
+
+// TestRecencyMatchesSort applies random creations, records (raising a
+// placed destination's stamp, as a record does, without telling the
+// heap) and removals at any index to a shard's recency heap, and after
+// each compares the destinations read in order as evict reads them (the
+// root made fresh, then the least of a frontier of fresh children) with
+// all of them sorted by current stamp.
+func TestRecencyMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 1))
+	var r recency[int]
+	var in []*entry[int]
+	seq := uint64(0)
+	for step := range 5000 {
+		switch op := rng.IntN(10); {
+		case op < 3 || len(in) == 0:
+			seq++
+			en := &entry[int]{key: step, stamp: seq}
+			r.push(en)
+			in = append(in, en)
+		case op < 8:
+			seq++
+			in[rng.IntN(len(in))].stamp = seq
+		default:
+			i := rng.IntN(len(r.h))
+			en := r.h[i].en
+			r.removeAt(i)
+			in = slices.DeleteFunc(in, func(x *entry[int]) bool { return x == en })
+		}
+		want := slices.SortedFunc(slices.Values(in), func(a, b *entry[int]) int { return cmp.Compare(a.stamp, b.stamp) })
+		var got []*entry[int]
+		if len(r.h) > 0 {
+			r.fix(0)
+			for f := []int{0}; len(f) > 0; {
+				m := 0
+				for x := range f {
+					if r.h[f[x]].stamp < r.h[f[m]].stamp {
+						m = x
+					}
+				}
+				i := f[m]
+				require.Equal(t, r.h[i].en.stamp, r.h[i].stamp, "step %d: read fresh", step)
+				got = append(got, r.h[i].en)
+				f = slices.Delete(f, m, m+1)
+				from, to := r.children(i)
+				for c := from; c < to; c++ {
+					r.fix(c)
+					f = append(f, c)
+				}
+			}
+		}
+		require.Equal(t, want, got, "step %d", step)
+		for i := 1; i < len(r.h); i++ {
+			require.LessOrEqual(t, r.h[(i-1)/4].stamp, r.h[i].stamp, "step %d: a heap", step)
+		}
 	}
 }
