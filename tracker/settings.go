@@ -121,14 +121,21 @@ func sinceNonNegative(start, now time.Time) time.Duration {
 // entry is one destination: its window plus its place in the order of
 // Record calls (kept only when MaxDestinations > 0: Tracker's list,
 // SyncTracker's stamp).
+//
+// What a record reads and writes comes first: the key, stamp, tag and
+// caches, then the window's own, 152 bytes for a string key. The padding
+// makes an entry of a string key 256 bytes, a size the allocator places
+// on 256-byte boundaries, so those fields take three cache lines, not four
+// or five (TestEntryLayout).
 type entry[D comparable] struct {
+	key   D
+	stamp uint64     // SyncTracker: sequence number of the last Record
+	tag   uint64     // SyncTracker: the caller's tag (SetTag)
+	ec    *estCaches // SyncTracker under a Fleet: the cached estimates, nil until queried
 	window
-	key     D
 	recency listNode[*entry[D]] // Tracker: in the list of entries by last Record, most recent first
-	stamp   uint64              // SyncTracker: sequence number of the last Record
-	hash    uint64              // SyncTracker: maphash of key
-	tag     uint64              // SyncTracker: the caller's tag (SetTag)
-	ec      *estCaches          // SyncTracker under a Fleet: the cached estimates, nil until queried
+	hash    uint64              // SyncTracker: hash of key
+	_       [16]byte
 }
 
 // newEntry returns an empty destination at epoch e.
