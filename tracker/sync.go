@@ -193,13 +193,16 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 // shard returns dest's hash and shard. A string key (the node's) is hashed
 // by strHash; any other by maphash.Comparable.
 func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
-	var h uint64
-	if s, ok := any(dest).(string); ok {
-		h = strHash(t.sseed, s)
-	} else {
-		h = maphash.Comparable(t.seed, dest)
-	}
+	h := t.hash(dest)
 	return h, &t.shards[h&(numShards-1)]
+}
+
+// hash is dest's hash, as shard chooses by it.
+func (t *SyncTracker[D]) hash(dest D) uint64 {
+	if s, ok := any(dest).(string); ok {
+		return strHash(t.sseed, s)
+	}
+	return maphash.Comparable(t.seed, dest)
 }
 
 // strHash is a seeded hash of s: wyhash's mixing (pubMix) over its bytes
@@ -209,7 +212,27 @@ func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
 // instructions for a short name. Only the shard and the slot are chosen by
 // it, never an answer: a weaker hash would cost probes.
 func strHash(seed uint64, s string) uint64 {
+	if len(s) <= 16 {
+		return shortHash(seed, s)
+	}
 	return wyhash(seed, s, seed).hash
+}
+
+// shortHash is wyhash(seed, s, seed).hash for s of at most 16 bytes (its
+// loop does not run; TestShortHashIsWyhash), the body recordMillis writes
+// out so that it calls nothing to hash a typical name.
+func shortHash(seed uint64, s string) uint64 {
+	n := len(s)
+	var a, b uint64
+	switch {
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return pubMix(a^seed^wyK1, b^seed^uint64(n)*wyK0^wyK2)
 }
 
 // Record is Tracker.Record, safe for concurrent use.
@@ -262,7 +285,27 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 		e = t.advance(now)
 	}
 	i := t.s.index(ms)
-	h, sh := t.shard(dest)
+	// shard's body, with a short name hashed by shortHash's body written
+	// out (too long to inline): the record then calls nothing on its way
+	// to the lock.
+	var h uint64
+	if s, ok := any(dest).(string); ok && len(s) <= 16 {
+		n := len(s)
+		var a, b uint64
+		switch {
+		case n >= 8:
+			a, b = le64(s), le64(s[n-8:])
+		case n >= 4:
+			a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+		case n > 0:
+			a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+		}
+		seed := t.sseed
+		h = pubMix(a^seed^wyK1, b^seed^uint64(n)*wyK0^wyK2)
+	} else {
+		h = t.hash(dest)
+	}
+	sh := &t.shards[h&(numShards-1)]
 	sh.mu.Lock()
 	en := sh.get(h, dest)
 	created := false

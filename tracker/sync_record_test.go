@@ -406,3 +406,20 @@ func TestRecencyMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// TestShortHashIsWyhash checks that the record's inline hash of a short
+// name is wyhash's, so every path chooses the same shard and slot, for
+// every length up to 16 bytes and random seeds and bytes.
+func TestShortHashIsWyhash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 3))
+	for range 2000 {
+		seed := rng.Uint64()
+		b := make([]byte, rng.IntN(17))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		s := string(b)
+		require.Equal(t, wyhash(seed, s, seed).hash, shortHash(seed, s), "%q", s)
+		require.Equal(t, wyhash(seed, s, seed).hash, strHash(seed, s), "%q", s)
+	}
+}
