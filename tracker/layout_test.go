@@ -240,3 +240,9 @@ func TestEntryLayout(t *testing.T) {
 		require.LessOrEqual(t, end, uintptr(3*64), "%s ends at %d", name, end)
 	}
 }
+
+// TestShardSize pins a shard of a string-keyed SyncTracker at 128 bytes
+// (syncShard's padding).
+func TestShardSize(t *testing.T) {
+	require.Equal(t, uintptr(128), unsafe.Sizeof(syncShard[string]{}))
+}

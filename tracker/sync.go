@@ -63,7 +63,10 @@ type syncShard[D comparable] struct {
 	slots []destSlot[D] // a power of two long, at most half full; nil while empty
 	n     atomic.Int64  // entries; written under mu, read without it to skip empty shards
 	order recency[D]    // the eviction order, when MaxDestinations > 0
-	_     [64]byte      // keep neighbouring shards' locks off one cache line
+	// The padding keeps neighbouring shards' locks off one cache line
+	// (the last 56 bytes of a shard are never written) and makes a shard
+	// 128 bytes, so a record finds its shard with a shift.
+	_ [56]byte
 }
 
 // destSlot is a slot of a shard's table: an entry and its hash, en nil
