@@ -225,17 +225,17 @@ func TestRankReference(t *testing.T) {
 func TestEntryLayout(t *testing.T) {
 	var en entry[string]
 	require.Equal(t, uintptr(256), unsafe.Sizeof(en))
-	w := unsafe.Offsetof(en.window)
 	for name, end := range map[string]uintptr{
 		"key":   unsafe.Offsetof(en.key) + unsafe.Sizeof(en.key),
+		"words": unsafe.Offsetof(en.words) + unsafe.Sizeof(en.words),
 		"stamp": unsafe.Offsetof(en.stamp) + 8,
 		"tag":   unsafe.Offsetof(en.tag) + 8,
 		"ec":    unsafe.Offsetof(en.ec) + 8,
-		"epoch": w + unsafe.Offsetof(en.epoch) + 8,
-		"curN":  w + unsafe.Offsetof(en.curN) + 8,
-		"ver":   w + unsafe.Offsetof(en.ver) + 8,
-		"cur":   w + unsafe.Offsetof(en.cur) + unsafe.Sizeof(en.cur),
-		"sum":   w + unsafe.Offsetof(en.sum) + unsafe.Sizeof(en.sum),
+		"epoch": unsafe.Offsetof(en.epoch) + 8,
+		"curN":  unsafe.Offsetof(en.curN) + 8,
+		"ver":   unsafe.Offsetof(en.ver) + 8,
+		"cur":   unsafe.Offsetof(en.cur) + unsafe.Sizeof(en.cur),
+		"sum":   unsafe.Offsetof(en.sum) + unsafe.Sizeof(en.sum),
 	} {
 		require.LessOrEqual(t, end, uintptr(3*64), "%s ends at %d", name, end)
 	}

@@ -99,6 +99,20 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 	}
 }
 
+// isKey reports whether en's key is the string key of n <= 16 bytes
+// whose words (shortWords) are a and b, comparing those, not the key's
+// bytes: a call of the runtime's memequal, and the spills around it, per
+// record.
+func (en *entry[D]) isKey(n int, a, b uint64) bool {
+	return en.words == [2]uint64{a, b} && keyLen(en.key) == n
+}
+
+// keyLen is the length of k when it is a string.
+func keyLen[D comparable](k D) int {
+	s, _ := any(k).(string)
+	return len(s)
+}
+
 func (sh *syncShard[D]) put(en *entry[D]) {
 	if n := int(sh.n.Load()) + 1; 2*n > len(sh.slots) {
 		sh.grow(max(2*len(sh.slots), minSlots))
@@ -225,9 +239,15 @@ func strHash(seed uint64, s string) uint64 {
 // loop does not run; TestShortHashIsWyhash), the body recordMillis writes
 // out so that it calls nothing to hash a typical name.
 func shortHash(seed uint64, s string) uint64 {
-	n := len(s)
-	var a, b uint64
-	switch {
+	a, b := shortWords(s)
+	return pubMix(a^seed^wyK1, b^seed^uint64(len(s))*wyK0^wyK2)
+}
+
+// shortWords returns the two words wyhash reads of s, of at most 16
+// bytes: its first and last 8 bytes, or 4, or for 1–3 bytes the first,
+// middle and last one. With len(s) they are s (pubKey's digest).
+func shortWords(s string) (a, b uint64) {
+	switch n := len(s); {
 	case n >= 8:
 		a, b = le64(s), le64(s[n-8:])
 	case n >= 4:
@@ -235,7 +255,7 @@ func shortHash(seed uint64, s string) uint64 {
 	case n > 0:
 		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
 	}
-	return pubMix(a^seed^wyK1, b^seed^uint64(n)*wyK0^wyK2)
+	return a, b
 }
 
 // Record is Tracker.Record, safe for concurrent use.
@@ -289,12 +309,12 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 	}
 	i := t.s.index(ms)
 	// shard's body, with a short name hashed by shortHash's body written
-	// out (too long to inline): the record then calls nothing on its way
-	// to the lock.
-	var h uint64
+	// out (too long to inline), and found by its words (isKey): the
+	// record then calls nothing on its way to the window.
+	var h, a, b uint64
+	n := -1 // a short name's length
 	if s, ok := any(dest).(string); ok && len(s) <= 16 {
-		n := len(s)
-		var a, b uint64
+		n = len(s)
 		switch {
 		case n >= 8:
 			a, b = le64(s), le64(s[n-8:])
@@ -310,7 +330,25 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 	}
 	sh := &t.shards[h&(numShards-1)]
 	sh.mu.Lock()
-	en := sh.get(h, dest)
+	var en *entry[D]
+	if n >= 0 {
+		// get's loop, comparing the words (isKey), by hand: as a function
+		// it was too long to inline.
+		slots := sh.slots
+		mask := uint64(len(slots)) - 1 // (all ones for no slots: the loop does not run)
+		for j := home(h, mask); j < uint64(len(slots)); j = (j + 1) & mask {
+			s := &slots[j]
+			if s.en == nil {
+				break
+			}
+			if s.hash == h && s.en.isKey(n, a, b) {
+				en = s.en
+				break
+			}
+		}
+	} else {
+		en = sh.get(h, dest)
+	}
 	created := false
 	switch {
 	case en != nil:
@@ -375,6 +413,9 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *entry[D] {
 	en := newEntry(&t.s.geo, t.s.n, e, dest)
 	en.hash = h
+	if s, ok := any(dest).(string); ok && len(s) <= 16 {
+		en.words[0], en.words[1] = shortWords(s)
+	}
 	sh.put(en)
 	if t.s.cfg.MaxDestinations > 0 {
 		en.stamp = t.seq.Add(1)

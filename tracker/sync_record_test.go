@@ -423,3 +423,33 @@ func TestShortHashIsWyhash(t *testing.T) {
 		require.Equal(t, wyhash(seed, s, seed).hash, strHash(seed, s), "%q", s)
 	}
 }
+
+// TestIsKeyMatchesEquality compares isKey, which compares a short key's
+// words and length, with the keys' equality over pairs of short names,
+// among them names of equal words and different lengths ("aaaa" and
+// "aaaaa", "cccccccc" and "ccccccccc" read the same two words), and
+// random ones over a two-letter alphabet.
+func TestIsKeyMatchesEquality(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 4))
+	keys := []string{"", "a", "aa", "aaa", "aaaa", "aaaaa", "aaaaaaa", "cccccccc", "ccccccccc", "cccccccccccccccc", "abcdefghabcdefgh", "abcdefgh"}
+	for range 300 {
+		b := make([]byte, rng.IntN(17))
+		for i := range b {
+			b[i] = "ab"[rng.IntN(2)]
+		}
+		keys = append(keys, string(b))
+	}
+	same := 0
+	for _, k := range keys {
+		en := &entry[string]{key: k}
+		en.words[0], en.words[1] = shortWords(k)
+		for _, o := range keys {
+			a, b := shortWords(o)
+			require.Equal(t, k == o, en.isKey(len(o), a, b), "%q, %q", k, o)
+			if k != o && en.words == [2]uint64{a, b} {
+				same++
+			}
+		}
+	}
+	require.NotZero(t, same, "some distinct names share words")
+}
