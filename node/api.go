@@ -39,9 +39,16 @@ var (
 // maximum trackable latency clamped). A dest that could not travel to peers
 // (empty, over 256 bytes or not UTF-8) is dropped and counted in
 // atnode_records_rejected_total.
+//
+// It records into the local tracker (the decider's) itself and hands the
+// decider only the tag that record returned (RecordedKnown, inlined):
+// timeout.Decider.RecordKnown around the same record was a call frame and
+// its spills of every record.
 func (n *Node) Record(dest string, latency time.Duration) {
 	ms, now := uint64(max(latency, 0)/time.Millisecond), n.clock()
-	if !n.dec.RecordKnown(dest, ms, now) {
+	if tag, held := n.local.RecordHeldMillis(dest, ms, now); held {
+		n.dec.RecordedKnown(dest, tag, now)
+	} else {
 		n.learnNew(dest, timeout.Completed, ms, now)
 	}
 }
@@ -51,7 +58,10 @@ func (n *Node) Record(dest string, latency time.Duration) {
 func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 	now := n.clock()
 	d := max(now.Sub(start), 0)
-	if ms := uint64(d / time.Millisecond); !n.dec.RecordKnown(dest, ms, now) {
+	ms := uint64(d / time.Millisecond)
+	if tag, held := n.local.RecordHeldMillis(dest, ms, now); held {
+		n.dec.RecordedKnown(dest, tag, now)
+	} else {
 		n.learnNew(dest, timeout.Completed, ms, now)
 	}
 	return d

@@ -527,10 +527,33 @@ func (d *Decider) RecordKnown(dest string, ms uint64, now time.Time) bool {
 		return false
 	}
 	tag, held := d.local.RecordHeldMillis(dest, ms, now)
-	if held && d.n.Load() != 0 && tag != d.gen.Load() {
-		d.update(dest, Completed, now, false, 0)
+	if held {
+		d.RecordedKnown(dest, tag, now)
 	}
 	return held
+}
+
+// RecordedKnown is what RecordKnown does after its record, for a caller
+// that made the record itself: dest's completion at now was recorded by
+// RecordHeldMillis, which returned tag, into the *tracker.SyncTracker the
+// Decider records into. It resets dest's failure detector when dest may
+// have state, and is small enough to inline, so such a caller's record
+// (node.Record's) takes one call below its own.
+func (d *Decider) RecordedKnown(dest string, tag uint64, now time.Time) {
+	if d.n.Load() != 0 {
+		d.recordedKnown(dest, tag, now)
+	}
+}
+
+// recordedKnown is RecordedKnown once some destination has state: out of
+// line, so that RecordedKnown inlines and a record of a node without
+// failing destinations, the common case, takes one load here.
+//
+//go:noinline
+func (d *Decider) recordedKnown(dest string, tag uint64, now time.Time) {
+	if tag != d.gen.Load() {
+		d.update(dest, Completed, now, false, 0)
+	}
 }
 
 // record learns an outcome; a probe's reservation ends, and pause (ms) is

@@ -37,8 +37,9 @@ type Config struct {
 	// front of the order, so destinations with steady traffic never settle
 	// where the next evictions look. A flood of new names with a sample
 	// each evicts only its own kind. Cost: at most 16 destinations visited
-	// per eviction (SyncTracker: plus one lock of each shard), nothing per
-	// record of a known destination. Evictions are counted
+	// per eviction (SyncTracker: plus one lock of each shard, and an
+	// O(log n) re-place of each one read that was recorded since it was
+	// last placed), nothing per record of a known destination. Evictions are counted
 	// (TrackerStats.DestinationsEvicted). Default 0.
 	MaxDestinations int `yaml:"max_destinations"`
 }

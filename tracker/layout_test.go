@@ -3,9 +3,9 @@ package tracker
 import (
 	"math"
 	"math/rand/v2"
-	"time"
-
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/stretchr/testify/require"
@@ -216,4 +216,33 @@ func TestRankReference(t *testing.T) {
 	} {
 		require.Equal(t, c.want, rank(c.q, c.total), "q %v total %d", c.q, c.total)
 	}
+}
+
+// TestEntryLayout pins what entry's layout is for: an entry of a string
+// key is 256 bytes (a size class whose objects are 256-aligned), and the
+// fields a record of a known destination reads or writes lie in its first
+// three cache lines.
+func TestEntryLayout(t *testing.T) {
+	var en entry[string]
+	require.Equal(t, uintptr(256), unsafe.Sizeof(en))
+	for name, end := range map[string]uintptr{
+		"key":   unsafe.Offsetof(en.key) + unsafe.Sizeof(en.key),
+		"words": unsafe.Offsetof(en.words) + unsafe.Sizeof(en.words),
+		"stamp": unsafe.Offsetof(en.stamp) + 8,
+		"tag":   unsafe.Offsetof(en.tag) + 8,
+		"ec":    unsafe.Offsetof(en.ec) + 8,
+		"epoch": unsafe.Offsetof(en.epoch) + 8,
+		"curN":  unsafe.Offsetof(en.curN) + 8,
+		"ver":   unsafe.Offsetof(en.ver) + 8,
+		"cur":   unsafe.Offsetof(en.cur) + unsafe.Sizeof(en.cur),
+		"sum":   unsafe.Offsetof(en.sum) + unsafe.Sizeof(en.sum),
+	} {
+		require.LessOrEqual(t, end, uintptr(3*64), "%s ends at %d", name, end)
+	}
+}
+
+// TestShardSize pins a shard of a string-keyed SyncTracker at 128 bytes
+// (syncShard's padding).
+func TestShardSize(t *testing.T) {
+	require.Equal(t, uintptr(128), unsafe.Sizeof(syncShard[string]{}))
 }

@@ -121,14 +121,24 @@ func sinceNonNegative(start, now time.Time) time.Duration {
 // entry is one destination: its window plus its place in the order of
 // Record calls (kept only when MaxDestinations > 0: Tracker's list,
 // SyncTracker's stamp).
+//
+// What a record reads and writes comes first: the key, its words, stamp,
+// tag and caches, then the window's own, 168 bytes for a string key, which
+// makes 256 bytes in all, a size the allocator places on 256-byte
+// boundaries, so those fields take three cache lines, not four or five
+// (TestEntryLayout).
 type entry[D comparable] struct {
+	key D
+	// words are the two words wyhash reads of a string key of at most 16
+	// bytes (shortWords), which with its length are the key: a record
+	// compares them, not the bytes (SyncTracker; zero otherwise).
+	words [2]uint64
+	stamp uint64     // SyncTracker: sequence number of the last Record
+	tag   uint64     // SyncTracker: the caller's tag (SetTag)
+	ec    *estCaches // SyncTracker under a Fleet: the cached estimates, nil until queried
 	window
-	key     D
 	recency listNode[*entry[D]] // Tracker: in the list of entries by last Record, most recent first
-	stamp   uint64              // SyncTracker: sequence number of the last Record
-	hash    uint64              // SyncTracker: maphash of key
-	tag     uint64              // SyncTracker: the caller's tag (SetTag)
-	ec      *estCaches          // SyncTracker under a Fleet: the cached estimates, nil until queried
+	hash    uint64              // SyncTracker: hash of key
 }
 
 // newEntry returns an empty destination at epoch e.

@@ -45,8 +45,8 @@ type SyncTracker[D comparable] struct {
 	count   atomic.Int64  // destinations; changed only under a shard lock
 	evicted atomic.Uint64 // destinations dropped by MaxDestinations
 	evictMu sync.Mutex    // one evictor at a time; guards the scratch below
-	cursors []evictCursor[D]
-	cands   []evictCursor[D]
+	refs    []evictRef
+	cands   []evictCand[D]
 }
 
 // syncShard holds the destinations whose hash falls in it, in an open
@@ -59,11 +59,14 @@ type SyncTracker[D comparable] struct {
 // and its groups.
 type syncShard[D comparable] struct {
 	mu    sync.Mutex
+	recs  uint64        // samples recorded into the shard, under mu (Recorded)
 	slots []destSlot[D] // a power of two long, at most half full; nil while empty
 	n     atomic.Int64  // entries; written under mu, read without it to skip empty shards
-	lru   list[*entry[D]]
-	recs  uint64   // samples recorded into the shard, under mu (Recorded)
-	_     [64]byte // keep neighbouring shards' locks off one cache line
+	order recency[D]    // the eviction order, when MaxDestinations > 0
+	// The padding keeps neighbouring shards' locks off one cache line
+	// (the last 56 bytes of a shard are never written) and makes a shard
+	// 128 bytes, so a record finds its shard with a shift.
+	_ [56]byte
 }
 
 // destSlot is a slot of a shard's table: an entry and its hash, en nil
@@ -94,6 +97,20 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 			return s.en
 		}
 	}
+}
+
+// isKey reports whether en's key is the string key of n <= 16 bytes
+// whose words (shortWords) are a and b, comparing those, not the key's
+// bytes: a call of the runtime's memequal, and the spills around it, per
+// record.
+func (en *entry[D]) isKey(n int, a, b uint64) bool {
+	return en.words == [2]uint64{a, b} && keyLen(en.key) == n
+}
+
+// keyLen is the length of k when it is a string.
+func keyLen[D comparable](k D) int {
+	s, _ := any(k).(string)
+	return len(s)
 }
 
 func (sh *syncShard[D]) put(en *entry[D]) {
@@ -193,13 +210,16 @@ func (t *SyncTracker[D]) advance(now time.Time) int64 {
 // shard returns dest's hash and shard. A string key (the node's) is hashed
 // by strHash; any other by maphash.Comparable.
 func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
-	var h uint64
-	if s, ok := any(dest).(string); ok {
-		h = strHash(t.sseed, s)
-	} else {
-		h = maphash.Comparable(t.seed, dest)
-	}
+	h := t.hash(dest)
 	return h, &t.shards[h&(numShards-1)]
+}
+
+// hash is dest's hash, as shard chooses by it.
+func (t *SyncTracker[D]) hash(dest D) uint64 {
+	if s, ok := any(dest).(string); ok {
+		return strHash(t.sseed, s)
+	}
+	return maphash.Comparable(t.seed, dest)
 }
 
 // strHash is a seeded hash of s: wyhash's mixing (pubMix) over its bytes
@@ -209,7 +229,33 @@ func (t *SyncTracker[D]) shard(dest D) (uint64, *syncShard[D]) {
 // instructions for a short name. Only the shard and the slot are chosen by
 // it, never an answer: a weaker hash would cost probes.
 func strHash(seed uint64, s string) uint64 {
+	if len(s) <= 16 {
+		return shortHash(seed, s)
+	}
 	return wyhash(seed, s, seed).hash
+}
+
+// shortHash is wyhash(seed, s, seed).hash for s of at most 16 bytes (its
+// loop does not run; TestShortHashIsWyhash), the body recordMillis writes
+// out so that it calls nothing to hash a typical name.
+func shortHash(seed uint64, s string) uint64 {
+	a, b := shortWords(s)
+	return pubMix(a^seed^wyK1, b^seed^uint64(len(s))*wyK0^wyK2)
+}
+
+// shortWords returns the two words wyhash reads of s, of at most 16
+// bytes: its first and last 8 bytes, or 4, or for 1–3 bytes the first,
+// middle and last one. With len(s) they are s (pubKey's digest).
+func shortWords(s string) (a, b uint64) {
+	switch n := len(s); {
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return a, b
 }
 
 // Record is Tracker.Record, safe for concurrent use.
@@ -262,20 +308,58 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 		e = t.advance(now)
 	}
 	i := t.s.index(ms)
-	h, sh := t.shard(dest)
+	// shard's body, with a short name hashed by shortHash's body written
+	// out (too long to inline), and found by its words (isKey): the
+	// record then calls nothing on its way to the window.
+	var h, a, b uint64
+	n := -1 // a short name's length
+	if s, ok := any(dest).(string); ok && len(s) <= 16 {
+		n = len(s)
+		switch {
+		case n >= 8:
+			a, b = le64(s), le64(s[n-8:])
+		case n >= 4:
+			a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+		case n > 0:
+			a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+		}
+		seed := t.sseed
+		h = pubMix(a^seed^wyK1, b^seed^uint64(n)*wyK0^wyK2)
+	} else {
+		h = t.hash(dest)
+	}
+	sh := &t.shards[h&(numShards-1)]
 	sh.mu.Lock()
-	en := sh.get(h, dest)
+	var en *entry[D]
+	if n >= 0 {
+		// get's loop, comparing the words (isKey), by hand: as a function
+		// it was too long to inline.
+		slots := sh.slots
+		mask := uint64(len(slots)) - 1 // (all ones for no slots: the loop does not run)
+		for j := home(h, mask); j < uint64(len(slots)); j = (j + 1) & mask {
+			s := &slots[j]
+			if s.en == nil {
+				break
+			}
+			if s.hash == h && s.en.isKey(n, a, b) {
+				en = s.en
+				break
+			}
+		}
+	} else {
+		en = sh.get(h, dest)
+	}
 	created := false
 	switch {
 	case en != nil:
 		en.rotate(e)
 		if t.s.cfg.MaxDestinations > 0 && en.stamp != t.seq.Load() {
-			// Restamp: en becomes the most recently recorded destination.
+			// Restamp: en becomes the most recently recorded destination
+			// (its place in sh.order follows lazily, at an eviction).
 			// When it already is (its stamp is the last sequence number
 			// taken: no record elsewhere since), the shared sequence is
 			// left unwritten.
 			en.stamp = t.seq.Add(1)
-			sh.lru.moveToFront(&en.recency)
 		}
 	case create:
 		en, created = t.create(sh, h, dest, e), true
@@ -329,10 +413,13 @@ func (t *SyncTracker[D]) RecordTimeoutMillis(dest D, ms uint64, now time.Time) {
 func (t *SyncTracker[D]) create(sh *syncShard[D], h uint64, dest D, e int64) *entry[D] {
 	en := newEntry(&t.s.geo, t.s.n, e, dest)
 	en.hash = h
+	if s, ok := any(dest).(string); ok && len(s) <= 16 {
+		en.words[0], en.words[1] = shortWords(s)
+	}
 	sh.put(en)
 	if t.s.cfg.MaxDestinations > 0 {
 		en.stamp = t.seq.Add(1)
-		sh.lru.pushFront(&en.recency)
+		sh.order.push(en)
 		t.count.Add(1)
 	}
 	return en
@@ -346,69 +433,89 @@ func (t *SyncTracker[D]) created(en *entry[D], e int64) {
 	}
 }
 
-// evictCursor is an eviction candidate: an entry of a shard's list and its
-// stamp when read; the next candidate of that shard is the entry before it.
-type evictCursor[D comparable] struct {
-	shard int
+// evictRef is an element of a shard's order that the evictor reads: the
+// shard, its index there, and its placed stamp when read, which only it
+// had (a destination's stamps are its own).
+type evictRef struct {
+	stamp      uint64
+	shard, idx int
+}
+
+// evictCand is a candidate for eviction: a destination read, and its
+// samples.
+type evictCand[D comparable] struct {
+	evictRef
 	en    *entry[D]
-	stamp uint64
 	total uint64
 }
 
 // evict removes destinations other than keep until at most MaxDestinations
 // remain, by the rule of Tracker.victim over all shards: the global
-// evictionCandidates least recently recorded (the shards' lists merged by
-// stamp; within a shard, list order is stamp order because both change
-// under its lock), of those the one with the fewest samples at epoch e, and
-// the candidates with more samples move to the front with new stamps.
-// Calls running concurrently may change the lists between the locks: a
-// candidate that was recorded, moved or removed meanwhile is skipped, so
-// the result is then approximate, never unsafe.
+// evictionCandidates least recently recorded, of those the one with the
+// fewest samples at epoch e, and the candidates with more samples move to
+// the front with new stamps (their places in the orders follow lazily).
+//
+// The least recently recorded are read in stamp order from all shards'
+// heaps at once: t.refs is a min-heap by placed stamp of elements of the
+// shards' orders whose subtrees hold every destination not yet read,
+// first every shard's root. A placed stamp bounds every current stamp in
+// its subtree from below, so the least element, when fresh, is the least
+// recently recorded of all not yet read: it is read and its children take
+// its place. A stale one is re-placed (fix) and its index looked at again.
+// Only read entries are dereferenced, and the refs hold no pointer (a
+// pointer's write barrier made their moves a tenth of an eviction under
+// GC). Calls running concurrently may change the shards between the
+// locks: an element moved or removed meanwhile is skipped (with its
+// subtree, for the round), so the result is then approximate, never
+// unsafe.
 func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 	t.evictMu.Lock()
 	defer t.evictMu.Unlock()
 	for t.count.Load() > int64(t.s.cfg.MaxDestinations) {
-		heads := t.cursors[:0]
+		refs := t.refs[:0]
 		for k := range t.shards {
 			sh := &t.shards[k]
 			if sh.n.Load() == 0 {
 				continue // (a destination created there meanwhile is no candidate for this round)
 			}
 			sh.mu.Lock()
-			if n := sh.lru.tail; n != nil {
-				heads = append(heads, evictCursor[D]{shard: k, en: n.v, stamp: n.v.stamp})
+			if len(sh.order.h) > 0 {
+				refs = append(refs, evictRef{stamp: sh.order.h[0].stamp, shard: k})
 			}
 			sh.mu.Unlock()
+		}
+		for i := len(refs)/2 - 1; i >= 0; i-- {
+			refDown(refs, i)
 		}
 		cands := t.cands[:0]
-		for len(cands) < evictionCandidates && len(heads) > 0 {
-			j := 0
-			for x := range heads {
-				if heads[x].stamp < heads[j].stamp {
-					j = x
-				}
-			}
-			c := &heads[j]
-			sh := &t.shards[c.shard]
+		for len(cands) < evictionCandidates && len(refs) > 0 {
+			r := refs[0]
+			refs[0] = refs[len(refs)-1]
+			refs = refs[:len(refs)-1]
+			refDown(refs, 0)
+			sh := &t.shards[r.shard]
 			sh.mu.Lock()
-			valid := sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp
-			var prev *listNode[*entry[D]]
-			if valid {
-				prev = c.en.recency.prev
-				if c.en != keep {
-					c.en.rotate(e)
-					cands = append(cands, evictCursor[D]{shard: c.shard, en: c.en, stamp: c.stamp, total: c.en.sum.total})
-				}
+			o := &sh.order
+			if r.idx >= len(o.h) || o.h[r.idx].stamp != r.stamp {
+				sh.mu.Unlock()
+				continue
 			}
-			if prev != nil {
-				c.en, c.stamp = prev.v, prev.v.stamp
+			if en := o.h[r.idx].en; en.stamp != r.stamp { // stale: look at the index again
+				o.fix(r.idx)
+				refs = pushRef(refs, evictRef{stamp: o.h[r.idx].stamp, shard: r.shard, idx: r.idx})
 			} else {
-				heads[j] = heads[len(heads)-1]
-				heads = heads[:len(heads)-1]
+				if en != keep {
+					en.rotate(e)
+					cands = append(cands, evictCand[D]{evictRef: r, en: en, total: en.sum.total})
+				}
+				from, to := o.children(r.idx)
+				for i := from; i < to; i++ {
+					refs = pushRef(refs, evictRef{stamp: o.h[i].stamp, shard: r.shard, idx: i})
+				}
 			}
 			sh.mu.Unlock()
 		}
-		t.cursors, t.cands = heads, cands
+		t.refs, t.cands = refs, cands
 		if len(cands) == 0 {
 			return
 		}
@@ -423,15 +530,14 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			sh := &t.shards[c.shard]
 			sh.mu.Lock()
 			if sh.get(c.en.hash, c.en.key) == c.en && c.en.stamp == c.stamp {
-				switch {
-				case x == v:
-					sh.lru.remove(&c.en.recency)
+				switch o := &sh.order; {
+				case x == v && c.idx < len(o.h) && o.h[c.idx].en == c.en:
+					o.removeAt(c.idx)
 					sh.del(c.en)
 					t.count.Add(-1)
 					t.evicted.Add(1)
 				case c.total > cands[v].total:
 					c.en.stamp = t.seq.Add(1)
-					sh.lru.moveToFront(&c.en.recency)
 					moved = true
 				}
 			}
@@ -444,10 +550,41 @@ func (t *SyncTracker[D]) evict(keep *entry[D], e int64) {
 			sh.mu.Lock()
 			if sh.get(keep.hash, keep.key) == keep {
 				keep.stamp = t.seq.Add(1)
-				sh.lru.moveToFront(&keep.recency)
 			}
 			sh.mu.Unlock()
 		}
+	}
+}
+
+// pushRef adds r to the min-heap of refs h.
+func pushRef(h []evictRef, r evictRef) []evictRef {
+	h = append(h, r)
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if h[p].stamp <= h[i].stamp {
+			break
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+	return h
+}
+
+// refDown moves h[i] down the min-heap of refs h.
+func refDown(h []evictRef, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1].stamp < h[c].stamp {
+			c++
+		}
+		if h[i].stamp <= h[c].stamp {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
 	}
 }
 
@@ -525,7 +662,7 @@ func (t *SyncTracker[D]) Clear() {
 		})
 		sh.slots = nil
 		sh.n.Store(0)
-		sh.lru = list[*entry[D]]{}
+		sh.order = recency[D]{}
 	}
 	t.count.Store(0)
 	for k := range t.shards {

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -296,16 +297,7 @@ func TestSyncConcurrentRecordPaths(t *testing.T) {
 	require.LessOrEqual(t, st.destinations(), max)
 	require.Equal(t, int64(st.destinations()), st.count.Load())
 	require.NotZero(t, st.trackerStats().DestinationsEvicted)
-	lru := 0
-	for k := range st.shards {
-		for n := st.shards[k].lru.head; n != nil; n = n.next {
-			lru++
-			if n.next != nil {
-				require.Greater(t, n.v.stamp, n.next.v.stamp, "a shard's list is in stamp order")
-			}
-		}
-	}
-	require.Equal(t, st.destinations(), lru)
+	require.Equal(t, st.destinations(), checkOrders(t, st))
 	for _, en := range syncEntries(st) {
 		checkWindowInvariants(t, &st.s.geo, &en.window)
 	}
@@ -330,4 +322,134 @@ func TestSmallIndexTable(t *testing.T) {
 		}
 		require.Equal(t, s.geo.index(int64(s.highest)), s.index(1<<62))
 	}
+}
+
+// checkOrders checks every shard's eviction order of st (quiescent): a
+// min-heap by placed stamp, each destination's placed stamp at most its
+// current one (a later record only raises it), and exactly the shard's
+// destinations, once each. It returns how many destinations the orders
+// hold.
+func checkOrders[D comparable](t *testing.T, st *SyncTracker[D]) int {
+	t.Helper()
+	total := 0
+	for k := range st.shards {
+		sh := &st.shards[k]
+		h := sh.order.h
+		seen := map[*entry[D]]bool{}
+		for i, p := range h {
+			if i > 0 {
+				require.LessOrEqual(t, h[(i-1)/4].stamp, p.stamp, "shard %d: a heap by placed stamp", k)
+			}
+			require.LessOrEqual(t, p.stamp, p.en.stamp, "shard %d: placed no later than recorded", k)
+			require.True(t, sh.get(p.en.hash, p.en.key) == p.en, "shard %d: an entry held there", k)
+			require.False(t, seen[p.en], "shard %d: an entry placed twice", k)
+			seen[p.en] = true
+		}
+		require.Equal(t, int(sh.n.Load()), len(h), "shard %d: every entry placed", k)
+		total += len(h)
+	}
+	return total
+}
+
+// TestRecencyMatchesSort applies random creations, records (raising a
+// placed destination's stamp, as a record does, without telling the
+// heap) and removals at any index to a shard's recency heap, and after
+// each compares the destinations read in order as evict reads them (the
+// root made fresh, then the least of a frontier of fresh children) with
+// all of them sorted by current stamp.
+func TestRecencyMatchesSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 1))
+	var r recency[int]
+	var in []*entry[int]
+	seq := uint64(0)
+	for step := range 5000 {
+		switch op := rng.IntN(10); {
+		case op < 3 || len(in) == 0:
+			seq++
+			en := &entry[int]{key: step, stamp: seq}
+			r.push(en)
+			in = append(in, en)
+		case op < 8:
+			seq++
+			in[rng.IntN(len(in))].stamp = seq
+		default:
+			i := rng.IntN(len(r.h))
+			en := r.h[i].en
+			r.removeAt(i)
+			in = slices.DeleteFunc(in, func(x *entry[int]) bool { return x == en })
+		}
+		want := slices.SortedFunc(slices.Values(in), func(a, b *entry[int]) int { return cmp.Compare(a.stamp, b.stamp) })
+		var got []*entry[int]
+		if len(r.h) > 0 {
+			r.fix(0)
+			for f := []int{0}; len(f) > 0; {
+				m := 0
+				for x := range f {
+					if r.h[f[x]].stamp < r.h[f[m]].stamp {
+						m = x
+					}
+				}
+				i := f[m]
+				require.Equal(t, r.h[i].en.stamp, r.h[i].stamp, "step %d: read fresh", step)
+				got = append(got, r.h[i].en)
+				f = slices.Delete(f, m, m+1)
+				from, to := r.children(i)
+				for c := from; c < to; c++ {
+					r.fix(c)
+					f = append(f, c)
+				}
+			}
+		}
+		require.Equal(t, want, got, "step %d", step)
+		for i := 1; i < len(r.h); i++ {
+			require.LessOrEqual(t, r.h[(i-1)/4].stamp, r.h[i].stamp, "step %d: a heap", step)
+		}
+	}
+}
+
+// TestShortHashIsWyhash checks that the record's inline hash of a short
+// name is wyhash's, so every path chooses the same shard and slot, for
+// every length up to 16 bytes and random seeds and bytes.
+func TestShortHashIsWyhash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 3))
+	for range 2000 {
+		seed := rng.Uint64()
+		b := make([]byte, rng.IntN(17))
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		s := string(b)
+		require.Equal(t, wyhash(seed, s, seed).hash, shortHash(seed, s), "%q", s)
+		require.Equal(t, wyhash(seed, s, seed).hash, strHash(seed, s), "%q", s)
+	}
+}
+
+// TestIsKeyMatchesEquality compares isKey, which compares a short key's
+// words and length, with the keys' equality over pairs of short names,
+// among them names of equal words and different lengths ("aaaa" and
+// "aaaaa", "cccccccc" and "ccccccccc" read the same two words), and
+// random ones over a two-letter alphabet.
+func TestIsKeyMatchesEquality(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 4))
+	keys := []string{"", "a", "aa", "aaa", "aaaa", "aaaaa", "aaaaaaa", "cccccccc", "ccccccccc", "cccccccccccccccc", "abcdefghabcdefgh", "abcdefgh"}
+	for range 300 {
+		b := make([]byte, rng.IntN(17))
+		for i := range b {
+			b[i] = "ab"[rng.IntN(2)]
+		}
+		keys = append(keys, string(b))
+	}
+	same := 0
+	for _, k := range keys {
+		en := &entry[string]{key: k}
+		en.words[0], en.words[1] = shortWords(k)
+		for _, o := range keys {
+			a, b := shortWords(o)
+			require.Equal(t, k == o, en.isKey(len(o), a, b), "%q, %q", k, o)
+			if k != o && en.words == [2]uint64{a, b} {
+				same++
+			}
+		}
+	}
+	require.NotZero(t, same, "some distinct names share words")
 }

@@ -145,13 +145,7 @@ func TestSyncConcurrentEviction(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, st.destinations(), max)
 	require.Equal(t, int64(st.destinations()), st.count.Load())
-	lru := 0
-	for k := range st.shards {
-		for n := st.shards[k].lru.head; n != nil; n = n.next {
-			lru++
-		}
-	}
-	require.Equal(t, st.destinations(), lru)
+	require.Equal(t, st.destinations(), checkOrders(t, st))
 }
 
 // TestSyncMatchesTracker replays seeded random workloads on both types and

@@ -121,16 +121,18 @@ func uvarintLen(c uint32) int {
 // sub-window, 1 in 20 timed out), and about 67 KiB in all for the hostile
 // worst case of every bucket censored in every sub-window.
 type window struct {
-	epoch   int64       // the epoch cur belongs to
-	cur     []uint32    // counts recorded in epoch
-	touched []uint64    // bitmap of the non-zero indices of cur
-	curN    uint64      // sum of cur
-	sum     hist        // cur plus every sealed sub-window in the ring
-	ring    []sealedSub // sealed sub-windows by epoch mod N; empty slots hold neither form
-	cens    *censoring  // nil while no sample in the window timed out
+	// The fields a record of a sample in a bucket already non-empty in
+	// cur reads or writes come first, together (see entry).
+	epoch int64  // the epoch cur belongs to
+	curN  uint64 // sum of cur
 	// ver counts the changes of the window (records, rotations, clears):
 	// a view computed at one ver holds while ver stays (estCache).
-	ver uint64
+	ver     uint64
+	cur     []uint32    // counts recorded in epoch
+	sum     hist        // cur plus every sealed sub-window in the ring
+	touched []uint64    // bitmap of the non-zero indices of cur
+	ring    []sealedSub // sealed sub-windows by epoch mod N; empty slots hold neither form
+	cens    *censoring  // nil while no sample in the window timed out
 }
 
 // censoring is a window's censored counts: the current sub-window's, each
