@@ -57,9 +57,9 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 // BenchmarkRecordUnbounded is BenchmarkRecord with no MaxDestinations:
-// without the eviction order (the shared sequence number and the move to
-// the front of the shard's list) that the bound needs. What the order
-// costs a record is the difference.
+// without the eviction order's shared sequence number, the one thing the
+// bound costs a record (its place in the order is kept lazily, at
+// evictions). What the order costs a record is the difference.
 func BenchmarkRecordUnbounded(b *testing.B) {
 	n, dests := benchNodeUnbounded(b)
 	recordLoop(b, n, dests)
