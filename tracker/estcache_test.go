@@ -286,22 +286,28 @@ func localSlot(local *SyncTracker[string], dest string, q float64) *estCache {
 	return &cp
 }
 
-// freshSlots returns how many of dest's cached estimates hold a local
-// view of its window as it is.
-func freshSlots(local *SyncTracker[string], dest string) int {
+// freshViews calls fn with each of dest's cached estimates that holds a
+// local view of its window as it is, under dest's shard lock.
+func freshViews(local *SyncTracker[string], dest string, fn func(c *estCache)) {
 	h, sh := local.shard(dest)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	en := sh.get(h, dest)
 	if en == nil || en.ec == nil {
-		return 0
+		return
 	}
-	n := 0
-	for _, c := range en.ec.slots {
-		if c.lok && c.lver == en.ver {
-			n++
+	for i := range en.ec.slots {
+		if c := &en.ec.slots[i]; c.lok && c.lver == en.ver {
+			fn(c)
 		}
 	}
+}
+
+// freshSlots returns how many of dest's cached estimates hold a local
+// view of its window as it is.
+func freshSlots(local *SyncTracker[string], dest string) int {
+	n := 0
+	freshViews(local, dest, func(*estCache) { n++ })
 	return n
 }
 
@@ -356,19 +362,8 @@ func TestEstimateCacheKeptViewsExact(t *testing.T) {
 // roomUsed returns the room left in dest's cached views that hold its
 // window as it is, summed.
 func roomUsed(local *SyncTracker[string], dest string) uint64 {
-	h, sh := local.shard(dest)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	en := sh.get(h, dest)
-	if en == nil || en.ec == nil {
-		return 0
-	}
 	var n uint64
-	for _, c := range en.ec.slots {
-		if c.lok && c.lver == en.ver {
-			n += c.lp.room
-		}
-	}
+	freshViews(local, dest, func(c *estCache) { n += c.lp.room })
 	return n
 }
 
