@@ -558,7 +558,11 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 // without done's classification of the end or its contexts passed on.
 func (n *Node) completed(a *timeout.Attempt, start time.Time) {
 	now := n.clock()
-	if ms := uint64(max(now.Sub(start), 0) / time.Millisecond); !n.dec.RecordKnown(a.Dest, ms, now) {
+	ms := uint64(max(now.Sub(start), 0) / time.Millisecond)
+	// RecordKnown's body, as in Record: a frame fewer.
+	if tag, held := n.local.RecordHeldMillis(a.Dest, ms, now); held {
+		n.dec.RecordedKnown(a.Dest, tag, now)
+	} else {
 		n.dec.Record(a.Dest, timeout.Completed, ms, now)
 	}
 	n.met.doEnd(doOK, timeout.Completed)
