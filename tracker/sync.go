@@ -58,22 +58,39 @@ type SyncTracker[D comparable] struct {
 // the map it replaces spent ~10 % of a record on its own hash of the key
 // and its groups.
 type syncShard[D comparable] struct {
-	mu    sync.Mutex
-	recs  uint64        // samples recorded into the shard, under mu (Recorded)
-	slots []destSlot[D] // a power of two long, at most half full; nil while empty
-	n     atomic.Int64  // entries; written under mu, read without it to skip empty shards
-	order recency[D]    // the eviction order, when MaxDestinations > 0
+	mu   sync.Mutex
+	recs uint64 // samples recorded into the shard, under mu (Recorded)
+	// anyRecs counts the records that took recordAny, under mu: tests
+	// check that the common record does not.
+	anyRecs uint64
+	slots   []destSlot[D] // a power of two long, at most half full; nil while empty
+	n       atomic.Int64  // entries; written under mu, read without it to skip empty shards
+	order   recency[D]    // the eviction order, when MaxDestinations > 0
 	// The padding keeps neighbouring shards' locks off one cache line
-	// (the last 56 bytes of a shard are never written) and makes a shard
+	// (the last 48 bytes of a shard are never written) and makes a shard
 	// 128 bytes, so a record finds its shard with a shift.
-	_ [56]byte
+	_ [48]byte
 }
 
-// destSlot is a slot of a shard's table: an entry and its hash, en nil
-// when the slot is free.
+// destSlot is a slot of a shard's table: an entry and its slot hash
+// (slotHash), en nil when the slot is free.
 type destSlot[D comparable] struct {
 	hash uint64
 	en   *entry[D]
+}
+
+// slotHash is what a slot holds of an entry of hash h and key k: h with
+// its low bits, the shard's index (the same for every entry of a shard),
+// replaced by the key's length when a string (at most numShards−1; 0
+// otherwise). A record of a short name then learns from the one compare
+// of the hashes that the lengths are equal too (isKey).
+func slotHash[D comparable](h uint64, k D) uint64 {
+	return slotHashLen(h, keyLen(k))
+}
+
+// slotHashLen is slotHash for a key of length n (0 when not a string).
+func slotHashLen(h uint64, n int) uint64 {
+	return h&^(numShards-1) | uint64(min(n, numShards-1))
 }
 
 // minSlots is the length of a shard's table when it first holds an entry.
@@ -87,24 +104,24 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 	if len(sh.slots) == 0 {
 		return nil
 	}
-	mask := uint64(len(sh.slots) - 1)
+	mask, sh0 := uint64(len(sh.slots)-1), slotHash(h, dest)
 	for j := home(h, mask); ; j = (j + 1) & mask {
 		s := &sh.slots[j]
 		if s.en == nil {
 			return nil
 		}
-		if s.hash == h && s.en.key == dest {
+		if s.hash == sh0 && s.en.key == dest {
 			return s.en
 		}
 	}
 }
 
-// isKey reports whether en's key is the string key of n <= 16 bytes
-// whose words (shortWords) are a and b, comparing those, not the key's
-// bytes: a call of the runtime's memequal, and the spills around it, per
-// record.
-func (en *entry[D]) isKey(n int, a, b uint64) bool {
-	return en.words == [2]uint64{a, b} && keyLen(en.key) == n
+// isKey reports whether s holds the string key of n <= 16 bytes, hash h
+// and words (shortWords) a and b, comparing those, not the key's bytes: a
+// call of the runtime's memequal, and the spills around it, per record.
+// The slot's hash holds the key's length (slotHash).
+func (s *destSlot[D]) isKey(h uint64, n int, a, b uint64) bool {
+	return s.hash == slotHashLen(h, n) && s.en.words == [2]uint64{a, b}
 }
 
 // keyLen is the length of k when it is a string.
@@ -128,7 +145,7 @@ func (sh *syncShard[D]) insert(en *entry[D]) {
 	for sh.slots[j].en != nil {
 		j = (j + 1) & mask
 	}
-	sh.slots[j] = destSlot[D]{hash: en.hash, en: en}
+	sh.slots[j] = destSlot[D]{hash: slotHash(en.hash, en.key), en: en}
 }
 
 // grow moves the entries to a table of size slots.
@@ -298,57 +315,83 @@ func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag
 // every record a frame per call: the shaped methods of a generic type do
 // not inline into each other once their bodies are this long.
 //
-// advance's common case and the restamp are written out by hand, as in
-// QuantileMillis: each was a call frame of every record.
+// The common record, a completed sample in the current epoch of a held
+// destination with a short name (at most 16 bytes) whose window needs no
+// rotation, is done here and calls nothing but its shard's uncontended
+// lock: every other case goes to recordAny before anything is changed,
+// and recordAny records it the same way, with every case handled. A
+// function with calls on its common path had every argument kept on the
+// stack for all records, and reloaded after each call (the compiler spills
+// a value live across any call where it is defined). advance's and index's
+// common cases, shard's hash of a short name (shortHash) and get's probe
+// (comparing words, isKey) are written out by hand for the same reason.
 func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut, create bool) (tag uint64, held bool) {
-	var e int64
-	if cur, ms := t.clock.Load(), now.UnixMilli(); cur != nil && ms >= cur.start && ms < cur.end {
-		e = cur.epoch
-	} else {
-		e = t.advance(now)
+	s, ok := any(dest).(string)
+	cur := t.clock.Load()
+	if !ok || len(s) > 16 || timedOut || ms >= uint64(len(t.s.small)) || cur == nil {
+		return t.recordAny(dest, ms, now, timedOut, create)
 	}
-	i := t.s.index(ms)
-	// shard's body, with a short name hashed by shortHash's body written
-	// out (too long to inline), and found by its words (isKey): the
-	// record then calls nothing on its way to the window.
-	var h, a, b uint64
-	n := -1 // a short name's length
-	if s, ok := any(dest).(string); ok && len(s) <= 16 {
-		n = len(s)
-		switch {
-		case n >= 8:
-			a, b = le64(s), le64(s[n-8:])
-		case n >= 4:
-			a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
-		case n > 0:
-			a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
-		}
-		seed := t.sseed
-		h = pubMix(a^seed^wyK1, b^seed^uint64(n)*wyK0^wyK2)
-	} else {
-		h = t.hash(dest)
+	if at := now.UnixMilli(); at < cur.start || at >= cur.end {
+		return t.recordAny(dest, ms, now, timedOut, create)
 	}
+	i := int(t.s.small[ms])
+	var a, b uint64
+	switch n := len(s); {
+	case n >= 8:
+		a, b = le64(s), le64(s[n-8:])
+	case n >= 4:
+		a, b = uint64(le32(s)), uint64(le32(s[n-4:]))
+	case n > 0:
+		a = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	seed := t.sseed
+	h := pubMix(a^seed^wyK1, b^seed^uint64(len(s))*wyK0^wyK2)
 	sh := &t.shards[h&(numShards-1)]
-	sh.mu.Lock()
-	var en *entry[D]
-	if n >= 0 {
-		// get's loop, comparing the words (isKey), by hand: as a function
-		// it was too long to inline.
-		slots := sh.slots
-		mask := uint64(len(slots)) - 1 // (all ones for no slots: the loop does not run)
-		for j := home(h, mask); j < uint64(len(slots)); j = (j + 1) & mask {
-			s := &slots[j]
-			if s.en == nil {
-				break
-			}
-			if s.hash == h && s.en.isKey(n, a, b) {
-				en = s.en
-				break
-			}
-		}
-	} else {
-		en = sh.get(h, dest)
+	if !sh.mu.TryLock() {
+		return t.recordAny(dest, ms, now, timedOut, create)
 	}
+	var en *entry[D]
+	slots := sh.slots
+	mask := uint64(len(slots)) - 1 // (all ones for no slots: the loop does not run)
+	for j := home(h, mask); j < uint64(len(slots)); j = (j + 1) & mask {
+		sl := &slots[j]
+		if sl.en == nil {
+			break
+		}
+		if sl.isKey(h, len(s), a, b) {
+			en = sl.en
+			break
+		}
+	}
+	if en == nil || en.epoch < cur.epoch {
+		// Not held, or its window rotates first.
+		sh.mu.Unlock()
+		return t.recordAny(dest, ms, now, timedOut, create)
+	}
+	if t.s.cfg.MaxDestinations > 0 && en.stamp != t.seq.Load() {
+		// Restamp, as in recordAny.
+		en.stamp = t.seq.Add(1)
+	}
+	sh.recs++
+	v := en.ver
+	en.record(i)
+	if en.ec != nil && en.ver != v {
+		en.ec.recorded(i, false, v, en.ver)
+	}
+	tag = en.tag
+	sh.mu.Unlock()
+	return tag, true
+}
+
+// recordAny is recordMillis for any record: any key, any sample, any
+// clock; it creates dest when asked to.
+func (t *SyncTracker[D]) recordAny(dest D, ms uint64, now time.Time, timedOut, create bool) (tag uint64, held bool) {
+	e := t.advance(now)
+	i := t.s.index(ms)
+	h, sh := t.shard(dest)
+	sh.mu.Lock()
+	sh.anyRecs++
+	en := sh.get(h, dest)
 	created := false
 	switch {
 	case en != nil:

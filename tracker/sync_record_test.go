@@ -443,13 +443,65 @@ func TestIsKeyMatchesEquality(t *testing.T) {
 	for _, k := range keys {
 		en := &entry[string]{key: k}
 		en.words[0], en.words[1] = shortWords(k)
+		const h = 0x9e3779b97f4a7c15 // one hash for all: only the key decides
+		s := destSlot[string]{hash: slotHash(h, k), en: en}
 		for _, o := range keys {
 			a, b := shortWords(o)
-			require.Equal(t, k == o, en.isKey(len(o), a, b), "%q, %q", k, o)
+			require.Equal(t, k == o, s.isKey(h|uint64(rng.IntN(numShards)), len(o), a, b), "%q, %q", k, o)
 			if k != o && en.words == [2]uint64{a, b} {
 				same++
 			}
 		}
 	}
 	require.NotZero(t, same, "some distinct names share words")
+}
+
+// TestCommonRecordTakesTheQuickPath pins which records recordMillis does
+// itself and which it leaves to recordAny: a completed sample of a held
+// short name in the current epoch is recorded without recordAny (were the
+// written-out hash to differ from strHash, every record would fall
+// through, still right but slow); a creation, a timeout, a long name, a
+// latency beyond the small table and the first record of a new epoch go
+// through recordAny. The answers of both paths are checked against
+// Tracker by TestSyncMatchesTracker and TestEvictionMatchesTracker.
+func TestCommonRecordTakesTheQuickPath(t *testing.T) {
+	st := newST(t, nil)
+	anyRecs := func() (n uint64) {
+		for i := range st.shards {
+			sh := &st.shards[i]
+			sh.mu.Lock()
+			n += sh.anyRecs
+			sh.mu.Unlock()
+		}
+		return n
+	}
+	now := st.s.cfg.EpochStart(1000)
+	long := "a-destination-name-longer-than-16-bytes"
+	names := []string{"", "a", "abc", "abcd", "abcdefg", "abcdefgh", "abcdefghijklmnop", long}
+	for _, d := range names {
+		st.RecordMillis(d, 5, now)
+	}
+	base := anyRecs()
+	require.Equal(t, uint64(len(names)), base, "each creation goes through recordAny")
+	for range 3 {
+		for _, d := range names[:len(names)-1] {
+			st.RecordMillis(d, 5, now)
+			_, held := st.RecordHeldMillis(d, 7, now.Add(time.Millisecond))
+			require.True(t, held)
+		}
+	}
+	require.Equal(t, base, anyRecs(), "records of held short names in the epoch")
+	for i, rec := range []func(){
+		func() { st.RecordMillis(long, 5, now) },
+		func() { st.RecordTimeoutMillis("abc", 5, now) },
+		func() { st.RecordMillis("abc", uint64(len(st.s.small)), now) },
+		func() { st.RecordMillis("new", 5, now) },
+		func() { st.RecordHeldMillis("absent", 5, now) },
+		func() { st.RecordMillis("abc", 5, st.s.cfg.EpochStart(1001)) },
+	} {
+		rec()
+		require.Equal(t, base+uint64(i)+1, anyRecs(), "record %d goes through recordAny", i)
+	}
+	st.RecordMillis("abc", 5, st.s.cfg.EpochStart(1001))
+	require.Equal(t, base+6, anyRecs(), "after its rotation, abc's records are quick again")
 }
