@@ -116,12 +116,12 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 	}
 }
 
-// isKey reports whether s holds the string key of n <= 16 bytes, hash h
-// and words (shortWords) a and b, comparing those, not the key's bytes: a
+// isKey reports whether s holds the string key of at most 16 bytes
+// whose slot hash is sh (slotHashLen of its hash and length) and whose
+// words (shortWords) are a and b, comparing those, not the key's bytes: a
 // call of the runtime's memequal, and the spills around it, per record.
-// The slot's hash holds the key's length (slotHash).
-func (s *destSlot[D]) isKey(h uint64, n int, a, b uint64) bool {
-	return s.hash == slotHashLen(h, n) && s.en.words == [2]uint64{a, b}
+func (s *destSlot[D]) isKey(sh, a, b uint64) bool {
+	return s.hash == sh && s.en.words == [2]uint64{a, b}
 }
 
 // keyLen is the length of k when it is a string.
@@ -351,14 +351,14 @@ func (t *SyncTracker[D]) recordMillis(dest D, ms uint64, now time.Time, timedOut
 		return t.recordAny(dest, ms, now, timedOut, create)
 	}
 	var en *entry[D]
-	slots := sh.slots
+	slots, want := sh.slots, slotHashLen(h, len(s))
 	mask := uint64(len(slots)) - 1 // (all ones for no slots: the loop does not run)
 	for j := home(h, mask); j < uint64(len(slots)); j = (j + 1) & mask {
 		sl := &slots[j]
 		if sl.en == nil {
 			break
 		}
-		if sl.isKey(h, len(s), a, b) {
+		if sl.isKey(want, a, b) {
 			en = sl.en
 			break
 		}

@@ -447,7 +447,7 @@ func TestIsKeyMatchesEquality(t *testing.T) {
 		s := destSlot[string]{hash: slotHash(h, k), en: en}
 		for _, o := range keys {
 			a, b := shortWords(o)
-			require.Equal(t, k == o, s.isKey(h|uint64(rng.IntN(numShards)), len(o), a, b), "%q, %q", k, o)
+			require.Equal(t, k == o, s.isKey(slotHashLen(h|uint64(rng.IntN(numShards)), len(o)), a, b), "%q, %q", k, o)
 			if k != o && en.words == [2]uint64{a, b} {
 				same++
 			}

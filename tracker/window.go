@@ -169,10 +169,10 @@ func (w *window) record(i int) {
 	if c == math.MaxUint32 {
 		return
 	}
+	w.cur[i] = c + 1 // (before touched's write, which could alias cur: one bounds check)
 	if c == 0 {
 		w.touched[i>>6] |= 1 << (uint(i) & 63)
 	}
-	w.cur[i] = c + 1
 	w.curN++
 	w.ver++
 	w.sum.inc(i)
