@@ -57,7 +57,7 @@ func (n *Node) Record(dest string, latency time.Duration) {
 // returns it (0 if start is in the future), untruncated.
 func (n *Node) RecordSince(dest string, start time.Time) time.Duration {
 	now := n.clock()
-	d := max(now.Sub(start), 0)
+	d := max(since(now, start), 0)
 	ms := uint64(d / time.Millisecond)
 	if tag, held := n.local.RecordHeldMillis(dest, ms, now); held {
 		n.dec.RecordedKnown(dest, tag, now)
@@ -558,7 +558,7 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 // without done's classification of the end or its contexts passed on.
 func (n *Node) completed(a *timeout.Attempt, start time.Time) {
 	now := n.clock()
-	ms := uint64(max(now.Sub(start), 0) / time.Millisecond)
+	ms := uint64(max(since(now, start), 0) / time.Millisecond)
 	// RecordKnown's body, as in Record: a frame fewer.
 	if tag, held := n.local.RecordHeldMillis(a.Dest, ms, now); held {
 		n.dec.RecordedKnown(a.Dest, tag, now)
@@ -604,7 +604,7 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 // a.Dest is a valid name (attempt's quick verdict decided).
 func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error, known bool) error {
 	now := n.clock()
-	elapsed := max(now.Sub(start), 0)
+	elapsed := max(since(now, start), 0)
 	// Whether our timeout ended the context matters only when fn failed
 	// (Err takes the context's lock).
 	ours := ferr != nil && cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)

@@ -403,7 +403,7 @@ func (h *hedgeRun) failover() {
 // observe learns how t ended at now.
 func (h *hedgeRun) observe(t *hedgeTry, o timeout.Outcome) {
 	now := h.n.clock()
-	h.n.Observe(t.a, o, max(now.Sub(t.start), 0), now)
+	h.n.Observe(t.a, o, max(since(now, t.start), 0), now)
 	t.ended, t.outcome = true, o
 }
 
