@@ -104,13 +104,14 @@ func (sh *syncShard[D]) get(h uint64, dest D) *entry[D] {
 	if len(sh.slots) == 0 {
 		return nil
 	}
-	mask, sh0 := uint64(len(sh.slots)-1), slotHash(h, dest)
+	// The slot hash's low bits (slotHash) are left out: the key decides.
+	mask, hi := uint64(len(sh.slots)-1), h&^(numShards-1)
 	for j := home(h, mask); ; j = (j + 1) & mask {
 		s := &sh.slots[j]
 		if s.en == nil {
 			return nil
 		}
-		if s.hash == sh0 && s.en.key == dest {
+		if s.hash&^(numShards-1) == hi && s.en.key == dest {
 			return s.en
 		}
 	}
