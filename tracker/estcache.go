@@ -751,7 +751,8 @@ func (f *Fleet) Memo(dest string, slot int, now time.Time, reg *MemoReg) (Memo, 
 		// pubTable.key's short case written out (wyhash, too long to
 		// inline, was a call costing a fifth of Memo), found by the words
 		// alone (isShort) in find's probes, also written out (its loop
-		// cost Memo a tenth).
+		// cost Memo a tenth). A hash other than key's would miss:
+		// TestMemoOfEveryNameLength.
 		var a, b uint64
 		switch {
 		case n >= 8:
