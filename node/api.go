@@ -253,12 +253,28 @@ func (n *Node) Timeout(dests []string, attempt int) (d Decision, err error) {
 	} else {
 		v, ok = n.dec.Quick(dests, attempt, now)
 	}
-	if ok {
-		n.quickDecision(&d, v, dests, attempt)
+	if !ok {
+		n.decideIns(&d, dests, len(dests), attempt, now)
+		n.met.observeOf(&d)
 		return d, nil
 	}
-	n.decideIns(&d, dests, len(dests), attempt, now)
-	n.met.observeOf(&d)
+	// fromQuick and metrics.observeQuick written out, the histogram's
+	// first slot inline (counted): as a function of its own, quickDecision,
+	// they cost Timeout a frame and the copies of its arguments.
+	d.Timeout, d.Attempt, d.Need, d.Reason, d.ProbeTimeout = v.Timeout(), attempt, len(dests), v.Reason(), v.ProbeTimeout()
+	m := n.met
+	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
+		m.chosen.observeProbing(s, ms)
+	}
+	if k := v.DecidedBy(); k >= 0 {
+		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
+		if d.Guarded {
+			m.guarded.Inc()
+		}
+	} else {
+		d.Fallback = true
+		m.fallbacks.Inc()
+	}
 	return d, nil
 }
 
@@ -287,25 +303,6 @@ func (d *Decision) fromQuick(v timeout.QuickVerdict, dests []string, attempt int
 		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
 	} else {
 		d.Fallback = true
-	}
-}
-
-// quickDecision is fromQuick and metrics.observeQuick in one frame, for
-// Timeout: both bodies, the histogram's first slot inline (counted).
-func (n *Node) quickDecision(d *Decision, v timeout.QuickVerdict, dests []string, attempt int) {
-	d.Timeout, d.Attempt, d.Need, d.Reason, d.ProbeTimeout = v.Timeout(), attempt, len(dests), v.Reason(), v.ProbeTimeout()
-	m := n.met
-	if s, ms := v.Source(), v.TimeoutMillis(); !m.chosen.counted(s, ms) {
-		m.chosen.observeProbing(s, ms)
-	}
-	if k := v.DecidedBy(); k >= 0 {
-		d.DecidedBy, d.Source, d.Guarded = dests[k], v.Source(), v.Guarded()
-		if d.Guarded {
-			m.guarded.Inc()
-		}
-	} else {
-		d.Fallback = true
-		m.fallbacks.Inc()
 	}
 }
 

@@ -957,8 +957,8 @@ func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdic
 // Quick1 is Quick for the one destination dest: its memo alone is the
 // verdict (combine of one memo), read with tracker.Fleet.Memo.
 func (d *Decider) Quick1(dest string, attempt int, now time.Time) (QuickVerdict, bool) {
-	// Small enough to inline into the node's paths. Fleet.Memo refuses a
-	// nil registration (the Decider's fleet is then possibly nil).
+	// Fleet.Memo refuses a nil registration (the Decider's fleet is then
+	// possibly nil).
 	m, ok := d.fleet.Memo(dest, attempt-1, now, d.memo)
 	if !ok || m.A&(memoOK|memoFailing) != memoOK || !d.Quiet() {
 		return QuickVerdict{}, false

@@ -637,13 +637,6 @@ func (c *pubCell) holds(s, fl, q, minSamples, fver uint64, clk *clockState, reg 
 		c.fver.Load() == fver && c.clk.Load() == clk && c.memoBy.Load() == reg && c.seq.Load() == s
 }
 
-// holdsMemos is holds for a cell with reg's memos: a cell carries reg
-// only when published at reg's quantile and trust threshold (publish),
-// so those two need no check of their own.
-func (c *pubCell) holdsMemos(s, fl, fver uint64, clk *clockState, reg *MemoReg) bool {
-	return fl != 0 && s&1 == 0 && c.fver.Load() == fver && c.clk.Load() == clk && c.memoBy.Load() == reg && c.seq.Load() == s
-}
-
 // published sets *in to the decision input published for name at
 // quantile q and reports whether it holds at now for the Fleet's version
 // fver and trust threshold minSamples: one pubReader's read.
@@ -678,6 +671,13 @@ func (tb *pubTable) find(k *pubKey, name string) *pubCell {
 	}
 	return nil
 }
+
+// isShort reports whether c is the cell of the name of at most 16 bytes
+// of length n and words a and b (pubKey's): those three determine the
+// name, and its hash follows from them, so they are all a cell's digest is
+// compared by (a cell of a longer name has a longer length). Memo and
+// Memos look a short name up with it, in find's two probes written out.
+func (c *pubCell) isShort(n, a, b uint64) bool { return c.id.a == a && c.id.b == b && c.id.n == n }
 
 // MemoSlots is how many memos (Memoizer.Memo's slots) a published
 // decision input carries.
@@ -745,16 +745,45 @@ func (f *Fleet) Memo(dest string, slot int, now time.Time, reg *MemoReg) (Memo, 
 	if ms := now.UnixMilli(); ms < clk.start || ms >= clk.end {
 		return Memo{}, false
 	}
-	fver, k := f.ver.Load(), tb.key(dest)
-	cell := tb.find(&k, dest)
-	if cell == nil {
-		return Memo{}, false
+	fver := f.ver.Load()
+	var cell *pubCell
+	if n := len(dest); n <= 16 {
+		// pubTable.key's short case written out (wyhash, too long to
+		// inline, was a call costing a fifth of Memo), found by the words
+		// alone (isShort) in find's probes, also written out (its loop
+		// cost Memo a tenth). A hash other than key's would miss:
+		// TestMemoOfEveryNameLength.
+		var a, b uint64
+		switch {
+		case n >= 8:
+			a, b = le64(dest), le64(dest[n-8:])
+		case n >= 4:
+			a, b = uint64(le32(dest)), uint64(le32(dest[n-4:]))
+		case n > 0:
+			a = uint64(dest[0])<<16 | uint64(dest[n>>1])<<8 | uint64(dest[n-1])
+		}
+		j := pubMix(a^wyK1, b^tb.seed^uint64(n)*wyK0^wyK2) & tb.mask
+		if cell = tb.slots[j].Load(); cell == nil || !cell.isShort(uint64(n), a, b) {
+			if cell = tb.slots[j^1].Load(); cell == nil || !cell.isShort(uint64(n), a, b) {
+				return Memo{}, false
+			}
+		}
+	} else {
+		k := tb.key(dest)
+		if cell = tb.find(&k, dest); cell == nil {
+			return Memo{}, false
+		}
 	}
 	s := cell.seq.Load()
 	fl := cell.flags.Load()
 	w := &cell.memo[slot]
 	a, b := w[0].Load(), w[1].Load()
-	if !cell.holdsMemos(s, fl, fver, clk, reg) {
+	// The cell holds reg's memos for now: published (and not being
+	// written), at the Fleet's version, in the clock's epoch, with reg
+	// (which implies reg's quantile and trust threshold: publish), and
+	// unchanged since s (the seqlock's recheck, last). Written out as
+	// ifs: as a bool function inlined, each condition was tested twice.
+	if fl == 0 || s&1 != 0 || cell.fver.Load() != fver || cell.clk.Load() != clk || cell.memoBy.Load() != reg || cell.seq.Load() != s {
 		return Memo{}, false
 	}
 	return Memo{A: a, B: b}, true
@@ -781,16 +810,37 @@ func (f *Fleet) Memos(m []Memo, dests []string, slot int, now time.Time, reg *Me
 	}
 	fver := f.ver.Load()
 	for i := range m {
-		k := tb.key(dests[i])
-		cell := tb.find(&k, dests[i])
-		if cell == nil {
-			return false
+		// Memo's body: a short name hashed by hand and its probes written
+		// out, the conditions tested once each.
+		var cell *pubCell
+		if dest := dests[i]; len(dest) <= 16 {
+			n := len(dest)
+			var a, b uint64
+			switch {
+			case n >= 8:
+				a, b = le64(dest), le64(dest[n-8:])
+			case n >= 4:
+				a, b = uint64(le32(dest)), uint64(le32(dest[n-4:]))
+			case n > 0:
+				a = uint64(dest[0])<<16 | uint64(dest[n>>1])<<8 | uint64(dest[n-1])
+			}
+			j := pubMix(a^wyK1, b^tb.seed^uint64(n)*wyK0^wyK2) & tb.mask
+			if cell = tb.slots[j].Load(); cell == nil || !cell.isShort(uint64(n), a, b) {
+				if cell = tb.slots[j^1].Load(); cell == nil || !cell.isShort(uint64(n), a, b) {
+					return false
+				}
+			}
+		} else {
+			k := tb.key(dest)
+			if cell = tb.find(&k, dest); cell == nil {
+				return false
+			}
 		}
 		s := cell.seq.Load()
 		fl := cell.flags.Load()
 		w := &cell.memo[slot]
 		a, b := w[0].Load(), w[1].Load()
-		if !cell.holdsMemos(s, fl, fver, clk, reg) {
+		if fl == 0 || s&1 != 0 || cell.fver.Load() != fver || cell.clk.Load() != clk || cell.memoBy.Load() != reg || cell.seq.Load() != s {
 			return false
 		}
 		m[i] = Memo{A: a, B: b}

@@ -605,6 +605,9 @@ func TestPubKeyDigest(t *testing.T) {
 		cell := &pubCell{key: a, id: ka}
 		kb := tb.key(b)
 		require.Equal(t, a == b, cell.of(&kb, b), "%q made, %q read", a, b)
+		if len(b) <= 16 { // Memo's comparison of a short name, whatever the slot
+			require.Equal(t, a == b, cell.isShort(kb.n, kb.a, kb.b), "%q made, %q compared", a, b)
+		}
 		if len(a) <= 16 && len(b) <= 16 { // the words alone tell them apart, whatever the hash
 			ka.hash, kb.hash = 0, 0
 			require.Equal(t, a == b, ka == kb, "%q, %q: digests", a, b)
@@ -636,5 +639,70 @@ func TestPubKeyDigest(t *testing.T) {
 			b[i] = byte('a' + r.IntN(2))
 		}
 		check(string(a), string(b))
+	}
+}
+
+// testMemoizer's memo of an input is its value, quantile and slot.
+type testMemoizer struct{}
+
+func (testMemoizer) Memo(in *DecisionInput, slot int) Memo {
+	return Memo{A: in.ValueMillis<<8 | uint64(slot), B: in.QuantileMillis}
+}
+
+// TestMemoOfEveryNameLength: Memo and Memos, which hash and compare a
+// short name by hand, find the published memos of names of every length
+// to 40 bytes, and none of a name that differs from a published one in one
+// byte (at each position) or in length only (TestPubKeyDigest checks
+// isShort on every pair of names).
+func TestMemoOfEveryNameLength(t *testing.T) {
+	c := testFleetConfig()
+	local, err := NewSync[string](c.Tracker)
+	require.NoError(t, err)
+	f := newTestFleet(t, c, local)
+	reg := f.SetMemoizer(testMemoizer{}, 0.99)
+	require.NotNil(t, reg)
+	now := fleetAt(c, testE, 100)
+	r := rand.New(rand.NewPCG(5, 8))
+	var names []string
+	for n := 1; n <= 40; n++ {
+		name := make([]byte, n)
+		for i := range name {
+			name[i] = byte('a' + r.IntN(2))
+		}
+		names = append(names, string(name))
+	}
+	for i, name := range names {
+		for j := range 5 {
+			local.RecordMillis(name, uint64(10+i+j), now)
+		}
+	}
+	memos := make([]Memo, len(names))
+	for slot := range MemoSlots {
+		for i, name := range names {
+			var in DecisionInput
+			for range 2 { // the first read caches the input, the second publishes it, with the memos
+				require.NoError(t, f.DecisionInput(&in, name, 0.99, now))
+			}
+			m, ok := f.Memo(name, slot, now, reg)
+			require.True(t, ok, "%q, slot %d", name, slot)
+			require.Equal(t, testMemoizer{}.Memo(&in, slot), m, "%q, slot %d", name, slot)
+			memos[i] = m
+		}
+		got := make([]Memo, len(names))
+		require.True(t, f.Memos(got, names, slot, now, reg), "slot %d", slot)
+		require.Equal(t, memos, got, "slot %d", slot)
+	}
+	for _, name := range names {
+		others := []string{name + "c", "c" + name}
+		for i := range len(name) {
+			other := []byte(name)
+			other[i] = 'c'
+			others = append(others, string(other))
+		}
+		for _, other := range others {
+			_, ok := f.Memo(other, 0, now, reg)
+			require.False(t, ok, "%q, published %q", other, name)
+			require.False(t, f.Memos(make([]Memo, 2), []string{name, other}, 0, now, reg), "%q, published %q", other, name)
+		}
 	}
 }
