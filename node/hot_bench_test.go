@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"testing"
 	"time"
 
@@ -94,6 +95,32 @@ func benchDo(b *testing.B, n *Node, dest string) {
 	for b.Loop() {
 		if err := n.Do(ctx, dest, 1, noop); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDoWithoutContext is Do's own work without the context: the
+// poll, the quick verdict, the Attempt and its count, and the completion's
+// record and counts, as Do runs them (Do minus DoBare is more than this:
+// the two share the core's caches and predictors).
+func BenchmarkDoWithoutContext(b *testing.B) {
+	n, dests := benchNode(b)
+	dest := dests[0]
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		start := n.clock()
+		n.poll(start)
+		var a timeout.Attempt
+		if v, known := n.dec.Quick1(dest, 1, start); known {
+			n.quickAttempt(&a, v, dest, 1)
+			n.completed(&a, start)
+		} else {
+			// (now and then: a record uses up the cached view's room)
+			n.attemptDecided(&a, dest, 1, start)
+			if err := n.done(ctx, ctx, &a, start, nil, false); err != nil {
+				b.Fatal(err)
+			}
 		}
 	}
 }
