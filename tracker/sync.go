@@ -319,7 +319,8 @@ func (t *SyncTracker[D]) RecordHeldMillis(dest D, ms uint64, now time.Time) (tag
 // The common record, a completed sample in the current epoch of a held
 // destination with a short name (at most 16 bytes) whose window needs no
 // rotation, is done here and calls nothing but its shard's uncontended
-// lock: every other case goes to recordAny before anything is changed,
+// lock (and, for a destination with cached views, their upkeep after the
+// sample): every other case goes to recordAny before anything is changed,
 // and recordAny records it the same way, with every case handled. A
 // function with calls on its common path had every argument kept on the
 // stack for all records, and reloaded after each call (the compiler spills
@@ -743,23 +744,22 @@ func (t *SyncTracker[D]) localView(dest D, q float64, now time.Time, v *viewFact
 // shard under its lock, so recording takes no shared counter; Recorded
 // locks each shard in turn.
 func (t *SyncTracker[D]) Recorded() uint64 {
-	var n uint64
-	for k := range t.shards {
-		sh := &t.shards[k]
-		sh.mu.Lock()
-		n += sh.recs
-		sh.mu.Unlock()
-	}
-	return n
+	return t.sumShards(func(sh *syncShard[D]) uint64 { return sh.recs })
 }
 
 // destinations returns the number of destinations held.
 func (t *SyncTracker[D]) destinations() int {
-	n := 0
+	return int(t.sumShards(func(sh *syncShard[D]) uint64 { return uint64(sh.n.Load()) }))
+}
+
+// sumShards returns the sum of f over the shards, each read under its
+// lock in turn.
+func (t *SyncTracker[D]) sumShards(f func(*syncShard[D]) uint64) uint64 {
+	var n uint64
 	for k := range t.shards {
 		sh := &t.shards[k]
 		sh.mu.Lock()
-		n += int(sh.n.Load())
+		n += f(sh)
 		sh.mu.Unlock()
 	}
 	return n

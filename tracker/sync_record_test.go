@@ -466,14 +466,8 @@ func TestIsKeyMatchesEquality(t *testing.T) {
 // Tracker by TestSyncMatchesTracker and TestEvictionMatchesTracker.
 func TestCommonRecordTakesTheQuickPath(t *testing.T) {
 	st := newST(t, nil)
-	anyRecs := func() (n uint64) {
-		for i := range st.shards {
-			sh := &st.shards[i]
-			sh.mu.Lock()
-			n += sh.anyRecs
-			sh.mu.Unlock()
-		}
-		return n
+	anyRecs := func() uint64 {
+		return st.sumShards(func(sh *syncShard[string]) uint64 { return sh.anyRecs })
 	}
 	now := st.s.cfg.EpochStart(1000)
 	long := "a-destination-name-longer-than-16-bytes"
