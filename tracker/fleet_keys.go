@@ -35,7 +35,7 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 		if k.Epoch < f.epoch-f.n-1 || k.Epoch > f.epoch+1 {
 			continue
 		}
-		if _, ok := f.lookup(k); !ok {
+		if f.held(k) == nil {
 			out = append(out, k)
 		}
 	}
@@ -51,21 +51,22 @@ func (f *Fleet) Missing(theirs []BatchKey, now time.Time) []BatchKey {
 func (f *Fleet) Lookup(k BatchKey) (Batch, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.lookup(k)
-}
-
-func (f *Fleet) lookup(k BatchKey) (Batch, bool) {
-	m := f.members[memberKey{k.Origin, k.Boot}]
-	if m == nil {
-		return Batch{}, false
-	}
-	me := m.epochs[k.Epoch]
-	if me == nil {
-		return Batch{}, false
-	}
-	hb := me.parts[k.Part]
+	hb := f.held(k)
 	if hb == nil {
 		return Batch{}, false
 	}
 	return hb.batch(f.geo.layout), true
+}
+
+// held returns the batch held under k, or nil.
+func (f *Fleet) held(k BatchKey) *heldBatch {
+	m := f.members[memberKey{k.Origin, k.Boot}]
+	if m == nil {
+		return nil
+	}
+	me := m.epochs[k.Epoch]
+	if me == nil {
+		return nil
+	}
+	return me.parts[k.Part]
 }
