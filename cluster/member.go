@@ -19,7 +19,15 @@ import (
 // collide with probability 2⁻³²), so a restarted node never takes over the
 // name, and with it the state, of its previous run.
 func MemberName(name string, bootID uint64) string {
-	return fmt.Sprintf("%s-%08x", name, uint32(bootID))
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(name) + 9)
+	b.WriteString(name)
+	b.WriteByte('-')
+	for shift := 28; shift >= 0; shift -= 4 {
+		b.WriteByte(hexDigits[bootID>>shift&0xf])
+	}
+	return b.String()
 }
 
 // State is a member's state as this node sees it.

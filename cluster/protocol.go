@@ -179,6 +179,9 @@ type Protocol struct {
 	// Membership, as last given to SetMembers.
 	members  []Member
 	byMember map[string]int // member name → index in members
+	// origins holds the (Name, BootID) of each member whose member name is
+	// MemberName(Name, BootID): the batch origins knownOrigin accepts.
+	origins map[origin]struct{}
 	peers    []string       // member names of the other members up, in members' order
 	given    bool           // SetMembers was called
 
@@ -253,6 +256,7 @@ func NewProtocol(cfg ProtocolConfig) (*Protocol, error) {
 		v2:        newV2(),
 		rng:       mrand.New(mrand.NewPCG(cfg.BootID, seedAntiEntropy)),
 		byMember:  map[string]int{},
+		origins:   map[origin]struct{}{},
 		clocks:    map[string]*peerClock{},
 		bulkDue:   cfg.Gossip.BulkSyncPeers > 0,
 		requested: make(map[tracker.BatchKey]time.Time),

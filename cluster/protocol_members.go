@@ -16,9 +16,13 @@ func (p *Protocol) SetMembers(members []Member, now time.Time) {
 	p.lastNow = later(p.lastNow, now)
 	p.members = append(p.members[:0], members...)
 	clear(p.byMember)
+	clear(p.origins)
 	p.peers = p.peers[:0]
 	for i, m := range p.members {
 		p.byMember[m.Member] = i
+		if m.Member == MemberName(m.Name, m.BootID) {
+			p.origins[origin{m.Name, m.BootID}] = struct{}{}
+		}
 		if m.State.Up() && m.Member != p.self {
 			p.peers = append(p.peers, m.Member)
 		}
@@ -45,8 +49,14 @@ func (p *Protocol) SetMembers(members []Member, now time.Time) {
 // knownOrigin reports whether (name, boot) is a member this node knows:
 // alive, suspect, or dead or left within Timing.DeadRetention.
 func (p *Protocol) knownOrigin(name string, boot uint64) bool {
-	i, ok := p.byMember[MemberName(name, boot)]
-	return ok && p.members[i].Name == name && p.members[i].BootID == boot
+	_, ok := p.origins[origin{name, boot}]
+	return ok
+}
+
+// origin is a batch origin: a peer name and one boot of it.
+type origin struct {
+	name string
+	boot uint64
 }
 
 // up reports whether the member named member is alive or suspect.

@@ -127,6 +127,29 @@ func TestProtocolSealSplitsInsertsAndAddresses(t *testing.T) {
 	require.Equal(t, a.fleet.ViewCounts("d0007", now.Add(time.Second)), b.fleet.ViewCounts("d0007", now.Add(time.Second)))
 }
 
+// TestProtocolKnownOrigin: a batch origin is known when a member carries
+// its name and boot and its member name is theirs; a member whose member
+// name disagrees with its metadata names no origin, and a member gone
+// from the list is forgotten.
+func TestProtocolKnownOrigin(t *testing.T) {
+	a := newProtoNode(t, "a", 1, DefaultGossip(), map[string]bool{MemberName("a", 1): true, MemberName("b", 2): true})
+	now := time.UnixMilli(1_700_000_000_000)
+	require.True(t, a.knownOrigin("b", 2))
+	require.False(t, a.knownOrigin("b", 3), "another boot")
+	require.False(t, a.knownOrigin("c", 2), "another name")
+
+	members := aliveMembers(MemberName("a", 1), MemberName("b", 2))
+	members = append(members, Member{Name: "c", Member: MemberName("d", 4), BootID: 4, State: StateAlive})
+	members[1].State = StateDead
+	a.SetMembers(members, now)
+	require.True(t, a.knownOrigin("b", 2), "dead within retention is still known")
+	require.False(t, a.knownOrigin("c", 4), "member name not MemberName(Name, BootID)")
+	require.False(t, a.knownOrigin("d", 4))
+
+	a.SetMembers(aliveMembers(MemberName("a", 1)), now)
+	require.False(t, a.knownOrigin("b", 2), "forgotten")
+}
+
 func TestProtocolAntiEntropyConverges(t *testing.T) {
 	g := DefaultGossip()
 	g.AntiEntropyInterval = 100 * time.Millisecond // 8 rounds stay within the epoch's view

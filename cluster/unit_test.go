@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -194,6 +195,9 @@ func TestMemberNameAndMeta(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "db-1-89abcdef", MemberName("db-1", 0x0123456789abcdef))
 	require.Equal(t, "x-00000001", MemberName("x", 1))
+	for _, boot := range []uint64{0, 0xf, 0xfedcba9876543210, math.MaxUint64, 0x00000000a0b0c0d0} {
+		require.Equal(t, fmt.Sprintf("%s-%08x", "db-1", uint32(boot)), MemberName("db-1", boot), "%#x", boot)
+	}
 
 	v1 := encodeMeta("db-1", 0x0123456789abcdef, false, nil)
 	require.Len(t, v1, 14)
