@@ -182,8 +182,8 @@ type Protocol struct {
 	// origins holds the (Name, BootID) of each member whose member name is
 	// MemberName(Name, BootID): the batch origins knownOrigin accepts.
 	origins map[origin]struct{}
-	peers    []string       // member names of the other members up, in members' order
-	given    bool           // SetMembers was called
+	peers   []string // member names of the other members up, in members' order
+	given   bool     // SetMembers was called
 
 	// Schedule.
 	started    bool
