@@ -142,7 +142,8 @@
 //     than a quarter sub-window off the median of the clocks it sees (its
 //     own and its peers', each the median of its recent samples) is
 //     reported on itself and on its peers, with what it costs (a node far
-//     behind refuses every peer batch as future_epoch).
+//     behind refuses every peer batch as future_epoch; on protocol v2,
+//     all their records and aggregates).
 //
 // # Concurrency
 //

@@ -109,23 +109,35 @@ func (p *Protocol) observeClock(member string, sentAt int64, now time.Time) {
 	}
 }
 
-// observeBatchEpoch records what a batch's epoch said about the clocks:
-// this node refusing a peer's batches as future_epoch is its clock behind
-// (or theirs ahead); accepting them is the grids agreeing.
+// observeBatchEpoch records what a batch's epoch (v1), or a v2 record's,
+// said about the clocks: this node refusing a peer's batches as
+// future_epoch is its clock behind (or theirs ahead); accepting them is
+// the grids agreeing. A record comes from its origin, so a refusal is
+// also held against that peer.
 func (p *Protocol) observeBatchEpoch(k tracker.BatchKey, o tracker.InsertOutcome, reject string, now time.Time) {
-	switch o {
-	case tracker.InsertNew, tracker.InsertDuplicate:
-		p.acceptedAt = now
-	case tracker.InsertTooNew, tracker.InsertTooOld:
-		if o == tracker.InsertTooNew {
-			p.futureAt = now
-		} else {
-			p.staleAt = now
-		}
+	if p.observeEpoch(o, now) {
 		if pc := p.clockOf(MemberName(k.Origin, k.Boot)); pc != nil {
 			pc.refusedAt, pc.refusedAs = now, reject
 		}
 	}
+}
+
+// observeEpoch records what an epoch received said about this node's
+// clock (see observeBatchEpoch), and reports whether it was refused for
+// the epoch. An aggregate's epoch is the fleet's, whoever relayed it: its
+// refusal counts against this node's clock only.
+func (p *Protocol) observeEpoch(o tracker.InsertOutcome, now time.Time) (refused bool) {
+	switch o {
+	case tracker.InsertNew, tracker.InsertDuplicate, tracker.InsertSuperseded:
+		p.acceptedAt = now
+	case tracker.InsertTooNew:
+		p.futureAt = now
+		return true
+	case tracker.InsertTooOld:
+		p.staleAt = now
+		return true
+	}
+	return false
 }
 
 // clockMillis is now as sent_at: Unix ms, 0 (none) before 1970.
@@ -183,8 +195,9 @@ func (p *Protocol) pairSkewText(member string, skew int64, now time.Time) string
 }
 
 // futureText says what a skewed clock costs when this node refused peer
-// batches for their epochs lately (within a window): as future_epoch when
-// it is behind, as stale_epoch when it is ahead.
+// batches (v2: records and aggregates) for their epochs lately (within a
+// window): as future_epoch when it is behind, as stale_epoch when it is
+// ahead.
 func (p *Protocol) futureText(skew int64, now time.Time) string {
 	recent := func(t time.Time) bool { return !t.IsZero() && now.Sub(t) < p.cfg.Tracker.Window }
 	refusedAt, why := p.futureAt, RejectFutureEpoch
@@ -194,6 +207,10 @@ func (p *Protocol) futureText(skew int64, now time.Time) string {
 	switch {
 	case !recent(refusedAt):
 		return ""
+	case p.v2.on && recent(p.acceptedAt):
+		return ": it refuses some of their records and aggregates as " + why
+	case p.v2.on:
+		return ": it refuses all their records and aggregates as " + why + ", so its fleet view holds none of their data"
 	case recent(p.acceptedAt):
 		return ": it refuses some of their batches as " + why
 	}
@@ -211,7 +228,11 @@ func (p *Protocol) peerName(member string) string {
 func (p *Protocol) peerSkewText(member string, skew int64, now time.Time) string {
 	s := fmt.Sprintf("the clock of peer %s is %s %s its peers' median", p.peerName(member), approx(skew), aheadBehind(skew))
 	if pc := p.clocks[member]; pc != nil && !pc.refusedAt.IsZero() && now.Sub(pc.refusedAt) < p.cfg.Tracker.Window {
-		s += ": this node refuses its batches as " + pc.refusedAs
+		what := "batches"
+		if p.v2.on {
+			what = "records"
+		}
+		s += ": this node refuses its " + what + " as " + pc.refusedAs
 	}
 	return s
 }

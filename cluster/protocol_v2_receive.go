@@ -67,6 +67,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 	if len(b.Dests) > 0 {
 		r.Inserted, r.Outcome = true, p.ownedInsert(b, now)
 		r.Reject = outcomeReason(r.Outcome)
+		p.observeBatchEpoch(b.Key, r.Outcome, r.Reject, now)
 		if r.Reject != "" {
 			return
 		}
@@ -169,6 +170,7 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 		a := &aggs[i]
 		out := p.cfg.Aggregates.InsertAggregate(*a, now)
 		p.see(a.Dest, a.Epoch)
+		p.observeEpoch(out, now)
 		switch out {
 		case tracker.InsertNew:
 			r.Outcome = tracker.InsertNew
