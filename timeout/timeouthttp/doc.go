@@ -59,7 +59,7 @@
 // request, which ends with its round trip.
 //
 // The Transport does not retry: a retry loop sets timeout.WithAttempt(ctx, n)
-// on each try so that the retry's timeout grows. It is meant for
-// request/response traffic; protocol upgrades (101 Switching Protocols)
-// should bypass it.
+// on each try so that the retry's timeout grows. A protocol upgrade (101
+// Switching Protocols, as a WebSocket handshake) is timed up to its
+// response headers and its connection handed over untouched.
 package timeouthttp

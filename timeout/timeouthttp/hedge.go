@@ -12,10 +12,10 @@ import (
 // hedgeable reports whether req may be hedged: the Transport hedges, its
 // Policy is a timeout.Hedger, req is idempotent (GET, HEAD, OPTIONS or
 // TRACE, or it carries an Idempotency-Key or X-Idempotency-Key header, as
-// net/http decides what it may replay) and its body, if any, can be read
-// again (GetBody).
+// net/http decides what it may replay), it does not ask to switch
+// protocols, and its body, if any, can be read again (GetBody).
 func (t *Transport) hedgeable(req *http.Request) (timeout.Hedger, bool) {
-	if !t.hedge {
+	if !t.hedge || upgrading(req) {
 		return nil, false
 	}
 	h, ok := t.p.(timeout.Hedger)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -164,6 +165,16 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // earlier deadline) is timeout.Canceled; one that failed otherwise, before
 // or while the body arrived, is what Options.Classify says.
 //
+// Protocol upgrades: a request asking to switch protocols (an Upgrade
+// header, and "upgrade" in Connection) is never hedged or probed. Its 101
+// Switching Protocols completes at the response headers, and the response
+// body is the base transport's own, the connection as an
+// io.ReadWriteCloser; the timeout covers the handshake only, and what the
+// connection carries afterwards is not latency. (net/http detaches the
+// connection from the request's context before returning it; a base
+// transport whose upgraded connection ends with that context does not
+// suit.)
+//
 // Shadow probes: when the Policy offered a probe (Attempt.ProbeTimeout
 // beyond Timeout) and the attempt reaches its timeout before the response
 // headers arrived, RoundTrip asks Policy.Probe. If it reserves the probe,
@@ -303,7 +314,27 @@ func (a *attempt) probeable(req *http.Request, parent context.Context) bool {
 	if d, ok := parent.Deadline(); ok && time.Until(d) < a.a.ProbeTimeout {
 		return false
 	}
+	if upgrading(req) {
+		return false // a probe cannot tell when an upgraded connection's traffic ends
+	}
 	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
+
+// upgrading reports whether req asks to switch protocols (a non-empty
+// Upgrade header and the token "upgrade" in Connection), as net/http
+// decides it.
+func upgrading(req *http.Request) bool {
+	if req.Header.Get("Upgrade") == "" {
+		return false
+	}
+	for _, v := range req.Header["Connection"] {
+		for tok := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // response hands the base transport's answer to the caller.
@@ -312,7 +343,11 @@ func (a *attempt) response(resp *http.Response, err error) (*http.Response, erro
 		return nil, a.fail(err)
 	}
 	headers := a.elapsed()
-	if resp.Body == nil { // not allowed by the RoundTripper contract; be safe
+	// A switch of protocols (101) completes at its headers, and its body, the
+	// connection now the caller's (an io.ReadWriteCloser), is handed over as
+	// it is. net/http detaches that connection from the request's context
+	// before it returns, so ending the attempt's context cuts nothing.
+	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		a.complete(headers)
 		a.end()
 		return resp, nil
