@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -81,18 +82,31 @@ func TestNameConflictReportedByBoth(t *testing.T) {
 
 // TestClockBehindReported: a node whose clock is 20 s behind its peers'
 // (40 sub-windows on the in-process grid) is reported on itself, saying
-// that it refuses every peer batch as future_epoch, and on each peer,
-// saying that it refuses the late node's batches as stale_epoch.
+// what it refuses (v1: every peer batch as future_epoch; v2: all their
+// records and aggregates), and on each peer, the peers that refuse its
+// data saying so (v1: every peer, its batches as stale_epoch; v2: the
+// owners of its destination, its records).
 func TestClockBehindReported(t *testing.T) {
 	t.Parallel()
-	// On protocol v1: the warning's consequence counts refused batches;
-	// v2's refused records and aggregates are not in it yet.
+	for _, proto := range protocols {
+		t.Run(fmt.Sprintf("v%d", proto), func(t *testing.T) {
+			t.Parallel()
+			clockBehindReported(t, proto)
+		})
+	}
+}
+
+func clockBehindReported(t *testing.T, proto int) {
+	lateSays, peersSay := "it refuses every peer batch as future_epoch", "this node refuses its batches as stale_epoch"
+	if proto == cluster.ProtocolV2 {
+		lateSays, peersSay = "it refuses all their records and aggregates as future_epoch", "this node refuses its records as stale_epoch"
+	}
 	c := newMemClusterProto(t, 61, 4, func(i int) time.Duration {
 		if i == 3 {
 			return -20 * time.Second
 		}
 		return 0
-	}, 1)
+	}, proto)
 	late := c.nodes[3]
 	start := time.Now()
 	// Traffic on every node, so batches are sealed (and refused): every
@@ -103,15 +117,21 @@ func TestClockBehindReported(t *testing.T) {
 		}
 	}))
 	took := eventually(t, "the late node and its peers report its clock", func() (bool, string) {
-		if !warned(t, late, cluster.WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)",
-			"it refuses every peer batch as future_epoch") {
+		if !warned(t, late, cluster.WarnClockSkew, "this node's clock is ~20s behind its peers' median (3 peers)", lateSays) {
 			return false, "late: " + strings.Join(messages(statusWarnings(t, late)), "; ")
 		}
+		refusing := 0
 		for _, m := range c.nodes[:3] {
-			if !warned(t, m, cluster.WarnClockSkew, "the clock of peer n3 (member "+late.MemberName()+") is ~20s behind its peers' median",
-				"this node refuses its batches as stale_epoch") {
+			if !warned(t, m, cluster.WarnClockSkew, "the clock of peer n3 (member "+late.MemberName()+") is ~20s behind its peers' median") {
 				return false, m.Name() + ": " + strings.Join(messages(statusWarnings(t, m)), "; ")
 			}
+			if warned(t, m, cluster.WarnClockSkew, "the clock of peer n3", peersSay) {
+				refusing++
+			}
+		}
+		// v2: db's two owners, or the one of them that is not n3.
+		if want := map[bool]int{false: 3, true: 1}[proto == cluster.ProtocolV2]; refusing < want {
+			return false, fmt.Sprintf("%d peers say %q, want at least %d", refusing, peersSay, want)
 		}
 		return true, ""
 	})
