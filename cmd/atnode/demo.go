@@ -373,8 +373,11 @@ func printTable(w io.Writer, n runtime, dests []destination, elapsed, degradeAt 
 		timeoutText := "-"
 		if dec, err := n.Timeout([]string{d.name}, 1); err == nil {
 			timeoutText = fmtDuration(dec.Timeout)
-			if dec.Fallback {
+			switch {
+			case dec.Fallback:
 				timeoutText += " (backoff)"
+			case dec.Guarded:
+				timeoutText += " (local guard)"
 			}
 		}
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%d\t%d\t%s\t%s\t  %s\n", destWidth, d.name,

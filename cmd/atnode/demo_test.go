@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // TestDemoRuns runs the demo in process for a few seconds: it prints the
@@ -202,4 +203,50 @@ func TestDemoTraffic(t *testing.T) {
 	require.True(t, allButNodeZero(1, 5))
 	require.True(t, allButNodeZero(4, 5))
 	require.True(t, allButNodeZero(0, 1))
+}
+
+// tableNode is a runtime whose estimates and decisions are given: what
+// printTable reads of a node.
+type tableNode struct {
+	runtime // nil: printTable calls nothing else
+	est     map[string]tracker.Estimate
+	dec     map[string]decision
+}
+
+func (n tableNode) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, `[{"state":"alive"},{"state":"alive"},{"state":"dead"}]`)
+	})
+}
+
+func (n tableNode) Estimate(dest string, _ float64) (tracker.Estimate, error) { return n.est[dest], nil }
+
+func (n tableNode) Timeout(dests []string, _ int) (decision, error) { return n.dec[dests[0]], nil }
+
+// TestPrintTable: each row's TIMEOUT says what decided it beside the
+// trusted estimate: "(backoff)" for the floor or the fallback, "(local
+// guard)" for this node's own quantile above the fleet's.
+func TestPrintTable(t *testing.T) {
+	est := func(local, fleet uint64) tracker.Estimate {
+		return tracker.Estimate{LocalValueMillis: local, HasLocalValue: true, FleetValueMillis: fleet, HasFleetValue: true,
+			Peers: 3, Samples: 900, Source: tracker.SourceFleet}
+	}
+	n := tableNode{
+		est: map[string]tracker.Estimate{"cache": est(6, 9), "db": est(176, 127), "search": est(3759, 3615)},
+		dec: map[string]decision{
+			"cache":  {Timeout: 250 * time.Millisecond, Fallback: true},
+			"db":     {Timeout: 352 * time.Millisecond, DecidedBy: "db", Source: "fleet", Guarded: true},
+			"search": {Timeout: 7230 * time.Millisecond, DecidedBy: "search", Source: "fleet"},
+		},
+	}
+	dests := []destination{{name: "cache", note: "fast"}, {name: "db", note: "stalls"}, {name: "search", note: "slow"}}
+	var out bytes.Buffer
+	printTable(&out, n, dests, 12*time.Second, time.Minute)
+	require.Equal(t, `
+12s  node-0 sees 2/3 members alive
+  DEST        LOCAL P99.99  FLEET P99.99  PEERS  FLEET SAMPLES  SOURCE              TIMEOUT  NOTE
+  cache                6ms           9ms      3            900   fleet      250ms (backoff)  fast
+  db                 176ms         127ms      3            900   fleet  352ms (local guard)  stalls
+  search            3.759s        3.615s      3            900   fleet                7.23s  slow
+`, out.String())
 }

@@ -14,7 +14,7 @@ type nodeRuntime struct{ *node.Node }
 // Timeout is node.Node.Timeout with the fields the demo prints.
 func (r nodeRuntime) Timeout(dests []string, attempt int) (decision, error) {
 	d, err := r.Node.Timeout(dests, attempt)
-	return decision{Timeout: d.Timeout, DecidedBy: d.DecidedBy, Source: d.Source.String(), Fallback: d.Fallback}, err
+	return decision{Timeout: d.Timeout, DecidedBy: d.DecidedBy, Source: d.Source.String(), Fallback: d.Fallback, Guarded: d.Guarded}, err
 }
 
 // newRuntime builds the real node.

@@ -32,6 +32,7 @@ type decision struct {
 	DecidedBy string // the deciding destination, "" when the backoff fallback decided
 	Source    string // that destination's estimate source
 	Fallback  bool
+	Guarded   bool // the local guard decided: this node's own quantile, above the fleet's
 }
 
 // newNodeFunc builds a node; run uses newRuntime (realruntime.go).
