@@ -219,7 +219,9 @@ func (n tableNode) Handler() http.Handler {
 	})
 }
 
-func (n tableNode) Estimate(dest string, _ float64) (tracker.Estimate, error) { return n.est[dest], nil }
+func (n tableNode) Estimate(dest string, _ float64) (tracker.Estimate, error) {
+	return n.est[dest], nil
+}
 
 func (n tableNode) Timeout(dests []string, _ int) (decision, error) { return n.dec[dests[0]], nil }
 
