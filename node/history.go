@@ -32,6 +32,7 @@ type point struct {
 	Samples      uint64    `json:"samples"`       // samples in the fleet view
 	LocalSamples uint64    `json:"local_samples"` // samples in the local view
 	Source       string    `json:"source"`        // the estimate's source: fleet, local or none
+	Guarded      bool      `json:"guarded"`       // the local guard decided the timeout: this node's quantile, above the fleet's
 	EffPeers     float64   `json:"-"`             // effective peers (for metrics)
 	Failing      bool      `json:"-"`             // the decision treats the destination as failing (for metrics)
 }
@@ -162,7 +163,7 @@ func (n *Node) samplePoint(dest string, now time.Time) point {
 		p.Source, p.EffPeers = e.Source.String(), e.EffectivePeers
 	}
 	d := n.decide([]string{dest}, 1, 1, now)
-	p.TimeoutMs, p.Failing = d.Timeout.Milliseconds(), len(d.Failing) > 0
+	p.TimeoutMs, p.Failing, p.Guarded = d.Timeout.Milliseconds(), len(d.Failing) > 0, d.Guarded
 	return p
 }
 

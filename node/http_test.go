@@ -531,13 +531,13 @@ func TestMembersStatusHistory(t *testing.T) {
 	require.Equal(t, map[string]any{
 		"t_ms": json.Number(fmt.Sprint(now.UnixMilli())), "local_ms": json.Number("200"), "fleet_ms": json.Number("100"),
 		"timeout_ms": json.Number("400"), "peers": json.Number("1"), "samples": json.Number("100"),
-		"local_samples": json.Number("103"), "source": "fleet",
+		"local_samples": json.Number("103"), "source": "fleet", "guarded": true, // 400 = 2 × the local 200
 	}, got[0])
 	got = getJSON(t, h, "/v1/history?dest=new").(map[string]any)["points"].([]any)
 	require.Equal(t, map[string]any{
 		"t_ms": json.Number(fmt.Sprint(now.UnixMilli())), "local_ms": json.Number("7"), "fleet_ms": nil,
 		"timeout_ms": json.Number("250"), "peers": json.Number("0"), "samples": json.Number("0"),
-		"local_samples": json.Number("2"), "source": "none",
+		"local_samples": json.Number("2"), "source": "none", "guarded": false,
 	}, got[0])
 
 	// Once the window has passed and the fleet has dropped the batch (older

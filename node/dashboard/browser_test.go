@@ -599,7 +599,12 @@ func checkBusy(t *testing.T, first, last pageState) {
 	require.GreaterOrEqual(t, float64(cache.TimeoutInk), 0.4*float64(cache.Coincident), cache.Dest)
 
 	// Samples: the fleet's and this node's, each under its own label.
-	db1, search := last.CardStats[1], last.CardStats[3]
+	db1, db2, search := last.CardStats[1], last.CardStats[2], last.CardStats[3]
 	require.Equal(t, []string{"120,000", "24,000"}, []string{db1.Values["samples"], db1.Values["localSamples"]}, "db-1: 5 peers, one of them local")
 	require.Equal(t, []string{"24,000", "0"}, []string{search.Values["samples"], search.Values["localSamples"]}, "search: not called by this node")
+
+	// What set each timeout: the estimate, or this node's own quantile
+	// above the fleet's (db-2: local 400 ms against the fleet's 210).
+	require.Equal(t, "timeout", db1.TimeoutLabel)
+	require.Equal(t, "timeout: local guard", db2.TimeoutLabel)
 }

@@ -21,11 +21,12 @@
 //
 // and refreshes every 2 s. The "warnings" of /v1/status (a list of
 // {"kind", "message"}: config_mismatch, name_conflict, clock_skew) show as
-// a banner above the members table and as a count in the header. One
-// display waits for a field today's node does not send yet and shows
-// nothing without it: a destination that /v1/timeout lists in "failing"
-// gets a red "failing" badge on its card and its timeout is labelled
-// "timeout: fallback (failing)". The page
+// a banner above the members table and as a count in the header. A
+// destination that /v1/timeout lists in "failing" gets a red "failing"
+// badge on its card and its timeout is labelled "timeout: fallback
+// (failing)"; one without an estimate, "timeout: fallback"; one whose last
+// history point is "guarded" (this node's own quantile, above the fleet's,
+// decided), "timeout: local guard". The page
 // sets window.__dashboard to its live state (updates, errors, failing
 // destinations, warnings, the uPlot instances per destination) for tests.
 //

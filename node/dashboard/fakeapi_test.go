@@ -66,7 +66,7 @@ func degrading(from, to float64) func(int64) float64 {
 var fakeScenarios = map[string][]fakeDest{
 	"busy": {
 		{name: "db-1", localMs: steady(12), fleetMs: steady(15), peers: constPeers(5)},
-		{name: "db-2", localMs: steady(180), fleetMs: steady(210), peers: constPeers(5)},
+		{name: "db-2", localMs: steady(400), fleetMs: steady(210), peers: constPeers(5)}, // the local guard decides
 		{name: "cache eu/west#1", localMs: degrading(3, 90), fleetMs: degrading(4, 70), peers: constPeers(4)},
 		{name: "search", localMs: absent, fleetMs: func(tMs int64) float64 {
 			if sinceStart(tMs) < 40 {
@@ -222,7 +222,8 @@ func (f *fakeAPI) membersHandler(w http.ResponseWriter, _ *http.Request) {
 }
 
 // fakePoint is a history point as the node writes it: quantiles and the
-// timeout in whole milliseconds, the estimate's source fleet, local or none.
+// timeout in whole milliseconds, the estimate's source fleet, local or none,
+// and whether the local guard decided.
 type fakePoint struct {
 	TMs          int64   `json:"t_ms"`
 	LocalMs      *uint64 `json:"local_ms"`
@@ -232,6 +233,7 @@ type fakePoint struct {
 	Samples      uint64  `json:"samples"`
 	LocalSamples uint64  `json:"local_samples"`
 	Source       string  `json:"source"`
+	Guarded      bool    `json:"guarded"`
 }
 
 // jitter returns v times a deterministic factor in [0.85, 1.25), in whole
@@ -259,6 +261,11 @@ func (d *fakeDest) point(tMs int64) fakePoint {
 	if p.FleetMs != nil {
 		p.Samples = uint64(p.Peers) * 24_000
 		p.TimeoutMs, p.Source = max(fakeFloorMs, 2*int64(*p.FleetMs)), "fleet"
+		// The local guard: a local quantile more than 20 % above the
+		// fleet's decides, unless the floor is higher still.
+		if l := p.LocalMs; l != nil && 5**l > 6**p.FleetMs && 2*int64(*l) > fakeFloorMs {
+			p.TimeoutMs, p.Guarded = 2*int64(*l), true
+		}
 	}
 	if d.failing {
 		p.TimeoutMs, p.Source = fakeFloorMs, "none"
@@ -289,7 +296,7 @@ func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	now := f.now(f.tick)
 	f.mu.Unlock()
-	timeoutMs, decidedBy, source := int64(0), "", "none"
+	timeoutMs, decidedBy, source, guarded := int64(0), "", "none", false
 	failing := []string{}
 	decidedFailing := false
 	for _, name := range dests {
@@ -302,7 +309,7 @@ func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 			failing = append(failing, name)
 		}
 		if p.TimeoutMs > timeoutMs {
-			timeoutMs, source, decidedFailing = p.TimeoutMs, p.Source, d != nil && d.failing
+			timeoutMs, source, guarded, decidedFailing = p.TimeoutMs, p.Source, p.Guarded, d != nil && d.failing
 			decidedBy = name
 			if p.Source == "none" {
 				decidedBy = ""
@@ -311,7 +318,7 @@ func (f *fakeAPI) timeout(w http.ResponseWriter, r *http.Request) {
 	}
 	body := map[string]any{
 		"timeout_ms": timeoutMs, "attempt": 1, "need": len(dests),
-		"decided_by": decidedBy, "source": source, "guarded": false, "fallback": source == "none",
+		"decided_by": decidedBy, "source": source, "guarded": guarded, "fallback": source == "none",
 	}
 	reason := "estimate"
 	switch {

@@ -482,7 +482,7 @@
     const note = el('p', 'note');
     root.append(head, stats, plot, note);
     const card = { dest: dest, root: root, source: source, failing: failing, statEls: statEls, plot: plot, note: note,
-      chart: null, qLabel: null, data: null, lastSource: '', observer: null };
+      chart: null, qLabel: null, data: null, lastSource: '', lastGuarded: false, observer: null };
     card.observer = new ResizeObserver(() => resizeCard(card));
     card.observer.observe(plot);
     return card;
@@ -511,18 +511,20 @@
   }
 
   // timeoutLabel names what set the timeout shown: the fallback when the
-  // destination is failing or has no estimate (source none), else the
-  // estimate (plain "timeout").
-  function timeoutLabel(failing, source) {
+  // destination is failing or has no estimate (source none), this node's
+  // own quantile when the local guard decided (it is above the fleet's),
+  // else the estimate (plain "timeout").
+  function timeoutLabel(failing, source, guarded) {
     if (failing) return 'timeout: fallback (failing)';
     if (source === 'none') return 'timeout: fallback';
+    if (guarded) return 'timeout: local guard';
     return 'timeout';
   }
 
   function updateCard(card, result, failing) {
     card.failing.hidden = !failing;
     card.root.classList.toggle('failing', failing);
-    card.statEls.timeout.dt.textContent = timeoutLabel(failing, card.lastSource);
+    card.statEls.timeout.dt.textContent = timeoutLabel(failing, card.lastSource, card.lastGuarded);
     if (!result.ok) {
       card.note.textContent = 'history unavailable: ' + result.err;
       card.note.classList.add('bad');
@@ -542,12 +544,13 @@
     const last = points.length ? points[points.length - 1] : {};
     const source = typeof last.source === 'string' ? last.source : '';
     card.lastSource = source;
+    card.lastGuarded = last.guarded === true;
     const st = card.statEls;
     st.local.dt.textContent = 'local ' + qLabel;
     st.fleet.dt.textContent = 'fleet ' + qLabel;
     st.local.dd.textContent = fmtMs(num(last.local_ms));
     st.fleet.dd.textContent = fmtMs(num(last.fleet_ms));
-    st.timeout.dt.textContent = timeoutLabel(failing, source);
+    st.timeout.dt.textContent = timeoutLabel(failing, source, card.lastGuarded);
     st.timeout.dd.textContent = fmtMs(num(last.timeout_ms));
     st.peers.dd.textContent = fmtCount(num(last.peers));
     st.samples.dd.textContent = fmtCount(num(last.samples));
