@@ -346,7 +346,8 @@ func (a *attempt) response(resp *http.Response, err error) (*http.Response, erro
 	// A switch of protocols (101) completes at its headers, and its body, the
 	// connection now the caller's (an io.ReadWriteCloser), is handed over as
 	// it is. net/http detaches that connection from the request's context
-	// before it returns, so ending the attempt's context cuts nothing.
+	// before it returns, so ending the attempt's context cuts nothing. (A
+	// nil body is not allowed by the RoundTripper contract; be safe.)
 	if resp.Body == nil || resp.StatusCode == http.StatusSwitchingProtocols {
 		a.complete(headers)
 		a.end()
