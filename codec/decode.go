@@ -621,8 +621,19 @@ func (d *Decoder) decodeBatch() (tracker.Batch, error) {
 		}
 		prev = end
 	}
-	b.Dests = d.dests
+	b.Dests = orNil(d.dests)
 	return b, nil
+}
+
+// orNil returns s, or nil when s is empty: a decoded list that holds
+// nothing is nil, whatever the Decoder's buffer held before (an empty
+// buffer kept for reuse is not nil once it has grown), so that decoding
+// the same bytes always gives the same value.
+func orNil[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 // readDest reads one destination record, [name, total, buckets,
@@ -811,7 +822,7 @@ func (d *Decoder) readKeys() ([]tracker.BatchKey, error) {
 		}
 	}
 	d.keys = keys
-	return keys, nil
+	return orNil(keys), nil
 }
 
 // decodeKeys decodes a digest or pull (of type t, the same fields) and

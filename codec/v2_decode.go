@@ -48,7 +48,7 @@ func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
 	if err := d.closeMessage(extra); err != nil {
 		return Records{}, err
 	}
-	return Records{Batch: b, Manifests: ms, SentAtMillis: d.sentAt}, nil
+	return Records{Batch: b, Manifests: orNil(ms), SentAtMillis: d.sentAt}, nil
 }
 
 // readPairs reads a delta-coded (index, count) list of at most countsLen
@@ -235,7 +235,7 @@ func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error
 		}
 	}
 	d.aggs = aggs
-	m.Aggregates = aggs
+	m.Aggregates = orNil(aggs)
 	return m, nil
 }
 
@@ -333,7 +333,7 @@ func decodeList[T any](d *Decoder, msg []byte, t MessageType, what string, limit
 	if err := d.closeMessage(extra); err != nil {
 		return "", nil, err
 	}
-	return sender, list, nil
+	return sender, orNil(list), nil
 }
 
 // DecodeAggDigest decodes and validates an aggregate digest. The result

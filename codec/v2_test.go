@@ -407,3 +407,51 @@ func FuzzDecodeAggPull(f *testing.F) {
 func FuzzDecodeRecordPull(f *testing.F) {
 	fuzzV2(f, "v1-record-pull", (*Decoder).DecodeRecordPull, func(p RecordPull) ([]byte, error) { return AppendRecordPull(nil, p) })
 }
+
+// TestDecodeIndependentOfHistory: a Decoder reuses its buffers, but the
+// same bytes decode to the same value whatever it decoded before: a list
+// that holds nothing is nil, not an empty buffer kept from a fuller
+// message (a fuzz round trip through a second Decoder found Dests [] on
+// one and nil on the other).
+func TestDecodeIndependentOfHistory(t *testing.T) {
+	must := func(b []byte, err error) []byte {
+		t.Helper()
+		require.NoError(t, err)
+		return b
+	}
+	emptyBatch := goldenBatch()
+	emptyBatch.Key.Part, emptyBatch.Dests = 0, nil
+	for _, tc := range []struct {
+		name        string
+		full, empty []byte
+		decode      func(*Decoder, []byte) (any, error)
+	}{
+		{"batch", must(AppendBatch(nil, goldenBatch())), must(AppendBatch(nil, emptyBatch)),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeBatch(m) }},
+		{"digest", must(AppendDigest(nil, Digest{Sender: "node-c", Keys: goldenKeys()})), must(AppendDigest(nil, Digest{Sender: "node-c"})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeDigest(m) }},
+		{"records", must(AppendRecords(nil, goldenRecords())), must(AppendRecords(nil, Records{Batch: emptyBatch})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeRecords(m) }},
+		{"aggregates", must(AppendAggregates(nil, goldenAggregates())), must(AppendAggregates(nil, Aggregates{Sender: "node-b", Layout: defaultLayout})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeAggregates(m) }},
+		{"packed aggregates", must(AppendPackedAggregates(nil, goldenAggregates())), must(AppendPackedAggregates(nil, Aggregates{Sender: "node-b", Layout: defaultLayout})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodePackedAggregates(m) }},
+		{"agg digest", must(AppendAggDigest(nil, goldenAggDigest())), must(AppendAggDigest(nil, AggDigest{Sender: "node-c"})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeAggDigest(m) }},
+		{"agg list", must(AppendAggEntries(nil, TypeAggList, goldenEntries())), must(AppendAggEntries(nil, TypeAggList, AggEntries{Sender: "node-c"})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeAggEntries(m, TypeAggList) }},
+		{"record pull", must(AppendRecordPull(nil, goldenRecordPull())), must(AppendRecordPull(nil, RecordPull{Sender: "node-c"})),
+			func(d *Decoder, m []byte) (any, error) { return d.DecodeRecordPull(m) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			used := newDecoder(t, tracker.Layout{})
+			_, err := tc.decode(used, tc.full)
+			require.NoError(t, err)
+			after, err := tc.decode(used, tc.empty)
+			require.NoError(t, err)
+			fresh, err := tc.decode(newDecoder(t, tracker.Layout{}), tc.empty)
+			require.NoError(t, err)
+			require.Equal(t, fresh, after)
+		})
+	}
+}
