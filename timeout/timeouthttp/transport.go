@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/netfail"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
@@ -324,17 +325,7 @@ func (a *attempt) probeable(req *http.Request, parent context.Context) bool {
 // Upgrade header and the token "upgrade" in Connection), as net/http
 // decides it.
 func upgrading(req *http.Request) bool {
-	if req.Header.Get("Upgrade") == "" {
-		return false
-	}
-	for _, v := range req.Header["Connection"] {
-		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), "upgrade") {
-				return true
-			}
-		}
-	}
-	return false
+	return req.Header.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade")
 }
 
 // response hands the base transport's answer to the caller.
