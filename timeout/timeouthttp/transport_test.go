@@ -77,20 +77,29 @@ func stalledBody(w http.ResponseWriter, r *http.Request) {
 	<-r.Context().Done()
 }
 
-// spy records the deadline of the context each request reaches the base
-// transport with.
+// spy records the context, and its deadline, each request reaches the
+// base transport with.
 type spy struct {
 	base     http.RoundTripper
 	mu       sync.Mutex
+	ctx      context.Context
 	deadline time.Time
 	has      bool
 }
 
 func (s *spy) RoundTrip(r *http.Request) (*http.Response, error) {
 	s.mu.Lock()
-	s.deadline, s.has = r.Context().Deadline()
+	s.ctx = r.Context()
+	s.deadline, s.has = s.ctx.Deadline()
 	s.mu.Unlock()
 	return s.base.RoundTrip(r)
+}
+
+// last returns the context of the last request that reached the base.
+func (s *spy) last() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
 }
 
 func newTransport(t *testing.T, o Options) *Transport {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,26 +35,6 @@ func echoUpgrade(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(conn, rw) // rw's reader first: it may hold bytes already sent
 }
 
-// ctxSpy remembers the context of the last request that reached base.
-type ctxSpy struct {
-	base http.RoundTripper
-	mu   sync.Mutex
-	ctx  context.Context
-}
-
-func (s *ctxSpy) RoundTrip(r *http.Request) (*http.Response, error) {
-	s.mu.Lock()
-	s.ctx = r.Context()
-	s.mu.Unlock()
-	return s.base.RoundTrip(r)
-}
-
-func (s *ctxSpy) last() context.Context {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ctx
-}
-
 func upgradeRequest(t *testing.T, ctx context.Context, u string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -71,7 +50,7 @@ func upgradeRequest(t *testing.T, ctx context.Context, u string) *http.Request {
 func TestProtocolUpgrade(t *testing.T) {
 	srv, host := server(t, echoUpgrade)
 	p := policy(host, 50*time.Millisecond)
-	base := &ctxSpy{base: srv.Client().Transport}
+	base := &spy{base: srv.Client().Transport}
 	c := &http.Client{Transport: stepped(t, base, p, 7*time.Millisecond)}
 
 	resp, err := c.Do(upgradeRequest(t, context.Background(), srv.URL))
