@@ -204,17 +204,17 @@ func (p *Protocol) futureText(skew int64, now time.Time) string {
 	if skew > 0 {
 		refusedAt, why = p.staleAt, RejectStaleEpoch
 	}
+	some, all, left := "some of their batches", "every peer batch", "its own data only"
+	if p.v2.on {
+		some, all, left = "some of their records and aggregates", "all their records and aggregates", "none of their data"
+	}
 	switch {
 	case !recent(refusedAt):
 		return ""
-	case p.v2.on && recent(p.acceptedAt):
-		return ": it refuses some of their records and aggregates as " + why
-	case p.v2.on:
-		return ": it refuses all their records and aggregates as " + why + ", so its fleet view holds none of their data"
 	case recent(p.acceptedAt):
-		return ": it refuses some of their batches as " + why
+		return ": it refuses " + some + " as " + why
 	}
-	return ": it refuses every peer batch as " + why + ", so its fleet view holds its own data only"
+	return ": it refuses " + all + " as " + why + ", so its fleet view holds " + left
 }
 
 // peerName is "n4 (member n4-00180005)".
