@@ -34,9 +34,10 @@ func MemberName(name string, bootID uint64) string {
 type State uint8
 
 // The states. memberlist v0.7.0 tells delegates about joins, updates and
-// deaths but not suspicion (and reading it from memberlist's node list
-// would race with memberlist's writes), so a suspect member is reported as
-// StateAlive until it is declared dead or refutes.
+// deaths but not suspicion, and the State field of the nodes it lists is
+// never set (its own record of a node keeps the state in a field that
+// shadows it), so a suspect member is reported as StateAlive until it is
+// declared dead or refutes.
 const (
 	StateAlive State = iota
 	StateSuspect

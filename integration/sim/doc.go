@@ -20,8 +20,9 @@
 // code that ships, and every message is its real encoding. shell.go is
 // only what a shell owns: each node's protocol ticked at the time its Next
 // asks for, and per-member send queues served by a few workers, with each
-// SendReliable a connect and a payload on the simulated network. Members
-// never die, restart or partition here.
+// SendReliable a connect and a payload on the simulated network. A member
+// can be killed (Sim.Kill, ScaleConfig.KillOwners), and the others list it
+// dead after a detection delay; none restarts, joins late or partitions.
 //
 // To fit 1000 nodes in memory, only observers (Config.Observers) run a real
 // Tracker and have a real tracker.Fleet as their cluster.Store. Every other

@@ -19,10 +19,12 @@ package sim
 //     node's egress link and arrives one trip later. Bytes count at the
 //     sender when the payload leaves, lost or not.
 //
-// Every member is alive from the start to the end of a run, and each
-// protocol is given the member list once, at the start: the simulator does
-// not model deaths, restarts or partitions (package cluster's own tests
-// do, on an in-memory transport).
+// Every member is alive from the start unless Sim.Kill stops it: a killed
+// node no longer ticks, receives or sends, and the others are given the
+// member list again, with it dead, after its detection delay (what
+// ScaleConfig.KillOwners measures). The simulator does not model restarts,
+// joins after the start or partitions (package cluster's own tests do, on
+// an in-memory transport, and package integration's on loopback).
 
 import (
 	"fmt"
