@@ -510,11 +510,13 @@ func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Durat
 // when the adaptive timeout expired first, a timeout, recorded at its
 // timeout (a probe at its probe timeout; censoring: recording nothing
 // would hide the tail exactly when timeouts are too tight); when ctx ended
-// first (the caller's cancellation or deadline), nothing; when fn returned
-// an error of its own before either end, what Config.Classify says of it
-// (default: a completion at the time fn took, so a fast failure looks
-// like a fast answer; classify transport failures as timeout.Failed so
-// that they count for the failure detector and are no latency sample).
+// first (the caller's cancellation or deadline, an enclosing Do's or
+// DoHedged's timeout included when Do runs inside its fn), nothing; when
+// fn returned an error of its own before either end, what Config.Classify
+// says of it (default: a completion at the time fn took, so a fast
+// failure looks like a fast answer; classify transport failures as
+// timeout.Failed so that they count for the failure detector and are no
+// latency sample).
 // Timed-out and failed attempts count for the failure detector; a
 // completion resets it.
 //
@@ -604,7 +606,7 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 	elapsed := max(since(now, start), 0)
 	// Whether our timeout ended the context matters only when fn failed
 	// (Err takes the context's lock).
-	ours := ferr != nil && cctx.Err() != nil && errors.Is(context.Cause(cctx), ErrTimeout)
+	ours := ferr != nil && endedByUs(ctx, cctx)
 	var o timeout.Outcome
 	var result doResult
 	switch {
@@ -634,6 +636,21 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 		limit = a.ProbeTimeout
 	}
 	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
+}
+
+// endedByUs reports whether our timeout ended cctx, an attempt's context
+// derived from the caller's ctx: cctx's cause is ErrTimeout, and not one
+// passed down from ctx. A Do or DoHedged run inside another's fn has a ctx
+// that the enclosing call's timeout ends with that same cause: for this
+// call that is the caller's deadline, learned as Canceled (nothing
+// recorded), not a timeout of its destination. When both have ended by the
+// time it is asked (this call's timeout a moment before the enclosing
+// one's), it says the caller's too.
+func endedByUs(ctx, cctx context.Context) bool {
+	if cctx.Err() == nil || !errors.Is(context.Cause(cctx), ErrTimeout) {
+		return false
+	}
+	return ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrTimeout)
 }
 
 // stackDests is how many destinations' decision inputs a decision keeps on

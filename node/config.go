@@ -113,13 +113,14 @@ type Config struct {
 	// Clock is the wall clock every time the node records or queries comes
 	// from (the epoch grid is read from it). nil means time.Now. Default nil.
 	Clock func() time.Time `yaml:"-"`
-	// Classify tells Do what an error fn returned of its own (before the
-	// adaptive timeout and before the caller's context ended) says about
-	// the attempt: timeout.Completed (the destination answered, with an
-	// error of the application's), timeout.Failed (the transport failed
-	// fast: refused, reset; no latency sample, and it counts for the
-	// failure detector), or timeout.Canceled (nothing to learn). nil means
-	// every such error is a completion at the time fn took, as before the
+	// Classify tells Do and DoHedged what an error fn returned of its own
+	// (before the adaptive timeout and before the caller's context ended)
+	// says about the attempt: timeout.Completed (the destination answered,
+	// with an error of the application's), timeout.Failed (the transport
+	// failed fast: refused, reset; no latency sample, and it counts for the
+	// failure detector; DoHedged fails over), or timeout.Canceled (nothing
+	// to learn; for DoHedged the replica answered). nil means every such
+	// error is a completion at the time fn took, as before the
 	// failure-aware rule. Default nil.
 	Classify func(err error) timeout.Outcome `yaml:"-"`
 }

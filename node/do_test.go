@@ -159,3 +159,55 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// TestDoNested runs a Do inside another Do's fn: the enclosing call's
+// timeout ends the inner call's context with the same cause, ErrTimeout,
+// and the inner call must take it for its caller's deadline (nothing
+// learned of its destination, its error not ours), while an inner timeout
+// that comes first is the inner call's own.
+func TestDoNested(t *testing.T) {
+	block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	t.Run("outer timeout first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			for range 3 { // as many as make a destination failing
+				var inner error
+				// front, attempt 1: 250 ms; db, attempt 3: 1 s.
+				outer := n.Do(t.Context(), "front", 1, func(ctx context.Context) error {
+					inner = n.Do(ctx, "db", 3, block)
+					return inner
+				})
+				require.ErrorIs(t, outer, ErrTimeout)
+				require.NotErrorIs(t, inner, ErrTimeout)
+				require.ErrorIs(t, inner, context.DeadlineExceeded)
+			}
+			db, err := n.Estimate("db", 1)
+			require.NoError(t, err)
+			require.Zero(t, db.LocalSamples, "db's own timeout never came")
+			require.False(t, db.Failing)
+			front, err := n.Estimate("front", 1)
+			require.NoError(t, err)
+			require.EqualValues(t, 3, front.LocalSamples)
+			require.EqualValues(t, 3, front.LocalCensored)
+			require.Equal(t, 3.0, doCallsValue(t, n, "timeout"))
+			require.Equal(t, 3.0, doCallsValue(t, n, "canceled"))
+		})
+	})
+	t.Run("inner timeout first", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			var inner error
+			start := time.Now()
+			_ = n.Do(t.Context(), "db", 3, func(ctx context.Context) error {
+				inner = n.Do(ctx, "front", 1, block)
+				return inner
+			})
+			require.ErrorIs(t, inner, ErrTimeout)
+			require.Equal(t, 250*time.Millisecond, time.Since(start))
+			front, err := n.Estimate("front", 1)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, front.LocalSamples)
+			require.EqualValues(t, 1, front.LocalCensored)
+		})
+	})
+}

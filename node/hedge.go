@@ -60,12 +60,16 @@ import (
 // attempt, caller probes included: an attempt that goes on as a probe past
 // its timeout still fails over at the timeout, and may still win) and runs
 // fn on a goroutine of its own. The first completion wins: fn returned nil,
-// or an error Config.Classify does not call timeout.Failed (the replica
-// answered). The others are cancelled, their contexts reporting
+// or an error Config.Classify calls neither timeout.Failed nor
+// timeout.TimedOut (the replica answered; it is learned as Classify says,
+// nothing recorded for timeout.Canceled). The others are cancelled, their contexts reporting
 // context.Canceled as context.Cause, and are recorded as superseded,
 // censored at their elapsed time (never as timed out or failed); DoHedged
 // does not wait for them to return. The context an attempt's fn sees
-// reports ErrTimeout as its context.Cause when our timeout ended it.
+// reports ErrTimeout as its context.Cause when our timeout ended it. A
+// DoHedged or Do inside fn sees an end of that context as its caller's
+// deadline: an enclosing call's timeout ends a nested call's attempts as
+// canceled, not timed out.
 //
 // When every attempt fails, DoHedged returns "" and their errors joined
 // (errors.Join, in the order tried), matching ErrTimeout if any timed out.
@@ -231,9 +235,10 @@ func (h *hedgeRun) release() {
 	hedgeRuns.Put(h)
 }
 
-// ours reports whether our timeout ended t.
-func (t *hedgeTry) ours() bool {
-	return t.ctx.Err() != nil && errors.Is(context.Cause(t.ctx), ErrTimeout)
+// ours reports whether our timeout ended t (endedByUs: not an enclosing
+// call's timeout passed down through h's context).
+func (h *hedgeRun) ours(t *hedgeTry) bool {
+	return endedByUs(h.ctx, t.ctx)
 }
 
 // stop ends t's context as a loser's: context.Canceled.
@@ -269,15 +274,15 @@ func (h *hedgeRun) run() (string, error) {
 			o := timeout.Completed
 			switch {
 			case t.err == nil:
-			case t.ours():
+			case h.ours(t):
 				o = timeout.TimedOut
 			case h.ctx.Err() != nil:
 				return h.canceled()
 			case h.n.cfg.Classify != nil:
 				o = h.n.cfg.Classify(t.err)
 			}
-			if o == timeout.Completed {
-				return h.win(i)
+			if o != timeout.Failed && o != timeout.TimedOut {
+				return h.win(i, o) // the replica answered
 			}
 			h.observe(t, o)
 			if !t.reached {
@@ -407,12 +412,12 @@ func (h *hedgeRun) observe(t *hedgeTry, o timeout.Outcome) {
 	t.ended, t.outcome = true, o
 }
 
-// win ends the call with try w's completion: every other attempt still
-// running is cancelled and superseded (or timed out, if our timeout had
-// ended it).
-func (h *hedgeRun) win(w int) (string, error) {
+// win ends the call with try w's answer, learned as o (Completed, or what
+// Config.Classify said of its error): every other attempt still running
+// is cancelled and superseded (or timed out, if our timeout had ended it).
+func (h *hedgeRun) win(w int, o timeout.Outcome) (string, error) {
 	t := &h.tries[w]
-	h.observe(t, timeout.Completed)
+	h.observe(t, o)
 	if t.hedge {
 		h.n.met.hedgesWon.Inc()
 	}
@@ -422,7 +427,7 @@ func (h *hedgeRun) win(w int) (string, error) {
 			continue
 		}
 		o.stop()
-		if o.ours() {
+		if h.ours(o) {
 			h.observe(o, timeout.TimedOut)
 		} else {
 			h.observe(o, timeout.Superseded)
@@ -440,7 +445,7 @@ func (h *hedgeRun) canceled() (string, error) {
 		if t.ended {
 			continue
 		}
-		if t.ours() {
+		if h.ours(t) {
 			h.observe(t, timeout.TimedOut)
 		} else {
 			h.observe(t, timeout.Canceled)

@@ -621,3 +621,97 @@ func TestDoHedgedConcurrent(t *testing.T) {
 			counterValue(t, n.met.hedgesSent), counterValue(t, n.met.hedgesRefused))
 	})
 }
+
+// TestDoHedgedNested runs DoHedged inside a Do's fn and a Do inside a
+// DoHedged attempt: the enclosing call's timeout ends the inner call's
+// context with the same cause, ErrTimeout, which the inner call must take
+// for its caller's deadline (nothing recorded, nothing counted for the
+// failure detector, its error not ours).
+func TestDoHedgedNested(t *testing.T) {
+	block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	t.Run("DoHedged inside Do", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			for range timeout.FailingAfter {
+				var inner error
+				// front, attempt 1: 250 ms; a and b, attempt 3: 1 s each.
+				outer := n.Do(t.Context(), "front", 1, func(ctx context.Context) error {
+					_, inner = n.DoHedged(ctx, []string{"a", "b"}, 3, func(ctx context.Context, _ string) error { return block(ctx) })
+					return inner
+				})
+				require.ErrorIs(t, outer, ErrTimeout)
+				require.NotErrorIs(t, inner, ErrTimeout)
+			}
+			for _, d := range []string{"a", "b"} {
+				e, err := n.Estimate(d, 1)
+				require.NoError(t, err)
+				require.Zero(t, e.LocalSamples, d)
+				require.False(t, e.Failing, d)
+			}
+			require.Equal(t, float64(timeout.FailingAfter), outcomesValue(t, n, timeout.TimedOut.String()),
+				"only front's attempts timed out")
+		})
+	})
+	t.Run("Do inside a DoHedged attempt", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, nil)
+			var inner error
+			// a, attempt 1: 250 ms; db, attempt 3: 1 s.
+			_, err := n.DoHedged(t.Context(), []string{"a"}, 1, func(ctx context.Context, _ string) error {
+				inner = n.Do(ctx, "db", 3, block)
+				return inner
+			})
+			require.ErrorIs(t, err, ErrTimeout)
+			require.NotErrorIs(t, inner, ErrTimeout)
+			e, err := n.Estimate("db", 1)
+			require.NoError(t, err)
+			require.Zero(t, e.LocalSamples)
+			require.Equal(t, 1.0, doCallsValue(t, n, "canceled"))
+		})
+	})
+}
+
+// TestDoHedgedClassifiedAnswer: an error Config.Classify calls
+// timeout.Canceled is an answer of the replica (only Failed and TimedOut
+// fail over), so the first replica wins with its error and nothing is
+// learned of it; an error it calls Failed fails over.
+func TestDoHedgedClassifiedAnswer(t *testing.T) {
+	errApp := errors.New("application said no")
+	errRefused := errors.New("connection refused")
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, func(c *Config) {
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errApp) {
+					return timeout.Canceled
+				}
+				return timeout.Failed
+			}
+		})
+		var called []string
+		dest, err := n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, d string) error {
+			called = append(called, d)
+			if d == "a" {
+				return errApp
+			}
+			return nil
+		})
+		require.Equal(t, "a", dest)
+		require.ErrorIs(t, err, errApp)
+		require.Equal(t, []string{"a"}, called)
+		e, err := n.Estimate("a", 1)
+		require.NoError(t, err)
+		require.Zero(t, e.LocalSamples, "Canceled: nothing to learn")
+
+		called = nil
+		dest, err = n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, d string) error {
+			called = append(called, d)
+			if d == "a" {
+				return errRefused
+			}
+			return nil
+		})
+		require.Equal(t, "b", dest)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", "b"}, called)
+	})
+}
