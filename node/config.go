@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -175,21 +176,50 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.HTTPServer.RegisterFlags(fs)
 }
 
+// Limits of a YAML configuration file, as of the key and token files: a
+// regular file of at most maxConfigFileBytes, read within
+// configFileTimeout, so that a FIFO or a hung mount cannot hold the start
+// (or a stop signalled meanwhile).
+const (
+	maxConfigFileBytes = 1 << 20
+	configFileTimeout  = 5 * time.Second
+)
+
 // LoadYAML reads the YAML file at path over c: keys in the file replace
 // c's values, the others are kept. Unknown keys are errors, so a misspelt
-// setting does not pass unnoticed; an empty file sets nothing.
+// setting does not pass unnoticed; an empty file sets nothing. The file
+// must be a regular file of at most 1 MiB (a FIFO is refused at once, a
+// read stuck on a hung mount is abandoned after 5 s). Errors are one line.
 func (c *Config) LoadYAML(path string) error {
-	f, err := os.Open(path)
+	data, err := smallfile.Read(path, maxConfigFileBytes, configFileTimeout)
 	if err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
-	defer f.Close()
-	dec := yaml.NewDecoder(f)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("node: config %s: %w", path, err)
+		return fmt.Errorf("node: config %s: %w", path, yamlError(err))
 	}
 	return nil
+}
+
+// yamlError is err on one line: the decoder's list of problems (one per
+// line after a heading) joined with "; ", an unknown key said as such
+// rather than as a field missing from a Go type.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		line, rest, ok := strings.Cut(m, ": field ")
+		if key, _, found := strings.Cut(rest, " not found in type "); ok && found {
+			m = fmt.Sprintf("%s: unknown key %q", line, key)
+		}
+		msgs[i] = m
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // TrackerConfig is the local tracker's configuration: Tracker, with
@@ -267,6 +297,11 @@ func (c Config) Validate() error {
 			if !subWindowBad { // else already said, as -sub-window's
 				bad("sub-window", "%v (-window %v / -sub-window %v)", e, c.Tracker.Window, c.SubWindow)
 			}
+			continue
+		}
+		if fielderr.Field(e) == "SubWindows" && c.Tracker.SubWindows == 0 {
+			// Neither is set: -sub-window 0s, the one a flag sets.
+			bad("sub-window", "must be a positive whole number of milliseconds, got 0s (or set Tracker.SubWindows)")
 			continue
 		}
 		errs = append(errs, flagged(reflect.TypeFor[tracker.Config](), e))

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/adaptivetimeout/adaptivetimeout/cluster"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/smallfile"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -87,7 +88,7 @@ func TestConfigValidateNamesTheFlag(t *testing.T) {
 		{"too many sub-windows", func(c *Config) { c.Tracker.Window, c.SubWindow = 256*time.Second, time.Second },
 			"-sub-window: tracker: SubWindows must be in 1..255, got 256 (-window 4m16s / -sub-window 1s)"},
 		{"both sub-window forms", func(c *Config) { c.Tracker.SubWindows = 10 }, "-sub-window: give SubWindow (6s) or Tracker.SubWindows (10), not both"},
-		{"neither sub-window form", func(c *Config) { c.SubWindow = 0 }, "tracker: SubWindows must be in 1..255, got 0"},
+		{"neither sub-window form", func(c *Config) { c.SubWindow = 0 }, "-sub-window: must be a positive whole number of milliseconds, got 0s (or set Tracker.SubWindows)"},
 		{"negative max destinations", func(c *Config) { c.Tracker.MaxDestinations = -1 }, "-max-destinations: tracker: MaxDestinations must be >= 0, got -1"},
 		{"negative min peers", func(c *Config) { c.Fleet.MinPeers = -1 }, "-min-peers: tracker: MinPeers must be >= 0"},
 		{"share above 1", func(c *Config) { c.Fleet.MaxOriginShare = 1.5 }, "-max-origin-share: tracker: MaxOriginShare must be in [0, 1]"},
@@ -322,12 +323,18 @@ func TestLoadYAML(t *testing.T) {
 	require.Equal(t, 10, c.TrackerConfig().SubWindows)
 
 	require.NoError(t, c.LoadYAML(writeFile(t, dir, "empty.yaml", "")))
-	require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "typo.yaml", "nmae: x\n")), "field nmae not found")
+	require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "typo.yaml", "nmae: x\n")), `line 1: unknown key "nmae"`)
 	for _, hidden := range []string{"timing: {probe_interval: 1s}\n", "sub_windows: 3\n", "self: x\n", "max_origins: 5\n", "boot_id: 1\n"} {
-		require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "hidden.yaml", hidden)), "not found", "no YAML key without a flag: %q", hidden)
+		require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "hidden.yaml", hidden)), "unknown key", "no YAML key without a flag: %q", hidden)
 	}
+	// Several problems, one line.
+	err := c.LoadYAML(writeFile(t, dir, "two.yaml", "nmae: x\nwindow: soon\n"))
+	require.EqualError(t, err, "node: config "+filepath.Join(dir, "two.yaml")+
+		`: line 1: unknown key "nmae"; line 2: cannot unmarshal !!str `+"`soon`"+` into time.Duration`)
 	require.ErrorContains(t, c.LoadYAML(writeFile(t, dir, "bad.yaml", "backoff: 5s..1s\n")), "min timeout (5000ms) exceeds max timeout (1000ms)")
 	require.Error(t, c.LoadYAML(filepath.Join(dir, "missing.yaml")))
+	require.ErrorIs(t, c.LoadYAML(dir), smallfile.ErrNotRegular)
+	require.ErrorIs(t, c.LoadYAML(writeFile(t, dir, "big.yaml", "# "+strings.Repeat("x", maxConfigFileBytes)+"\n")), smallfile.ErrTooLarge)
 }
 
 func TestReadTokenFile(t *testing.T) {

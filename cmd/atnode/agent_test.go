@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +97,8 @@ func TestAgentRefusals(t *testing.T) {
 	keyFile := writeFile(t, "cluster.key", key+"\n")
 	tokenFile := writeFile(t, "token", "s3cret\n")
 	bigKey := writeFile(t, "big.key", key+"\n"+strings.Repeat("#", 64<<10)+"\n")
+	fifo := filepath.Join(t.TempDir(), "fifo.yaml")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600)) // nobody ever writes to it
 	cases := []struct {
 		name string
 		args []string
@@ -132,9 +135,10 @@ func TestAgentRefusals(t *testing.T) {
 		{"unknown flag", []string{"-nope"}, 2, []string{"atnode agent: flag provided but not defined: -nope\natnode agent: run 'atnode agent -h' for usage\n"}},
 		{"positional argument", []string{"extra"}, 2, []string{"unexpected arguments"}},
 		{"config file missing", []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, 2, []string{"-config:", "no such file"}},
-		{"config unknown key", []string{"-config", writeFile(t, "c.yaml", "windw: 10s\n")}, 2, []string{"-config:", "field windw not found"}},
-		{"config key without a flag", []string{"-config", writeFile(t, "c.yaml", "timing: {probe_interval: 1s}\n")}, 2, []string{"-config:", "field timing not found"}},
-		{"config bad value", []string{"-config", writeFile(t, "c.yaml", "window: soon\n")}, 2, []string{"-config:"}},
+		{"config unknown key", []string{"-config", writeFile(t, "c.yaml", "windw: 10s\n")}, 2, []string{"-config:", `unknown key "windw"`}},
+		{"config key without a flag", []string{"-config", writeFile(t, "c.yaml", "timing: {probe_interval: 1s}\n")}, 2, []string{"-config:", `unknown key "timing"`}},
+		{"config bad value", []string{"-config", writeFile(t, "c.yaml", "window: soon\n")}, 2, []string{"-config:", ": line 1: cannot unmarshal !!str `soon` into time.Duration\n"}},
+		{"config file a FIFO", []string{"-config", fifo}, 2, []string{"-config:", "not a regular file (a FIFO)"}},
 		{"config invalid setting", []string{"-config", writeFile(t, "c.yaml", "quantile: 0\n")}, 2, []string{"-quantile:"}},
 		{"key file missing: unreadable, a runtime failure", []string{"-secret-key-file", filepath.Join(t.TempDir(), "none")}, 1, []string{"-secret-key-file:", "no such file"}},
 		{"key file bad", []string{"-secret-key-file", writeFile(t, "bad.key", "not a key\n")}, 2, []string{"-secret-key-file:", "line 1"}},
