@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,10 +50,21 @@ func GenerateKey() (string, error) {
 // surrounding whitespace and blank lines are ignored, as are lines starting
 // with '#'. The first key encrypts, all decrypt; a key repeated later is
 // ignored. It fails on an empty file or any bad line, naming every bad line
-// (never its contents).
+// (never its contents), on one line: "cluster: bad key file: line 1: ...;
+// line 3: ...".
 func ParseKeys(data []byte) ([][]byte, error) {
+	keys, problems := parseKeys(data)
+	if problems != "" {
+		return nil, fmt.Errorf("%w: %s", ErrKeyFile, problems)
+	}
+	return keys, nil
+}
+
+// parseKeys is ParseKeys with its problems said without the error's
+// prefix, joined with "; " ("" when there is none).
+func parseKeys(data []byte) ([][]byte, string) {
 	var keys [][]byte
-	var errs []error
+	var problems []string
 	for i, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -61,30 +73,25 @@ func ParseKeys(data []byte) ([][]byte, error) {
 		k, err := base64.StdEncoding.DecodeString(line)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%w: line %d: not standard base64 (%v)", ErrKeyFile, i+1, err))
+			problems = append(problems, fmt.Sprintf("line %d: not standard base64 (%v)", i+1, err))
 		case len(k) != KeySize:
-			errs = append(errs, fmt.Errorf("%w: line %d: key is %d bytes, want %d", ErrKeyFile, i+1, len(k), KeySize))
-		default:
-			dup := false
-			for _, o := range keys {
-				dup = dup || bytes.Equal(o, k)
-			}
-			if !dup {
-				keys = append(keys, k)
-			}
+			problems = append(problems, fmt.Sprintf("line %d: key is %d bytes, want %d", i+1, len(k), KeySize))
+		case !slices.ContainsFunc(keys, func(o []byte) bool { return bytes.Equal(o, k) }):
+			keys = append(keys, k)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	switch {
+	case len(problems) > 0:
+		return nil, strings.Join(problems, "; ")
+	case len(keys) == 0:
+		return nil, "no keys"
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("%w: no keys", ErrKeyFile)
-	}
-	return keys, nil
+	return keys, ""
 }
 
 // LoadKeyFile reads and parses the key file at path (see ParseKeys and the
-// limits above). Errors name the path, never a key.
+// limits above). Errors name the path, never a key: "cluster: bad key file
+// PATH: line 1: ...".
 func LoadKeyFile(path string) ([][]byte, error) {
 	data, err := smallfile.Read(path, MaxKeyFileBytes, KeyFileTimeout)
 	switch {
@@ -93,9 +100,9 @@ func LoadKeyFile(path string) ([][]byte, error) {
 	case err != nil:
 		return nil, fmt.Errorf("cluster: key file: %w", err)
 	}
-	keys, err := ParseKeys(data)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: key file %s: %w", path, err)
+	keys, problems := parseKeys(data)
+	if problems != "" {
+		return nil, fmt.Errorf("%w %s: %s", ErrKeyFile, path, problems)
 	}
 	return keys, nil
 }

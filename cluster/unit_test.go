@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,6 +104,14 @@ func TestParseKeys(t *testing.T) {
 				require.ErrorContains(t, err, w)
 			}
 			require.NotContains(t, err.Error(), k1, "errors never echo key material")
+			require.NotContains(t, err.Error(), "\n", "one line")
+
+			// From a file: the same problems after the path, one prefix.
+			path := filepath.Join(t.TempDir(), "cluster.key")
+			require.NoError(t, os.WriteFile(path, []byte(tt.file), 0o600))
+			_, ferr := LoadKeyFile(path)
+			require.ErrorIs(t, ferr, ErrKeyFile)
+			require.Equal(t, strings.Replace(err.Error(), "cluster: bad key file:", "cluster: bad key file "+path+":", 1), ferr.Error())
 		})
 	}
 }
