@@ -163,17 +163,18 @@ func (n *Node) serveRecord(w http.ResponseWriter, r *http.Request) {
 }
 
 // checkDest validates a destination given in a query string by the rule
-// of validDest, and says which part of it d breaks.
-func checkDest(d string) error {
+// of validDest, and says which part of it d breaks, naming it as name
+// ("dest", or "dest[i]" among several).
+func checkDest(name, d string) error {
 	switch {
 	case validDest(d):
 		return nil
 	case d == "":
-		return errors.New("dest must not be empty")
+		return fmt.Errorf("%s must not be empty", name)
 	case len(d) > maxDestLen:
-		return fmt.Errorf("dest is %d bytes, more than %d", len(d), maxDestLen)
+		return fmt.Errorf("%s is %d bytes, more than %d", name, len(d), maxDestLen)
 	}
-	return errors.New("dest is not valid UTF-8")
+	return fmt.Errorf("%s is not valid UTF-8", name)
 }
 
 // oneDest reads the query of /v1/estimate and /v1/history, which takes
@@ -188,7 +189,7 @@ func oneDest(r *http.Request, known ...string) (url.Values, string, error) {
 	case 0:
 		return nil, "", errors.New("missing query parameter dest")
 	case 1:
-		return q, ds[0], checkDest(ds[0])
+		return q, ds[0], checkDest("dest", ds[0])
 	}
 	return nil, "", fmt.Errorf("want one dest, got %d", len(ds))
 }
@@ -255,8 +256,8 @@ func (n *Node) serveTimeout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i, d := range dests {
-		if err := checkDest(d); err != nil {
-			writeError(w, http.StatusBadRequest, "dest[%d]: %v", i, err)
+		if err := checkDest(fmt.Sprintf("dest[%d]", i), d); err != nil {
+			writeError(w, http.StatusBadRequest, "%v", err)
 			return
 		}
 	}

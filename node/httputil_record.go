@@ -357,7 +357,7 @@ func (d *recordDecoder) latency(c byte) (float64, error) {
 	v, err := strconv.ParseFloat(string(text), 64)
 	switch {
 	case err != nil: // out of range, as encoding/json refuses it
-		return 0, errors.New(`"latency_ms" must be a number`)
+		return 0, fmt.Errorf(`"latency_ms" %s is out of range`, text)
 	case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
 		return 0, fmt.Errorf(`"latency_ms" must be a finite number >= 0, got %v`, v)
 	}

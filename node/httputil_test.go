@@ -59,7 +59,7 @@ func TestDecodeRecord(t *testing.T) {
 		{name: "dest escaped backslash before u", body: `{"samples":[{"dest":"a\\ud800","latency_ms":1}]}`, want: []Sample{{Dest: `a\ud800`, LatencyMs: 1}}},
 		{name: "negative latency", body: `{"samples":[{"dest":"a","latency_ms":-0.5}]}`, err: `samples[0]: "latency_ms" must be a finite number >= 0, got -0.5`},
 		{name: "latency string", body: `{"samples":[{"dest":"a","latency_ms":"5"}]}`, err: `samples[0]: "latency_ms" must be a number`},
-		{name: "latency overflow", body: `{"samples":[{"dest":"a","latency_ms":1e400}]}`, err: `samples[0]: "latency_ms" must be a number`},
+		{name: "latency overflow", body: `{"samples":[{"dest":"a","latency_ms":1e400}]}`, err: `samples[0]: "latency_ms" 1e400 is out of range`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
