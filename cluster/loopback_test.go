@@ -53,15 +53,21 @@ func TestLoopbackKeyAndLabel(t *testing.T) {
 	took := eventually(t, "3 encrypted members converge", func() bool { return sees(nodes, names(nodes)...) })
 	t.Logf("loopback join with key and label: 3 members in %v", took)
 
-	outsiders := map[string]Config{
-		"wrong key":   loopConfig(t, "evil", "prod", []string{newKey(t)}, seed),
-		"wrong label": loopConfig(t, "evil", "staging", []string{key}, seed),
-		"no key":      loopConfig(t, "evil", "prod", nil, seed),
-		"no label":    loopConfig(t, "evil", "", []string{key}, seed),
+	outsiders := []struct {
+		name string
+		cfg  Config
+		warn string // the outsider's config_mismatch warning; "" none
+	}{
+		{"wrong key", loopConfig(t, "evil", "prod", []string{newKey(t)}, seed),
+			"seed " + seed + ": its gossip keys and this node's (-secret-key-file) share none"},
+		{"wrong label", loopConfig(t, "evil", "staging", []string{key}, seed), ""},
+		{"no key", loopConfig(t, "evil", "prod", nil, seed),
+			"seed " + seed + ": it encrypts gossip and this node has no -secret-key-file"},
+		{"no label", loopConfig(t, "evil", "", []string{key}, seed), ""},
 	}
-	for name, cfg := range outsiders {
-		t.Run(name, func(t *testing.T) {
-			evil := startNode(t, cfg)
+	for _, o := range outsiders {
+		t.Run(o.name, func(t *testing.T) {
+			evil := startNode(t, o.cfg)
 			// Start joined synchronously and failed; wait for one more
 			// failed re-join so gossip had time to leak, then look.
 			require.Equal(t, uint64(1), evil.Stats().JoinFailures)
@@ -69,6 +75,20 @@ func TestLoopbackKeyAndLabel(t *testing.T) {
 			require.Equal(t, uint64(evil.Stats().JoinAttempts), evil.Stats().JoinFailures)
 			require.Equal(t, []string{evil.MemberName()}, upMembers(evil.Cluster))
 			require.True(t, sees(nodes, names(nodes)...), "the cluster never lists the outsider")
+			t.Logf("outsider's warnings: %v", evil.Warnings())
+			if o.warn == "" {
+				require.Empty(t, warningsButClock(evil.Cluster))
+			} else {
+				require.True(t, hasWarning(evil.Cluster, WarnConfigMismatch, o.warn), "%v", evil.Warnings())
+			}
+			if o.name == "wrong key" {
+				// The key file mended and reloaded: the next re-join gets
+				// in, and the warning goes.
+				writeKeys(t, o.cfg.KeyFile, key)
+				require.NoError(t, evil.ReloadKeys())
+				eventually(t, "the mended outsider joins", func() bool { return len(upMembers(evil.Cluster)) == len(nodes)+1 })
+				require.Empty(t, warningsButClock(evil.Cluster))
+			}
 			require.NoError(t, evil.Close())
 		})
 	}

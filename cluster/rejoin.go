@@ -54,6 +54,12 @@ func (c *Cluster) pushPull(ml *memberlist.Memberlist, what, addr string, initial
 		}
 	}
 	if err != nil {
+		if k := keyMismatch(err); k != "" {
+			// Not a refusal (a key reload on either side mends it, and
+			// the re-joins go on), but a mistake to say.
+			now := time.Now()
+			c.warn.set("key/"+addr, Warning{Kind: WarnConfigMismatch, Message: what + " " + addr + ": " + k}, now, now.Add(mismatchRetention))
+		}
 		if r := refusal(err); r != "" {
 			r = what + " " + addr + ": " + r
 			if !initial {
@@ -74,8 +80,26 @@ func (c *Cluster) pushPull(ml *memberlist.Memberlist, what, addr string, initial
 		}
 		return "", judged, false
 	}
+	c.warn.drop(WarnConfigMismatch, "key/"+addr)
 	c.log.Debug("cluster: joined "+what, what, addr, "took", time.Since(start))
 	return "", judged, true
+}
+
+// keyMismatch says, for a failed join or push/pull, when memberlist's
+// error shows that the two sides' gossip encryption differs: no key in
+// common (-secret-key-file), or a key on one side only. "" otherwise; a
+// -label that differs cannot be told apart from a peer that went away
+// (memberlist drops such a stream without a word).
+func keyMismatch(err error) string {
+	switch text := errText(err); {
+	case strings.Contains(text, "no installed keys could decrypt the message"):
+		return "its gossip keys and this node's (-secret-key-file) share none: no installed keys could decrypt the message"
+	case strings.Contains(text, "remote state is encrypted and encryption is not configured"):
+		return "it encrypts gossip and this node has no -secret-key-file"
+	case strings.Contains(text, "encryption is configured but remote state is not encrypted"):
+		return "it does not encrypt gossip and this node has a -secret-key-file"
+	}
+	return ""
 }
 
 // rejoinLoop re-joins the seeds with jitter until Close. A push/pull with a

@@ -13,7 +13,10 @@ import (
 const (
 	// WarnConfigMismatch: a member advertised a window, sub-window or
 	// histogram layout other than this node's and was refused (at join,
-	// or as a member), or a seed refused this node for the same reason.
+	// or as a member), or a seed refused this node for the same reason;
+	// or a seed's or member's gossip encryption differs from this node's
+	// (no key in common, or a key on one side only), so that joins with
+	// it fail until a key file is fixed and reloaded.
 	WarnConfigMismatch = "config_mismatch"
 	// WarnNameConflict: two live processes (distinct boot IDs, both
 	// answering) use one peer name; only one of them counts in the fleet
@@ -105,6 +108,13 @@ func (t *warnings) set(subject string, w Warning, now, expires time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.setLocked(warnKey(w.Kind, subject), w, now, expires)
+}
+
+// drop removes the warning of kind and subject, if any.
+func (t *warnings) drop(kind, subject string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.current, warnKey(kind, subject))
 }
 
 // replace makes ws, by subject, the warnings of kind: those of kind not in

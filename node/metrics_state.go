@@ -74,7 +74,7 @@ var (
 	descGossipDelay    = stateDesc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
 
 	descWarnings = stateDesc("atnode_warnings",
-		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
+		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout, or a seed whose gossip encryption differs), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
 	descWarningsRaised = stateDesc("atnode_warnings_raised_total", "Warnings raised (a warning that appears), by kind.", "kind")
 	descDestDropped    = stateDesc("atnode_destinations_dropped_total",
 		"Destinations dropped, by where: tracker (evicted from the local tracker by -max-destinations, fewest samples first), seal (left out of a sealed batch by the fleet's per-member caps, fewest samples first), fleet (evicted from the fleet view by its destination cap, or refused by it while full).", "where")
