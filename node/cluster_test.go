@@ -91,6 +91,19 @@ func TestThreeNodes(t *testing.T) {
 	require.Regexp(t, `atnode_gossip_bytes_total\{direction="in",type="records"\} [1-9]`, string(metrics))
 	require.Regexp(t, `atnode_gossip_bytes_total\{direction="out",type="records"\} [1-9]`, string(metrics))
 	require.Regexp(t, `atnode_gossip_messages_total\{direction="in",type="packed_aggregates"\} [1-9]`, string(metrics)) // Level4: packed
+	// The fleet view is aggregates on v2, and its gauges say so.
+	require.Equal(t, 2.0, metricValue(t, nodes[1], "atnode_gossip_protocol"))
+	require.Equal(t, 1.0, metricValue(t, nodes[1], "atnode_fleet_destinations"), "db")
+	require.Equal(t, 1.0, metricValue(t, nodes[1], "atnode_fleet_aggregate_destinations"))
+	require.GreaterOrEqual(t, metricValue(t, nodes[1], "atnode_fleet_aggregates"), 1.0)
+	require.Zero(t, metricValue(t, nodes[1], "atnode_fleet_batches"))
+	var published, records float64
+	for _, n := range nodes {
+		published += metricValue(t, n, "atnode_gossip_aggregates_published_total")
+		records += metricValue(t, n, "atnode_gossip_records_sent_total")
+	}
+	require.GreaterOrEqual(t, published, 1.0, "db's first owner published")
+	require.GreaterOrEqual(t, records, 2.0, "db's records went to its owners")
 
 	// The real HTTP listener of n0.
 	addr := nodes[0].HTTPAddr()

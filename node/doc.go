@@ -73,6 +73,15 @@
 // atnode_timeout_chosen_seconds{source} uses the same source;
 // atnode_timeout_guarded_total counts guarded decisions.
 //
+// On protocol v2 (which the nodes run once every member up can) a fleet
+// view is made of aggregates, not batches: atnode_fleet_destinations
+// counts the destinations with either, atnode_fleet_aggregates and
+// atnode_fleet_aggregate_destinations the aggregates, and
+// atnode_fleet_batches, _members and _peers count v1 batches only.
+// atnode_gossip_protocol says which protocol runs, and
+// atnode_gossip_records_sent_total, _aggregates_published_total,
+// _takeovers_total, _record_pulls_total and the others what v2 did.
+//
 // The API is hardened against clients that misbehave on purpose. POST
 // /v1/record decodes its body as a stream and refuses it
 // at the first rule broken, having kept only the samples before it: 1 MiB

@@ -72,6 +72,7 @@ var (
 	descGossipOutcomes = stateDesc("atnode_gossip_insert_outcomes_total", "Received batches by fleet insert outcome.", "outcome")
 	descGossipRejected = stateDesc("atnode_gossip_rejected_total", "Received dissemination data refused, by reason.", "reason")
 	descGossipDelay    = stateDesc("atnode_gossip_seal_to_receive_seconds", "Delay from the end of a batch's epoch to its receipt.")
+	descGossipProtocol = stateDesc("atnode_gossip_protocol", "The dissemination protocol this node runs now: 1, or 2 (destination-owned aggregation, once every member up can).")
 
 	descWarnings = stateDesc("atnode_warnings",
 		"Warnings of /v1/status current now, by kind: config_mismatch (a member refused for another window, sub-window or layout, or a seed whose gossip encryption differs), name_conflict (two live processes with one -name), clock_skew (a clock more than a quarter sub-window off its peers' median).", "kind")
@@ -124,14 +125,18 @@ var (
 			func(s *tracker.FleetStats) uint64 { return s.OriginsEvicted }),
 		counterOf("atnode_fleet_evicted_destinations_total", "Destinations evicted from the fleet view by its destination cap.",
 			func(s *tracker.FleetStats) uint64 { return s.DestinationsEvicted }),
-		gaugeOf("atnode_fleet_batches", "Batches held by the fleet view.",
+		gaugeOf("atnode_fleet_batches", "Batches (protocol v1) held by the fleet view.",
 			func(s *tracker.FleetStats) int { return s.Batches }),
-		gaugeOf("atnode_fleet_members", "Members (peer name and boot) held by the fleet view.",
+		gaugeOf("atnode_fleet_members", "Members (peer name and boot) whose batches (protocol v1) the fleet view holds; an aggregate (protocol v2) names none.",
 			func(s *tracker.FleetStats) int { return s.Members }),
-		gaugeOf("atnode_fleet_peers", "Distinct peer names held by the fleet view.",
+		gaugeOf("atnode_fleet_peers", "Distinct peer names whose batches (protocol v1) the fleet view holds.",
 			func(s *tracker.FleetStats) int { return s.Peers }),
-		gaugeOf("atnode_fleet_destinations", "Destinations with a fleet view.",
+		gaugeOf("atnode_fleet_destinations", "Destinations with a fleet view: batches (protocol v1) or aggregates (protocol v2) held.",
 			func(s *tracker.FleetStats) int { return s.Destinations }),
+		gaugeOf("atnode_fleet_aggregate_destinations", "Destinations with aggregates (protocol v2) held.",
+			func(s *tracker.FleetStats) int { return s.AggregateDestinations }),
+		gaugeOf("atnode_fleet_aggregates", "Aggregates (protocol v2) held, over destinations and epochs.",
+			func(s *tracker.FleetStats) int { return s.Aggregates }),
 		counterOf("atnode_fleet_refused_destinations_total", "Batch entries not counted: a new destination while the destination cap was full of destinations two or more peers report.",
 			func(s *tracker.FleetStats) uint64 { return s.DestinationsRefused }),
 		counterOf("atnode_fleet_evicted_exclusions_total", "Exclusions of dead members forgotten early because too many were remembered.",
@@ -157,6 +162,33 @@ var (
 			func(s *cluster.Stats) uint64 { return s.JoinAttempts }),
 		counterOf("atnode_cluster_join_failures_total", "Seed joins that failed.",
 			func(s *cluster.Stats) uint64 { return s.JoinFailures }),
+	}
+
+	// protocolMetrics are what protocol v2 (destination-owned
+	// aggregation) did; all 0 on a node that has run v1 only.
+	protocolMetrics = []stateMetric[cluster.V2Stats]{
+		counterOf("atnode_gossip_protocol_switches_total", "Changes of the dissemination protocol this node runs (v1 to v2 and back, as the members' levels allow).",
+			func(s *cluster.V2Stats) uint64 { return s.Switches }),
+		counterOf("atnode_gossip_owner_changes_total", "Recomputations of the destinations' owners (protocol v2) that changed some.",
+			func(s *cluster.V2Stats) uint64 { return s.OwnerChanges }),
+		counterOf("atnode_gossip_records_sent_total", "Records messages sent to destinations' owners (protocol v2), heartbeats included.",
+			func(s *cluster.V2Stats) uint64 { return s.RecordsSent }),
+		counterOf("atnode_gossip_records_resent_total", "Records messages sent again (protocol v2): to new owners, or answering a record pull.",
+			func(s *cluster.V2Stats) uint64 { return s.Resent }),
+		counterOf("atnode_gossip_aggregates_published_total", "Aggregates this node published as a destination's first owner (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.Published }),
+		counterOf("atnode_gossip_aggregates_republished_total", "Aggregates published again with a larger coverage (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.Republished }),
+		counterOf("atnode_gossip_takeovers_total", "Aggregates this node published as a destination's second owner, the first's missing (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.Takeovers }),
+		counterOf("atnode_gossip_cross_check_mismatches_total", "Second-owner checks that found the first owner's aggregate with another coverage than its own (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.CrossCheckMismatches }),
+		counterOf("atnode_gossip_record_pulls_total", "Record pulls sent (protocol v2): an owner asking origins for records it lacks.",
+			func(s *cluster.V2Stats) uint64 { return s.RecordPulls }),
+		counterOf("atnode_gossip_aggregate_pulls_total", "Aggregate pulls sent (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.AggPulls }),
+		counterOf("atnode_gossip_relayed_total", "Aggregates this node forwarded as a relay (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.Relayed }),
 	}
 
 	gossipMetrics = []stateMetric[cluster.GossipStats]{
@@ -272,6 +304,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(descGossipRejected, v, r)
 	}
 	collectState(ch, gossipMetrics, &gs)
+	version := 1.0
+	if n.proto.V2() {
+		version = 2
+	}
+	gauge(descGossipProtocol, version)
+	ps := n.proto.Stats()
+	collectState(ch, protocolMetrics, &ps.V2)
 	if h := gs.SealToReceive; len(h.Counts) == len(h.Bounds)+1 {
 		buckets := make(map[float64]uint64, len(h.Bounds))
 		var cum uint64

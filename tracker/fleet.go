@@ -318,7 +318,12 @@ func (f *Fleet) Stats() FleetStats {
 	s.Members = len(f.members)
 	s.Excluded = len(f.excluded)
 	s.Peers = len(f.peers)
-	s.Destinations = len(f.dests)
+	s.Destinations, s.AggregateDestinations = len(f.dests), len(f.aggs)
+	for name := range f.aggs {
+		if _, ok := f.dests[name]; !ok {
+			s.Destinations++
+		}
+	}
 	s.Batches = f.batches
 	s.Buckets = f.buckets
 	s.Aggregates = f.aggCount

@@ -78,14 +78,19 @@ type FleetStats struct {
 	ExclusionsEvicted uint64
 
 	// Members is the number of members (peer name + boot) whose batches
-	// are held.
+	// are held (protocol v1: an aggregate names no member).
 	Members int
 	// Excluded is the number of exclusions remembered (see Fleet.Exclude).
 	Excluded int
-	// Peers is the number of distinct peer names held.
+	// Peers is the number of distinct peer names whose batches are held
+	// (protocol v1).
 	Peers int
-	// Destinations is the number of destinations with a fleet view.
+	// Destinations is the number of destinations with a fleet view: with
+	// batches (protocol v1) or aggregates (protocol v2) held.
 	Destinations int
+	// AggregateDestinations is the number of destinations with aggregates
+	// held (protocol v2; of Destinations).
+	AggregateDestinations int
 	// Batches is the number of batches held.
 	Batches int
 	// Buckets is the number of sparse buckets held over all batches,

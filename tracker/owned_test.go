@@ -175,6 +175,27 @@ func TestAggregateMaxBy(t *testing.T) {
 	require.Zero(t, f.Stats().Aggregates)
 }
 
+// TestFleetStatsCountAggregates: a destination with a fleet view from
+// aggregates (protocol v2) counts in Destinations as one with batches
+// does, once when it has both.
+func TestFleetStatsCountAggregates(t *testing.T) {
+	c := testFleetConfig()
+	now := fleetAt(c, testE, 3000)
+	f := newTestFleet(t, c, nil)
+	require.Equal(t, InsertNew, f.Insert(mkBatch("p", 1, testE-1, dcBuckets("a", 10, 1), dcBuckets("b", 10, 1)), now))
+	for _, d := range []string{"b", "c"} {
+		a := Aggregate{Dest: d, Epoch: testE - 1, Layout: c.Tracker.Layout(), Peers: 1, Newest: testE - 1,
+			Coverage: Coverage{Records: 1, Hash: 1}, Buckets: []Bucket{{Index: 10, Count: 1}}, Total: 1}
+		addSquare(&a.SquareSum, a.Total)
+		require.Equal(t, InsertNew, f.InsertAggregate(a, now))
+	}
+	s := f.Stats()
+	require.Equal(t, 3, s.Destinations, "a, b and c")
+	require.Equal(t, 2, s.AggregateDestinations)
+	require.Equal(t, 2, s.Aggregates)
+	require.Equal(t, 1, s.Batches)
+}
+
 // TestOwnedRecords checks record identity and manifests: a record is its
 // (destination, origin, boot, epoch), whatever part carried it.
 func TestOwnedRecords(t *testing.T) {
