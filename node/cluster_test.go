@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -222,6 +223,64 @@ func TestLoopbackGossipAndHTTP(t *testing.T) {
 
 	alone := newAlone(t, nil, nil)
 	require.ErrorIs(t, alone.ReloadKeys(), ErrGossipDisabled)
+}
+
+// TestHTTPAnswersWhileJoining: the API is bound before the initial joins,
+// so a seed that accepts and never answers (a join that waits for
+// memberlist's TCP timeout) does not keep the sidecar's application from
+// its estimates; /healthz says 503 until Start has returned.
+func TestHTTPAnswersWhileJoining(t *testing.T) {
+	hole, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer hole.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := hole.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+
+	cfg := DefaultConfig()
+	cfg.Name = "joiner"
+	cfg.Cluster.Bind, cfg.HTTP = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Cluster.Seeds = cluster.AddrList{hole.Addr().String()}
+	cfg.Cluster.Timing = cluster.FastTiming()
+	cfg.Cluster.Timing.StreamTimeout = time.Minute // the join waits until the seed's connection closes
+	n, err := New(cfg, testLogger(t), nil)
+	require.NoError(t, err)
+	defer n.Close()
+	started := make(chan error, 1)
+	go func() { started <- n.Start(t.Context()) }()
+
+	var conn net.Conn
+	select {
+	case conn = <-accepted: // the initial join is under way
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node never dialled its seed")
+	}
+	get := func(path string) int {
+		resp, err := http.Get("http://" + n.HTTPAddr() + path)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, get("/v1/timeout?dest=db"), "the API answers during the join")
+	require.Equal(t, 503, get("/healthz"), "not started yet")
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned during the join: %v", err)
+	default:
+	}
+
+	require.NoError(t, conn.Close()) // the join fails now, and Start goes on
+	select {
+	case err := <-started:
+		require.NoError(t, err, "a seed that cannot be joined is retried, not an error")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Start did not return after the join failed")
+	}
+	require.Equal(t, 200, get("/healthz"))
 }
 
 func TestNewErrors(t *testing.T) {

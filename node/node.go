@@ -167,11 +167,15 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Node, err
 	return n, nil
 }
 
-// Start joins the cluster (unless gossip is disabled), binds the HTTP API
-// (unless Config.HTTP is empty), and starts the background loop that
-// seals epochs and samples the history once a second. ctx bounds the
-// initial joins only. Start may be called once; on error everything it
-// started is stopped again, and the node should be closed.
+// Start binds the HTTP API (unless Config.HTTP is empty), joins the
+// cluster (unless gossip is disabled), and starts the background loop that
+// seals epochs and samples the history once a second. The API answers
+// from before the joins, which may take memberlist's TCP timeout (10 s)
+// per seed that does not answer: a sidecar's application gets this
+// node's own estimates meanwhile, and /healthz answers 503 until Start
+// has returned. ctx bounds the initial joins only. Start may be called
+// once; on error everything it started is stopped again, and the node
+// should be closed.
 func (n *Node) Start(ctx context.Context) error {
 	n.life.Lock()
 	defer n.life.Unlock()
@@ -182,18 +186,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return ErrAlreadyStarted
 	}
 	n.started = true
-	if n.cl != nil {
-		if err := n.cl.Start(ctx); err != nil {
-			return fmt.Errorf("node: %w", err)
-		}
-		n.fleet.SetLiveMembers(n.cl.NumAlive())
-	}
 	if n.cfg.HTTP != "" {
 		ln, err := net.Listen("tcp", n.cfg.HTTP)
 		if err != nil {
-			if n.cl != nil {
-				_ = n.cl.Close()
-			}
 			return fmt.Errorf("node: -http: %w", err)
 		}
 		n.httpAddr.Store(ln.Addr().String())
@@ -207,6 +202,16 @@ func (n *Node) Start(ctx context.Context) error {
 				n.log.Error("node: http server stopped", "err", err)
 			}
 		}()
+	}
+	if n.cl != nil {
+		if err := n.cl.Start(ctx); err != nil {
+			if n.srv != nil {
+				_ = n.srv.Close()
+				n.wg.Wait()
+			}
+			return fmt.Errorf("node: %w", err)
+		}
+		n.fleet.SetLiveMembers(n.cl.NumAlive())
 	}
 	n.step(n.clock())
 	n.wg.Add(1)
