@@ -392,22 +392,27 @@ func (n *Node) serveStatus(w http.ResponseWriter, r *http.Request) {
 type historyJSON struct {
 	Dest     string  `json:"dest"`
 	Quantile float64 `json:"quantile"`
-	Points   []point `json:"points"`
+	// Tracked says whether this node keeps a history of Dest: at most
+	// maxTrackedDests destinations have one, the first seen while they
+	// stay in the local or fleet view. Points is empty when it is false,
+	// for a destination known beyond the cap as for an unknown one.
+	Tracked bool    `json:"tracked"`
+	Points  []point `json:"points"`
 }
 
 // serveHistory is GET /v1/history?dest=D: the points sampled each second
 // (oldest first, at most 300) of a destination in the local or fleet view.
 // A destination without a history (beyond the 100 tracked, new since the
 // last sample, or unknown: as GET /v1/estimate, which answers for any
-// destination) has no points.
+// destination) has no points, and tracked false.
 func (n *Node) serveHistory(w http.ResponseWriter, r *http.Request) {
 	_, dest, err := oneDest(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	pts, _ := n.hist.get(dest)
-	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Timeout.Quantile, Points: pts})
+	pts, tracked := n.hist.get(dest)
+	writeJSON(w, http.StatusOK, historyJSON{Dest: dest, Quantile: n.cfg.Timeout.Quantile, Tracked: tracked, Points: pts})
 }
 
 // serveHealth is GET /healthz: 200 while the node is started and not

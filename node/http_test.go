@@ -519,14 +519,16 @@ func TestMembersStatusHistory(t *testing.T) {
 	}, getJSON(t, h, "/v1/status"))
 
 	// Before the loop samples, a known destination has no points.
-	require.Equal(t, map[string]any{"dest": "db", "quantile": json.Number("0.9999"), "points": []any{}},
+	require.Equal(t, map[string]any{"dest": "db", "quantile": json.Number("0.9999"), "tracked": false, "points": []any{}},
 		getJSON(t, h, "/v1/history?dest=db"))
 	now := clk.Now()
 	n.step(now)
 	n.step(now) // at most one point per second
 	clk.Set(now.Add(time.Second))
 	n.step(clk.Now())
-	got := getJSON(t, h, "/v1/history?dest=db").(map[string]any)["points"].([]any)
+	hdb := getJSON(t, h, "/v1/history?dest=db").(map[string]any)
+	require.Equal(t, true, hdb["tracked"])
+	got := hdb["points"].([]any)
 	require.Len(t, got, 2)
 	require.Equal(t, map[string]any{
 		"t_ms": json.Number(fmt.Sprint(now.UnixMilli())), "local_ms": json.Number("200"), "fleet_ms": json.Number("100"),
@@ -547,9 +549,9 @@ func TestMembersStatusHistory(t *testing.T) {
 	require.Equal(t, []any{}, getJSON(t, h, "/v1/status").(map[string]any)["destinations"])
 	// An unknown destination has a history without points, as it has an
 	// estimate without values: 200, not 404 (issue 25).
-	require.Equal(t, map[string]any{"dest": "db", "quantile": json.Number("0.9999"), "points": []any{}},
+	require.Equal(t, map[string]any{"dest": "db", "quantile": json.Number("0.9999"), "tracked": false, "points": []any{}},
 		getJSON(t, h, "/v1/history?dest=db"))
-	require.Equal(t, map[string]any{"dest": "nosuch", "quantile": json.Number("0.9999"), "points": []any{}},
+	require.Equal(t, map[string]any{"dest": "nosuch", "quantile": json.Number("0.9999"), "tracked": false, "points": []any{}},
 		getJSON(t, h, "/v1/history?dest=nosuch"))
 }
 
@@ -589,7 +591,10 @@ func TestHistoryRingAndCap(t *testing.T) {
 			break
 		}
 	}
-	require.Equal(t, []any{}, getJSON(t, n2.Handler(), "/v1/history?dest="+untracked).(map[string]any)["points"])
+	hu := getJSON(t, n2.Handler(), "/v1/history?dest="+untracked).(map[string]any)
+	require.Equal(t, []any{}, hu["points"])
+	require.Equal(t, false, hu["tracked"], "beyond the cap, and said so")
+	require.Equal(t, true, getJSON(t, n2.Handler(), "/v1/history?dest="+n2.hist.tracked()[0]).(map[string]any)["tracked"])
 }
 
 func contains(s []string, v string) bool {

@@ -288,6 +288,8 @@ func TestBrowserDashboard(t *testing.T) {
 			require.Equal(t, []string{"idle", "no-data"}, last.Cards)
 			require.Len(t, last.Charts, 2)
 			require.Equal(t, 0, last.Charts[0].Points, "idle has no points")
+			require.Equal(t, []string{"No history kept here: a node keeps one for at most 100 destinations, those it saw first (a new one gets its first point within a second).", ""},
+				last.Notes, "idle: tracked false, said so")
 			require.Positive(t, last.Charts[1].Points, "no-data has points with null quantiles")
 			require.False(t, last.EmptyShown)
 			require.Len(t, last.MemberRows, 1)

@@ -76,7 +76,7 @@ var fakeScenarios = map[string][]fakeDest{
 		}, peers: func(tMs int64) int { return 1 + int(sinceStart(tMs)/20)%3 }},
 	},
 	"quiet": {
-		{name: "idle"}, // known, but no points in the window
+		{name: "idle"}, // known, but no points: beyond the 100 tracked
 		{name: "no-data", localMs: absent, fleetMs: absent, peers: constPeers(0)},
 	},
 	"empty": nil,
@@ -346,7 +346,7 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if d == nil { // unknown: no points, as the node answers
-		writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "points": []fakePoint{}})
+		writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "tracked": false, "points": []fakePoint{}})
 		return
 	}
 	f.mu.Lock()
@@ -358,5 +358,7 @@ func (f *fakeAPI) history(w http.ResponseWriter, r *http.Request) {
 			points = append(points, d.point(t))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "points": points})
+	// A known destination without points stands for one beyond the node's
+	// 100 tracked: no history kept (tracked false).
+	writeJSON(w, http.StatusOK, map[string]any{"dest": dest, "quantile": fakeQuantile, "tracked": len(points) > 0, "points": points})
 }

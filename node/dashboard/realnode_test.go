@@ -239,7 +239,7 @@ func TestFakeAPIShapes(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/history?dest=nope", nil))
 		require.Equal(t, http.StatusOK, rec.Code)
-		require.JSONEq(t, `{"dest":"nope","quantile":0.9999,"points":[]}`, rec.Body.String())
+		require.JSONEq(t, `{"dest":"nope","quantile":0.9999,"tracked":false,"points":[]}`, rec.Body.String())
 	}
 }
 

@@ -557,7 +557,9 @@
     st.localSamples.dd.textContent = fmtCount(num(last.local_samples));
     card.source.textContent = source;
     card.note.classList.remove('bad');
-    card.note.textContent = points.length ? '' : 'No points yet: this destination has no recent history.';
+    card.note.textContent = points.length ? '' : h.tracked === false
+      ? 'No history kept here: a node keeps one for at most 100 destinations, those it saw first (a new one gets its first point within a second).'
+      : 'No points yet: this destination has no recent history.';
   }
 
   function renderDests(dests, histories, failing) {
