@@ -16,7 +16,10 @@ import (
 //
 // Once leaving is set, memberlist's complaints about its own sockets being
 // closed under it ("use of closed network connection") are expected
-// shutdown noise and go to debug.
+// shutdown noise and go to debug, and so are its failure detector's
+// verdicts on others and the sends that fed them (a probe cut short by
+// this node's own shutdown, "Suspect a-… has failed, no acks received"
+// logged after "cluster: closed", says nothing of a).
 func memberlistLog(l *slog.Logger, leaving *atomic.Bool) *log.Logger {
 	return log.New(&logWriter{l: l.With("component", "memberlist"), leaving: leaving}, "", 0)
 }
@@ -55,13 +58,31 @@ func parseLogLine(p []byte) (slog.Level, string) {
 // Write logs one line; log.Logger calls it once per line.
 func (w *logWriter) Write(p []byte) (int, error) {
 	level, msg := parseLogLine(p)
-	if level > slog.LevelDebug && w.leaving != nil && w.leaving.Load() && strings.Contains(msg, "use of closed network connection") {
+	if level > slog.LevelDebug && w.leaving != nil && w.leaving.Load() && shutdownNoise(msg) {
 		level = slog.LevelDebug
 	}
 	if w.l.Enabled(context.Background(), level) {
 		w.l.Log(context.Background(), level, msg)
 	}
 	return len(p), nil
+}
+
+// shutdownNoise reports whether memberlist's line msg is expected while
+// this node leaves: its sockets closed under it, or a failure detector's
+// verdict (or a probe's or gossip's send) that the shutdown cut short.
+func shutdownNoise(msg string) bool {
+	for _, s := range [...]string{
+		"use of closed network connection",
+		"has failed, no acks received",
+		"as failed, suspect timeout reached",
+		"Failed to send",
+		"Failed fallback TCP ping",
+	} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // errText is err's text for one log record: the errors a hashicorp

@@ -193,12 +193,30 @@ func TestParseLogLine(t *testing.T) {
 	require.Contains(t, buf.String(), `level=WARN msg="shown 1" component=memberlist`)
 	require.Contains(t, buf.String(), "level=ERROR", "a closed socket while running is an error")
 
+	const sendFailed = "[ERR] memberlist: Failed to send UDP ping: write udp: use of a closed transport"
+	l.Print(sendFailed)
+	require.Contains(t, buf.String(), "Failed to send UDP ping", "while running, a failed probe is said")
+
 	buf.Reset()
 	leaving.Store(true)
 	l.Print(closedConn)
+	l.Print(sendFailed)
 	l.Printf("[ERR] memberlist: something else")
 	require.NotContains(t, buf.String(), "closed network connection", "while leaving it is shutdown noise, at debug")
+	require.NotContains(t, buf.String(), "Failed to send", "a probe cut short by the shutdown too")
 	require.Contains(t, buf.String(), `level=ERROR msg="something else"`)
+
+	// Failure verdicts on others are info while running, debug while leaving.
+	var info bytes.Buffer
+	var bye atomic.Bool
+	li := memberlistLog(slog.New(slog.NewTextHandler(&info, &slog.HandlerOptions{Level: slog.LevelInfo})), &bye)
+	li.Printf("[INFO] memberlist: Suspect a-00000001 has failed, no acks received")
+	require.Contains(t, info.String(), "Suspect a-00000001 has failed")
+	info.Reset()
+	bye.Store(true)
+	li.Printf("[INFO] memberlist: Suspect a-00000001 has failed, no acks received")
+	li.Printf("[INFO] memberlist: Marking a-00000001 as failed, suspect timeout reached (0 peer confirmations)")
+	require.Empty(t, info.String())
 }
 
 func TestMemberNameAndMeta(t *testing.T) {
