@@ -129,7 +129,7 @@ type Replica struct {
 // it, and an estimate at MedianQuantile names the view whose median
 // orders the replica (Replica.Median).
 func HedgeView(e *tracker.Estimate) tracker.Source {
-	if e.Decision.Guarded && e.Source == tracker.SourceFleet && e.HasMaxCompleted &&
+	if e.Decision.Guarded && e.Source == tracker.SourceFleet && !e.FleetFailing &&
 		float64(e.LocalSamples)*(1-e.Quantile) < 1 {
 		return tracker.SourceFleet
 	}

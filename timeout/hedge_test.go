@@ -22,7 +22,7 @@ func TestHedgeDelay(t *testing.T) {
 		{"no trusted view", tracker.Estimate{ValueMillis: 30}, 0, false},
 		{"fleet", tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 30}, 31 * time.Millisecond, true},
 		{"guarded: the local view's", tracker.Estimate{Source: tracker.SourceFleet, ValueMillis: 30, LocalValueMillis: 50,
-			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
+			LocalSamples: 100, HasMaxCompleted: true, Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 		{"failing", tracker.Estimate{Source: tracker.SourceLocal, ValueMillis: 30, Failing: true}, 0, false},
 		// The local guard from fewer than 1/(1 − q) = 20 samples: the
 		// fleet's quantile, not the maximum of a rare caller's few calls.
@@ -33,7 +33,7 @@ func TestHedgeDelay(t *testing.T) {
 			ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 20, HasMaxCompleted: true,
 			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 		{"a failing fleet view deferring to few local samples: the local view's", tracker.Estimate{Quantile: 0.95,
-			Source: tracker.SourceFleet, ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 3,
+			Source: tracker.SourceFleet, ValueMillis: 30, LocalValueMillis: 50, LocalSamples: 3, FleetFailing: true,
 			Decision: tracker.Decision{Guarded: true}}, 51 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,8 +180,54 @@ func TestHedgeView(t *testing.T) {
 	require.Equal(t, tracker.SourceLocal, HedgeView(&guarded))
 	guarded.Quantile, guarded.LocalSamples = 0.95, 19
 	require.Equal(t, tracker.SourceFleet, HedgeView(&guarded))
-	guarded.HasMaxCompleted = false // a failing fleet view defers to the local one
+	guarded.FleetFailing = true // a failing fleet view defers to the local one
 	require.Equal(t, tracker.SourceLocal, HedgeView(&guarded))
+	guarded.FleetFailing, guarded.HasMaxCompleted = false, false // censoring unknown: no M, not failing
+	require.Equal(t, tracker.SourceFleet, HedgeView(&guarded), "the guard's exception holds")
+}
+
+// TestHedgeDelayCensoringUnknown: with a fleet view whose censoring is
+// unknown (peers that send no censored counts) the local guard's
+// exception still applies: a guard decided from a handful of local
+// samples leaves the hedge delay to the fleet's view, as with censoring
+// known.
+func TestHedgeDelayCensoringUnknown(t *testing.T) {
+	for _, unknown := range []bool{false, true} {
+		tc := tracker.DefaultConfig()
+		fc := tracker.DefaultFleetConfig()
+		fc.Self, fc.Tracker = "self", tc
+		local, err := tracker.NewSync[string](tc)
+		require.NoError(t, err)
+		f, err := tracker.NewFleet(fc, local)
+		require.NoError(t, err)
+		e := tc.Epoch(t0)
+		prev, now := tc.EpochStart(e-1), tc.EpochStart(e).Add(time.Second)
+		peer, err := tracker.NewSync[string](tc)
+		require.NoError(t, err)
+		for i := range 100 {
+			peer.RecordMillis("db", uint64(10+i%10), prev)
+		}
+		dcs := tracker.SealedSubWindow(peer, e-1, now)
+		require.Len(t, dcs, 1)
+		dcs[0].CensoringUnknown = unknown
+		f.SetLiveMembers(4)
+		for _, o := range []string{"p1", "p2", "p3"} {
+			require.Equal(t, tracker.InsertNew, f.Insert(tracker.Batch{Key: tracker.BatchKey{Origin: o, Boot: 1, Epoch: e - 1}, Layout: tc.Layout(), Dests: dcs}, now))
+		}
+		for range 5 { // too few for a local P95, and 10× the fleet's
+			local.RecordMillis("db", 100, now)
+		}
+		est, err := f.Estimate("db", 0.95, now)
+		require.NoError(t, err)
+		require.True(t, est.Decision.Guarded, "unknown=%v: the local guard decides", unknown)
+		require.False(t, est.FleetFailing)
+		require.Equal(t, tracker.SourceFleet, HedgeView(&est), "unknown=%v", unknown)
+		d, err := NewDecider(DefaultConfig(), tc, f, local)
+		require.NoError(t, err)
+		delay, ok := d.HedgeDelay("db", now)
+		require.True(t, ok)
+		require.Less(t, delay, 25*time.Millisecond, "unknown=%v: the fleet's P95 (19 ms), not 5 local samples' 100 ms", unknown)
+	}
 }
 
 func TestHedgeBudget(t *testing.T) {

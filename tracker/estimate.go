@@ -94,6 +94,11 @@ type Estimate struct {
 	HasLocalValue   bool
 	HasStaleness    bool
 	HasMaxCompleted bool
+	// FleetFailing reports that the fleet view named by Source is failing
+	// (see Decision): it then defers to a trusted local view that is not
+	// (Decision.Guarded), or makes the decision failing. It tells that
+	// deferral from the local guard, whose Guarded is the same.
+	FleetFailing bool
 	// Failing reports that the decision treats Dest as failing: the view it
 	// reads has enough samples, some timed out, and none completed in the
 	// window (see Decision). A decision then takes the exponential fallback
@@ -253,7 +258,7 @@ func decide(e *Estimate, fleet, local *viewFacts, hasFleet, hasLocal, fleetTrust
 	case localTrusted:
 		e.Source, src = SourceLocal, local
 	default:
-		e.Source, e.ValueMillis, e.Decision = SourceNone, 0, Decision{}
+		e.Source, e.ValueMillis, e.Decision, e.FleetFailing = SourceNone, 0, Decision{}, false
 		return
 	}
 	e.ValueMillis = src.q
@@ -262,6 +267,7 @@ func decide(e *Estimate, fleet, local *viewFacts, hasFleet, hasLocal, fleetTrust
 	}
 	localFailing := localTrusted && local.failing(minSamples)
 	e.Failing, e.Decision = false, Decision{}
+	e.FleetFailing = e.Source == SourceFleet && fleet.failing(minSamples)
 	switch {
 	case e.Source == SourceLocal:
 		if e.Failing = localFailing; !e.Failing {

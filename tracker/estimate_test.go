@@ -3,6 +3,7 @@ package tracker
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,7 @@ func TestDecide(t *testing.T) {
 			if tt.guarded {
 				require.Equal(t, SourceLocal, e.DecisionSource())
 			}
+			require.Equal(t, strings.HasPrefix(tt.name, "fleet failing"), e.FleetFailing, "the fleet view named by Source is failing")
 		})
 	}
 }
