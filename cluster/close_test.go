@@ -1,8 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"net"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -179,4 +182,120 @@ func TestCloseDiscardsQueuedMessages(t *testing.T) {
 	require.Equal(t, uint64(5), st.MessagesReceived)
 	require.Equal(t, uint64(4), st.MessagesDiscarded)
 	require.Equal(t, uint64(4), recv.GossipStats().QueueDiscards)
+}
+
+// silentHost returns a loopback address whose accept queue is full, so a
+// TCP dial to it hangs (its SYNs are dropped) until the dial's timeout:
+// a host gone silent (powered off, or behind a firewall that drops).
+func silentHost(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	require.NoError(t, syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}))
+	require.NoError(t, syscall.Listen(fd, 0))
+	sa, err := syscall.Getsockname(fd)
+	require.NoError(t, err)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+	c, err := net.DialTimeout("tcp", addr, time.Second) // fills the queue
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	// Confirm: a second dial hangs.
+	_, err = net.DialTimeout("tcp", addr, 100*time.Millisecond)
+	require.Error(t, err, "the accept queue should be full")
+	return addr
+}
+
+// TestClosingTransportCutsDials: a dial to a silent host under way ends
+// with ErrClosed when the transport shuts down or is interrupted, not at
+// its timeout; after an interrupt, dials work again.
+func TestClosingTransportCutsDials(t *testing.T) {
+	t.Parallel()
+	hole := silentHost(t)
+	nt, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{BindAddrs: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	tr := newClosingTransport(nt)
+	dial := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			c, err := tr.DialTimeout(hole, time.Minute)
+			if c != nil {
+				_ = c.Close()
+			}
+			done <- err
+		}()
+		return done
+	}
+	waitDial := func(done chan error) error {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("the dial was not cut")
+			return nil
+		}
+	}
+	first := dial()
+	time.Sleep(50 * time.Millisecond) // let it start (it is cut the same way if it has not)
+	tr.interrupt()
+	require.ErrorIs(t, waitDial(first), ErrClosed)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	c, err := tr.DialTimeout(ln.Addr().String(), time.Second)
+	require.NoError(t, err, "an interrupt refuses no later dial")
+	require.NoError(t, c.Close())
+
+	second := dial()
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, tr.Shutdown())
+	require.ErrorIs(t, waitDial(second), ErrClosed)
+}
+
+// TestCloseDuringStalledInitialJoin: Close while Start is joining seeds
+// that accept the stream and never answer ends the join under way at once
+// (not at its stream timeout), tries no further seed, and Start says the
+// cluster was closed.
+func TestCloseDuringStalledInitialJoin(t *testing.T) {
+	t.Parallel()
+	nw := newNetwork(t, 901)
+	seedA, seedB := nw.NewTransport(), nw.NewTransport()
+	nw.Stall(seedA.Addr(), true)
+	nw.Stall(seedB.Addr(), true)
+	t.Cleanup(func() { _ = seedA.Shutdown(); _ = seedB.Shutdown() })
+	cfg := memConfig(t, "joiner", 1, nw.NewTransport(), seedA.Addr(), seedB.Addr())
+	cfg.Timing.StreamTimeout = time.Minute
+	c, err := New(cfg)
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- c.Start(t.Context()) }()
+	eventually(t, "the first join is in flight", func() bool { return nw.Stats().StreamsStalled >= 1 })
+
+	within(t, 10*time.Second, "Close", c.Close)
+	require.ErrorIs(t, within(t, 10*time.Second, "Start", func() error { return <-started }), ErrClosed)
+	require.Equal(t, 1, int(nw.Stats().StreamsStalled), "the second seed was never tried")
+}
+
+// TestCloseDuringRejoinToSilentSeed: a re-join dialling a seed whose host
+// went silent does not hold Close for the dial's timeout.
+func TestCloseDuringRejoinToSilentSeed(t *testing.T) {
+	t.Parallel()
+	hole := silentHost(t)
+	cfg := DefaultConfig()
+	cfg.Name, cfg.BootID, cfg.Bind = "lonely", 3, "127.0.0.1:0"
+	cfg.Seeds = AddrList{hole}
+	cfg.Timing = FastTiming()
+	cfg.Timing.StreamTimeout = time.Minute // a dial to the silent seed waits a minute unless cut
+	cfg.Logger = testLogger(t)
+	c, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // no initial join: the re-join loop dials the seed
+	require.NoError(t, c.Start(ctx))
+	attempts := c.Stats().JoinAttempts
+	eventually(t, "a re-join is under way", func() bool { return c.Stats().JoinAttempts > attempts })
+	start := time.Now()
+	within(t, 10*time.Second, "Close", c.Close)
+	t.Logf("Close took %v during a re-join to a silent seed", time.Since(start))
 }

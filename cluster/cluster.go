@@ -82,16 +82,17 @@ type Cluster struct {
 	onMessage func([]byte) // gossip.receive with a Store, else Config.OnMessage
 	gossip    *gossiper    // nil without a Store
 
-	life    sync.RWMutex // guards ml, closed, addresses; never held while sending
-	ml      *memberlist.Memberlist
-	closed  bool
-	bound   netip.AddrPort
-	adv     netip.AddrPort
-	stop    chan struct{} // closed by Close: ends the re-join loop and message delivery
-	drained chan struct{} // closed by Close after memberlist's shutdown: event delivery drains and ends
-	joining sync.WaitGroup
-	wg      sync.WaitGroup // delivery and re-join goroutines
-	close   sync.Once
+	life      sync.RWMutex // guards ml, transport, closed, addresses; never held while sending
+	ml        *memberlist.Memberlist
+	transport *closingTransport // ml's, set with it
+	closed    bool
+	bound     netip.AddrPort
+	adv       netip.AddrPort
+	stop      chan struct{} // closed by Close: ends the re-join loop and message delivery
+	drained   chan struct{} // closed by Close after memberlist's shutdown: event delivery drains and ends
+	joining   sync.WaitGroup
+	wg        sync.WaitGroup // delivery and re-join goroutines
+	close     sync.Once
 
 	mu      sync.Mutex // guards members; taken inside memberlist's callbacks, so never held while calling memberlist
 	members map[string]*entry
@@ -258,24 +259,40 @@ func (c *Cluster) Start(ctx context.Context) error {
 			c.log.Warn("cluster: initial join cut short", "err", ctx.Err())
 			break
 		}
+		if c.isClosing() {
+			break // Close cut the join under way; the rest are not tried
+		}
 		r, j := c.joinSeed(ml, s, true)
 		if r != "" {
 			refused = append(refused, r)
 		}
 		judged = judged || j
 	}
-	if len(refused) == 0 && !judged && ctx.Err() == nil {
+	if len(refused) == 0 && !judged && ctx.Err() == nil && !c.isClosing() {
 		if r := c.checkSettings(ml); r != "" {
 			refused = append(refused, r)
 		}
 	}
 	c.joining.Done()
-	if len(refused) > 0 {
+	switch {
+	case len(refused) > 0:
 		_ = c.Close()
 		return fmt.Errorf("%w: %s", ErrJoinRefused, strings.Join(refused, "; "))
+	case c.isClosing():
+		return ErrClosed // Close ran during the joins
 	}
 	close(c.joined)
 	return nil
+}
+
+// isClosing reports whether Close has begun.
+func (c *Cluster) isClosing() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // Close leaves the cluster (waiting at most Timing.LeaveTimeout for the
@@ -289,9 +306,16 @@ func (c *Cluster) Close() error {
 	c.close.Do(func() {
 		c.life.Lock()
 		c.closed = true
-		ml := c.ml
+		ml, tr := c.ml, c.transport
 		c.life.Unlock()
 		close(c.stop)
+		if tr != nil {
+			// A Start still joining: cut its join under way (a seed that
+			// accepts and never answers, a host gone silent) so that it
+			// ends now rather than at its stream timeout; it tries no
+			// further seed.
+			tr.interrupt()
+		}
 		c.joining.Wait()
 		if ml != nil {
 			// Announce the leave in the metadata first, so that others

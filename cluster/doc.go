@@ -152,8 +152,11 @@
 // any method except Close. Close leaves (bounded by Timing.LeaveTimeout),
 // shuts memberlist down, and waits for every goroutine the cluster started.
 // No lock is held while SendReliable sends, and the shutdown closes the
-// streams this member dialled, so a send to a stalled member delays
-// neither Close nor any other method.
+// streams this member dialled and cuts its dials under way (on memberlist's
+// TCP transport), so a send to a stalled member, or a send or re-join to a
+// host gone silent, delays neither Close nor any other method. A Close
+// while Start is still joining cuts the join under way at once; Start then
+// tries no further seed and returns ErrClosed.
 //
 // # Time
 //

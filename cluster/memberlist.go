@@ -42,7 +42,8 @@ func (c *Cluster) create() (*memberlist.Memberlist, error) {
 
 	mc := memberlist.DefaultLANConfig()
 	mc.Name = c.self
-	mc.Transport = newClosingTransport(tr)
+	c.transport = newClosingTransport(tr)
+	mc.Transport = c.transport
 	mc.BindAddr, mc.BindPort = c.bound.Addr().String(), int(c.bound.Port())
 	mc.AdvertiseAddr, mc.AdvertisePort = c.adv.Addr().String(), int(c.adv.Port())
 	mc.Label = c.cfg.Label

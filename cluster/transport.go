@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"net"
 	"sync"
 	"time"
@@ -9,12 +10,20 @@ import (
 )
 
 // closingTransport wraps the transport memberlist uses so that Shutdown
-// also closes the streams this member dialled and refuses later dials:
-// memberlist's own transport leaves an outgoing stream open until its
-// deadline, so a SendReliable to a stalled peer would hold Close for up to
-// Timing.StreamTimeout.
+// also closes the streams this member dialled, cuts the dials under way
+// and refuses later ones: memberlist's own transport leaves an outgoing
+// stream open until its deadline, and a dial to a host that went silent
+// (its SYNs unanswered) waits out its timeout, so a SendReliable or a
+// re-join would hold Close for up to Timing.StreamTimeout.
 type closingTransport struct {
 	memberlist.NodeAwareTransport
+	// tcp is set when the wrapped transport is memberlist's own, whose
+	// dial is net.Dialer's: then this transport dials the same way under
+	// shut, which Shutdown cancels. Other transports (an in-memory one)
+	// dial as they do.
+	tcp  bool
+	shut context.Context
+	stop context.CancelFunc
 
 	mu     sync.Mutex
 	closed bool
@@ -26,7 +35,9 @@ func newClosingTransport(tr memberlist.Transport) *closingTransport {
 	if !ok {
 		nat = nodeAwareShim{tr}
 	}
-	return &closingTransport{NodeAwareTransport: nat, conns: make(map[*trackedConn]struct{})}
+	_, tcp := tr.(*memberlist.NetTransport)
+	shut, stop := context.WithCancel(context.Background())
+	return &closingTransport{NodeAwareTransport: nat, tcp: tcp, shut: shut, stop: stop, conns: make(map[*trackedConn]struct{})}
 }
 
 // DialTimeout is DialAddressTimeout without a node name.
@@ -43,7 +54,22 @@ func (t *closingTransport) DialAddressTimeout(a memberlist.Address, timeout time
 	if closed {
 		return nil, ErrClosed
 	}
-	conn, err := t.NodeAwareTransport.DialAddressTimeout(a, timeout)
+	var conn net.Conn
+	var err error
+	if t.tcp {
+		// memberlist.NetTransport's dial (net.Dialer with the timeout),
+		// cut short by Shutdown or interrupt.
+		t.mu.Lock()
+		shut := t.shut
+		t.mu.Unlock()
+		d := net.Dialer{Timeout: timeout}
+		conn, err = d.DialContext(shut, "tcp", a.Addr)
+		if err != nil && shut.Err() != nil {
+			return nil, ErrClosed
+		}
+	} else {
+		conn, err = t.NodeAwareTransport.DialAddressTimeout(a, timeout)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +84,28 @@ func (t *closingTransport) DialAddressTimeout(a memberlist.Address, timeout time
 	return tc, nil
 }
 
+// interrupt cuts the dials under way and closes the streams open now,
+// without refusing later ones: what Close does first when a Start is
+// still joining, so that a seed that accepts and never answers (or a host
+// gone silent) does not hold it for a stream timeout.
+func (t *closingTransport) interrupt() {
+	t.mu.Lock()
+	t.stop()
+	t.shut, t.stop = context.WithCancel(context.Background())
+	conns := t.conns
+	t.conns = make(map[*trackedConn]struct{})
+	t.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close()
+	}
+}
+
 // Shutdown closes every stream still open, then shuts the wrapped
 // transport down.
 func (t *closingTransport) Shutdown() error {
 	t.mu.Lock()
 	t.closed = true
+	t.stop() // dials under way end now
 	conns := t.conns
 	t.conns = make(map[*trackedConn]struct{})
 	t.mu.Unlock()
