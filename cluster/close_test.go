@@ -299,3 +299,26 @@ func TestCloseDuringRejoinToSilentSeed(t *testing.T) {
 	within(t, 10*time.Second, "Close", c.Close)
 	t.Logf("Close took %v during a re-join to a silent seed", time.Since(start))
 }
+
+// TestStartCutByContext: ctx ending while Start joins a seed that accepts
+// and never answers cuts the join under way (not at its stream timeout);
+// Start returns, the seeds left to the re-joins.
+func TestStartCutByContext(t *testing.T) {
+	t.Parallel()
+	nw := newNetwork(t, 902)
+	seed := nw.NewTransport()
+	nw.Stall(seed.Addr(), true)
+	t.Cleanup(func() { _ = seed.Shutdown() })
+	cfg := memConfig(t, "joiner", 1, nw.NewTransport(), seed.Addr())
+	cfg.Timing.StreamTimeout = time.Minute
+	c, err := New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithCancel(t.Context())
+	started := make(chan error, 1)
+	go func() { started <- c.Start(ctx) }()
+	eventually(t, "the join is in flight", func() bool { return nw.Stats().StreamsStalled >= 1 })
+	cancel()
+	require.NoError(t, within(t, 10*time.Second, "Start", func() error { return <-started }))
+	require.Equal(t, uint64(1), c.Stats().JoinFailures)
+}

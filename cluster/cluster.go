@@ -220,8 +220,8 @@ func (c *Cluster) AdvertiseAddr() netip.AddrPort {
 // then been closed. When no seed showed its settings (the seeds are of an
 // older release, or named by host name), Start compares them with one
 // member of this release it learned (see checkSettings). ctx bounds the
-// initial joins: when it ends, the remaining seeds are left to the
-// re-joins. Start may be called once.
+// initial joins: when it ends, the join under way is cut and the remaining
+// seeds are left to the re-joins. Start may be called once.
 func (c *Cluster) Start(ctx context.Context) error {
 	c.life.Lock()
 	switch {
@@ -254,6 +254,8 @@ func (c *Cluster) Start(ctx context.Context) error {
 		"encrypted", c.keys != nil, "label", c.cfg.Label)
 	var refused []string
 	judged := false
+	// ctx ending cuts the join under way, as Close does.
+	uncut := context.AfterFunc(ctx, c.transport.interrupt)
 	for _, s := range c.seeds() {
 		if ctx.Err() != nil {
 			c.log.Warn("cluster: initial join cut short", "err", ctx.Err())
@@ -273,6 +275,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 			refused = append(refused, r)
 		}
 	}
+	uncut()
 	c.joining.Done()
 	switch {
 	case len(refused) > 0:
