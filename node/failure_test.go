@@ -263,6 +263,24 @@ func TestNodeIsAPolicy(t *testing.T) {
 	require.Equal(t, 1.0, outcomesValue(t, n, "superseded"))
 }
 
+// TestStepSweepsDetectorState: the node's periodic step drops failure
+// detector state that holds nothing any more, so a destination probed
+// once and never called again does not keep the decisions of every other
+// destination off their quick path.
+func TestStepSweepsDetectorState(t *testing.T) {
+	clk := &testClock{now: epochStart(e0).Add(100 * time.Millisecond)}
+	n := newAlone(t, clk, nil)
+	now := clk.Now()
+	a := n.Decide("gone", 1, now)
+	a.ProbeTimeout = 2 * a.Timeout
+	require.True(t, n.Probe(&a, now.Add(a.Timeout)))
+	n.Observe(a, timeout.Completed, a.Timeout+time.Millisecond, now.Add(a.Timeout+time.Millisecond))
+	require.False(t, n.dec.Quiet(), "the probe's sub-window is not over")
+	clk.Set(now.Add(n.tcfg.SubWindow()))
+	n.step(clk.Now())
+	require.True(t, n.dec.Quiet())
+}
+
 // TestRecordOutcomesHTTP checks POST /v1/record's timed_out and failed:
 // a timed-out sample is censored at latency_ms, a failed one is no sample
 // (latency_ms may be omitted), and samples count for the failure detector

@@ -238,7 +238,8 @@ func (n *Node) loop() {
 
 // step is one round of the periodic work at now: refresh the live member
 // count, let the protocol seal finished epochs (when the cluster does not
-// drive it), slide the fleet view, and sample the history.
+// drive it), slide the fleet view, drop the failure detector's state that
+// holds nothing any more, and sample the history.
 func (n *Node) step(now time.Time) {
 	if n.cl != nil { // also covers membership events the cluster dropped
 		n.fleet.SetLiveMembers(n.cl.NumAlive())
@@ -248,6 +249,7 @@ func (n *Node) step(now time.Time) {
 	if n.owned != nil {
 		n.owned.Advance(now)
 	}
+	n.dec.Sweep(now)
 	n.sampleHistory(now)
 }
 

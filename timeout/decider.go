@@ -117,9 +117,11 @@ type Verdict struct {
 //
 // Memory is bounded: a destination has state only while its failure count
 // is above zero, a probe of it is in flight, one was started in the
-// current sub-window, or a pause after a timed-out probe runs; entries are dropped once none of that holds, and at
-// most the tracker's MaxDestinations (DefaultMaxTracked when unlimited) are
-// kept, the least recently used without a probe in flight evicted first.
+// current sub-window, or a pause after a timed-out probe runs; an entry is
+// dropped once none of that holds, when its destination is next seen or at
+// the next Sweep (a node sweeps once a second), and at most the tracker's
+// MaxDestinations (DefaultMaxTracked when unlimited) are kept, the least
+// recently used without a probe in flight evicted first.
 //
 // A Decider is safe for concurrent use. Like the rest of the package it
 // reads no clock and starts no goroutines: time is an argument. When no
@@ -681,6 +683,28 @@ func (d *Decider) shrink(ep, ms int64) {
 		for _, o := range old[:min(len(old), len(d.dests)-keep)] {
 			delete(d.dests, o.dest)
 			d.stats.Evicted++
+		}
+	}
+	d.n.Store(int64(len(d.dests)))
+}
+
+// Sweep drops the state of every destination that holds nothing any more
+// at now: no failure count, no probe in flight or started in now's
+// sub-window, no pause. An entry is otherwise dropped only when its
+// destination is seen again (or room is made at the cap), and one left
+// behind, say by a probe that completed and a destination never called
+// again, would keep Quiet false, and so the quick paths off, for every
+// destination. A node calls it once a second.
+func (d *Decider) Sweep(now time.Time) {
+	if d.n.Load() == 0 {
+		return
+	}
+	ep, ms := d.grid.Epoch(now), now.UnixMilli()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for dest, h := range d.dests {
+		if h.droppable(ep, ms) {
+			delete(d.dests, dest)
 		}
 	}
 	d.n.Store(int64(len(d.dests)))

@@ -644,3 +644,41 @@ func TestQuickCombinesAsTheRule(t *testing.T) {
 		require.Positive(t, seen[k], "%s never combined: %v", k, seen)
 	}
 }
+
+// TestDeciderSweep: state that holds nothing any more (a probe that
+// completed, its sub-window over) is dropped by Sweep even if its
+// destination is never seen again, so Quiet, and the quick paths, come
+// back; a failure count, a probe in flight and a probe's sub-window are
+// kept.
+func TestDeciderSweep(t *testing.T) {
+	tc, tr, d := syncPolicy(t)
+	now := tc.EpochStart(tc.Epoch(t0) + 1)
+	for i := range 100 {
+		tr.RecordMillis("db", 10, now.Add(-time.Duration(i)*time.Millisecond))
+	}
+	require.True(t, d.Quiet())
+
+	// x: a probe that completed; y: one timed-out attempt; z: a probe in flight.
+	a := d.Decide("x", 1, now)
+	a.ProbeTimeout = 2 * a.Timeout
+	require.True(t, d.Probe(&a, now.Add(a.Timeout)))
+	d.Observe(a, Completed, a.Timeout+time.Millisecond, now.Add(a.Timeout+time.Millisecond))
+	y := d.Decide("y", 1, now)
+	d.Observe(y, TimedOut, y.Timeout, now.Add(y.Timeout))
+	z := d.Decide("z", 1, now)
+	z.ProbeTimeout = 2 * z.Timeout
+	require.True(t, d.Probe(&z, now.Add(z.Timeout)))
+	require.Equal(t, 3, d.Stats().Tracked)
+
+	d.Sweep(now.Add(time.Second)) // x's probe was started in this sub-window: kept
+	require.Equal(t, 3, d.Stats().Tracked)
+	later := now.Add(tc.SubWindow() + time.Second)
+	d.Sweep(later)
+	require.Equal(t, 2, d.Stats().Tracked, "x holds nothing any more; y's count and z's probe stay")
+	require.False(t, d.Quiet())
+
+	d.Observe(z, Completed, z.Timeout+time.Millisecond, later)
+	d.Observe(d.Decide("y", 1, later), Completed, time.Millisecond, later)
+	d.Sweep(later.Add(tc.SubWindow()))
+	require.True(t, d.Quiet(), "nothing held: the quick paths are back")
+}
