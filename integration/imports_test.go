@@ -58,7 +58,7 @@ func TestImportBoundaries(t *testing.T) {
 		"codec":                   {"tracker"},
 		"cluster":                 {"codec", "internal/fielderr", "internal/smallfile", "tracker"},
 		"node/dashboard":          {},
-		"node":                    {"cluster", "internal/fielderr", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
+		"node":                    {"cluster", "internal/fielderr", "internal/netfail", "internal/smallfile", "node/dashboard", "timeout", "tracker"},
 		"cmd/atnode":              {"cluster", "node", "tracker"},
 		"integration/sim":         {"cluster", "codec", "timeout", "tracker"},
 		"integration/load":        {"internal/testutil", "node"}, // testutil: the record body node's benchmarks decode

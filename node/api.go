@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/netfail"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
@@ -513,10 +514,9 @@ func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Durat
 // first (the caller's cancellation or deadline, an enclosing Do's or
 // DoHedged's timeout included when Do runs inside its fn), nothing; when
 // fn returned an error of its own before either end, what Config.Classify
-// says of it (default: a completion at the time fn took, so a fast
-// failure looks like a fast answer; classify transport failures as
-// timeout.Failed so that they count for the failure detector and are no
-// latency sample).
+// says of it (default ClassifyError: the network's errors of a failed
+// connection are timeout.Failed, counted for the failure detector and no
+// latency sample; any other error a completion at the time fn took).
 // Timed-out and failed attempts count for the failure detector; a
 // completion resets it.
 //
@@ -617,10 +617,7 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 	case ours:
 		o, result = timeout.TimedOut, doTimeout
 	default:
-		o, result = timeout.Completed, doError
-		if n.cfg.Classify != nil {
-			o = n.cfg.Classify(ferr)
-		}
+		o, result = n.classify(ferr), doError
 	}
 	if known && !a.Probe {
 		n.learnKnown(a, o, elapsed, now)
@@ -636,6 +633,30 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 		limit = a.ProbeTimeout
 	}
 	return fmt.Errorf("%w after %v: %w", ErrTimeout, limit, ferr)
+}
+
+// ClassifyError is the default Config.Classify: timeout.Failed for the
+// network's own errors of a connection that failed (refused, reset,
+// aborted, a broken pipe, host or network unreachable, any other error of
+// dialling, a name that does not resolve, a failed TLS handshake), so
+// that they count for the failure detector, are no latency sample, and
+// make DoHedged fail over; timeout.Completed for any other error (the
+// destination answered, with an error of the application's). A bare
+// io.EOF is a completion here, as fn may return it as its own result; a
+// Classify of one's own can call ClassifyError for what it does not know.
+func ClassifyError(err error) timeout.Outcome {
+	if netfail.Conn(err) {
+		return timeout.Failed
+	}
+	return timeout.Completed
+}
+
+// classify is Config.Classify, or ClassifyError without one.
+func (n *Node) classify(err error) timeout.Outcome {
+	if n.cfg.Classify != nil {
+		return n.cfg.Classify(err)
+	}
+	return ClassifyError(err)
 }
 
 // endedByUs reports whether our timeout ended cctx, an attempt's context

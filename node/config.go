@@ -120,9 +120,9 @@ type Config struct {
 	// with an error of the application's), timeout.Failed (the transport
 	// failed fast: refused, reset; no latency sample, and it counts for the
 	// failure detector; DoHedged fails over), or timeout.Canceled (nothing
-	// to learn; for DoHedged the replica answered). nil means every such
-	// error is a completion at the time fn took, as before the
-	// failure-aware rule. Default nil.
+	// to learn; for DoHedged the replica answered). nil means ClassifyError:
+	// the network's own errors of a failed connection are timeout.Failed,
+	// every other error a completion at the time fn took. Default nil.
 	Classify func(err error) timeout.Outcome `yaml:"-"`
 }
 

@@ -4,7 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"slices"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -217,6 +222,46 @@ func TestDoClassify(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 3, e.LocalSamples, "by default an error of fn's own is a completion")
 		require.False(t, e.Failing)
+	})
+}
+
+// TestClassifyErrorDefault: without a Classify of one's own, a connection
+// the network refused is a failure (no sample, counted for the detector:
+// failing after three) and DoHedged fails over from the replica that
+// refuses; an error of the application's, io.EOF included, is a
+// completion.
+func TestClassifyErrorDefault(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	require.Equal(t, timeout.Failed, ClassifyError(refused))
+	require.Equal(t, timeout.Failed, ClassifyError(fmt.Errorf("query: %w", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET})))
+	require.Equal(t, timeout.Completed, ClassifyError(io.EOF), "fn may return io.EOF as its own result")
+	require.Equal(t, timeout.Completed, ClassifyError(errors.New("not found")))
+
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, nil)
+		for range timeout.FailingAfter {
+			require.ErrorIs(t, n.Do(t.Context(), "down", 1, func(context.Context) error { return refused }), syscall.ECONNREFUSED)
+		}
+		e, err := n.Estimate("down", 0)
+		require.NoError(t, err)
+		require.Zero(t, e.LocalSamples, "a refusal is no latency sample")
+		require.True(t, e.Failing)
+
+		for range 100 {
+			n.Record("a", 20*time.Millisecond)
+			n.Record("b", 10*time.Millisecond) // b first: the lower median
+		}
+		var tried []string
+		dest, err := n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, d string) error {
+			tried = append(tried, d)
+			if d == "b" {
+				return refused
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "a", dest, "failed over from the refusing replica")
+		require.Equal(t, []string{"b", "a"}, tried)
 	})
 }
 

@@ -278,8 +278,8 @@ func (h *hedgeRun) run() (string, error) {
 				o = timeout.TimedOut
 			case h.ctx.Err() != nil:
 				return h.canceled()
-			case h.n.cfg.Classify != nil:
-				o = h.n.cfg.Classify(t.err)
+			default:
+				o = h.n.classify(t.err)
 			}
 			if o != timeout.Failed && o != timeout.TimedOut {
 				return h.win(i, o) // the replica answered

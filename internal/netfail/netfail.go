@@ -28,13 +28,20 @@ import (
 // The caller rules out its own timeout and cancellation first: a dial
 // cancelled by a context is also a *net.OpError with Op "dial".
 func Is(err error) bool {
+	return Conn(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// Conn is Is without the bare end-of-stream errors (io.EOF,
+// io.ErrUnexpectedEOF): for errors of code that may return io.EOF as its
+// own result (node.Do's fn), where only the network's own errors say the
+// transport failed.
+func Conn(err error) bool {
 	if err == nil {
 		return false
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) {
 		return true
 	}
 	if op, ok := errors.AsType[*net.OpError](err); ok && (op.Op == "dial" || op.Op == "remote error") {

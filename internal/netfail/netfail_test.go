@@ -154,8 +154,13 @@ func TestIs(t *testing.T) {
 		{"remote TLS alert", &net.OpError{Op: "remote error", Err: errors.New("tls: bad certificate")}, true},
 		{"QUIC TLS alert", tls.AlertError(42), true},
 		{"EOF", io.EOF, true},
+		{"unexpected EOF", fmt.Errorf("read body: %w", io.ErrUnexpectedEOF), true},
 	} {
-		t.Run(tt.name, func(t *testing.T) { require.Equal(t, tt.want, Is(tt.err)) })
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, Is(tt.err))
+			eof := errors.Is(tt.err, io.EOF) || errors.Is(tt.err, io.ErrUnexpectedEOF)
+			require.Equal(t, tt.want && !eof, Conn(tt.err), "Conn: Is without the bare end-of-stream errors")
+		})
 	}
 }
 
