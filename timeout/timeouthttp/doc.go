@@ -21,9 +21,13 @@
 // Every attempt is observed exactly once (Policy.Observe): a response, of any
 // status, is timeout.Completed at its latency (start of RoundTrip until the
 // whole body arrived: EOF or the last Content-Length byte; on an early Close,
-// until its data last arrived, so the caller's own work on the response is
-// not latency); our timeout is timeout.TimedOut (a censored sample: the
-// destination took at least that long); the caller's cancellation or earlier
+// until its data last arrived), less the caller's own time between the
+// headers and its reads and between reads, so the caller's work on the
+// response is not latency; our timeout is timeout.TimedOut (a censored
+// sample: the destination took at least that long), unless the caller came
+// back to read the body only after the timeout had passed (its own delay
+// used the attempt up: timeout.Canceled, nothing learned, though its read
+// still fails with the timeout's error); the caller's cancellation or earlier
 // deadline is timeout.Canceled (nothing learned); a fast transport failure
 // (refused, reset, DNS, TLS handshake: ClassifyError) is timeout.Failed, not
 // a latency sample. Options.Classify overrides how errors are classified.

@@ -249,6 +249,11 @@ type attempt struct {
 	a     timeout.Attempt
 	start time.Time
 	left  int64 // body bytes still to come of a known ContentLength; <= 0: unknown, or all arrived (Read is never concurrent with itself)
+	// away is how long the caller has spent outside Read since the
+	// headers, up to the last arrival: its own time, left out of the
+	// latency. The caller last got control back at the last arrival (in
+	// state) plus away. Read only, like left.
+	away time.Duration
 	// state holds the flags observed and ended in its low bits and, above
 	// them, when body data (at first, the headers) last arrived, as time
 	// since start: one word, so that a Close racing a Read takes the last
@@ -473,12 +478,30 @@ func (a *attempt) observe(o timeout.Outcome, elapsed time.Duration) {
 
 // Read reads the body. The attempt completes when the whole body has arrived
 // (the last of ContentLength bytes, or EOF); an error other than EOF ends it.
-// Close may run concurrently with Read, as net/http allows.
+// Its latency is the time to the headers plus the time spent in Read: what
+// the caller did between the headers and its reads, or between reads, is
+// its own, not the destination's. Close may run concurrently with Read, as
+// net/http allows.
 func (a *attempt) Read(p []byte) (int, error) {
+	s := a.state.Load()
+	if s&observed != 0 {
+		// Observed (the last of ContentLength bytes, or an early Close):
+		// nothing is left to time.
+		n, err := a.body.Read(p)
+		if err != nil {
+			if err != io.EOF {
+				return n, a.fail(err)
+			}
+			a.end()
+		}
+		return n, err
+	}
+	// The caller is back: the time since it last got control is its own.
+	back := a.elapsed()
+	a.away = back - time.Duration(s>>flagBits)
 	n, err := a.body.Read(p)
-	var at time.Duration
+	at := a.elapsed() - a.away // the destination's time
 	if n > 0 {
-		at = a.elapsed()
 		switch {
 		case a.left <= 0: // the length is unknown (or the body has arrived)
 			a.arrived(at)
@@ -492,12 +515,11 @@ func (a *attempt) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		if err != io.EOF {
-			return n, a.fail(err)
+			// Back only after the timeout had passed: the caller's own
+			// delay used the attempt up, whatever the destination did.
+			return n, a.failAt(err, at, back >= a.a.Timeout)
 		}
 		if !a.settled() {
-			if n == 0 {
-				at = a.elapsed()
-			}
 			a.complete(at)
 		}
 		a.end()
@@ -540,15 +562,26 @@ func (a *attempt) completed(d time.Duration) {
 // fail ends a failed attempt and returns the error to hand the caller: a
 // *TimeoutError when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
+	return a.failAt(err, a.elapsed(), false)
+}
+
+// failAt is fail for an attempt that failed at latency d (its body's
+// Reads leave the caller's time out). callerLate says the caller came back
+// to read only after the timeout: a timeout then is its own doing, and
+// nothing is learned (Canceled), though the caller still gets the
+// timeout's error.
+func (a *attempt) failAt(err error, d time.Duration, callerLate bool) error {
 	timedOut := context.Cause(a.ctx()) == ErrTimeout
 	if a.settle() {
 		switch {
+		case timedOut && callerLate:
+			a.observe(timeout.Canceled, d)
 		case timedOut:
 			a.observe(timeout.TimedOut, a.elapsed())
 		case a.callerLeft():
-			a.observe(timeout.Canceled, a.elapsed())
+			a.observe(timeout.Canceled, d)
 		default:
-			a.observe(a.t.classify(err), a.elapsed())
+			a.observe(a.t.classify(err), d)
 		}
 	}
 	a.end()

@@ -686,3 +686,76 @@ func TestConnectionRefusedFails(t *testing.T) {
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	require.Equal(t, []obs{{Dest: addr, Attempt: 1, Outcome: timeout.Failed, Elapsed: p.Observed()[0].Elapsed}}, p.Observed())
 }
+
+// TestCallerDelayIsNotLatency: the caller's time between the headers and
+// its reads is its own. A caller that works 50 ms before reading a body
+// that drips in two 10 ms chunks (headers at 10 ms, timeout 80 ms) is
+// observed at 30 ms, not at the 80 ms its read ended; between reads too.
+func TestCallerDelayIsNotLatency(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before time.Duration // the caller's work before its first read
+		each   time.Duration // and after each read
+	}{
+		{"before reading", 50 * time.Millisecond, 0},
+		{"between reads", 0, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policy("h", 80*time.Millisecond)
+				resp, _ := dripGet(t, p, -1)
+				time.Sleep(tc.before)
+				buf := make([]byte, 5)
+				for {
+					_, err := resp.Body.Read(buf)
+					if err == io.EOF {
+						break
+					}
+					require.NoError(t, err)
+					time.Sleep(tc.each)
+				}
+				require.NoError(t, resp.Body.Close())
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 30 * time.Millisecond}}, p.Observed())
+			})
+		})
+	}
+}
+
+// TestCallerLateForTheBody: a caller that comes back to read only after
+// the timeout has passed gets the timeout's error, but nothing is learned
+// of the destination (its own delay used the attempt up); one that was
+// reading when the timeout came has it counted as the destination's.
+func TestCallerLateForTheBody(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		delay time.Duration // before the caller's read; the timeout is 80 ms
+		want  timeout.Outcome
+	}{
+		{"back after the timeout", 100 * time.Millisecond, timeout.Canceled},
+		{"reading when it came", 0, timeout.TimedOut},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policy("h", 80*time.Millisecond)
+				tr := newTransport(t, Options{Policy: p,
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						time.Sleep(10 * time.Millisecond)
+						// A body whose rest never comes: a read ends with the request's context.
+						return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+							Body: io.NopCloser(ctxReader{r.Context()})}, nil
+					})})
+				req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				time.Sleep(tc.delay)
+				_, err = resp.Body.Read(make([]byte, 5))
+				require.ErrorIs(t, err, ErrTimeout, "the caller gets the timeout either way")
+				require.NoError(t, resp.Body.Close())
+				got := p.Observed()
+				require.Len(t, got, 1)
+				require.Equal(t, tc.want, got[0].Outcome)
+			})
+		})
+	}
+}
