@@ -424,4 +424,12 @@ func TestFailureMetrics(t *testing.T) {
 	)
 	n.Observe(a, timeout.TimedOut, a.ProbeTimeout, now.Add(a.ProbeTimeout))
 	requireMetrics(t, n, `atnode_probes_finished_total{outcome="timed_out"} 1`, `atnode_probes_in_flight 0`)
+
+	// A probe a hedge's winner superseded is counted as such: started =
+	// finished + in flight.
+	later := now.Add(n.tcfg.SubWindow() + 10*time.Second) // a new sub-window, the pause over
+	b := n.Decide("dead", 1, later)
+	require.True(t, n.Probe(&b, later.Add(b.Timeout)))
+	n.Observe(b, timeout.Superseded, b.Timeout+time.Millisecond, later.Add(b.Timeout+time.Millisecond))
+	requireMetrics(t, n, `atnode_probes_started_total 2`, `atnode_probes_finished_total{outcome="superseded"} 1`, `atnode_probes_in_flight 0`)
 }

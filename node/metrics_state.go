@@ -60,7 +60,7 @@ var (
 	descDestFleet = stateDesc("atnode_destination_fleet_quantile_seconds",
 		"The configured latency quantile of the fleet view after the share cap, per tracked destination (absent without samples).", "dest")
 
-	descProbesFinished = stateDesc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, canceled.", "outcome")
+	descProbesFinished = stateDesc("atnode_probes_finished_total", "Probes that ended, by outcome: completed (the destination answered within the probe timeout), timed_out, failed, superseded (a DoHedged attempt going on as a probe that another replica's answer beat), canceled.", "outcome")
 
 	descMembers = stateDesc("atnode_cluster_members", "Members this node knows, by state.", "state")
 
@@ -244,7 +244,8 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		o timeout.Outcome
 		v uint64
 	}{{timeout.Completed, ds.ProbesEnded.Completed}, {timeout.TimedOut, ds.ProbesEnded.TimedOut},
-		{timeout.Failed, ds.ProbesEnded.Failed}, {timeout.Canceled, ds.ProbesEnded.Canceled}} {
+		{timeout.Failed, ds.ProbesEnded.Failed}, {timeout.Superseded, ds.ProbesEnded.Superseded},
+		{timeout.Canceled, ds.ProbesEnded.Canceled}} {
 		counter(descProbesFinished, f.v, f.o.String())
 	}
 
