@@ -104,8 +104,11 @@ func (c *Cluster) memberList(refusedAsDead bool) []Member {
 }
 
 // markRefused marks member, if this node lists it, as refused for its
-// settings, and returns its address ("" when it is not listed). It takes
-// only c.mu: memberlist's callbacks may call it.
+// settings, and returns its address ("" when it is not listed). A member
+// up until now had its join delivered (it was merged before its settings
+// were judged): it goes as dead, so that an OnEvent consumer does not
+// keep it, since no event of a refused member follows. It takes only
+// c.mu: memberlist's callbacks may call it.
 func (c *Cluster) markRefused(member string) string {
 	c.mu.Lock()
 	e := c.members[member]
@@ -113,13 +116,26 @@ func (c *Cluster) markRefused(member string) string {
 		c.mu.Unlock()
 		return ""
 	}
+	var gone *Member
 	if !e.refused {
 		e.refused = true
 		c.memberVersion.Add(1)
+		if e.State.Up() {
+			m := e.Member
+			m.State, m.Since = StateDead, time.Now()
+			gone = &m
+		}
 	}
 	addr := e.Addr
 	c.mu.Unlock()
 	c.kickMeta()
+	if gone != nil {
+		select {
+		case c.events <- Event{Type: EventDead, Member: *gone}:
+		default:
+			c.stats.eventsDropped.Add(1)
+		}
+	}
 	return addr
 }
 

@@ -160,3 +160,44 @@ func TestRefusalText(t *testing.T) {
 		require.Equal(t, tc.want, refusal(tc.err), "%v", tc.err)
 	}
 }
+
+// TestRefusedJoinerGoesAsDead: the seed merges a joiner with other
+// settings (its join delivered) before the joiner's push/pull state has it
+// refused; OnEvent then gets it as dead, so a consumer does not keep a
+// member that Members no longer lists (no event of a refused member
+// follows).
+func TestRefusedJoinerGoesAsDead(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	o := defaultGossipOpts()
+	o.tune = func(c *Config) { c.OnEvent = rec.onEvent }
+	nw := newNetwork(t, 902)
+	seed := startGossipNode(t, nw, "seed", 0x5eed, o)
+
+	odd := defaultGossipOpts()
+	odd.tracker.SubWindows = 8
+	j := newGossipNode(t, nw, "odd", 0x0dd, odd, seed.tr.Addr())
+	require.ErrorIs(t, j.Start(t.Context()), ErrJoinRefused)
+	eventually(t, "the seed delivers the refused joiner as dead", func() bool { return rec.has(EventDead, j.MemberName()) })
+	require.NotContains(t, upMembers(seed.Cluster), j.MemberName())
+	// Nothing of it follows: a later member's join is delivered after any
+	// event queued for the joiner, and no second event for it comes.
+	third := startGossipNode(t, nw, "third", 0x7777, defaultGossipOpts(), seed.tr.Addr())
+	eventually(t, "third's join delivered", func() bool { return rec.has(EventJoin, third.MemberName()) })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var of []EventType
+	for _, e := range rec.events {
+		if e.Member.Member == j.MemberName() {
+			of = append(of, e.Type)
+		}
+	}
+	require.Equal(t, EventDead, of[len(of)-1], "its last event: %v", of)
+	dead := 0
+	for _, ty := range of {
+		if ty == EventDead {
+			dead++
+		}
+	}
+	require.Equal(t, 1, dead, "one dead event: %v", of)
+}
