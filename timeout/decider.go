@@ -176,14 +176,21 @@ type health struct {
 	probing    bool   // a probe is in flight
 	probed     bool   // probeEpoch is set
 	probeEpoch int64  // the sub-window the last probe started in
-	resume     int64  // Unix ms before which no probe starts (the pause after a timed-out probe)
-	touched    uint64 // for eviction: the Decider's touch count when last used
+	// The pause after a timed-out probe: no probe starts at Unix ms in
+	// [pauseFrom, resume).
+	pauseFrom, resume int64
+	touched           uint64 // for eviction: the Decider's touch count when last used
 }
 
 // mayProbe reports whether h's bookkeeping lets a probe start in epoch ep
 // at Unix millisecond ms: none in flight, none started in ep, no pause.
+// A clock stepped back to before a probe's sub-window, or before its
+// pause began, lets a probe start on the new time line at once (they are
+// compared as equal, and as an interval): the rule allows one per
+// sub-window, and a step back of an hour must not hold a failing
+// destination's probes for that hour.
 func (h *health) mayProbe(ep, ms int64) bool {
-	return !h.probing && !(h.probed && h.probeEpoch >= ep) && ms >= h.resume
+	return !h.probing && !(h.probed && h.probeEpoch == ep) && !(h.pauseFrom <= ms && ms < h.resume)
 }
 
 // droppable reports whether h holds nothing worth keeping at epoch ep and
@@ -610,7 +617,9 @@ func (d *Decider) update(dest string, o Outcome, now time.Time, probe bool, paus
 	}
 	if probe && h.probing {
 		h.probing = false
-		h.resume = max(h.resume, nowMs+pause)
+		if end := nowMs + pause; end > h.resume || nowMs < h.pauseFrom {
+			h.pauseFrom, h.resume = nowMs, end
+		}
 		d.stats.ProbesEnded.add(o)
 	}
 	d.touch++

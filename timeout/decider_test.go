@@ -682,3 +682,37 @@ func TestDeciderSweep(t *testing.T) {
 	d.Sweep(later.Add(tc.SubWindow()))
 	require.True(t, d.Quiet(), "nothing held: the quick paths are back")
 }
+
+// TestProbeAfterClockStepBack: a clock stepped back (an hour) does not
+// hold a failing destination's probes for the length of the step: the
+// probe's sub-window and the pause after its timeout lie ahead of the new
+// time line, and a probe is due on it at once, one per sub-window as
+// always.
+func TestProbeAfterClockStepBack(t *testing.T) {
+	tc, tr, p := syncPolicy(t)
+	now := tc.EpochStart(tc.Epoch(t0) + 1)
+	for i := range 1000 {
+		tr.RecordMillis("db", uint64(10+i%20), now.Add(-time.Duration(i)*time.Millisecond))
+	}
+	for range FailingAfter {
+		a := p.Decide("db", 1, now)
+		p.Observe(a, TimedOut, a.Timeout, now.Add(a.Timeout))
+	}
+	now = now.Add(time.Second)
+	a := p.Decide("db", 1, now)
+	require.NotZero(t, a.ProbeTimeout, "a probe is due")
+	require.True(t, p.Probe(&a, now.Add(a.Timeout)))
+	end := now.Add(a.ProbeTimeout)
+	p.Observe(a, TimedOut, a.ProbeTimeout, end) // a pause follows
+	require.Zero(t, p.Decide("db", 1, end.Add(time.Millisecond)).ProbeTimeout, "paused")
+	require.NotZero(t, p.Decide("db", 1, end.Add(tc.SubWindow()+ProbePause*a.ProbeTimeout)).ProbeTimeout,
+		"without a step: due once the pause and the sub-window are over")
+
+	back := end.Add(-time.Hour)
+	b := p.Decide("db", 1, back)
+	require.True(t, b.Failing)
+	require.NotZero(t, b.ProbeTimeout, "an hour back: due at once")
+	require.True(t, p.Probe(&b, back.Add(b.Timeout)))
+	c := p.Decide("db", 1, back.Add(b.Timeout+time.Millisecond))
+	require.False(t, p.Probe(&c, back.Add(b.Timeout+c.Timeout)), "one probe in flight at a time")
+}
