@@ -2,12 +2,12 @@ package node
 
 import (
 	"context"
-	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
@@ -18,6 +18,15 @@ import (
 // BenchmarkTimeout1 is Node.Timeout for one destination: its estimate
 // from the cache in the local tracker's entry, the rule, the metrics.
 func BenchmarkTimeout1(b *testing.B) { benchTimeoutOf(b, 1, false, false) }
+
+// BenchmarkTimeout1FailingElsewhere is BenchmarkTimeout1 while the
+// failure detector holds state for another destination: the decider is
+// not quiet, so every decision takes the locked path.
+func BenchmarkTimeout1FailingElsewhere(b *testing.B) {
+	n, dests := benchNode(b)
+	failElsewhere(n)
+	benchTimeout(b, n, dests[:1])
+}
 
 // BenchmarkTimeout1Uncached is BenchmarkTimeout1 on EstimateUncached.
 func BenchmarkTimeout1Uncached(b *testing.B) { benchTimeoutOf(b, 1, true, false) }

@@ -154,8 +154,14 @@ type Decider struct {
 	gen   atomic.Uint64
 	mu    sync.Mutex
 	dests map[string]health
-	touch uint64
-	stats DeciderStats
+	// stateful holds dests' keys (written under mu, with dests), read
+	// without the lock by Quick: a destination without state decides by
+	// the rule's memo alone even while others have state (a failing
+	// destination elsewhere cost every decision the locked path: 16 →
+	// 93 ns for one destination).
+	stateful sync.Map
+	touch    uint64
+	stats    DeciderStats
 
 	hedge atomic.Pointer[deciderHedge] // Hedger's budget
 
@@ -626,6 +632,7 @@ func (d *Decider) update(dest string, o Outcome, now time.Time, probe bool, paus
 	h.touched = d.touch
 	if h.droppable(ep, nowMs) {
 		delete(d.dests, dest)
+		d.stateful.Delete(dest)
 		d.n.Store(int64(len(d.dests)))
 		d.checked(dest, o)
 		return
@@ -662,6 +669,7 @@ func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
 	h := health{touched: d.touch}
 	d.gen.Add(1) // tags of an older generation no longer prove dest has no state
 	d.dests[dest] = h
+	d.stateful.Store(dest, struct{}{})
 	d.n.Store(int64(len(d.dests)))
 	return h, true
 }
@@ -674,6 +682,7 @@ func (d *Decider) shrink(ep, ms int64) {
 	for dest, h := range d.dests {
 		if h.droppable(ep, ms) {
 			delete(d.dests, dest)
+			d.stateful.Delete(dest)
 		}
 	}
 	keep := d.max - max(d.max/8, 1)
@@ -691,6 +700,7 @@ func (d *Decider) shrink(ep, ms int64) {
 		slices.SortFunc(old, func(a, b aged) int { return cmp.Compare(a.touched, b.touched) })
 		for _, o := range old[:min(len(old), len(d.dests)-keep)] {
 			delete(d.dests, o.dest)
+			d.stateful.Delete(o.dest)
 			d.stats.Evicted++
 		}
 	}
@@ -714,6 +724,7 @@ func (d *Decider) Sweep(now time.Time) {
 	for dest, h := range d.dests {
 		if h.droppable(ep, ms) {
 			delete(d.dests, dest)
+			d.stateful.Delete(dest)
 		}
 	}
 	d.n.Store(int64(len(d.dests)))
@@ -962,14 +973,26 @@ func (d *Decider) Memo(in *tracker.DecisionInput, slot int) tracker.Memo {
 // change no verdict, and Quick gives ExplainTo's.
 func (d *Decider) Quiet() bool { return d.n.Load() == 0 }
 
+// hasState reports whether dest has state (its detector and probe
+// bookkeeping could change its verdict), without the lock: for Quick
+// while some destination has state, out of line so that the quiet path
+// stays one atomic load.
+//
+//go:noinline
+func (d *Decider) hasState(dest string) bool {
+	_, has := d.stateful.Load(dest)
+	return has
+}
+
 // Quick returns the verdict ExplainTo gives for a request that needs
 // every one of dests (1 to 4 of them) for attempt (1 to
 // tracker.MemoSlots) at now, from the rule's memos the Decider's fleet
 // keeps with its published decision inputs (Memo, tracker.Fleet.Memos),
 // and true; or false, and the caller decides through ExplainTo: when some
 // destination's memo is not published or no longer holds, the Decider
-// holds a destination's state (its detector or probe bookkeeping could
-// change the verdict), or some destination is failing. The memos combine
+// holds state for one of dests (its detector or probe bookkeeping could
+// change the verdict; state of other destinations does not matter), or
+// some destination is failing. The memos combine
 // as the rule does: the first destination with the largest own timeout
 // above the fallback decides, with its own verdict's reason and probe;
 // when none is above, the fallback decides, for ReasonFallback (none is
@@ -981,8 +1004,15 @@ func (d *Decider) Quick(dests []string, attempt int, now time.Time) (QuickVerdic
 	}
 	var m [stackInputs]tracker.Memo
 	if d.memo == nil || len(dests) == 0 || len(dests) > len(m) ||
-		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, now, d.memo) || !d.Quiet() {
+		!d.fleet.Memos(m[:len(dests)], dests, attempt-1, now, d.memo) {
 		return QuickVerdict{}, false
+	}
+	if d.n.Load() != 0 {
+		for _, dest := range dests {
+			if d.hasState(dest) {
+				return QuickVerdict{}, false
+			}
+		}
 	}
 	return combine(m[:len(dests)])
 }
@@ -993,7 +1023,7 @@ func (d *Decider) Quick1(dest string, attempt int, now time.Time) (QuickVerdict,
 	// Fleet.Memo refuses a nil registration (the Decider's fleet is then
 	// possibly nil).
 	m, ok := d.fleet.Memo(dest, attempt-1, now, d.memo)
-	if !ok || m.A&(memoOK|memoFailing) != memoOK || !d.Quiet() {
+	if !ok || m.A&(memoOK|memoFailing) != memoOK || d.n.Load() != 0 && d.hasState(dest) {
 		return QuickVerdict{}, false
 	}
 	return QuickVerdict{a: m.A, probe: m.B, by: int(m.A/memoDecides&1) - 1}, true
