@@ -735,7 +735,7 @@ func (d *Decider) Sweep(now time.Time) {
 // since. (An estimate's own Failing is the view's verdict; Decide and
 // Explain combine both.)
 func (d *Decider) Failing(dest string) bool {
-	if d.n.Load() == 0 {
+	if d.n.Load() == 0 || !d.hasState(dest) {
 		return false
 	}
 	d.mu.Lock()
