@@ -105,6 +105,11 @@ type v2 struct {
 	// sorted: what it sends owners and can send again.
 	own    map[int64][]string
 	resend bool // send every held epoch's records to every owner
+	// restarted are the peers whose current member changed boot since the
+	// owners were last computed: an owner that restarted holds none of
+	// the window's records, though it owns what it owned (owners go by
+	// peer name), so ownersNow sends it them again.
+	restarted map[string]bool
 
 	pubEpoch              int64     // aggregate epoch of the current round
 	pullAt, pubAt, failAt time.Time // this round's repair pull, publish and failover times
@@ -201,6 +206,14 @@ func (p *Protocol) setMembersV2(now time.Time) {
 	cur[p.cfg.Name] = Member{Name: p.cfg.Name, Member: p.self, BootID: p.cfg.BootID, State: StateAlive, Level: own}
 	if !sameCurrent(cur, p.v2.current) {
 		p.v2.dirty = true
+		for name, m := range cur {
+			if was, ok := p.v2.current[name]; ok && was.Member != m.Member && name != p.cfg.Name {
+				if p.v2.restarted == nil {
+					p.v2.restarted = map[string]bool{}
+				}
+				p.v2.restarted[name] = true
+			}
+		}
 		for name := range p.v2.hashes {
 			if _, ok := cur[name]; !ok {
 				delete(p.v2.hashes, name)
@@ -287,18 +300,26 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	if !p.v2.on {
 		return o
 	}
+	restarted := p.v2.restarted
+	p.v2.restarted = nil
 	if p.v2.resend {
 		p.v2.resend = false
-		p.resendRecords(nil, now)
+		p.resendRecords(func(string, string) bool { return true }, now)
 		return o
 	}
 	if old != nil {
+		// An owner new to a destination, or one that restarted (empty),
+		// gets the window's records of it again.
+		fresh := func(d, peer string) bool { return restarted[peer] || !slices.Contains(old.Of(d), peer) }
 		for _, d := range dests {
 			if was := old.Of(d); was != nil && !slices.Equal(was, o.Of(d)) {
 				p.stats.V2.OwnerChanges++
-				p.resendRecords(old, now)
-				break
+				p.resendRecords(fresh, now)
+				return o
 			}
+		}
+		if len(restarted) > 0 {
+			p.resendRecords(fresh, now)
 		}
 	}
 	return o
@@ -315,10 +336,10 @@ func (p *Protocol) sealedFor(ep int64, now time.Time) []tracker.DestCounts {
 }
 
 // resendRecords sends, for every epoch of the window this node sealed, the
-// records of each destination to its owners that were not its owners in
-// old (every owner when old is nil): after an owner died, joined or
-// restarted, or after the switch to v2.
-func (p *Protocol) resendRecords(old *Owners, now time.Time) {
+// records of each destination to those of its owners fresh says lack them:
+// owners new to it after an owner died or joined, an owner that restarted,
+// or every owner after the switch to v2.
+func (p *Protocol) resendRecords(fresh func(dest, peer string) bool, now time.Time) {
 	o := p.v2.owners
 	e := p.cfg.Tracker.Epoch(now)
 	for ep := e - int64(p.cfg.Tracker.SubWindows) + 1; ep <= e-1; ep++ {
@@ -328,7 +349,7 @@ func (p *Protocol) resendRecords(old *Owners, now time.Time) {
 		}
 		need := false
 		for _, d := range names {
-			if old == nil || !slices.Equal(old.Of(d), o.Of(d)) {
+			if slices.ContainsFunc(o.Of(d), func(peer string) bool { return fresh(d, peer) }) {
 				need = true
 				break
 			}
@@ -339,12 +360,8 @@ func (p *Protocol) resendRecords(old *Owners, now time.Time) {
 		dests := p.sealedFor(ep, now)
 		by := map[string][]tracker.DestCounts{}
 		for _, dc := range dests {
-			var before []string
-			if old != nil {
-				before = old.Of(dc.Dest)
-			}
 			for _, peer := range o.Of(dc.Dest) {
-				if !slices.Contains(before, peer) {
+				if fresh(dc.Dest, peer) {
 					by[peer] = append(by[peer], dc)
 				}
 			}

@@ -169,7 +169,13 @@ func (p *Protocol) insertAggregates(aggs []tracker.Aggregate, now time.Time, r *
 	for i := range aggs {
 		a := &aggs[i]
 		out := p.cfg.Aggregates.InsertAggregate(*a, now)
-		p.see(a.Dest, a.Epoch)
+		if out == tracker.InsertNew || out == tracker.InsertDuplicate || out == tracker.InsertSuperseded {
+			// Only an aggregate the store took (its epoch in range) names
+			// a destination the owners are computed over: refused ones,
+			// a far-future epoch or a name beyond the caps, would grow
+			// known without end.
+			p.see(a.Dest, a.Epoch)
+		}
 		p.observeEpoch(out, now)
 		switch out {
 		case tracker.InsertNew:
