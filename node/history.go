@@ -115,7 +115,10 @@ func (n *Node) sampleHistory(now time.Time) {
 	h := n.hist
 	sec := now.Unix()
 	h.mu.Lock()
-	if sec <= h.lastS {
+	if sec == h.lastS {
+		// At most once a second; a clock stepped back samples on (from
+		// the second it went back to), rather than not until it is past
+		// the second last sampled again.
 		h.mu.Unlock()
 		return
 	}
