@@ -174,12 +174,10 @@ func (a app) parseExit(cmd string, err error) int {
 
 // agent runs "atnode agent" until ctx is cancelled.
 func (a app) agent(ctx context.Context, args []string) int {
-	cfg, err := parseAgentConfig(args, a.stderr)
-	if err != nil {
-		return a.parseExit("agent", err)
-	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
-
+	// SIGHUP is subscribed to first: reading the configuration can take
+	// seconds (a key file on a slow mount), and a rotation's SIGHUP then
+	// would kill the agent (exit 129). One that comes before the start is
+	// a reload once it is running.
 	hangup := a.hangup
 	if hangup == nil {
 		ch := make(chan os.Signal, 1)
@@ -187,6 +185,11 @@ func (a app) agent(ctx context.Context, args []string) int {
 		defer signal.Stop(ch)
 		hangup = ch
 	}
+	cfg, err := parseAgentConfig(args, a.stderr)
+	if err != nil {
+		return a.parseExit("agent", err)
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
 
 	n, err := a.newNode(cfg, logger, prometheus.NewRegistry())
 	if err != nil {

@@ -61,7 +61,8 @@ is given. Rotate keys without a restart: add the new key to the key file,
 send SIGHUP to every agent, move it to the first line, SIGHUP, remove the
 old one, SIGHUP.
 
-Signals: SIGINT or SIGTERM leaves the cluster and exits 0; SIGHUP re-reads
+Signals: SIGINT or SIGTERM leaves the cluster and exits 0 (a second Ctrl-C
+kills at once; a repeated SIGTERM is ignored); SIGHUP re-reads
 -secret-key-file.
 
 Exit codes: 0 a clean stop; 1 a failure while running (an address in use, a
@@ -75,7 +76,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
-		stop() // a second Ctrl-C kills at once
+		// A second Ctrl-C kills at once; a second SIGTERM (a supervisor
+		// repeating itself) is ignored, so it cannot cut the leave short
+		// and turn a clean stop into exit 143.
+		signal.Ignore(syscall.SIGTERM)
+		stop()
 	}()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

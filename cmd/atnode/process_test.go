@@ -373,3 +373,24 @@ func TestAgentJoinRefusedForSubWindow(t *testing.T) {
 	require.Contains(t, metrics, `atnode_warnings_raised_total{kind="config_mismatch"} 1`)
 	require.Equal(t, 0, a.stop(t, syscall.SIGTERM))
 }
+
+// TestSecondSIGTERMStillCleanStop: a SIGTERM repeated while the agent
+// leaves (a supervisor repeating itself) does not cut the leave short: the
+// agent still exits 0, where it died of the second signal (143) before.
+// The peer is paused, so that the leave waits for it.
+func TestSecondSIGTERMStillCleanStop(t *testing.T) {
+	common := []string{"-bind", "127.0.0.1:0", "-http", "127.0.0.1:0"}
+	a := startAgent(t, append([]string{"-name", "a"}, common...)...)
+	b := startAgent(t, append([]string{"-name", "b", "-join", a.gossip}, common...)...)
+	waitFor(t, 30*time.Second, "b to see a alive", func() bool { return b.states(t)["a"] == "alive" })
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGSTOP))
+	defer func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }()
+
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	waitFor(t, 10*time.Second, "b to start leaving", func() bool { return strings.Contains(b.stderr.String(), "leaving the cluster") })
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, b.wait(t), "stderr:\n%s", b.stderr.String())
+
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGCONT))
+	require.Equal(t, 0, a.stop(t, syscall.SIGTERM))
+}
