@@ -95,7 +95,9 @@ func parseDemoConfig(args []string, stderr io.Writer) (demoConfig, error) {
 	// token, so only on loopback (node's -insecure and -http-token-file
 	// are not the demo's flags).
 	cfg := c.nodeConfig(0, nil)
-	if cluster.CheckHostPort(c.http) == nil && !node.IsLoopback(c.http) {
+	if c.http == "" { // a node's "no listener": the demo is its dashboard
+		errs = append(errs, errors.New("-http: the demo serves its dashboard there: give a loopback host:port (try -http 127.0.0.1:0)"))
+	} else if cluster.CheckHostPort(c.http) == nil && !node.IsLoopback(c.http) {
 		errs = append(errs, fmt.Errorf("-http: the demo serves its API without a token, so on loopback only: %s is not a loopback address (try -http 127.0.0.1:8080)", c.http))
 		cfg.HTTP = ""
 	}

@@ -114,6 +114,7 @@ func TestDemoFlagErrors(t *testing.T) {
 		{"http not loopback", []string{"-http", "0.0.0.0:8080"},
 			"atnode demo: -http: the demo serves its API without a token, so on loopback only: 0.0.0.0:8080 is not a loopback address (try -http 127.0.0.1:8080)\n" +
 				"atnode demo: run 'atnode demo -h' for usage\n"},
+		{"http empty", []string{"-http", ""}, "atnode demo: -http: the demo serves its dashboard there: give a loopback host:port (try -http 127.0.0.1:0)\n"},
 		{"http syntax", []string{"-http", "8080"}, "atnode demo: -http: want host:port, got \"8080\"\natnode demo: run 'atnode demo -h' for usage\n"},
 		{"http bogus", []string{"-http", "bogus"}, "atnode demo: -http: want host:port, got \"bogus\"\natnode demo: run 'atnode demo -h' for usage\n"},
 		{"unknown flag", []string{"-peers", "3"}, "atnode demo: flag provided but not defined: -peers\natnode demo: run 'atnode demo -h' for usage\n"},
