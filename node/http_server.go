@@ -120,12 +120,15 @@ func (c HTTPServerConfig) server(h http.Handler, errLog *log.Logger) *http.Serve
 	return srv
 }
 
-// freshConns are the connections accepted that have not yet sent a byte
-// of a request. Shutdown closes idle connections at once but waits for a
-// fresh one for up to 5 s, as if a request were in flight on it (browsers
-// open such connections ahead of need), so Close would wait out its grace
-// period for nothing. closeAll, run by Shutdown once the listener is
-// closed, closes them: no request has begun on them.
+// freshConns are the connections accepted whose first request's headers
+// have not all arrived (net/http's StateNew: a connection leaves it when
+// a request has been read, not at its first byte). Shutdown closes idle
+// connections at once but waits for a fresh one for up to 5 s, as if a
+// request were in flight on it (browsers open such connections ahead of
+// need), so Close would wait out its grace period for nothing. closeAll,
+// run by Shutdown once the listener is closed, closes them: no request on
+// them has reached a handler (one whose headers were still arriving is
+// cut, as http.Server.Shutdown alone does).
 type freshConns struct {
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
