@@ -249,11 +249,6 @@ type attempt struct {
 	a     timeout.Attempt
 	start time.Time
 	left  int64 // body bytes still to come of a known ContentLength; <= 0: unknown, or all arrived (Read is never concurrent with itself)
-	// away is how long the caller has spent outside Read since the
-	// headers, up to the last arrival: its own time, left out of the
-	// latency. The caller last got control back at the last arrival (in
-	// state) plus away. Read only, like left.
-	away time.Duration
 	// state holds the flags observed and ended in its low bits and, above
 	// them, when body data (at first, the headers) last arrived, as time
 	// since start: one word, so that a Close racing a Read takes the last
@@ -496,11 +491,13 @@ func (a *attempt) Read(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	// The caller is back: the time since it last got control is its own.
+	// The caller is back. The last arrival (in state) is the destination's
+	// time so far, so the rest of the time since the start, away, is the
+	// caller's own, outside Read, and is left out of the latency.
 	back := a.elapsed()
-	a.away = back - time.Duration(s>>flagBits)
+	away := back - time.Duration(s>>flagBits)
 	n, err := a.body.Read(p)
-	at := a.elapsed() - a.away // the destination's time
+	at := a.elapsed() - away // the destination's time
 	if n > 0 {
 		switch {
 		case a.left <= 0: // the length is unknown (or the body has arrived)
