@@ -631,8 +631,7 @@ func (d *Decider) update(dest string, o Outcome, now time.Time, probe bool, paus
 	d.touch++
 	h.touched = d.touch
 	if h.droppable(ep, nowMs) {
-		delete(d.dests, dest)
-		d.stateful.Delete(dest)
+		d.forget(dest)
 		d.n.Store(int64(len(d.dests)))
 		d.checked(dest, o)
 		return
@@ -674,17 +673,28 @@ func (d *Decider) entry(dest string, ep, ms int64) (health, bool) {
 	return h, true
 }
 
+// forget drops dest's state (d.mu is held; the caller updates d.n).
+func (d *Decider) forget(dest string) {
+	delete(d.dests, dest)
+	d.stateful.Delete(dest)
+}
+
+// dropIdle drops every entry that holds nothing at epoch ep and Unix
+// millisecond ms (d.mu is held; the caller updates d.n).
+func (d *Decider) dropIdle(ep, ms int64) {
+	for dest, h := range d.dests {
+		if h.droppable(ep, ms) {
+			d.forget(dest)
+		}
+	}
+}
+
 // shrink makes room: it drops the entries that hold nothing, and if that is
 // not an eighth of the cap, evicts the least recently used entries without
 // a probe in flight down to seven eighths of it, so a flood of new
 // destinations costs O(log n) per insert. d.mu is held.
 func (d *Decider) shrink(ep, ms int64) {
-	for dest, h := range d.dests {
-		if h.droppable(ep, ms) {
-			delete(d.dests, dest)
-			d.stateful.Delete(dest)
-		}
-	}
+	d.dropIdle(ep, ms)
 	keep := d.max - max(d.max/8, 1)
 	if len(d.dests) > keep {
 		type aged struct {
@@ -699,8 +709,7 @@ func (d *Decider) shrink(ep, ms int64) {
 		}
 		slices.SortFunc(old, func(a, b aged) int { return cmp.Compare(a.touched, b.touched) })
 		for _, o := range old[:min(len(old), len(d.dests)-keep)] {
-			delete(d.dests, o.dest)
-			d.stateful.Delete(o.dest)
+			d.forget(o.dest)
 			d.stats.Evicted++
 		}
 	}
@@ -712,8 +721,8 @@ func (d *Decider) shrink(ep, ms int64) {
 // sub-window, no pause. An entry is otherwise dropped only when its
 // destination is seen again (or room is made at the cap), and one left
 // behind, say by a probe that completed and a destination never called
-// again, would keep Quiet false, and so the quick paths off, for every
-// destination. A node calls it once a second.
+// again, would stay counted in Stats.Tracked and keep Quiet false for
+// good. A node calls it once a second.
 func (d *Decider) Sweep(now time.Time) {
 	if d.n.Load() == 0 {
 		return
@@ -721,12 +730,7 @@ func (d *Decider) Sweep(now time.Time) {
 	ep, ms := d.grid.Epoch(now), now.UnixMilli()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for dest, h := range d.dests {
-		if h.droppable(ep, ms) {
-			delete(d.dests, dest)
-			d.stateful.Delete(dest)
-		}
-	}
+	d.dropIdle(ep, ms)
 	d.n.Store(int64(len(d.dests)))
 }
 
