@@ -312,12 +312,16 @@ func (c *Cluster) Close() error {
 		ml, tr := c.ml, c.transport
 		c.life.Unlock()
 		close(c.stop)
-		if tr != nil {
-			// A Start still joining: cut its join under way (a seed that
-			// accepts and never answers, a host gone silent) so that it
-			// ends now rather than at its stream timeout; it tries no
-			// further seed.
-			tr.interrupt()
+		select {
+		case <-c.joined: // Start's joins are over: the streams are the leave's to end
+		default:
+			if tr != nil {
+				// A Start still joining: cut its join under way (a seed
+				// that accepts and never answers, a host gone silent) so
+				// that it ends now rather than at its stream timeout; it
+				// tries no further seed.
+				tr.interrupt()
+			}
 		}
 		c.joining.Wait()
 		if ml != nil {
