@@ -49,7 +49,7 @@ func (t *closingTransport) DialTimeout(addr string, timeout time.Duration) (net.
 // stream until it is closed.
 func (t *closingTransport) DialAddressTimeout(a memberlist.Address, timeout time.Duration) (net.Conn, error) {
 	t.mu.Lock()
-	closed := t.closed
+	closed, shut := t.closed, t.shut
 	t.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
@@ -59,9 +59,6 @@ func (t *closingTransport) DialAddressTimeout(a memberlist.Address, timeout time
 	if t.tcp {
 		// memberlist.NetTransport's dial (net.Dialer with the timeout),
 		// cut short by Shutdown or interrupt.
-		t.mu.Lock()
-		shut := t.shut
-		t.mu.Unlock()
 		d := net.Dialer{Timeout: timeout}
 		conn, err = d.DialContext(shut, "tcp", a.Addr)
 		if err != nil && shut.Err() != nil {
