@@ -60,8 +60,14 @@ func (c *Cluster) observe(n *memberlist.Node, typ EventType, left bool) {
 	if (typ == EventUpdate && leaving) || refused {
 		return // the leaving flag itself is not news (the left event follows); a refused member is no member
 	}
+	c.emit(Event{Type: typ, Member: m})
+}
+
+// emit queues ev for delivery without blocking (memberlist's callbacks
+// call it), counting it as dropped when the queue is full.
+func (c *Cluster) emit(ev Event) {
 	select {
-	case c.events <- Event{Type: typ, Member: m}:
+	case c.events <- ev:
 	default:
 		c.stats.eventsDropped.Add(1)
 	}
@@ -130,11 +136,7 @@ func (c *Cluster) markRefused(member string) string {
 	c.mu.Unlock()
 	c.kickMeta()
 	if gone != nil {
-		select {
-		case c.events <- Event{Type: EventDead, Member: *gone}:
-		default:
-			c.stats.eventsDropped.Add(1)
-		}
+		c.emit(Event{Type: EventDead, Member: *gone})
 	}
 	return addr
 }
