@@ -297,11 +297,11 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	p.v2.owners = o
 	clear(p.v2.mans)
 	p.cfg.Owned.Retain(func(d string) bool { return o.Rank(d, p.cfg.Name) >= 0 })
+	restarted := p.v2.restarted
+	p.v2.restarted = nil
 	if !p.v2.on {
 		return o
 	}
-	restarted := p.v2.restarted
-	p.v2.restarted = nil
 	if p.v2.resend {
 		p.v2.resend = false
 		p.resendRecords(func(string, string) bool { return true }, now)
