@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,32 +13,25 @@ import (
 )
 
 // scenarioLine parses a scenario command, "cmd k=v k=(a,b) flag", into a
-// TestData, so that a Go test can drive a scenario step by step.
-func scenarioLine(line string) *datadriven.TestData {
-	f := strings.Fields(line)
-	d := &datadriven.TestData{Pos: "review", Cmd: f[0]}
-	for _, a := range f[1:] {
-		k, v, ok := strings.Cut(a, "=")
-		arg := datadriven.CmdArg{Key: k}
-		if ok {
-			v = strings.TrimSuffix(strings.TrimPrefix(v, "("), ")")
-			arg.Vals = strings.Split(v, ",")
-		}
-		d.CmdArgs = append(d.CmdArgs, arg)
-	}
-	return d
+// TestData as a scenario file's line is (datadriven.ParseLine), so that a
+// Go test can drive a scenario step by step.
+func scenarioLine(t *testing.T, line string) *datadriven.TestData {
+	t.Helper()
+	cmd, args, err := datadriven.ParseLine(line)
+	require.NoError(t, err, line)
+	return &datadriven.TestData{Pos: "go test", Cmd: cmd, CmdArgs: args}
 }
 
 // startScenario makes the scenario of an init command.
 func startScenario(t *testing.T, line string) *scenario {
-	s := newScenario(t, scenarioLine(line))
-	t.Log(s.run(t, scenarioLine(line)))
+	s := newScenario(t, scenarioLine(t, line))
+	t.Log(s.run(t, scenarioLine(t, line)))
 	return s
 }
 
 // scenarioStep runs one command and returns (and logs) its output.
 func scenarioStep(t *testing.T, s *scenario, line string) string {
-	out := s.run(t, scenarioLine(line))
+	out := s.run(t, scenarioLine(t, line))
 	t.Logf("> %s\n%s", line, out)
 	return out
 }
@@ -107,15 +99,15 @@ func runScenarioUntil(t *testing.T, s *scenario, T time.Duration, verbose bool) 
 		if next > T {
 			break
 		}
-		out := s.run(t, scenarioLine("tick"))
-		out += s.run(t, scenarioLine("deliver all"))
+		out := s.run(t, scenarioLine(t, "tick"))
+		out += s.run(t, scenarioLine(t, "deliver all"))
 		if verbose {
 			t.Logf("%s", out)
 		}
 	}
 	if s.now < T {
-		s.run(t, scenarioLine(fmt.Sprintf("tick t=%v", T)))
-		s.run(t, scenarioLine("deliver all"))
+		s.run(t, scenarioLine(t, fmt.Sprintf("tick t=%v", T)))
+		s.run(t, scenarioLine(t, "deliver all"))
 	}
 }
 
