@@ -275,9 +275,9 @@ func decide(e *Estimate, fleet, local *viewFacts, hasFleet, hasLocal, fleetTrust
 		}
 	case localFailing:
 		e.Failing, e.Decision.Guarded = true, true
-	case fleet.failing(minSamples) && localTrusted:
+	case e.FleetFailing && localTrusted: // (Source is SourceFleet from here)
 		e.Decision = Decision{ValueMillis: local.value(), Guarded: true}
-	case fleet.failing(minSamples):
+	case e.FleetFailing:
 		e.Failing = true
 	default:
 		e.Decision.ValueMillis = fleet.value()
