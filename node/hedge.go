@@ -35,13 +35,16 @@ import (
 //
 // Hedges. When an attempt has not answered after its destination's hedge
 // delay, DoHedged starts the next replica, and after that one's delay the
-// next, while replicas remain and the budget allows. The delay is the
-// destination's estimate at quantile 1 − Config.HedgeBudget under
-// censoring, taken strictly above its bucket (timeout.HedgeDelay): the
-// Kaplan–Meier quantile at that q of the view the estimate decides from
-// (timeout.HedgeView, tracker.Fleet.Survival), which reads a hedge's
-// superseded loser, or an attempt our timeout ended, as "slower than this"
-// rather than as a latency; with nothing censored it is that estimate
+// next, while replicas remain and the budget allows; an attempt whose fn
+// has returned by the time the coordinator handles the delay's passing is
+// handled first, so an answer in hand wins without a hedge (no token
+// spent, none counted). The delay is the destination's estimate at
+// quantile 1 − Config.HedgeBudget under censoring, taken strictly above
+// its bucket (timeout.HedgeDelay): the Kaplan–Meier quantile at that q of
+// the view the estimate decides from (timeout.HedgeView,
+// tracker.Fleet.Survival), which reads a hedge's superseded loser, or an
+// attempt our timeout ended, as "slower than this" rather than as a
+// latency; with nothing censored it is that estimate
 // exactly. About that share of attempts hedges by construction. Without a
 // trusted estimate, for a failing destination, or where the survival
 // never falls to the budget's share (so much censored above what
@@ -258,43 +261,68 @@ func (h *hedgeRun) run() (string, error) {
 		case <-h.ctx.Done():
 			return h.canceled()
 		case i := <-h.events:
-			if i == timerEvent {
-				// Perhaps a firing a Reset overtook: fire handles only what
-				// is due.
-				now := time.Now()
-				if !h.wake.After(now) {
-					h.wake = time.Time{}
+			if i != timerEvent {
+				if end, dest, err := h.returned(i); end {
+					return dest, err
 				}
-				h.fire(now)
 				continue
 			}
-			t := &h.tries[i]
-			t.done = true
-			h.running--
-			o := timeout.Completed
-			switch {
-			case t.err == nil:
-			case h.ours(t):
-				o = timeout.TimedOut
-			case h.ctx.Err() != nil:
-				return h.canceled()
-			default:
-				o = h.n.classify(t.err)
+			// The attempts that returned by the time the timer fired come
+			// first: an answer already in wins without a hedge, a failover
+			// or a probe being started for it. Only the coordinator
+			// receives, so these receives never block; a firing among them
+			// needs nothing of its own, the fire below handles all that is
+			// due.
+			for len(h.events) > 0 {
+				if i := <-h.events; i != timerEvent {
+					if end, dest, err := h.returned(i); end {
+						return dest, err
+					}
+				}
 			}
-			if o != timeout.Failed && o != timeout.TimedOut {
-				return h.win(i, o) // the replica answered
+			// Perhaps a firing a Reset overtook: fire handles only what is
+			// due.
+			now := time.Now()
+			if !h.wake.After(now) {
+				h.wake = time.Time{}
 			}
-			h.observe(t, o)
-			if !t.reached {
-				t.reached = true
-				h.live--
-			}
-			h.failover()
-			if h.running == 0 && len(h.tries) == len(h.order) {
-				return "", h.failed()
-			}
+			h.fire(now)
 		}
 	}
+}
+
+// returned handles the return of try i's fn: an answer ends the call with
+// it, a timeout or a failure fails over, and the call ends when that was
+// the last attempt. end reports whether the call ends, with dest and err.
+func (h *hedgeRun) returned(i int) (end bool, dest string, err error) {
+	t := &h.tries[i]
+	t.done = true
+	h.running--
+	o := timeout.Completed
+	switch {
+	case t.err == nil:
+	case h.ours(t):
+		o = timeout.TimedOut
+	case h.ctx.Err() != nil:
+		dest, err = h.canceled()
+		return true, dest, err
+	default:
+		o = h.n.classify(t.err)
+	}
+	if o != timeout.Failed && o != timeout.TimedOut {
+		dest, err = h.win(i, o) // the replica answered
+		return true, dest, err
+	}
+	h.observe(t, o)
+	if !t.reached {
+		t.reached = true
+		h.live--
+	}
+	h.failover()
+	if h.running == 0 && len(h.tries) == len(h.order) {
+		return true, "", h.failed()
+	}
+	return false, "", nil
 }
 
 // schedule arms the timer for the earliest of the hedge delay and the

@@ -715,3 +715,81 @@ func TestDoHedgedClassifiedAnswer(t *testing.T) {
 		require.Equal(t, []string{"a", "b"}, called)
 	})
 }
+
+// TestDoHedgedAnswerBeforeHedge: an attempt's answer that came in by the
+// time the coordinator handles the hedge delay's firing wins, and no hedge
+// is sent for it: no token spent, nothing counted, no fn run. Here the
+// coordinator is held (in the clock, while it learns a's failure) across
+// the instant c's hedge delay passes and b answers, so that both wait for
+// it, the timer's firing first.
+func TestDoHedgedAnswerBeforeHedge(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		held, release := make(chan struct{}), make(chan struct{})
+		n := newAlone(t, nil, func(c *Config) {
+			c.Clock = func() time.Time {
+				now := time.Now()
+				if hold.CompareAndSwap(true, false) {
+					close(held)
+					<-release
+				}
+				return now
+			}
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errRefused) {
+					return timeout.Failed
+				}
+				return timeout.Completed
+			}
+		})
+		for range 100 { // hedge delays 21 ms, timeouts 250 ms (the floor)
+			for _, d := range []string{"a", "b", "c"} {
+				n.Record(d, 20*time.Millisecond)
+			}
+		}
+		answerB := make(chan struct{})
+		var mu sync.Mutex
+		var called []string
+		var dest string
+		var err error
+		done := make(chan struct{})
+		start := time.Now()
+		go func() {
+			defer close(done)
+			dest, err = n.DoHedged(t.Context(), []string{"a", "b", "c"}, 1, func(ctx context.Context, d string) error {
+				mu.Lock()
+				called = append(called, d)
+				mu.Unlock()
+				switch d {
+				case "a": // fails 1 ms before c's hedge delay passes (21 + 21 ms)
+					time.Sleep(41 * time.Millisecond)
+					hold.Store(true)
+					return errRefused
+				case "b": // the hedge at 21 ms; answers when told
+					<-answerB
+					return nil
+				}
+				<-ctx.Done()
+				return ctx.Err()
+			})
+		}()
+		<-held // the coordinator learns a's failure, at 41 ms
+		time.Sleep(time.Millisecond)
+		synctest.Wait() // c's hedge delay passed: the timer fired
+		require.Equal(t, 42*time.Millisecond, time.Since(start))
+		close(answerB)
+		synctest.Wait() // b answered, at the same instant
+		close(release)
+		<-done
+		synctest.Wait() // every fn started has returned
+
+		require.NoError(t, err)
+		require.Equal(t, "b", dest)
+		require.Equal(t, []string{"a", "b"}, called, "no hedge to c")
+		require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent), "b's hedge only")
+		require.Equal(t, 1.0, counterValue(t, n.met.hedgesWon))
+		require.Zero(t, counterValue(t, n.met.hedgesRefused))
+		require.Equal(t, float64(timeout.HedgeBurst-1), n.hedge.Tokens(), "one token spent, b's")
+	})
+}
