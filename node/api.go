@@ -517,8 +517,14 @@ func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Durat
 // says of it (default ClassifyError: the network's errors of a failed
 // connection are timeout.Failed, counted for the failure detector and no
 // latency sample; any other error a completion at the time fn took).
-// Timed-out and failed attempts count for the failure detector; a
-// completion resets it.
+// Which came first is decided by when fn returned: an error fn returned
+// before our timeout's deadline is its own, though the deadline may have
+// passed by the time Do looks at the context (for a caller probe: by
+// whether its timer had fired when Do, fn returned, stopped it), and
+// an error fn returns once our timeout ended its context is a timeout,
+// whether or not it wraps the context's error (a client may return one of
+// its own for a deadline). Timed-out and failed attempts count for the
+// failure detector; a completion resets it.
 //
 // Do returns fn's error. When the adaptive timeout expired first and fn
 // failed, the error also matches ErrTimeout (errors.Is), which the
@@ -549,7 +555,7 @@ func (n *Node) Do(ctx context.Context, dest string, attempt int, fn func(ctx con
 		n.completed(&a, start)
 		return nil
 	}
-	return n.done(ctx, cctx, &a, start, ferr, known)
+	return n.done(ctx, cctx, &a, start, ferr, known, true)
 }
 
 // completed is done for Do's common end, fn's success for a destination
@@ -595,18 +601,31 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 		<-reached // p is settled
 		a = p
 	}
-	return n.done(ctx, cctx, &a, start, ferr, false)
+	return n.done(ctx, cctx, &a, start, ferr, false, false)
 }
 
 // done classifies how Do's attempt ended, learns from it, and returns fn's
 // error (wrapped with ErrTimeout when our timeout ended it). known says
-// a.Dest is a valid name (attempt's quick verdict decided).
-func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error, known bool) error {
+// a.Dest is a valid name (attempt's quick verdict decided); timed says our
+// timeout ends cctx at cctx's deadline (no caller probe), so that an error
+// fn returned before that deadline is fn's own even when the deadline has
+// passed by the time it is looked at.
+func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error, known, timed bool) error {
+	// When fn returned, on the clock of the contexts' deadlines, read
+	// before anything looks at cctx: the node's own clock when it is that
+	// clock.
+	var ret time.Time
+	if ferr != nil && timed && n.cfg.Clock != nil {
+		ret = time.Now()
+	}
 	now := n.clock()
+	if ret.IsZero() {
+		ret = now
+	}
 	elapsed := max(since(now, start), 0)
 	// Whether our timeout ended the context matters only when fn failed
 	// (Err takes the context's lock).
-	ours := ferr != nil && endedByUs(ctx, cctx)
+	ours := ferr != nil && endedByUs(ctx, cctx) && !(timed && returnedBefore(cctx, ret))
 	var o timeout.Outcome
 	var result doResult
 	switch {
@@ -672,6 +691,14 @@ func endedByUs(ctx, cctx context.Context) bool {
 		return false
 	}
 	return ctx.Err() == nil || !errors.Is(context.Cause(ctx), ErrTimeout)
+}
+
+// returnedBefore reports whether ret, when fn returned, is before cctx's
+// deadline: then cctx was still live when fn returned, whatever it says by
+// now (a context ends at its deadline or later, never before).
+func returnedBefore(cctx context.Context, ret time.Time) bool {
+	dl, ok := cctx.Deadline()
+	return ok && ret.Before(dl)
 }
 
 // stackDests is how many destinations' decision inputs a decision keeps on

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -432,4 +433,117 @@ func TestFailureMetrics(t *testing.T) {
 	require.True(t, n.Probe(&b, later.Add(b.Timeout)))
 	n.Observe(b, timeout.Superseded, b.Timeout+time.Millisecond, later.Add(b.Timeout+time.Millisecond))
 	requireMetrics(t, n, `atnode_probes_started_total 2`, `atnode_probes_finished_total{outcome="superseded"} 1`, `atnode_probes_in_flight 0`)
+}
+
+// TestDoErrorBeforeTimeout: an error fn returned 1 ms before our timeout
+// is fn's own, learned as Config.Classify says and at the latency measured,
+// even when the timeout has ended fn's context by the time Do looks at it
+// (here the node's clock, read as fn returns, holds Do for 2 ms); an error
+// fn returns after our timeout ended its context is a timeout, whether or
+// not it wraps the context's.
+func TestDoErrorBeforeTimeout(t *testing.T) {
+	errApp := errors.New("not found")
+	for _, tc := range []struct {
+		name     string
+		fn       func(ctx context.Context) error
+		err      error  // fn's
+		ours     bool   // Do's error matches ErrTimeout
+		outcome  string // each call's, in atnode_outcomes_total
+		result   string // each call's, in atnode_do_calls_total
+		samples  uint64 // local samples after the calls
+		censored uint64 // of them
+		value    uint64 // their value, ms
+		failing  bool   // after the calls
+	}{
+		{"an answer, 1 ms before", func(context.Context) error { time.Sleep(249 * time.Millisecond); return errApp },
+			errApp, false, "completed", "error", 3, 0, 249, false},
+		{"a refusal, 1 ms before", func(context.Context) error { time.Sleep(249 * time.Millisecond); return errRefused },
+			errRefused, false, "failed", "error", 0, 0, 0, true},
+		{"its own error, after our timeout", func(ctx context.Context) error { <-ctx.Done(); return errApp },
+			errApp, true, "timed_out", "timeout", 3, 3, 250, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hold atomic.Bool
+				n := newAlone(t, nil, func(c *Config) {
+					c.Clock = func() time.Time {
+						now := time.Now()
+						if hold.CompareAndSwap(true, false) {
+							time.Sleep(2 * time.Millisecond) // past the timeout: fn's context ends
+						}
+						return now
+					}
+					c.Classify = func(err error) timeout.Outcome {
+						if errors.Is(err, errRefused) {
+							return timeout.Failed
+						}
+						return timeout.Completed
+					}
+				})
+				for range timeout.FailingAfter {
+					var seen context.Context
+					start := time.Now()
+					err := n.Do(t.Context(), "db", 1, func(ctx context.Context) error { // 250 ms: the fallback
+						seen = ctx
+						err := tc.fn(ctx)
+						hold.Store(true)
+						return err
+					})
+					require.ErrorIs(t, err, tc.err)
+					require.Equal(t, tc.ours, errors.Is(err, ErrTimeout), "%v", err)
+					require.Equal(t, ErrTimeout, context.Cause(seen), "the timeout came, after fn returned or before")
+					require.GreaterOrEqual(t, time.Since(start), 251*time.Millisecond)
+				}
+				require.Equal(t, float64(timeout.FailingAfter), outcomesValue(t, n, tc.outcome))
+				require.Equal(t, float64(timeout.FailingAfter), doCallsValue(t, n, tc.result))
+				e, err := n.Estimate("db", 1)
+				require.NoError(t, err)
+				require.Equal(t, tc.samples, e.LocalSamples)
+				require.Equal(t, tc.censored, e.LocalCensored)
+				if tc.samples > 0 {
+					require.EqualValues(t, tc.value, e.LocalValueMillis)
+				}
+				require.Equal(t, tc.failing, n.dec.Failing("db"))
+			})
+		})
+	}
+}
+
+// TestDoProbeNotReserved: Do's attempt that could go on as a caller probe,
+// when the probe cannot be reserved at its timeout, ends there with
+// ErrTimeout as its cause, and the error fn returns for it is a timeout,
+// though it comes before the probe's deadline.
+func TestDoProbeNotReserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, nil)
+		for range 100 {
+			n.Record("a", 200*time.Millisecond)
+		}
+		block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+		// A timeout at 2 × 200 = 400 ms, censored, caps a's value at M = 200
+		// below Q = 401: a probe is due.
+		require.ErrorIs(t, n.Do(t.Context(), "a", 1, block), ErrTimeout)
+
+		var cause error
+		var deadline time.Time
+		start := time.Now()
+		err := n.Do(t.Context(), "a", 1, func(ctx context.Context) error {
+			deadline, _ = ctx.Deadline()
+			// Another caller takes the probe before this attempt's timeout.
+			other := n.Decide("a", 1, time.Now())
+			require.Positive(t, other.ProbeTimeout)
+			require.True(t, n.Probe(&other, time.Now()))
+			err := block(ctx)
+			cause = context.Cause(ctx)
+			return err
+		})
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Equal(t, ErrTimeout, cause)
+		require.Greater(t, deadline.Sub(start), 400*time.Millisecond, "the attempt's context runs to the probe's deadline")
+		require.Equal(t, 400*time.Millisecond, time.Since(start), "ended at its timeout, not its probe's")
+		require.Equal(t, 2.0, doCallsValue(t, n, "timeout"))
+		e, err := n.Estimate("a", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, e.LocalCensored)
+	})
 }

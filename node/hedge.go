@@ -69,7 +69,10 @@ import (
 // context.Canceled as context.Cause, and are recorded as superseded,
 // censored at their elapsed time (never as timed out or failed); DoHedged
 // does not wait for them to return. The context an attempt's fn sees
-// reports ErrTimeout as its context.Cause when our timeout ended it. A
+// reports ErrTimeout as its context.Cause when our timeout ended it; an
+// error fn returned before that (before the context's deadline, or for a
+// caller probe not reserved, its timeout) is fn's own, as in Do, though
+// the coordinator reads it after the timeout. A
 // DoHedged or Do inside fn sees an end of that context as its caller's
 // deadline: an enclosing call's timeout ends a nested call's attempts as
 // canceled, not timed out.
@@ -203,6 +206,9 @@ type hedgeTry struct {
 	ended       bool // observed, as outcome
 	outcome     timeout.Outcome
 	err         error // fn's, written by its goroutine before it sends the try's index
+	// end is when fn returned an error, on the timer's clock (zero when
+	// it returned nil); written with err.
+	end time.Time
 }
 
 // timerEvent is the event of the run's timer.
@@ -242,6 +248,18 @@ func (h *hedgeRun) release() {
 // call's timeout passed down through h's context).
 func (h *hedgeRun) ours(t *hedgeTry) bool {
 	return endedByUs(h.ctx, t.ctx)
+}
+
+// returnedInTime reports whether t's fn, which returned an error, did so
+// before our timeout could end its context: before its deadline, or for a
+// caller probe not reserved, before its timeout (when the coordinator
+// ends it, at the earliest). An error fn returned then is fn's own, though
+// the context has ended by the time the coordinator reads it.
+func (t *hedgeTry) returnedInTime() bool {
+	if t.probing && !t.a.Probe {
+		return t.end.Before(t.due)
+	}
+	return returnedBefore(t.ctx, t.end)
 }
 
 // stop ends t's context as a loser's: context.Canceled.
@@ -301,7 +319,7 @@ func (h *hedgeRun) returned(i int) (end bool, dest string, err error) {
 	o := timeout.Completed
 	switch {
 	case t.err == nil:
-	case h.ours(t):
+	case h.ours(t) && !t.returnedInTime():
 		o = timeout.TimedOut
 	case h.ctx.Err() != nil:
 		dest, err = h.canceled()
@@ -402,15 +420,18 @@ func (h *hedgeRun) launch(hedge bool) {
 	h.tries = append(h.tries, t)
 	h.live++
 	h.running++
-	go hedgeCall(h.fn, t.ctx, dest, &h.tries[i].err, h.events, i)
+	go hedgeCall(h.fn, t.ctx, dest, &h.tries[i].err, &h.tries[i].end, h.events, i)
 	h.arm(dest, start)
 }
 
-// hedgeCall runs fn for try i, stores its error in err and sends i. The
-// try stays where it is (tries never grow past their capacity), and the
-// coordinator reads err only once it has the index.
-func hedgeCall(fn func(context.Context, string) error, ctx context.Context, dest string, err *error, events chan<- int, i int) {
-	*err = fn(ctx, dest)
+// hedgeCall runs fn for try i, stores its error in err (and when fn
+// returned an error, when, in end) and sends i. The try stays where it is
+// (tries never grow past their capacity), and the coordinator reads err
+// and end only once it has the index.
+func hedgeCall(fn func(context.Context, string) error, ctx context.Context, dest string, err *error, end *time.Time, events chan<- int, i int) {
+	if *err = fn(ctx, dest); *err != nil {
+		*end = time.Now()
+	}
 	events <- i
 }
 

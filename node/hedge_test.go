@@ -793,3 +793,99 @@ func TestDoHedgedAnswerBeforeHedge(t *testing.T) {
 		require.Equal(t, float64(timeout.HedgeBurst-1), n.hedge.Tokens(), "one token spent, b's")
 	})
 }
+
+// TestDoHedgedErrorBeforeTimeout: an attempt's error that fn returned 1 ms
+// before its timeout is the replica's answer, learned as Config.Classify
+// says, even when the timeout has ended its context by the time the
+// coordinator reads it (here the coordinator is held, in the clock, while
+// it learns the other attempt's failure, across both instants).
+func TestDoHedgedErrorBeforeTimeout(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	errApp := errors.New("not found")
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		n := newAlone(t, nil, func(c *Config) {
+			c.Clock = func() time.Time {
+				now := time.Now()
+				if hold.CompareAndSwap(true, false) {
+					time.Sleep(35 * time.Millisecond) // to 275 ms
+				}
+				return now
+			}
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errRefused) {
+					return timeout.Failed
+				}
+				return timeout.Completed
+			}
+		})
+		for range 100 { // hedge delays 21 ms, timeouts 250 ms (the floor)
+			n.Record("a", 20*time.Millisecond)
+			n.Record("b", 20*time.Millisecond)
+		}
+		var seen sync.Map
+		dest, err := n.DoHedged(t.Context(), []string{"a", "b"}, 1, func(ctx context.Context, d string) error {
+			seen.Store(d, ctx)
+			if d == "a" { // tried first; refused at 240 ms
+				time.Sleep(240 * time.Millisecond)
+				hold.Store(true)
+				return errRefused
+			}
+			time.Sleep(249 * time.Millisecond) // b, the hedge at 21 ms, times out at 271 ms
+			return errApp
+		})
+		require.Equal(t, "b", dest)
+		require.ErrorIs(t, err, errApp)
+		require.NotErrorIs(t, err, ErrTimeout)
+		b, _ := seen.Load("b")
+		require.Equal(t, ErrTimeout, context.Cause(b.(context.Context)), "b's timeout came before the coordinator read its answer")
+		require.Equal(t, 1.0, outcomesValue(t, n, timeout.Completed.String()))
+		require.Equal(t, 1.0, outcomesValue(t, n, timeout.Failed.String()))
+		require.Zero(t, outcomesValue(t, n, timeout.TimedOut.String()))
+		e, err := n.Estimate("b", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 101, e.LocalSamples)
+		require.Zero(t, e.LocalCensored)
+	})
+}
+
+// TestDoHedgedProbeNotReserved: an attempt that could go on as a caller
+// probe, when the probe cannot be reserved at its timeout, is ended there
+// by the coordinator with ErrTimeout, and the error fn returns for it is a
+// timeout, though it comes before the probe's deadline.
+func TestDoHedgedProbeNotReserved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, func(c *Config) { c.HedgeBudget = 0 })
+		for range 100 {
+			n.Record("a", 200*time.Millisecond)
+		}
+		block := func(ctx context.Context, _ string) error { <-ctx.Done(); return ctx.Err() }
+		// A timeout at 2 × 200 = 400 ms, censored, caps a's value at M = 200
+		// below Q = 401: a probe is due.
+		_, err := n.DoHedged(t.Context(), []string{"a"}, 1, block)
+		require.ErrorIs(t, err, ErrTimeout)
+
+		var cause error
+		var deadline time.Time
+		start := time.Now()
+		_, err = n.DoHedged(t.Context(), []string{"a"}, 1, func(ctx context.Context, d string) error {
+			deadline, _ = ctx.Deadline()
+			// Another caller takes the probe before this attempt's timeout.
+			other := n.Decide("a", 1, time.Now())
+			require.Positive(t, other.ProbeTimeout)
+			require.True(t, n.Probe(&other, time.Now()))
+			err := block(ctx, d)
+			cause = context.Cause(ctx)
+			return err
+		})
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Equal(t, ErrTimeout, cause)
+		require.Greater(t, deadline.Sub(start), 400*time.Millisecond, "the attempt's context runs to the probe's deadline")
+		require.Equal(t, 400*time.Millisecond, time.Since(start), "ended at its timeout, not its probe's")
+		require.Equal(t, 2.0, outcomesValue(t, n, timeout.TimedOut.String()))
+		require.Zero(t, outcomesValue(t, n, timeout.Completed.String()))
+		e, err := n.Estimate("a", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 2, e.LocalCensored)
+	})
+}

@@ -127,7 +127,7 @@ func BenchmarkDoWithoutContext(b *testing.B) {
 		} else {
 			// (now and then: a record uses up the cached view's room)
 			n.attemptDecided(&a, dest, 1, start)
-			if err := n.done(ctx, ctx, &a, start, nil, false); err != nil {
+			if err := n.done(ctx, ctx, &a, start, nil, false, false); err != nil {
 				b.Fatal(err)
 			}
 		}
