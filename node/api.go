@@ -518,13 +518,13 @@ func (n *Node) observe(a *timeout.Attempt, o timeout.Outcome, elapsed time.Durat
 // connection are timeout.Failed, counted for the failure detector and no
 // latency sample; any other error a completion at the time fn took).
 // Which came first is decided by when fn returned: an error fn returned
-// before our timeout's deadline is its own, though the deadline may have
-// passed by the time Do looks at the context (for a caller probe: by
-// whether its timer had fired when Do, fn returned, stopped it), and
-// an error fn returns once our timeout ended its context is a timeout,
-// whether or not it wraps the context's error (a client may return one of
-// its own for a deadline). Timed-out and failed attempts count for the
-// failure detector; a completion resets it.
+// before our timeout's deadline, or the caller's, is its own, though the
+// deadline may have passed by the time Do looks at the context (for a
+// caller probe: by whether its timer had fired when Do, fn returned,
+// stopped it), and an error fn returns once our timeout ended its context
+// is a timeout, whether or not it wraps the context's error (a client may
+// return one of its own for a deadline). Timed-out and failed attempts
+// count for the failure detector; a completion resets it.
 //
 // Do returns fn's error. When the adaptive timeout expired first and fn
 // failed, the error also matches ErrTimeout (errors.Is), which the
@@ -608,8 +608,8 @@ func (n *Node) doProbing(ctx context.Context, a timeout.Attempt, start time.Time
 // error (wrapped with ErrTimeout when our timeout ended it). known says
 // a.Dest is a valid name (attempt's quick verdict decided); timed says our
 // timeout ends cctx at cctx's deadline (no caller probe), so that an error
-// fn returned before that deadline is fn's own even when the deadline has
-// passed by the time it is looked at.
+// fn returned before that deadline (ours or the caller's) is fn's own even
+// when the deadline has passed by the time it is looked at.
 func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Time, ferr error, known, timed bool) error {
 	// When fn returned, on the clock of the contexts' deadlines, read
 	// before anything looks at cctx: the node's own clock when it is that
@@ -624,14 +624,21 @@ func (n *Node) done(ctx, cctx context.Context, a *timeout.Attempt, start time.Ti
 	}
 	elapsed := max(since(now, start), 0)
 	// Whether our timeout ended the context matters only when fn failed
-	// (Err takes the context's lock).
-	ours := ferr != nil && endedByUs(ctx, cctx) && !(timed && returnedBefore(cctx, ret))
+	// (Err takes the context's lock). An error fn returned before cctx's
+	// deadline came before our timeout and the caller's deadline, whatever
+	// cctx says by now; not before a cancellation of the caller's, which
+	// has no time to compare with.
+	var ours, first bool
+	if ferr != nil {
+		first = timed && returnedBefore(cctx, ret)
+		ours = !first && endedByUs(ctx, cctx)
+	}
 	var o timeout.Outcome
 	var result doResult
 	switch {
 	case ferr == nil:
 		o, result = timeout.Completed, doOK
-	case ctx.Err() != nil && !ours:
+	case ctx.Err() != nil && !ours && !(first && errors.Is(ctx.Err(), context.DeadlineExceeded)):
 		o, result = timeout.Canceled, doCanceled
 	case ours:
 		o, result = timeout.TimedOut, doTimeout

@@ -547,3 +547,53 @@ func TestDoProbeNotReserved(t *testing.T) {
 		require.EqualValues(t, 2, e.LocalCensored)
 	})
 }
+
+// TestDoErrorBeforeCallerDeadline: an error fn returned 1 ms before the
+// caller's deadline is fn's own too, learned as Config.Classify says, even
+// when that deadline has ended ctx by the time Do looks at it; an error fn
+// returns once the caller's deadline (or cancellation) ended its context
+// is learned as nothing.
+func TestDoErrorBeforeCallerDeadline(t *testing.T) {
+	errApp := errors.New("not found")
+	for _, tc := range []struct {
+		name    string
+		fn      func(ctx context.Context) error
+		result  string // atnode_do_calls_total
+		samples uint64
+	}{
+		{"an answer, 1 ms before", func(context.Context) error { time.Sleep(99 * time.Millisecond); return errApp }, "error", 1},
+		{"its own error, after the deadline", func(ctx context.Context) error { <-ctx.Done(); return errApp }, "canceled", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hold atomic.Bool
+				n := newAlone(t, nil, func(c *Config) {
+					c.Clock = func() time.Time {
+						now := time.Now()
+						if hold.CompareAndSwap(true, false) {
+							time.Sleep(2 * time.Millisecond) // past the caller's deadline
+						}
+						return now
+					}
+				})
+				ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+				defer cancel()
+				err := n.Do(ctx, "db", 1, func(ctx context.Context) error { // 250 ms: the fallback
+					err := tc.fn(ctx)
+					hold.Store(true)
+					return err
+				})
+				require.ErrorIs(t, err, errApp)
+				require.NotErrorIs(t, err, ErrTimeout)
+				require.Error(t, ctx.Err(), "the caller's deadline came, after fn returned or before")
+				require.Equal(t, 1.0, doCallsValue(t, n, tc.result))
+				e, err := n.Estimate("db", 1)
+				require.NoError(t, err)
+				require.Equal(t, tc.samples, e.LocalSamples)
+				if tc.samples > 0 {
+					require.EqualValues(t, 99, e.LocalValueMillis)
+				}
+			})
+		})
+	}
+}
