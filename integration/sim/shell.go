@@ -446,9 +446,13 @@ func (s *Sim) transmit(from int32, m outMsg) {
 	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, payload: m.payload})
 }
 
-// sent frees the worker of node from that sent to member to.
+// sent frees the worker of node from that sent to member to, unless the
+// node has been killed since (its send queues are gone).
 func (s *Sim) sent(from, to int32) {
 	n := s.nodes[from]
+	if n.dead {
+		return
+	}
 	n.sh.idle++
 	p := n.sh.peers[to]
 	p.busy = false
