@@ -96,7 +96,7 @@ func (t *aggTable) hold(node int32, dest string, epoch int64, cov tracker.Covera
 	}
 	c.holders.set(int(node))
 	c.count++
-	if c.count == t.nlive {
+	if c.count == t.nlive && c.convergedAt < 0 {
 		c.convergedAt = now
 	}
 }
@@ -118,6 +118,17 @@ func (t *aggTable) kill(node int32, now time.Duration) {
 			c.convergedAt = now
 		}
 	}
+}
+
+// revive counts node among the live nodes again (a restart or a late
+// join): the convergence of the (destination, epoch) slots published from
+// now on waits for it; those already converged stay so.
+func (t *aggTable) revive(node int32) {
+	if t.live[node] {
+		return
+	}
+	t.live[node] = true
+	t.nlive++
 }
 
 // expire forgets the versions and convergence of epochs before e.

@@ -8,9 +8,10 @@ type eventKind uint8
 const (
 	// evFunc calls fn.
 	evFunc eventKind = iota
-	// evDeliver hands payload, sent by node from, to node to.
+	// evDeliver hands payload, sent by node from, to node to's boot gen.
 	evDeliver
-	// evSent frees the worker of node from that sent to node to.
+	// evSent frees the worker of node from's boot gen that sent to node
+	// to.
 	evSent
 	// evTick ticks node to's protocol, if it is still the node's pending
 	// tick.
@@ -25,6 +26,7 @@ type event struct {
 	at      time.Duration // since the simulation's start
 	seq     uint64
 	kind    eventKind
+	gen     uint32 // the boot (simNode.gen) of to (evDeliver) or from (evSent)
 	from    int32
 	to      int32
 	epoch   int64

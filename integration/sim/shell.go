@@ -19,12 +19,18 @@ package sim
 //     node's egress link and arrives one trip later. Bytes count at the
 //     sender when the payload leaves, lost or not.
 //
-// Every member is alive from the start unless Sim.Kill stops it: a killed
-// node no longer ticks, receives or sends, and the others are given the
-// member list again, with it dead, after its detection delay (what
-// ScaleConfig.KillOwners measures). The simulator does not model restarts,
-// joins after the start or partitions (package cluster's own tests do, on
-// an in-memory transport, and package integration's on loopback).
+// Every member is alive from the start unless Sim.Kill stops it or it
+// joins late (Config.LateJoins): a killed node no longer ticks, receives
+// or sends, and the others are given the member list again, with it dead,
+// after its detection delay (what ScaleConfig.KillOwners measures).
+// Sim.Restart brings a killed node back under its name with a new boot
+// ID, empty stores and a new Protocol, and a late node starts the same
+// way; every member up lists the new boot alive at once. Messages on
+// their way to a boot that is gone are lost (each is stamped with the
+// boot it was addressed to), and a send completion of a killed boot frees
+// nothing. The simulator does not model partitions (package cluster's own
+// tests do, on an in-memory transport, and package integration's on
+// loopback).
 
 import (
 	"fmt"
@@ -98,9 +104,11 @@ func kindOf(t codec.MessageType, pushed bool) MsgKind {
 	return MsgPulledBatch
 }
 
-// outMsg is a message waiting in a node's send queue.
+// outMsg is a message waiting in a node's send queue, to boot gen of node
+// to.
 type outMsg struct {
 	to      int32
+	gen     uint32
 	kind    MsgKind
 	payload []byte
 }
@@ -146,7 +154,7 @@ func (s *Sim) newShell(i int, store cluster.Store) error {
 	if err != nil {
 		return err
 	}
-	p.SetMembers(s.memberList, s.start)
+	p.SetMembers(s.memberList, s.Now())
 	n.sh = shellNode{
 		proto:  p,
 		tickAt: -1,
@@ -158,8 +166,10 @@ func (s *Sim) newShell(i int, store cluster.Store) error {
 
 // startShells schedules every node's first tick, at the start.
 func (s *Sim) startShells() {
-	for i := range s.nodes {
-		s.schedule(int32(i))
+	for i, n := range s.nodes {
+		if !n.dead {
+			s.schedule(int32(i))
+		}
 	}
 }
 
@@ -179,17 +189,18 @@ func (s *Sim) schedule(i int32) {
 }
 
 // sealFunc is node i's cluster.ProtocolConfig.Seal: an observer's sealed
-// sub-window from its tracker, another node's from the workload. Nodes
-// hold nothing from before the first epoch. It notes the epochs it returns
+// sub-window from its tracker, another node's from the workload. A boot
+// holds nothing of the epochs that started before it did (the first boots:
+// before the first epoch). It notes the epochs it returns
 // data for, so tick can register the batches sealed.
 func (s *Sim) sealFunc(i int32) func(int64, time.Time) []tracker.DestCounts {
 	return func(e int64, now time.Time) []tracker.DestCounts {
-		if e < s.first {
-			return nil
+		n := s.nodes[i]
+		if s.cfg.Tracker.EpochStart(e).Before(s.start.Add(n.upAt)) {
+			return nil // before this boot started (before the run: e < s.first)
 		}
 		s.sealMu.Lock()
 		defer s.sealMu.Unlock()
-		n := s.nodes[i]
 		var dests []tracker.DestCounts
 		if n.tr != nil {
 			if s.beforeSeal != nil {
@@ -250,13 +261,20 @@ type received struct {
 }
 
 // receive hands a message that arrived at node to to its Protocol.
-func (s *Sim) receive(to int32, payload []byte) {
-	if s.nodes[to].dead {
+func (s *Sim) receive(ev *event) {
+	if !s.deliverable(ev) {
 		return
 	}
 	var rc received
-	rc.r, rc.msgs = s.nodes[to].sh.proto.Receive(payload, s.Now())
-	s.apply(to, rc)
+	rc.r, rc.msgs = s.nodes[ev.to].sh.proto.Receive(ev.payload, s.Now())
+	s.apply(ev.to, rc)
+}
+
+// deliverable reports whether delivery ev reaches its receiver: the boot
+// it was addressed to is up (not killed, not replaced by a restart).
+func (s *Sim) deliverable(ev *event) bool {
+	n := s.nodes[ev.to]
+	return !n.dead && ev.gen == n.gen
 }
 
 // receiveBurst handles first, a delivery, and the deliveries and send
@@ -287,7 +305,7 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 	out := slices.Grow(s.results[:0], len(burst))[:len(burst)]
 	s.results = out
 	receive := func(k int) {
-		if ev := &burst[k]; ev.kind == evDeliver && !s.nodes[ev.to].dead {
+		if ev := &burst[k]; ev.kind == evDeliver && s.deliverable(ev) {
 			out[k].r, out[k].msgs = s.nodes[ev.to].sh.proto.Receive(ev.payload, s.start.Add(ev.at))
 		}
 	}
@@ -321,8 +339,8 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 		}
 		switch {
 		case ev.kind == evSent:
-			s.sent(ev.from, ev.to)
-		case !s.nodes[ev.to].dead:
+			s.sent(ev)
+		case s.deliverable(ev):
 			s.apply(ev.to, out[k])
 		}
 		burst[k], out[k] = event{}, received{}
@@ -382,7 +400,8 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 		if (m.Type == codec.TypeAggregates || m.Type == codec.TypePackedAggregates) && s.v2 {
 			s.registerAggregates(i, m.Type, m.Payload)
 		}
-		to, ok := s.byMember[m.To]
+		ref, ok := s.byMember[m.To]
+		to := ref.node
 		if !ok {
 			s.fail(fmt.Errorf("sim: node %s addressed unknown member %q", n.name, m.To))
 			return
@@ -396,7 +415,7 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 			p = &peerQueue{}
 			n.sh.peers[to] = p
 		}
-		p.msgs = append(p.msgs, outMsg{to: to, kind: kindOf(m.Type, pushed), payload: m.Payload})
+		p.msgs = append(p.msgs, outMsg{to: to, gen: ref.gen, kind: kindOf(m.Type, pushed), payload: m.Payload})
 		n.sh.queued++
 		if !p.busy && !p.ready {
 			p.ready = true
@@ -438,19 +457,20 @@ func (s *Sim) transmit(from int32, m outMsg) {
 	handshake, trip, lost := s.net.transit(from, m.to)
 	depart := max(s.now+handshake, n.sh.egressFree) + s.net.serialize(size)
 	n.sh.egressFree = depart
-	s.q.push(event{at: depart, kind: evSent, from: from, to: m.to})
+	s.q.push(event{at: depart, kind: evSent, from: from, to: m.to, gen: n.gen})
 	if lost {
 		n.stats.Lost++
 		return
 	}
-	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, payload: m.payload})
+	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, gen: m.gen, payload: m.payload})
 }
 
-// sent frees the worker of node from that sent to member to, unless the
-// node has been killed since (its send queues are gone).
-func (s *Sim) sent(from, to int32) {
+// sent frees the worker of node ev.from that sent to member ev.to, unless
+// that boot has been killed since (its shell's queues are gone).
+func (s *Sim) sent(ev *event) {
+	from, to := ev.from, ev.to
 	n := s.nodes[from]
-	if n.dead {
+	if n.dead || ev.gen != n.gen {
 		return
 	}
 	n.sh.idle++

@@ -58,8 +58,21 @@ type Config struct {
 	// (then the caller records into observers' trackers itself, and other
 	// nodes send nothing).
 	Workload Workload
+	// LateJoins are the nodes that start after the others: each is down,
+	// and listed by no member, until its time, then starts with empty
+	// stores as a restarted node does (Sim.Restart). Best off an epoch
+	// boundary: a node records an epoch's samples only if it is up at the
+	// epoch's start.
+	LateJoins []LateJoin
 	// Progress, when not nil, receives one line per simulated epoch.
 	Progress func(format string, args ...any)
+}
+
+// LateJoin is a node that starts At (since the start of the run) rather
+// than at the start.
+type LateJoin struct {
+	Node int
+	At   time.Duration
 }
 
 // DefaultConfig returns a config for n nodes with one observer and the
@@ -84,6 +97,13 @@ func (c Config) Validate() error {
 	if c.Observers < 0 || c.Observers > c.Nodes {
 		errs = append(errs, errors.New("sim: Observers must be in 0..Nodes"))
 	}
+	late := map[int]bool{}
+	for _, j := range c.LateJoins {
+		if j.Node < 0 || j.Node >= c.Nodes || j.At <= 0 || late[j.Node] {
+			errs = append(errs, fmt.Errorf("sim: late join %+v: Node must be in 0..Nodes-1, once, and At > 0", j))
+		}
+		late[j.Node] = true
+	}
 	errs = append(errs, c.Tracker.Validate(), c.Network.Validate(), c.Gossip.Validate())
 	return errors.Join(errs...)
 }
@@ -107,6 +127,17 @@ type simNode struct {
 	// union (a resend seals an epoch again).
 	unionEpoch int64
 	dead       bool
+	// gen counts the node's restarts: messages are delivered only to the
+	// boot they were addressed to (stamped with its gen), and a send
+	// completion only frees a worker of the boot that sent it. upAt is
+	// when the current boot started: it records only the epochs that
+	// start at or after it. killedIn is the epoch its last boot was
+	// killed in, and excluded how many of its boots the exact union
+	// leaves out (the first ones).
+	gen      uint32
+	upAt     time.Duration
+	killedIn int64
+	excluded uint32
 	// sealed is what the node sealed per (destination, epoch), kept only
 	// in runs that kill nodes (Sim.perOrigin non-nil).
 	sealed map[aggSlot][]tracker.Bucket
@@ -188,10 +219,10 @@ type Sim struct {
 	// parallelBursts counts the bursts received on several goroutines.
 	perWorker, parallelBursts int
 
-	members    []string         // member names, by node
-	memberList []cluster.Member // every member alive, for Protocol.SetMembers
-	sealing    []int64          // epochs the ticking node sealed with data (sealFunc)
-	byMember   map[string]int32 // member name → node
+	memberList []cluster.Member     // every member listed, dead ones too, for Protocol.SetMembers
+	sealing    []int64              // epochs the ticking node sealed with data (sealFunc)
+	byMember   map[string]memberRef // member name → node and boot
+	fleetCfg   tracker.FleetConfig  // the observers' fleet views' and every node's owned records' config
 
 	converged          []Convergence
 	expiredUnconverged []time.Duration // seal times
@@ -225,6 +256,12 @@ type Sim struct {
 	wall       time.Time
 }
 
+// memberRef is a member: a node and which of its boots (simNode.gen).
+type memberRef struct {
+	node int32
+	gen  uint32
+}
+
 // New returns a simulation at its start: time zero is the start of an epoch.
 func New(cfg Config) (*Sim, error) {
 	if cfg.Fleet == (tracker.FleetConfig{}) {
@@ -238,7 +275,7 @@ func New(cfg Config) (*Sim, error) {
 		n:         cfg.Tracker.SubWindows,
 		layout:    cfg.Tracker.Layout(),
 		net:       network{cfg: cfg.Network, seed: splitmix64(cfg.Seed ^ 2), rng: newRand(cfg.Seed, 3)},
-		byMember:  make(map[string]int32, cfg.Nodes),
+		byMember:  make(map[string]memberRef, cfg.Nodes),
 		workers:   runtime.GOMAXPROCS(0),
 		perWorker: minBurstPerWorker,
 	}
@@ -249,15 +286,20 @@ func New(cfg Config) (*Sim, error) {
 	s.first = cfg.Tracker.Epoch(time.Unix(1_700_000_000, 0)) + 1
 	s.start = cfg.Tracker.EpochStart(s.first)
 	s.epoch = s.first
+	late := map[int]time.Duration{}
+	for _, j := range cfg.LateJoins {
+		late[j.Node] = j.At
+	}
 	names := make([]string, cfg.Nodes)
 	boots := make([]uint64, cfg.Nodes)
 	for i := range cfg.Nodes {
 		names[i] = fmt.Sprintf("n%04d", i)
 		boots[i] = splitmix64(cfg.Seed^uint64(i)<<20) | 1 // never 0: Membership skips boot 0
 		member := cluster.MemberName(names[i], boots[i])
-		s.members = append(s.members, member)
-		s.memberList = append(s.memberList, cluster.Member{Name: names[i], Member: member, BootID: boots[i], State: cluster.StateAlive})
-		s.byMember[member] = int32(i)
+		s.byMember[member] = memberRef{node: int32(i)}
+		if _, ok := late[i]; !ok {
+			s.memberList = append(s.memberList, cluster.Member{Name: names[i], Member: member, BootID: boots[i], State: cluster.StateAlive})
+		}
 	}
 	s.table = newBatchTable(cfg.Tracker, names, boots)
 	s.v2 = cfg.Gossip.Protocol >= cluster.ProtocolV2
@@ -272,42 +314,25 @@ func New(cfg Config) (*Sim, error) {
 			s.memberList[i].Level = cluster.CurrentLevel
 		}
 	}
-	fc := cfg.Fleet
-	fc.Tracker = cfg.Tracker
-	fc.MaxOrigins = max(fc.MaxOrigins, min(2*cfg.Nodes, 4096))
+	s.fleetCfg = cfg.Fleet
+	s.fleetCfg.Tracker = cfg.Tracker
+	s.fleetCfg.MaxOrigins = max(s.fleetCfg.MaxOrigins, min(2*cfg.Nodes, 4096))
 	for i := range cfg.Nodes {
-		n := &simNode{name: names[i], boot: boots[i], member: s.members[i]}
+		n := &simNode{name: names[i], boot: boots[i], member: cluster.MemberName(names[i], boots[i])}
 		s.nodes = append(s.nodes, n)
-		if i < cfg.Observers {
-			var err error
-			if n.tr, err = tracker.New[string](cfg.Tracker); err != nil {
-				return nil, err
+		if at, ok := late[i]; ok {
+			n.dead = true
+			if s.aggTable != nil {
+				s.aggTable.kill(int32(i), 0)
 			}
-			fc.Self = n.name
-			if n.fleet, err = tracker.NewFleet(fc, n.tr); err != nil {
-				return nil, err
-			}
-			n.store = n.fleet
-		} else {
-			n.light = newSharedStore(s.table, int32(i))
-			n.store = n.light
+			s.At(at, func(time.Time) { s.up(i) })
 		}
-		n.store.SetLiveMembers(cfg.Nodes)
-		if s.v2 {
-			var err error
-			oc := fc
-			oc.Self = n.name
-			if n.owned, err = tracker.NewOwned(oc); err != nil {
-				return nil, err
-			}
-			if n.fleet != nil {
-				n.aggs = n.fleet
-			} else {
-				n.lightAggs = newLightAggs(s.aggTable, cfg.Tracker)
-				n.aggs = n.lightAggs
-			}
+	}
+	for i, n := range s.nodes {
+		if n.dead {
+			continue
 		}
-		if err := s.newShell(i, n.store); err != nil {
+		if err := s.boot(i, len(s.memberList)); err != nil {
 			return nil, err
 		}
 	}
@@ -323,6 +348,46 @@ func New(cfg Config) (*Sim, error) {
 	s.q.push(event{at: 0, kind: evEpoch, epoch: s.first})
 	s.startShells()
 	return s, nil
+}
+
+// boot gives node i's current boot empty stores (a tracker and fleet view
+// for an observer, else a shared store; owned records and aggregates under
+// protocol v2) and a new Protocol with the member list, at now; live is
+// the number of members alive.
+func (s *Sim) boot(i, live int) error {
+	n := s.nodes[i]
+	n.tr, n.fleet, n.light, n.owned, n.aggs, n.lightAggs = nil, nil, nil, nil, nil, nil
+	fc := s.fleetCfg
+	if i < s.cfg.Observers {
+		var err error
+		if n.tr, err = tracker.New[string](s.cfg.Tracker); err != nil {
+			return err
+		}
+		fc.Self = n.name
+		if n.fleet, err = tracker.NewFleet(fc, n.tr); err != nil {
+			return err
+		}
+		n.store = n.fleet
+	} else {
+		n.light = newSharedStore(s.table, int32(i))
+		n.store = n.light
+	}
+	n.store.SetLiveMembers(live)
+	if s.v2 {
+		var err error
+		oc := fc
+		oc.Self = n.name
+		if n.owned, err = tracker.NewOwned(oc); err != nil {
+			return err
+		}
+		if n.fleet != nil {
+			n.aggs = n.fleet
+		} else {
+			n.lightAggs = newLightAggs(s.aggTable, s.cfg.Tracker)
+			n.aggs = n.lightAggs
+		}
+	}
+	return s.newShell(i, n.store)
 }
 
 // Now returns the simulated time.
@@ -373,10 +438,10 @@ func (s *Sim) Run(until time.Duration) error {
 			if s.lookahead > 0 {
 				s.receiveBurst(ev, until)
 			} else {
-				s.receive(ev.to, ev.payload)
+				s.receive(&ev)
 			}
 		case evSent:
-			s.sent(ev.from, ev.to)
+			s.sent(&ev)
 		case evTick:
 			s.tick(ev.to, ev.at)
 		case evEpoch:
@@ -514,7 +579,7 @@ func (s *Sim) startEpoch(e int64) {
 		if n.owned != nil {
 			n.owned.Advance(now)
 		}
-		if n.tr != nil && s.cfg.Workload != nil {
+		if n.tr != nil && !n.dead && s.cfg.Workload != nil && s.now >= n.upAt {
 			s.cfg.Workload.Samples(i, e, func(dest string, ms uint64) { n.tr.RecordMillis(dest, ms, now) })
 		}
 	}
@@ -611,7 +676,13 @@ func (s *Sim) addUnion(n *simNode, e int64, dests []tracker.DestCounts) {
 // unionView returns the exact union of every origin's sealed counts of
 // dest over the view of epoch E, [E−N+1, E−1] (nil when empty): v1's
 // fleet view, with every batch arrived.
-func (s *Sim) unionView(dest string, e int64) []uint64 {
+func (s *Sim) unionView(dest string, e int64) []uint64 { return s.unionViewOf(dest, e, false) }
+
+// unionViewOf is unionView; early (protocol v2) also leaves out the boots
+// excluded during epoch E itself, as the aggregates of E−1 published after
+// the exclusion do (the first owner's publish missed, its failover after):
+// in the epoch of an exclusion either union is an exact merge.
+func (s *Sim) unionViewOf(dest string, e int64, early bool) []uint64 {
 	var out []uint64
 	for ep := e - int64(s.n) + 1; ep <= e-1; ep++ {
 		u := s.union[aggSlot{dest, ep}]
@@ -624,10 +695,11 @@ func (s *Sim) unionView(dest string, e int64) []uint64 {
 		for i, c := range u {
 			out[i] += c
 		}
-		// A member listed dead leaves the views with the first aggregates
-		// published after (v1 excludes its batches at once).
+		// A boot listed dead (or replaced by the next) leaves the views
+		// with the first aggregates published after (v1 excludes its
+		// batches at once).
 		for _, d := range s.perOrigin {
-			if e <= d.since {
+			if e < d.since || e == d.since && !early || ep > d.upto {
 				continue
 			}
 			for _, b := range s.nodes[d.node].sealed[aggSlot{dest, ep}] {
@@ -638,14 +710,17 @@ func (s *Sim) unionView(dest string, e int64) []uint64 {
 	return out
 }
 
-// deadOrigin is a node listed dead in epoch since.
+// deadOrigin is a boot of node that the others no longer count from
+// epoch since on (listed dead, or replaced by its next boot): its sealed
+// counts of epochs up to upto (the boot's last) leave the exact union.
 type deadOrigin struct {
-	node  int32
-	since int64
+	node        int32
+	since, upto int64
 }
 
-// TrackKills makes the exact union leave out the nodes Kill kills, from
-// when the others list them dead: call it before Run.
+// TrackKills makes the exact union leave out the boots Kill kills, from
+// when the others list them dead or see their next boot (Restart): call it
+// before Run.
 func (s *Sim) TrackKills() {
 	if s.perOrigin == nil {
 		s.perOrigin = []deadOrigin{}
@@ -660,26 +735,102 @@ func (s *Sim) Kill(i int, detect time.Duration) {
 		return
 	}
 	n.dead = true
+	n.killedIn = s.cfg.Tracker.Epoch(s.Now())
 	n.sh.peers, n.sh.ready, n.sh.queued = map[int32]*peerQueue{}, nil, 0
 	if s.aggTable != nil {
 		s.aggTable.kill(int32(i), s.now)
 	}
-	s.At(s.now+detect, func(now time.Time) {
-		s.memberList[i].State = cluster.StateDead
-		if s.perOrigin != nil {
-			s.perOrigin = append(s.perOrigin, deadOrigin{int32(i), s.cfg.Tracker.Epoch(now)})
+	member, gen := n.member, n.gen
+	s.At(s.now+detect, func(time.Time) {
+		for k := range s.memberList {
+			if s.memberList[k].Member == member {
+				s.memberList[k].State = cluster.StateDead
+			}
 		}
-		for j, m := range s.nodes {
-			if m.dead {
-				continue
-			}
-			m.sh.proto.SetMembers(s.memberList, now)
-			if m.store != nil {
-				m.store.SetLiveMembers(s.alive())
-			}
-			s.schedule(int32(j))
+		s.exclude(i, gen)
+		s.membersChanged(-1)
+	})
+}
+
+// Restart starts node i, which Kill stopped, again now: the same peer
+// name with a new boot ID, empty stores (a new tracker and fleet view for
+// an observer, else a new shared store) and a new Protocol, as a process
+// restarted on its host. Every member up lists the new boot alive at once
+// (a join's push/pull takes milliseconds) and the old boot as it was: dead
+// after Kill's detection delay, until then alive, though its messages go
+// nowhere. Messages still on their way to the old boot are lost.
+func (s *Sim) Restart(i int) {
+	n := s.nodes[i]
+	if !n.dead || n.sh.proto == nil {
+		s.fail(fmt.Errorf("sim: Restart of node %s, which is not a killed node", n.name))
+		return
+	}
+	// The old boot's holdings leave the batches' holder counts.
+	s.table.each(func(sb *sharedBatch) {
+		if _, ok := n.store.Lookup(sb.b.Key); ok {
+			sb.holders--
 		}
 	})
+	s.exclude(i, n.gen) // its next boot replaces it in the views
+	n.gen++
+	n.boot = splitmix64(s.cfg.Seed^uint64(i)<<20^uint64(n.gen)<<44) | 1
+	n.member = cluster.MemberName(n.name, n.boot)
+	s.table.reboot(int32(i), n.boot)
+	s.up(i)
+}
+
+// up starts node i's current boot now (a late join, or Restart): listed
+// alive by every member up, empty stores, a new Protocol.
+func (s *Sim) up(i int) {
+	n := s.nodes[i]
+	n.dead, n.upAt = false, s.now
+	s.byMember[n.member] = memberRef{node: int32(i), gen: n.gen}
+	m := cluster.Member{Name: n.name, Member: n.member, BootID: n.boot, State: cluster.StateAlive, Since: s.Now()}
+	if s.v2 {
+		m.Level = cluster.CurrentLevel
+	}
+	s.memberList = append(s.memberList, m)
+	if s.aggTable != nil {
+		s.aggTable.revive(int32(i))
+	}
+	if err := s.boot(i, s.alive()); err != nil {
+		s.fail(err)
+		return
+	}
+	s.membersChanged(int32(i))
+	s.schedule(int32(i))
+}
+
+// membersChanged gives every member up but skip the member list again,
+// and its store the number alive.
+func (s *Sim) membersChanged(skip int32) {
+	now := s.Now()
+	for j, m := range s.nodes {
+		if m.dead || int32(j) == skip {
+			continue
+		}
+		m.sh.proto.SetMembers(s.memberList, now)
+		if m.store != nil {
+			m.store.SetLiveMembers(s.alive())
+		}
+		s.schedule(int32(j))
+	}
+}
+
+// exclude takes node i's boot gen out of the exact union from now on, once
+// (after TrackKills). Protocol v1 drops its batches from the views at once,
+// v2 from the first aggregates published after.
+func (s *Sim) exclude(i int, gen uint32) {
+	n := s.nodes[i]
+	if s.perOrigin == nil || gen < n.excluded {
+		return
+	}
+	n.excluded = gen + 1
+	since := s.cfg.Tracker.Epoch(s.Now())
+	if !s.v2 {
+		since--
+	}
+	s.perOrigin = append(s.perOrigin, deadOrigin{node: int32(i), since: since, upto: n.killedIn})
 }
 
 // alive is the number of nodes not killed.

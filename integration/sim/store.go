@@ -39,6 +39,7 @@ type batchTable struct {
 	slots  [][maxParts]*sharedBatch // [slot*nodes+origin][part]
 	index  map[string]int32         // origin name → node
 	boots  []uint64                 // node → boot ID
+	old    map[int32][]uint64       // node → the boot IDs it had before a restart
 }
 
 func newBatchTable(trk tracker.Config, names []string, boots []uint64) *batchTable {
@@ -64,10 +65,21 @@ func (t *batchTable) slot(e int64) int {
 }
 
 // origin returns the node that k names, or false for an unknown origin or
-// boot.
+// boot (the node's current one, or one it had before a restart).
 func (t *batchTable) origin(k tracker.BatchKey) (int32, bool) {
 	o, ok := t.index[k.Origin]
-	return o, ok && t.boots[o] == k.Boot
+	return o, ok && (t.boots[o] == k.Boot || slices.Contains(t.old[o], k.Boot))
+}
+
+// reboot makes boot node o's current boot. A node's boots seal disjoint
+// epochs (a boot seals only those that start after it did), so their
+// batches share the node's slots.
+func (t *batchTable) reboot(o int32, boot uint64) {
+	if t.old == nil {
+		t.old = map[int32][]uint64{}
+	}
+	t.old[o] = append(t.old[o], t.boots[o])
+	t.boots[o] = boot
 }
 
 // bit is the index of k's part in a node's held set, and the entry for it;
@@ -79,7 +91,7 @@ func (t *batchTable) bit(k tracker.BatchKey) (int, *sharedBatch, bool) {
 	}
 	i := t.slot(k.Epoch)*t.nodes + int(o)
 	sb := t.slots[i][k.Part]
-	if sb != nil && sb.b.Key.Epoch != k.Epoch {
+	if sb != nil && (sb.b.Key.Epoch != k.Epoch || sb.b.Key.Boot != k.Boot) {
 		sb = nil // cannot happen while slots are cleared on time
 	}
 	return i*maxParts + int(k.Part), sb, true
