@@ -22,7 +22,15 @@
 // asks for, and per-member send queues served by a few workers, with each
 // SendReliable a connect and a payload on the simulated network. A member
 // can be killed (Sim.Kill, ScaleConfig.KillOwners), and the others list it
-// dead after a detection delay; none restarts, joins late or partitions.
+// dead after a detection delay. A killed member can restart (Sim.Restart):
+// it comes back under the same name with a new boot ID, empty stores (a
+// new tracker and fleet view, or a new shared store) and a new Protocol;
+// every member up lists the new boot alive at once, and the old one dead
+// after the detection delay (still alive before, if the restart is
+// quicker). A member can join late (Config.LateJoins): it starts at its
+// time as a restarted one does. Messages on their way to a boot that is
+// gone are lost, and a boot records only the epochs that start after it
+// did. Members never partition.
 //
 // To fit 1000 nodes in memory, only observers (Config.Observers) run a real
 // Tracker and have a real tracker.Fleet as their cluster.Store. Every other
@@ -37,6 +45,12 @@
 // RunScale measures convergence (seal until every node holds the batch),
 // bandwidth per node, memory per node, and the error of the fleet's and one
 // node's P99.99 against the exact quantile of known distributions (Dist).
+// RunChurn restarts an owner (back before or after the others list it
+// dead) or joins a member late, and measures how long until every other
+// observer's view of the destinations it owns, and its own view of every
+// destination, is again the exact merge of what the origins sealed, in
+// every epoch to the end, and what its own view holds after 1 s and in
+// the next two epochs.
 // RunDecision compares timeout policies side by side in one run (fixed,
 // local adaptive, fleet adaptive with and without the local guard, and the
 // failure-aware rule with shadow and with caller probes, which is each
@@ -46,8 +60,8 @@
 // and a tight start. RunHedge compares hedging policies on replicas that
 // stall (no hedging, fixed delays, per-client quantiles, and node.DoHedged's
 // rule through its pure parts in package timeout) as time to a successful
-// answer. ScaleTable, DecisionTable, FailureTable and HedgeTable format the
-// results as markdown.
+// answer. ScaleTable, ChurnTable, DecisionTable, FailureTable and
+// HedgeTable format the results as markdown.
 //
 // # Time, randomness and concurrency
 //
