@@ -900,3 +900,78 @@ func TestEvictionKeepsSteadyDestinations(t *testing.T) {
 	require.Equal(t, Stats(tr), Stats(st))
 	require.Equal(t, TrackerStats{Destinations: 200, DestinationsEvicted: uint64(junk + reals - 200)}, Stats(tr))
 }
+
+// TestEvictionComparesSixteenCandidates pins how many destinations an
+// eviction compares: the 16 least recently recorded (Config.MaxDestinations).
+// Counts are per destination in recency order, least recent first; a new
+// destination then evicts the one named.
+func TestEvictionComparesSixteenCandidates(t *testing.T) {
+	twos := func(n int, rest ...uint64) []uint64 {
+		out := make([]uint64, n)
+		for i := range out {
+			out[i] = 2
+		}
+		return append(out, rest...)
+	}
+	for _, tc := range []struct {
+		name    string
+		counts  []uint64
+		evicted int
+	}{
+		// The 16th least recent has the fewest samples: it goes, not the
+		// least recent.
+		{"fewest is the 16th", twos(15, 1, 1, 1, 1, 1), 15},
+		// The 17th has fewer, but it is not a candidate: among the 16, all
+		// equal, the least recent goes.
+		{"fewest is the 17th", twos(16, 1, 1, 1, 1), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newT(t, func(c *Config) { c.MaxDestinations = len(tc.counts); c.MinSamples = 1 })
+			st, err := NewSync[string](tr.Config())
+			require.NoError(t, err)
+			name := func(i int) string { return fmt.Sprintf("d%02d", i) }
+			for i, n := range tc.counts {
+				for range n {
+					tr.RecordMillis(name(i), 1, at(0))
+					st.RecordMillis(name(i), 1, at(0))
+				}
+			}
+			tr.RecordMillis("new", 1, at(0))
+			st.RecordMillis("new", 1, at(0))
+			for i, n := range tc.counts {
+				if i == tc.evicted {
+					n = 0
+				}
+				require.Equal(t, n, tr.Samples(name(i), at(0)), "Tracker, %s", name(i))
+				require.Equal(t, n, st.Samples(name(i), at(0)), "SyncTracker, %s", name(i))
+			}
+			require.Equal(t, uint64(1), Stats(tr).DestinationsEvicted)
+			require.Equal(t, Stats(tr), Stats(st))
+		})
+	}
+}
+
+// TestRecordSaturatesBucket fills one bucket of the current sub-window to
+// one below its limit (2^32−1, the wire format's count): the next sample
+// still counts, those after it are dropped, and a timed-out one dropped so
+// is not counted as censored either (C stays <= H).
+func TestRecordSaturatesBucket(t *testing.T) {
+	tr := newT(t, func(c *Config) { c.MinSamples = 1 })
+	tr.RecordMillis("a", 5, at(0))
+	en, i := tr.dests["a"], tr.s.index(5)
+	const fill = math.MaxUint32 - 2 // the bucket then holds 2^32−2
+	en.cur[i] += fill
+	en.curN += fill
+	en.sum.add(i, fill)
+	tr.RecordMillis("a", 5, at(0))
+	require.Equal(t, uint32(math.MaxUint32), en.cur[i])
+	require.Equal(t, uint64(math.MaxUint32), tr.Samples("a", at(0)))
+	tr.RecordMillis("a", 5, at(0))
+	tr.RecordTimeoutMillis("a", 5, at(0))
+	require.Equal(t, uint64(math.MaxUint32), tr.Samples("a", at(0)))
+	e, err := LocalEstimate(tr, "a", 0.5, at(0))
+	require.NoError(t, err)
+	require.Equal(t, uint64(math.MaxUint32), e.LocalSamples)
+	require.Zero(t, e.LocalCensored, "a dropped timeout is not censored")
+	require.Nil(t, en.censored())
+}
