@@ -595,6 +595,34 @@ func TestShareCapLevelClamped(t *testing.T) {
 	}
 }
 
+// TestShareCapGates pins when the share cap bites at all: 4 peers or more,
+// and the largest holding more than the share (exactly the share is not
+// capped).
+func TestShareCapGates(t *testing.T) {
+	for _, tc := range []struct {
+		ns   []uint64
+		k    int
+		t    uint64
+		bite bool
+	}{
+		{ns: []uint64{90, 5, 5}},       // three peers: never
+		{ns: []uint64{25, 25, 25, 25}}, // the largest holds exactly the share
+		{[]uint64{70, 10, 10, 10}, 1, 10, true},
+		{[]uint64{26, 25, 25, 24}, 3, 24, true}, // three capped to 24: each a quarter of 96
+	} {
+		pcs := make([]peerCount, len(tc.ns))
+		for i, n := range tc.ns {
+			pcs[i] = peerCount{&fleetPeer{name: fmt.Sprint(i)}, n}
+		}
+		k, tt, ok := shareCap(pcs, 0.25)
+		require.Equal(t, tc.bite, ok, "%v", tc.ns)
+		if ok {
+			require.Equal(t, tc.k, k, "%v", tc.ns)
+			require.Equal(t, tc.t, tt, "%v", tc.ns)
+		}
+	}
+}
+
 // TestFleetNodesConverge simulates nodes that each receive every batch, in
 // their own order at their own times, and requires every fleet view to be
 // bucket-for-bucket the exact union (and the capped union when one origin

@@ -153,6 +153,11 @@ func TestAggregateMaxBy(t *testing.T) {
 	old := large
 	old.Epoch = testE - 4
 	require.Equal(t, InsertTooOld, f.InsertAggregate(old, now))
+	for ep, want := range map[int64]InsertOutcome{testE - 3: InsertNew, testE + 1: InsertNew, testE + 2: InsertTooNew} {
+		a := large
+		a.Epoch = ep
+		require.Equal(t, want, f.InsertAggregate(a, now), "epoch E%+d: accepted in [E−3, E+1]", ep-testE)
+	}
 	bad := large
 	bad.Total++
 	require.Equal(t, InsertMalformed, f.InsertAggregate(bad, now))
@@ -173,6 +178,32 @@ func TestAggregateMaxBy(t *testing.T) {
 	require.Equal(t, 1, f.Stats().Aggregates, "E−1 of then is E−3 now: still held")
 	f.Advance(fleetAt(c, testE+3, 0))
 	require.Zero(t, f.Stats().Aggregates)
+}
+
+// TestAggregateBounds: a Fleet holds aggregates of at most MaxDestinations
+// destinations (a further one is refused, one already held is not), and its
+// digests cover the epochs [E−2, E].
+func TestAggregateBounds(t *testing.T) {
+	c := testFleetConfig()
+	c.MaxDestinations = 2
+	now := fleetAt(c, testE, 3000)
+	f := newTestFleet(t, c, nil)
+	mk := func(dest string, ep int64) Aggregate {
+		a := Aggregate{Dest: dest, Epoch: ep, Layout: c.Tracker.Layout(), Peers: 1, Newest: ep,
+			Coverage: Coverage{Records: 1, Hash: 1}, Buckets: []Bucket{{Index: 10, Count: 1}}, Total: 1}
+		addSquare(&a.SquareSum, a.Total)
+		return a
+	}
+	require.Equal(t, InsertNew, f.InsertAggregate(mk("a", testE-2), now))
+	require.Equal(t, InsertNew, f.InsertAggregate(mk("b", testE), now))
+	require.Equal(t, InsertTooLarge, f.InsertAggregate(mk("c", testE-1), now))
+	require.Equal(t, InsertNew, f.InsertAggregate(mk("a", testE-1), now), "a held destination, another epoch")
+	require.Equal(t, []string{"a", "b"}, f.AggregateDestinations(now))
+	var epochs []int64
+	for _, g := range f.AggregateDigests(now) {
+		epochs = append(epochs, g.Epoch)
+	}
+	require.Equal(t, []int64{testE - 2, testE - 1, testE}, epochs)
 }
 
 // TestFleetStatsCountAggregates: a destination with a fleet view from

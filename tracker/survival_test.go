@@ -271,6 +271,8 @@ func TestFleetMedian(t *testing.T) {
 	require.Equal(t, Survival{Millis: 10, Samples: 50}, f.Survival("y", SourceFleet, 0.95, now))
 	require.Equal(t, Survival{Millis: 5, Samples: 50}, f.Survival("y", SourceFleet, 0.6, now), "censoring unknown: the plain quantile")
 	require.Equal(t, Survival{}, f.Survival("x", SourceFleet, 0, now))
+	require.Equal(t, Survival{Millis: 10, Samples: 50}, f.Survival("y", SourceFleet, 1, now), "q = 1 is in (0, 1]")
+	require.Equal(t, Survival{}, f.Survival("y", SourceFleet, 1.5, now))
 
 	for range 3 {
 		local.Record("x", 40*time.Millisecond, now)
