@@ -591,6 +591,65 @@ func TestPublishedInputWithdrawn(t *testing.T) {
 	}
 }
 
+// TestPublishedInputWithdrawnByClaim: when estimates at further quantiles
+// replace the cache slot whose decision input is published, the input is
+// withdrawn with it; the records that follow, which the new slot's view
+// survives, can then never leave the old quantile's published input stale.
+func TestPublishedInputWithdrawnByClaim(t *testing.T) {
+	c := testFleetConfig()
+	local, err := NewSync[string](c.Tracker)
+	require.NoError(t, err)
+	f := newTestFleet(t, c, local)
+	now := fleetAt(c, testE, 100)
+	for range 10 {
+		local.RecordMillis("a", 10, now)
+	}
+	check := func(what string) {
+		t.Helper()
+		want, err := f.EstimateUncached("a", 0.5, now)
+		require.NoError(t, err)
+		var in DecisionInput
+		require.NoError(t, f.DecisionInput(&in, "a", 0.5, now))
+		require.Equal(t, want.Input(), in, what)
+	}
+	check("filled")
+	check("published")
+	var pin DecisionInput
+	require.True(t, local.published(&pin, "a", 0.5, now, f.ver.Load(), f.minSamples()))
+	for _, q := range []float64{0.9, 0.99, 0.999, 0.999} { // 0.999 replaces 0.5's slot, then holds a view
+		_, err := f.Estimate("a", q, now)
+		require.NoError(t, err)
+	}
+	require.False(t, local.published(&pin, "a", 0.5, now, f.ver.Load(), f.minSamples()), "withdrawn with its slot")
+	for range 11 { // below 0.999's bucket: its view holds; the median moves to 1 ms
+		local.RecordMillis("a", 1, now)
+	}
+	require.NotNil(t, localSlot(local, "a", 0.999), "the new slot's view survived the records")
+	check("after the records")
+}
+
+// TestViewPosFitSafe checks the room fit finds against its contract on
+// random views: after room more samples below Q's bucket, Q's rank still
+// lies above them (rank(q, n+k) − k never grows with k, so k = room is the
+// one to check); and fit finds room on most views that have any.
+func TestViewPosFitSafe(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	some := 0
+	for range 100_000 {
+		n := 1 + r.Uint64N(300)
+		q := []float64{0.5, 0.25, 0.75, 0.9, 0.99, 0.999}[r.IntN(6)]
+		rk := rank(q, n)
+		below := r.Uint64N(rk) // Q's bucket holds the rank: below < rk <= below+at
+		p := viewPos{qi: 5, mi: 9, low: 5, below: below, at: rk - below + r.Uint64N(n-rk+1), minSamples: 1}
+		p.fit(q, n)
+		if p.room > 0 {
+			some++
+			require.Greater(t, rank(q, n+p.room), below+p.room, "q %v n %d below %d room %d", q, n, below, p.room)
+		}
+	}
+	require.Greater(t, some, 50_000)
+}
+
 // TestPubKeyDigest: a published cell answers for exactly the name it was
 // made for. Names of up to 16 bytes are compared by their digests alone,
 // so the digest must tell every two of them apart: pairs of names of

@@ -94,6 +94,23 @@ func TestEstimateFailingJSON(t *testing.T) {
 	js, err = json.Marshal(e)
 	require.NoError(t, err)
 	require.Contains(t, string(js), `"failing":true`)
+
+	// The decision input alone says the same.
+	in := e.Input()
+	require.True(t, in.Failing)
+	_, ok = in.Value()
+	require.False(t, ok, "failing: no value")
+	in.Failing = false
+	v, ok = in.Value()
+	require.True(t, ok)
+	require.Equal(t, uint64(100), v)
+
+	// No view trusted: no value and no M in the JSON, whatever the fields hold.
+	e.Source = SourceNone
+	js, err = json.Marshal(e)
+	require.NoError(t, err)
+	require.Contains(t, string(js), `"value_ms":null`)
+	require.Contains(t, string(js), `"max_completed_ms":null`)
 }
 
 // TestSinceMillis checks the staleness arithmetic against time.Time.Sub.
@@ -102,8 +119,20 @@ func TestSinceMillis(t *testing.T) {
 	for _, now := range []time.Time{
 		time.UnixMilli(end), time.UnixMilli(end).Add(1500 * time.Microsecond), time.UnixMilli(end + 7500),
 		time.UnixMilli(end).Add(-time.Nanosecond), time.UnixMilli(end - 9000), time.UnixMilli(end).Add(123456789),
+		time.UnixMilli(end).Add(500 * time.Microsecond), // within end's millisecond
 	} {
 		require.Equal(t, max(now.Sub(time.UnixMilli(end)), 0), sinceMillis(now, end), "%v", now)
+	}
+	// At the edge of saturation: below it the exact difference, from the
+	// largest whole number of milliseconds a Duration holds (which with a
+	// sub-millisecond part may not fit) the maximum, never a wrapped value.
+	const edge = math.MaxInt64 / int64(time.Millisecond)
+	for _, frac := range []time.Duration{0, 775 * time.Microsecond, 999999} {
+		now := time.UnixMilli(end).Add(frac)
+		require.Equal(t, now.Sub(time.UnixMilli(end-(edge-1))), sinceMillis(now, end-(edge-1)), "%v", frac)
+		for _, d := range []int64{edge, edge + 1} {
+			require.Equal(t, time.Duration(math.MaxInt64), sinceMillis(now, end-d), "%d ms and %v", d, frac)
+		}
 	}
 	require.Equal(t, time.Duration(math.MaxInt64), sinceMillis(time.UnixMilli(math.MaxInt64), math.MinInt64/2))
 	require.Zero(t, sinceMillis(time.UnixMilli(0), math.MaxInt64))
