@@ -310,6 +310,21 @@ func TestDetector(t *testing.T) {
 		}, rec.take())
 	})
 
+	t.Run("the count saturates", func(t *testing.T) {
+		d, _, _ := newTestDecider(t, c, map[string]tracker.Estimate{})
+		d.Record("db", Failed, 0, t0)
+		d.mu.Lock()
+		h := d.dests["db"]
+		h.fails = 1<<31 - 1 // as after that many failures in a row
+		d.dests["db"] = h
+		d.mu.Unlock()
+		for range 2 {
+			d.Record("db", Failed, 0, t0)
+		}
+		require.Equal(t, uint32(1<<31), d.dests["db"].fails)
+		require.True(t, d.Failing("db"))
+	})
+
 	t.Run("failing sets the attempt and the reason", func(t *testing.T) {
 		d, _, _ := newTestDecider(t, c, map[string]tracker.Estimate{"db": est(700, 700)})
 		for range FailingAfter {
@@ -385,7 +400,7 @@ func TestProbeLimits(t *testing.T) {
 	require.True(t, d.Probe(&f, later.Add(f.Timeout)))
 	ended := later.Add(f.ProbeTimeout)
 	d.Observe(f, TimedOut, f.ProbeTimeout, ended)
-	resume := ended.Add(ProbePause * f.ProbeTimeout) // 8 s later: beyond the next sub-window
+	resume := ended.Add(8 * time.Second) // ProbePause·P = 2·4 s: beyond the next sub-window
 	for _, at := range []time.Time{ended.Add(sw), resume.Add(-time.Millisecond)} {
 		g := d.Decide("db", 1, at)
 		require.Zero(t, g.ProbeTimeout, "paused at %v", at.Sub(ended))
@@ -396,6 +411,73 @@ func TestProbeLimits(t *testing.T) {
 	g := d.Decide("db", 1, resume)
 	require.Equal(t, 4*time.Second, g.ProbeTimeout)
 	require.True(t, d.Probe(&g, resume))
+}
+
+// TestProbeOfDecidingDestinationOnly pins the probe a verdict offers when
+// the deciding destination's probe is refused by the bookkeeping (one in
+// flight): none, even though another destination's probe is due; only when
+// the fallback decides is the first destination with a probe due offered.
+// And Probe refuses an attempt whose probe timeout is not beyond its
+// timeout, as the rule never offers one.
+func TestProbeOfDecidingDestinationOnly(t *testing.T) {
+	start := grid.EpochStart(grid.Epoch(t0) + 1)
+	d, _, _ := newTestDecider(t, DefaultConfig(), map[string]tracker.Estimate{
+		"a": est(2000, 700), // own timeout 1.4 s, probe 4 s
+		"b": est(5000, 300), // own timeout 0.6 s, probe 10 s
+	})
+	v := d.Explain([]string{"a", "b"}, 2, 1, start, nil)
+	require.Equal(t, 0, v.DecidedBy)
+	require.Equal(t, 0, v.Probe)
+	require.Equal(t, 4*time.Second, v.ProbeTimeout)
+
+	a := d.Decide("a", 1, start)
+	require.True(t, d.Probe(&a, start.Add(a.Timeout)))
+	v = d.Explain([]string{"a", "b"}, 2, 1, start.Add(time.Second), nil)
+	require.Equal(t, 0, v.DecidedBy, "a still decides")
+	require.Equal(t, -1, v.Probe, "a's probe is in flight, and only the deciding destination's counts")
+	require.Zero(t, v.ProbeTimeout)
+
+	b := d.Decide("b", 1, start)
+	require.Equal(t, 10*time.Second, b.ProbeTimeout)
+	b.ProbeTimeout = b.Timeout
+	require.False(t, d.Probe(&b, start.Add(b.Timeout)), "a probe timeout equal to the timeout is no probe")
+	require.False(t, b.Probe)
+	require.Equal(t, uint64(1), d.Stats().ProbesStarted)
+}
+
+// TestProbePauseKeptByShorterOne: a probe that ends inside the pause of an
+// earlier one (it was started on a clock stepped back before that pause)
+// and whose own pause would end sooner leaves the longer pause in place.
+func TestProbePauseKeptByShorterOne(t *testing.T) {
+	start := grid.EpochStart(grid.Epoch(t0) + 1)
+	d, src, _ := newTestDecider(t, DefaultConfig(), map[string]tracker.Estimate{"db": est(2000, 700)})
+	a := d.Decide("db", 1, start)
+	require.Equal(t, 4*time.Second, a.ProbeTimeout)
+	require.True(t, d.Probe(&a, start.Add(a.Timeout)))
+	d.Observe(a, TimedOut, a.ProbeTimeout, start.Add(a.ProbeTimeout)) // paused in [start+4 s, start+12 s)
+
+	src.set("db", est(1000, 300))       // probes of 2 s from now on
+	back := start.Add(-3 * time.Second) // the previous sub-window, before the pause
+	b := d.Decide("db", 1, back)
+	require.Equal(t, 2*time.Second, b.ProbeTimeout)
+	require.True(t, d.Probe(&b, back))
+	d.Observe(b, TimedOut, b.ProbeTimeout, start.Add(5*time.Second)) // its own pause would end at start+9 s
+
+	at := start.Add(10 * time.Second) // the next sub-window
+	require.Equal(t, grid.Epoch(start)+1, grid.Epoch(at))
+	require.Zero(t, d.Decide("db", 1, at).ProbeTimeout, "still in the first pause")
+	require.Equal(t, 2*time.Second, d.Decide("db", 1, start.Add(12*time.Second)).ProbeTimeout, "due once it is over")
+
+	// An hour back, before both pauses: a probe is due at once, and its own
+	// timeout pauses the probes that follow on the new time line.
+	src.set("db", est(2000, 700))
+	back = start.Add(-time.Hour)
+	c := d.Decide("db", 1, back)
+	require.Equal(t, 4*time.Second, c.ProbeTimeout)
+	require.True(t, d.Probe(&c, back.Add(time.Second)))
+	d.Observe(c, TimedOut, c.ProbeTimeout, back.Add(5*time.Second)) // paused until back+13 s
+	require.Zero(t, d.Decide("db", 1, back.Add(7*time.Second)).ProbeTimeout, "paused, in the next sub-window")
+	require.Equal(t, 4*time.Second, d.Decide("db", 1, back.Add(13*time.Second)).ProbeTimeout)
 }
 
 // TestProbesDoubleOnATracker runs NewPolicy on a real tracker against a
@@ -471,6 +553,39 @@ func TestDeciderMemory(t *testing.T) {
 	require.Greater(t, s.Evicted, uint64(4000))
 	d.Observe(a, Completed, time.Second, t0)
 	require.Equal(t, OutcomeCounts{Completed: 1}, d.Stats().ProbesEnded)
+}
+
+// TestDeciderEvictsLeastRecentlyUsed pins how the cap makes room: with
+// every entry holding a failure count, a new one evicts the least
+// recently used down to seven eighths of the cap (two of 16 here), and
+// Stats counts the failing ones.
+func TestDeciderEvictsLeastRecentlyUsed(t *testing.T) {
+	tc := tracker.DefaultConfig()
+	tc.MaxDestinations = 16
+	d, err := NewDecider(DefaultConfig(), tc, newFakeEstimates(map[string]tracker.Estimate{}), &fakeLearner{})
+	require.NoError(t, err)
+	name := func(i int) string { return fmt.Sprintf("d%02d", i) }
+	for i := range 16 {
+		d.Record(name(i), Failed, 0, t0)
+	}
+	for range FailingAfter - 1 {
+		d.Record(name(0), Failed, 0, t0) // d00 failing, and now the most recently used
+	}
+	s := d.Stats()
+	require.Equal(t, 16, s.Tracked)
+	require.Equal(t, 1, s.Failing)
+	d.Record("new", Failed, 0, t0)
+	s = d.Stats()
+	require.Equal(t, 15, s.Tracked)
+	require.Equal(t, uint64(2), s.Evicted)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dest := range []string{name(1), name(2)} {
+		require.NotContains(t, d.dests, dest, "least recently used")
+	}
+	for _, dest := range []string{name(0), name(3), name(15), "new"} {
+		require.Contains(t, d.dests, dest)
+	}
 }
 
 // TestDeciderConcurrent runs decisions, probes and observations from
@@ -643,6 +758,42 @@ func TestQuickCombinesAsTheRule(t *testing.T) {
 	for _, k := range []string{"fallback, a later destination's probe", "decided, its probe", "guarded"} {
 		require.Positive(t, seen[k], "%s never combined: %v", k, seen)
 	}
+}
+
+// TestQuickRefusesFailing: over a Fleet, Quick gives no verdict for a
+// destination whose published decision input is failing (its local view
+// holds only timed-out samples), alone or with others, while it does for a
+// healthy one.
+func TestQuickRefusesFailing(t *testing.T) {
+	tc := tracker.DefaultConfig()
+	fc := tracker.DefaultFleetConfig()
+	fc.Self, fc.Tracker = "self", tc
+	local, err := tracker.NewSync[string](tc)
+	require.NoError(t, err)
+	f, err := tracker.NewFleet(fc, local)
+	require.NoError(t, err)
+	d, err := NewDecider(DefaultConfig(), tc, f, local)
+	require.NoError(t, err)
+	now := tc.EpochStart(tc.Epoch(t0)).Add(time.Second)
+	for range 5 {
+		local.RecordMillis("ok", 20, now)
+		local.RecordTimeoutMillis("dead", 500, now)
+	}
+	dests := []string{"ok", "dead"}
+	in := make([]tracker.DecisionInput, 2)
+	var v Verdict
+	for range 2 { // the first fills the estimate cache, the second publishes
+		d.ExplainTo(&v, dests, 2, 1, now, in)
+	}
+	require.False(t, in[0].Failing)
+	require.True(t, in[1].Failing)
+	q, ok := d.Quick1("ok", 1, now)
+	require.True(t, ok)
+	require.Equal(t, DefaultConfig().Backoff.Min, q.Timeout())
+	_, ok = d.Quick1("dead", 1, now)
+	require.False(t, ok, "failing: no quick verdict")
+	_, ok = d.Quick(dests, 1, now)
+	require.False(t, ok)
 }
 
 // TestDeciderSweep: state that holds nothing any more (a probe that
