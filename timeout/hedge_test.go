@@ -165,6 +165,16 @@ func TestOrderReplicas(t *testing.T) {
 	order = []int{0, 1, 2}
 	OrderReplicas(rs, order)
 	require.Equal(t, []int{2, 1, 0}, order)
+
+	// Within the failing, and within the untrusted, medians do not order:
+	// the caller's order stands.
+	failingHigh := trusted(50)
+	failingHigh.Estimate.Failing = true
+	untrustedHigh := Replica{Median: tracker.Survival{Millis: 50, Samples: 2}}
+	rs = []Replica{failingHigh, failingLow, untrustedHigh, untrusted}
+	order = []int{0, 1, 2, 3}
+	OrderReplicas(rs, order)
+	require.Equal(t, []int{2, 3, 0, 1}, order)
 }
 
 func TestHedgeView(t *testing.T) {
@@ -233,7 +243,7 @@ func TestHedgeDelayCensoringUnknown(t *testing.T) {
 func TestHedgeBudget(t *testing.T) {
 	t.Run("burst, then the share of calls", func(t *testing.T) {
 		b := NewHedgeBudget(0.05)
-		require.Equal(t, float64(HedgeBurst), b.Tokens())
+		require.Equal(t, 10.0, b.Tokens(), "HedgeBurst: a new bucket is full")
 		for range HedgeBurst {
 			require.True(t, b.Spend())
 		}
@@ -253,6 +263,15 @@ func TestHedgeBudget(t *testing.T) {
 			b.Deposit()
 		}
 		require.Equal(t, float64(HedgeBurst), b.Tokens())
+	})
+	t.Run("the share is at most MaxHedgeBudget", func(t *testing.T) {
+		b := NewHedgeBudget(0.9)
+		for range HedgeBurst {
+			require.True(t, b.Spend())
+		}
+		b.Deposit()
+		b.Deposit()
+		require.Equal(t, 1.0, b.Tokens(), "two calls deposit a token at a share of 0.5")
 	})
 	t.Run("zero or NaN: never", func(t *testing.T) {
 		for _, s := range []float64{0, -1, math.NaN()} {
@@ -282,6 +301,28 @@ func TestHedgeBudget(t *testing.T) {
 		require.LessOrEqual(t, spent, 4_000+HedgeBurst)
 		require.GreaterOrEqual(t, spent, 3_900)
 	})
+}
+
+// TestDeciderHedgeDelayRefused: a Decider offers no hedge delay for a
+// destination its detector treats as failing, nor any with a hedge budget
+// of 0, though the estimate would give one.
+func TestDeciderHedgeDelayRefused(t *testing.T) {
+	d, _, _ := newTestDecider(t, DefaultConfig(), map[string]tracker.Estimate{"db": est(2000, 700)})
+	delay, ok := d.HedgeDelay("db", t0)
+	require.True(t, ok)
+	require.Equal(t, 2001*time.Millisecond, delay)
+	for range FailingAfter {
+		d.Record("db", TimedOut, 4000, t0)
+	}
+	_, ok = d.HedgeDelay("db", t0)
+	require.False(t, ok, "failing by the detector: no hedge")
+	d.Record("db", Completed, 700, t0)
+	_, ok = d.HedgeDelay("db", t0)
+	require.True(t, ok)
+	d.SetHedgeBudget(0)
+	_, ok = d.HedgeDelay("db", t0)
+	require.False(t, ok, "budget 0: no hedge")
+	require.False(t, d.SpendHedge(t0))
 }
 
 // TestPolicyHedgeDelayCensored: the Decider NewPolicy returns hedges after
