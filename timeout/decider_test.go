@@ -445,6 +445,21 @@ func TestProbeOfDecidingDestinationOnly(t *testing.T) {
 	require.Equal(t, uint64(1), d.Stats().ProbesStarted)
 }
 
+// TestProbeEndedOtherwiseNoPause: only a probe that timed out pauses the
+// next; one that completed, failed, was superseded or canceled, however
+// late, leaves the next sub-window's probe due.
+func TestProbeEndedOtherwiseNoPause(t *testing.T) {
+	start := grid.EpochStart(grid.Epoch(t0) + 1)
+	for _, o := range []Outcome{Completed, Failed, Superseded, Canceled} {
+		d, _, _ := newTestDecider(t, DefaultConfig(), map[string]tracker.Estimate{"db": est(2000, 700)})
+		a := d.Decide("db", 1, start)
+		require.True(t, d.Probe(&a, start.Add(a.Timeout)))
+		d.Observe(a, o, 3900*time.Millisecond, start.Add(3900*time.Millisecond))
+		next := start.Add(grid.SubWindow())
+		require.Equal(t, 4*time.Second, d.Decide("db", 1, next).ProbeTimeout, "%v: due in the next sub-window", o)
+	}
+}
+
 // TestProbePauseKeptByShorterOne: a probe that ends inside the pause of an
 // earlier one (it was started on a clock stepped back before that pause)
 // and whose own pause would end sooner leaves the longer pause in place.
