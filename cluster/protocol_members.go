@@ -10,7 +10,10 @@ import "time"
 // senders are up. It brings the Store's exclusions and live-member count in
 // line at once (see applyMembership). With no peer a bulk sync becomes due,
 // armed BulkSyncDelay after peers appear; a member gone is forgotten.
-// members is not retained.
+// Each member's Since must move at its joins and deaths only (as
+// Cluster.Members has it): a member up in two lists with another Since was
+// dead or left in between, and on protocol v2 gets the window's records
+// again as an owner that restarted does. members is not retained.
 func (p *Protocol) SetMembers(members []Member, now time.Time) {
 	p.given = true
 	p.lastNow = later(p.lastNow, now)

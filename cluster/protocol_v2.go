@@ -105,10 +105,14 @@ type v2 struct {
 	// sorted: what it sends owners and can send again.
 	own    map[int64][]string
 	resend bool // send every held epoch's records to every owner
-	// restarted are the peers whose current member changed boot since the
-	// owners were last computed: an owner that restarted holds none of
-	// the window's records, though it owns what it owned (owners go by
-	// peer name), so ownersNow sends it them again.
+	// restarted are the peers whose current member changed since the
+	// owners were last computed: a new boot (a restart), or the same boot
+	// back from dead or left within one member list (its Since moved, the
+	// death never seen here). An owner that restarted holds none of the
+	// window's records, one that came back lacks those sent while it
+	// could not be reached, though both own what they owned (owners go by
+	// peer name and the death changed none here), so ownersNow sends them
+	// the window's records again.
 	restarted map[string]bool
 
 	pubEpoch              int64     // aggregate epoch of the current round
@@ -207,7 +211,7 @@ func (p *Protocol) setMembersV2(now time.Time) {
 	if !sameCurrent(cur, p.v2.current) {
 		p.v2.dirty = true
 		for name, m := range cur {
-			if was, ok := p.v2.current[name]; ok && was.Member != m.Member && name != p.cfg.Name {
+			if was, ok := p.v2.current[name]; ok && !sameMember(was, m) && name != p.cfg.Name {
 				if p.v2.restarted == nil {
 					p.v2.restarted = map[string]bool{}
 				}
@@ -241,12 +245,18 @@ func sameCurrent(a, b map[string]Member) bool {
 		return false
 	}
 	for k, m := range a {
-		if o, ok := b[k]; !ok || o.Member != m.Member {
+		if o, ok := b[k]; !ok || !sameMember(o, m) {
 			return false
 		}
 	}
 	return true
 }
+
+// sameMember reports whether a and b are one member up without a change
+// between: the same boot, and the same Since (the member list moves Since
+// at a join and a death, not at a metadata update, so a member up in two
+// lists with another Since was dead or left in between).
+func sameMember(a, b Member) bool { return a.Member == b.Member && a.Since.Equal(b.Since) }
 
 // see notes a destination seen in epoch ep; a new one makes the owners
 // stale.
