@@ -114,6 +114,16 @@ type v2 struct {
 	// peer name and the death changed none here), so ownersNow sends them
 	// the window's records again.
 	restarted map[string]bool
+	// unowned are the destinations whose records Owned holds though the
+	// owners last computed give them to others, with when this node
+	// first found so; dropAt is the earliest of their drops (zero: none).
+	// They are kept a sub-window (retainOwned): nodes that do not yet
+	// know the same destinations (a new one spreads with its first
+	// aggregates) compute other owners for a moment, and an origin that
+	// never computed those would not send this node its records again
+	// when the owners come back to what they were.
+	unowned map[string]time.Time
+	dropAt  time.Time
 
 	pubEpoch              int64     // aggregate epoch of the current round
 	pullAt, pubAt, failAt time.Time // this round's repair pull, publish and failover times
@@ -154,7 +164,7 @@ func newV2() v2 {
 		published: map[string]tracker.Coverage{}, late: map[string]bool{}, republished: map[string]bool{},
 		askedRecs: map[string]time.Time{}, askedAggs: map[string]time.Time{}, mans: map[int64]map[string]tracker.Manifest{},
 		heard: map[string]int64{}, wanted: map[string]map[int64]tracker.Manifest{},
-		hashes: map[string]uint64{},
+		hashes: map[string]uint64{}, unowned: map[string]time.Time{},
 	}
 }
 
@@ -274,10 +284,13 @@ func (p *Protocol) memberOf(peer string) string { return p.v2.current[peer].Memb
 
 // ownersNow returns the owners, recomputed when members or destinations
 // changed. A change queues (in outbox) the records of every held epoch
-// for the owners that did not have them, and drops the records of the
-// destinations this node no longer owns.
+// for the owners that did not have them; the records of the destinations
+// this node no longer owns are dropped a sub-window later (retainOwned).
 func (p *Protocol) ownersNow(now time.Time) *Owners {
 	if !p.v2.dirty && p.v2.owners != nil {
+		if !p.v2.dropAt.IsZero() && !now.Before(p.v2.dropAt) {
+			p.retainOwned(now)
+		}
 		return p.v2.owners
 	}
 	p.v2.dirty = false
@@ -306,7 +319,7 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	o := AssignOwners(peers, dests, p.cfg.Gossip.Owners)
 	p.v2.owners = o
 	clear(p.v2.mans)
-	p.cfg.Owned.Retain(func(d string) bool { return o.Rank(d, p.cfg.Name) >= 0 })
+	p.retainOwned(now)
 	restarted := p.v2.restarted
 	p.v2.restarted = nil
 	if !p.v2.on {
@@ -333,6 +346,40 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 		}
 	}
 	return o
+}
+
+// retainOwned drops from Owned the records of the destinations the owners
+// have given to others for a sub-window or more (unowned), and notes those
+// given to others since.
+func (p *Protocol) retainOwned(now time.Time) {
+	o := p.v2.owners
+	grace := p.cfg.Tracker.SubWindow()
+	p.v2.dropAt = time.Time{}
+	p.cfg.Owned.Retain(func(d string) bool {
+		if o.Rank(d, p.cfg.Name) >= 0 {
+			delete(p.v2.unowned, d)
+			return true
+		}
+		since, ok := p.v2.unowned[d]
+		if !ok {
+			since = now
+			p.v2.unowned[d] = now
+		}
+		drop := since.Add(grace)
+		if !now.Before(drop) {
+			delete(p.v2.unowned, d)
+			return false
+		}
+		if p.v2.dropAt.IsZero() || drop.Before(p.v2.dropAt) {
+			p.v2.dropAt = drop
+		}
+		return true
+	})
+	for d, since := range p.v2.unowned {
+		if !now.Before(since.Add(grace)) {
+			delete(p.v2.unowned, d) // no longer held: aged out
+		}
+	}
 }
 
 // sealedFor is this node's sealed sub-window of epoch cut to SealLimits
