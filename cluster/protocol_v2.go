@@ -510,7 +510,12 @@ func (p *Protocol) ownedInsert(b tracker.Batch, now time.Time) tracker.InsertOut
 	}
 	// Records after this round's publish, of a destination this node
 	// publishes (first owner, or second once it failed over): publish again.
+	// A destination new to this node makes the owners stale: computed
+	// again, they may give it to this node.
 	o := p.v2.owners
+	if p.v2.dirty {
+		o = p.ownersNow(now)
+	}
 	for _, dc := range b.Dests {
 		r := o.Rank(dc.Dest, p.cfg.Name)
 		if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dc.Dest] {

@@ -63,3 +63,35 @@ func TestOwnerKeepsRecordsWhileNewDestinationsSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnerRepublishesADestinationNewToIt: new0, new1 and new2 appear in
+// e2 at three origins (c calls new0 and new2, b and d new1). c, not knowing
+// new1, first sends its new2 records to b, which gives new2 to a; with the
+// first aggregates of new0 and new1 (18.9 s) c gives it to a too and sends
+// a its records, after a's publish. a did not know new2 until then, so it
+// took them for records of a destination it does not own and did not
+// publish again: c's e2 record was in no view in e3 (0 of 1 samples at
+// 23 s), one epoch later than a record's usual delay.
+func TestOwnerRepublishesADestinationNewToIt(t *testing.T) {
+	s := startScenario(t, "init nodes=(a,b,c,d) v2 ae=1m bulk-peers=0 owners=1")
+	for k := 0; k < 4; k++ {
+		runCutOff(t, s, time.Duration(k)*6*time.Second+5*time.Second, "")
+		if k == 3 {
+			require.Equal(t, "a: new2 samples=1 peers=1 local=0\nb: new2 samples=1 peers=1 local=0\nc: new2 samples=1 peers=1 local=1\nd: new2 samples=1 peers=1 local=0\n",
+				scenarioStep(t, s, "view dest=new2"), "view at %v", s.now)
+		}
+		for i := range 6 {
+			for _, o := range []string{"a", "b", "c", "d"} {
+				scenarioStep(t, s, fmt.Sprintf("record n=%s dest=x%d ms=12", o, i))
+			}
+		}
+		if k == 2 {
+			for _, r := range []string{"n=c dest=new0", "n=b dest=new1", "n=d dest=new1", "n=c dest=new2"} {
+				scenarioStep(t, s, "record ms=12 "+r)
+			}
+		}
+		if k == 3 {
+			require.Equal(t, []string{"a"}, s.byName["c"].p.v2.owners.Of("new2"))
+		}
+	}
+}
