@@ -143,9 +143,11 @@ func (g *gossiper) receive(msg []byte) {
 }
 
 // onEvent applies a membership change: the protocol gets the member table,
-// and a member gone drops its queued sends.
+// and a member gone drops its queued sends, unless it is up again by now
+// (the event is older than the table: what the protocol queued for it on
+// its return, the window's records among them, must go).
 func (g *gossiper) onEvent(ev Event) {
-	if ev.Type == EventDead || ev.Type == EventLeft {
+	if (ev.Type == EventDead || ev.Type == EventLeft) && !g.c.memberUp(ev.Member.Member) {
 		if dropped := g.q.drop(ev.Member.Member); dropped > 0 {
 			g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(dropped) })
 		}

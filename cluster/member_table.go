@@ -141,6 +141,15 @@ func (c *Cluster) markRefused(member string) string {
 	return addr
 }
 
+// memberUp reports whether member is listed alive or suspect now, and not
+// refused for its settings.
+func (c *Cluster) memberUp(member string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.members[member]
+	return e != nil && e.State.Up() && !e.refused
+}
+
 // pruneLocked forgets members dead or left for longer than DeadRetention
 // (memberlist forgets them then too); self is kept.
 func (c *Cluster) pruneLocked(now time.Time) {

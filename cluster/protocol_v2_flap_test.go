@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
+	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // runCutOff is runScenarioUntil with node cut off (unless ""): every
@@ -116,4 +119,40 @@ func TestFlappedOwnerGetsTheWindowAgain(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestStaleDeathKeepsQueuedSends: a member's death event handled after
+// the member table (and with it the protocol) already shows it back
+// drops nothing queued for it: the protocol queued the window's records
+// for it on its return. Once the table shows it dead, the event drops its
+// sends, as does one for a member refused for its settings.
+func TestStaleDeathKeepsQueuedSends(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name, cfg.BootID = "a", 1
+	cfg.Logger = testLogger(t)
+	fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
+	require.NoError(t, err)
+	cfg.Store = fleet
+	c, err := New(cfg)
+	require.NoError(t, err)
+	g := c.gossip
+	b := MemberName("b", 2)
+	list := func(st State, refused bool) { // b as the member table lists it
+		c.mu.Lock()
+		c.members[b] = &entry{Member: Member{Name: "b", Member: b, BootID: 2, State: st, Since: time.Now()}, refused: refused}
+		c.memberVersion.Add(1)
+		c.mu.Unlock()
+	}
+	dead := Event{Type: EventDead, Member: Member{Name: "b", Member: b, BootID: 2, State: StateDead}}
+	list(StateAlive, false) // dead and back before the event is handled
+	require.True(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
+	g.onEvent(dead)
+	require.Equal(t, 1, g.q.len(), "a stale death drops nothing")
+	list(StateDead, false)
+	g.onEvent(dead)
+	require.Zero(t, g.q.len(), "a death drops what is queued")
+	list(StateAlive, true)
+	require.True(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
+	g.onEvent(dead)
+	require.Zero(t, g.q.len(), "a refused member's death drops what is queued")
 }
