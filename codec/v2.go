@@ -166,9 +166,12 @@ func AppendRecords(dst []byte, r Records) ([]byte, error) {
 	return endMessage(dst, out, r.SentAtMillis, "records")
 }
 
-// RecordsParts encodes r's batch in parts of at most maxBytes (as
-// Encoder.BatchParts) and returns one records message per part, the
-// manifests on the first. Each message is a new slice.
+// RecordsParts encodes r's batch in parts (as Encoder.BatchParts) and
+// returns one records message per part, the manifests on the first, each
+// of at most maxBytes (maxBytes <= 0 or above MaxMessageBytes means
+// MaxMessageBytes) with its manifests and sent_at. Each message is a new
+// slice. Manifests that leave no room for a destination in maxBytes are
+// ErrTooLarge.
 func (e *Encoder) RecordsParts(r Records, maxBytes int) ([][]byte, error) {
 	if err := checkSentAt(r.SentAtMillis); err != nil {
 		return nil, err
@@ -180,7 +183,19 @@ func (e *Encoder) RecordsParts(r Records, maxBytes int) ([][]byte, error) {
 		}
 		return [][]byte{m}, nil
 	}
-	parts, err := e.BatchParts(r.Batch, maxBytes-16*len(r.Manifests)-20)
+	if len(r.Manifests) > MaxManifests {
+		return nil, tooLarge("%d manifests, more than %d", len(r.Manifests), MaxManifests)
+	}
+	if maxBytes <= 0 || maxBytes > MaxMessageBytes {
+		maxBytes = MaxMessageBytes
+	}
+	// What the first message adds to its batch part: the manifests, as
+	// written, and sent_at (the type and the array header keep their size).
+	room := maxBytes - len(appendManifests(nil, r.Manifests)) - sentAtLen(r.SentAtMillis)
+	if room <= 0 {
+		return nil, tooLarge("%d manifests and sent_at leave no room in %d bytes", len(r.Manifests), maxBytes)
+	}
+	parts, err := e.BatchParts(r.Batch, room)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +232,9 @@ func checkAggregate(a *tracker.Aggregate, countsLen int) error {
 	}
 	if a.Newest > a.Epoch {
 		return malformed("aggregate %q: newest epoch %d after its epoch %d", a.Dest, a.Newest, a.Epoch)
+	}
+	if age := uint64(a.Epoch) - uint64(a.Newest); age > math.MaxUint32 { // written as this distance, read up to 2^32−1
+		return malformed("aggregate %q: newest epoch %d is %d epochs before its epoch %d, more than %d", a.Dest, a.Newest, age, a.Epoch, uint64(math.MaxUint32))
 	}
 	return nil
 }
