@@ -181,7 +181,7 @@ func (d *Decoder) readSentAt(extras int) (int, error) {
 }
 
 // SentAtMillis returns the sent_at of the message the Decoder last decoded
-// without error (DecodeBatch, DecodeDigest or DecodePull): the sender's wall
+// without error (by any of its Decode methods): the sender's wall
 // clock when it encoded the message, in Unix milliseconds, or 0 when the
 // message carried none (a sender older than sent_at, or a batch forwarded
 // by a member other than its origin). Type and a decoding error reset it

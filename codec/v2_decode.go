@@ -11,6 +11,14 @@ import (
 // aliases the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge,
 // ErrVersion, ErrType, ErrLayout or ErrMalformed.
 func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
+	r, err := d.decodeRecords(msg)
+	if err != nil {
+		d.sentAt = 0 // read before the error was found, perhaps
+	}
+	return r, err
+}
+
+func (d *Decoder) decodeRecords(msg []byte) (Records, error) {
 	extra, err := d.open(msg, TypeRecords, 4)
 	if err != nil {
 		return Records{}, err
@@ -188,6 +196,14 @@ func (d *Decoder) DecodePackedAggregates(msg []byte) (Aggregates, error) {
 }
 
 func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error) {
+	m, err := d.decodeAggregatesOf(msg, t)
+	if err != nil {
+		d.sentAt = 0 // read before the error was found, perhaps
+	}
+	return m, err
+}
+
+func (d *Decoder) decodeAggregatesOf(msg []byte, t MessageType) (Aggregates, error) {
 	var m Aggregates
 	extra, err := d.open(msg, t, 3)
 	if err != nil {
@@ -310,6 +326,14 @@ func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, 
 // sender and the list; the message's sent_at is then d.sentAt. It is the
 // decoding side of appendListHead.
 func decodeList[T any](d *Decoder, msg []byte, t MessageType, what string, limit int, buf []T, elem func(before []T) (T, error)) (string, []T, error) {
+	sender, list, err := decodeListOf(d, msg, t, what, limit, buf, elem)
+	if err != nil {
+		d.sentAt = 0 // read before the error was found, perhaps
+	}
+	return sender, list, err
+}
+
+func decodeListOf[T any](d *Decoder, msg []byte, t MessageType, what string, limit int, buf []T, elem func(before []T) (T, error)) (string, []T, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
 		return "", nil, err

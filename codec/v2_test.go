@@ -2,6 +2,7 @@ package codec
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -452,6 +453,43 @@ func TestDecodeIndependentOfHistory(t *testing.T) {
 			fresh, err := tc.decode(newDecoder(t, tracker.Layout{}), tc.empty)
 			require.NoError(t, err)
 			require.Equal(t, fresh, after)
+		})
+	}
+}
+
+// TestSentAtResetByError checks that a message refused after its sent_at
+// was read (here: for a trailing byte) leaves SentAtMillis at 0, as for
+// the v1 types, whatever the message decoded before it carried.
+func TestSentAtResetByError(t *testing.T) {
+	const at = 1_747_407_402_123
+	pull := goldenRecordPull()
+	pull.SentAtMillis = at
+	msgs := goldenV2Messages(t)
+	var err error
+	msgs["v1-record-pull"], err = AppendRecordPull(nil, pull)
+	require.NoError(t, err)
+	entries := func(t MessageType) func(*Decoder, []byte) error {
+		return func(d *Decoder, msg []byte) error { _, err := d.DecodeAggEntries(msg, t); return err }
+	}
+	decode := map[string]func(*Decoder, []byte) error{
+		"v1-records":           func(d *Decoder, msg []byte) error { _, err := d.DecodeRecords(msg); return err },
+		"v1-aggregates":        func(d *Decoder, msg []byte) error { _, err := d.DecodeAggregates(msg); return err },
+		"v1-packed-aggregates": func(d *Decoder, msg []byte) error { _, err := d.DecodePackedAggregates(msg); return err },
+		"v1-agg-digest":        func(d *Decoder, msg []byte) error { _, err := d.DecodeAggDigest(msg); return err },
+		"v1-agg-list":          entries(TypeAggList),
+		"v1-agg-pull":          entries(TypeAggPull),
+		"v1-record-pull":       func(d *Decoder, msg []byte) error { _, err := d.DecodeRecordPull(msg); return err },
+	}
+	require.Len(t, decode, len(msgs))
+	for name, msg := range msgs {
+		t.Run(name, func(t *testing.T) {
+			d, err := NewDecoder(defaultLayout)
+			require.NoError(t, err)
+			require.NoError(t, decode[name](d, msg))
+			require.Equal(t, int64(at), d.SentAtMillis())
+			err = decode[name](d, append(slices.Clip(msg), 0xc0))
+			require.ErrorIs(t, err, ErrMalformed)
+			require.Zero(t, d.SentAtMillis(), "after a refused message")
 		})
 	}
 }
