@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -29,6 +30,7 @@ const ProtocolV2 = 2
 type OwnedStore interface {
 	InsertRecords(b tracker.Batch, now time.Time) tracker.InsertOutcome
 	Manifest(origin string, boot uint64, epoch int64, now time.Time) tracker.Manifest
+	ManifestWithout(origin string, boot uint64, epoch int64, leave iter.Seq[string], now time.Time) tracker.Manifest
 	Destinations(now time.Time) []string
 	Retain(keep func(dest string) bool)
 	Coverage(dest string, now time.Time) tracker.Coverage
@@ -382,6 +384,21 @@ func (p *Protocol) retainOwned(now time.Time) {
 	}
 }
 
+// holdsAll reports whether the records held from member (origin, boot)
+// for epoch are those of told, the manifest the origin sent this node: as
+// held, or without the destinations given to others but still kept
+// (unowned). The origin's owners may give this node those destinations
+// (a moment of disagreement while new destinations spread, for which they
+// are kept) or not (this node's own view, which the origin shares once the
+// owners settle): either way nothing it sent is missing, and a pull would
+// only bring records held already.
+func (p *Protocol) holdsAll(origin string, boot uint64, epoch int64, told tracker.Manifest, now time.Time) bool {
+	if p.cfg.Owned.Manifest(origin, boot, epoch, now) == told {
+		return true
+	}
+	return len(p.v2.unowned) > 0 && p.cfg.Owned.ManifestWithout(origin, boot, epoch, maps.Keys(p.v2.unowned), now) == told
+}
+
 // sealedFor is this node's sealed sub-window of epoch cut to SealLimits
 // (as sealDue cut it), or nil when the tracker no longer holds it.
 func (p *Protocol) sealedFor(ep int64, now time.Time) []tracker.DestCounts {
@@ -705,7 +722,7 @@ func (p *Protocol) pullMissing(now time.Time) {
 	for m, eps := range p.v2.wanted {
 		mem, ok := current(m)
 		for e, told := range eps {
-			if !ok || e < lo || p.cfg.Owned.Manifest(mem.Name, mem.BootID, e, now) == told {
+			if !ok || e < lo || p.holdsAll(mem.Name, mem.BootID, e, told, now) {
 				delete(eps, e)
 			} else {
 				missing[m] = append(missing[m], e)

@@ -86,7 +86,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 		if m.Epoch < e-int64(p.cfg.Tracker.SubWindows)+1 || m.Epoch > e {
 			continue
 		}
-		if p.cfg.Owned.Manifest(b.Key.Origin, b.Key.Boot, m.Epoch, now) == m.Manifest {
+		if p.holdsAll(b.Key.Origin, b.Key.Boot, m.Epoch, m.Manifest, now) {
 			delete(p.v2.wanted[sender], m.Epoch)
 			continue
 		}

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"sync"
@@ -335,6 +336,27 @@ func (o *Owned) Manifest(origin string, boot uint64, epoch int64, now time.Time)
 		}
 	}
 	return Manifest{}
+}
+
+// ManifestWithout is Manifest with the records of the destinations in
+// leave left out: what the origin's manifest says when it no longer gives
+// this node those destinations and this node still holds them.
+func (o *Owned) ManifestWithout(origin string, boot uint64, epoch int64, leave iter.Seq[string], now time.Time) Manifest {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.slide(now)
+	m := o.members[memberKey{origin, boot}]
+	if m == nil || m.held[epoch] == nil {
+		return Manifest{}
+	}
+	man := *m.held[epoch]
+	for dest := range leave {
+		if d := o.dests[dest]; d != nil && d.recs[ownedKey{m, epoch}] != nil {
+			man.Records--
+			man.Hash ^= NameHash(dest)
+		}
+	}
+	return man
 }
 
 // Destinations returns the destinations with records held, sorted.

@@ -253,6 +253,15 @@ func TestOwnedRecords(t *testing.T) {
 	want.Add("x")
 	want.Add("z")
 	require.Equal(t, want, o.Manifest("a", 1, testE-1, now))
+	// Without z (held) and y and w (not held from a in that epoch): as if
+	// only x were held.
+	b4 := mkBatch("a", 1, testE-2, dcBuckets("w", 1, 1))
+	require.Equal(t, InsertNew, o.InsertRecords(b4, now))
+	only := Manifest{}
+	only.Add("x")
+	require.Equal(t, only, o.ManifestWithout("a", 1, testE-1, slices.Values([]string{"z", "y", "w"}), now))
+	require.Equal(t, want, o.ManifestWithout("a", 1, testE-1, slices.Values([]string{"q"}), now))
+	require.Equal(t, Manifest{}, o.ManifestWithout("a", 2, testE-1, slices.Values([]string{"x"}), now), "another boot holds nothing")
 	cov := o.Coverage("x", now)
 	a, ok := o.Aggregate("x", now)
 	require.True(t, ok)

@@ -77,6 +77,10 @@ func TestChurnSmall(t *testing.T) {
 			require.Equal(t, 1.0, r.Self[1].Samples, "its view holds the exact merge by the next epoch's middle")
 			require.Equal(t, r.Dests, r.Self[1].Exact)
 			require.Zero(t, r.Refused)
+			// Nothing is lost on this network: an owner keeping the
+			// records of destinations the owners gave to others for a
+			// while must not pull them again.
+			require.Zero(t, r.V2.RecordPulls, "records pulled though none was lost")
 		})
 	}
 }
