@@ -1,0 +1,322 @@
+package timeouthttp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// fixedHedger is a test Policy that is also a timeout.Hedger: every request
+// may hedge after delay, and the budget always allows it.
+type fixedHedger struct {
+	*policytest.Policy
+	delay time.Duration
+	spent atomic.Int32
+}
+
+func (h *fixedHedger) HedgeDelay(string, time.Time) (time.Duration, bool) { return h.delay, true }
+
+func (h *fixedHedger) SpendHedge(time.Time) bool {
+	h.spent.Add(1)
+	return true
+}
+
+// hedger returns a fixedHedger with a hedge delay of 21 ms and a timeout of
+// d to "h".
+func hedger(d time.Duration) *fixedHedger {
+	return &fixedHedger{Policy: policy("h", d), delay: 21 * time.Millisecond}
+}
+
+// callsBase is a RoundTripper whose n-th call (0, 1, …) is calls[n]: it
+// records each request's body first.
+type callsBase struct {
+	calls  []roundTripFunc
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (b *callsBase) RoundTrip(r *http.Request) (*http.Response, error) {
+	var sent string
+	if r.Body != nil {
+		s, _ := io.ReadAll(r.Body)
+		_ = r.Body.Close()
+		sent = string(s)
+	}
+	b.mu.Lock()
+	i := len(b.bodies)
+	b.bodies = append(b.bodies, sent)
+	b.mu.Unlock()
+	return b.calls[i](r)
+}
+
+func (b *callsBase) sent() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]string(nil), b.bodies...)
+}
+
+// after answers okResponse after d, unless the request's context ends
+// first.
+func after(d time.Duration) roundTripFunc {
+	return func(r *http.Request) (*http.Response, error) {
+		select {
+		case <-time.After(d):
+			return okResponse(r)
+		case <-r.Context().Done():
+			return nil, context.Cause(r.Context())
+		}
+	}
+}
+
+// TestHedgeableRequests: which requests hedge: every idempotent method, a
+// request with either idempotency key header, and none whose body cannot
+// be read again.
+func TestHedgeableRequests(t *testing.T) {
+	once := func() io.Reader { return io.MultiReader(strings.NewReader("once")) } // no GetBody
+	for _, tc := range []struct {
+		name   string
+		method string
+		header string
+		body   func() io.Reader
+		calls  int
+	}{
+		{"HEAD", http.MethodHead, "", nil, 2},
+		{"OPTIONS", http.MethodOptions, "", nil, 2},
+		{"TRACE", http.MethodTrace, "", nil, 2},
+		{"POST with X-Idempotency-Key", http.MethodPost, "X-Idempotency-Key", nil, 2},
+		{"PUT", http.MethodPut, "", nil, 1},
+		{"POST with a key and a body read once", http.MethodPost, "Idempotency-Key", once, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := hedger(time.Second)
+				seq := &policytest.Seq{Delays: []time.Duration{100 * time.Millisecond, 5 * time.Millisecond}}
+				rt := newTransport(t, Options{Base: seqBase{seq}, Policy: p, Hedge: true})
+				var body io.Reader
+				if tc.body != nil {
+					body = tc.body()
+				}
+				req, err := http.NewRequest(tc.method, "http://h/", body)
+				require.NoError(t, err)
+				if tc.header != "" {
+					req.Header.Set(tc.header, "k1")
+				}
+				resp, err := rt.RoundTrip(req)
+				require.NoError(t, err)
+				require.NoError(t, resp.Body.Close())
+				synctest.Wait()
+				require.Len(t, seq.Causes(), tc.calls)
+			})
+		})
+	}
+}
+
+// TestHedgeSendsTheBodyAgain: the hedge of a request with a body sends the
+// whole body again, from GetBody.
+func TestHedgeSendsTheBodyAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(time.Second)
+		base := &callsBase{calls: []roundTripFunc{after(time.Hour), after(5 * time.Millisecond)}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodPost, "http://h/", strings.NewReader("payload"))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k1")
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		synctest.Wait()
+		require.Equal(t, []string{"payload", "payload"}, base.sent())
+	})
+}
+
+// TestHedgeBothFailFirstError: when the first attempt and its hedge both
+// fail, the first one's error is returned, whichever failed last.
+func TestHedgeBothFailFirstError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		errFirst, errHedge := errors.New("first failed"), errors.New("hedge failed")
+		fail := func(d time.Duration, err error) roundTripFunc {
+			return func(*http.Request) (*http.Response, error) {
+				time.Sleep(d)
+				return nil, err
+			}
+		}
+		p := hedger(time.Second)
+		base := &callsBase{calls: []roundTripFunc{fail(50*time.Millisecond, errFirst), fail(39*time.Millisecond, errHedge)}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = rt.RoundTrip(req)
+		require.ErrorIs(t, err, errFirst)
+		require.NotErrorIs(t, err, errHedge)
+		require.Equal(t, 60*time.Millisecond, time.Since(start), "the hedge was waited for")
+		require.Len(t, p.Observed(), 2)
+	})
+}
+
+// TestNoHedgeAfterTheCallerLeft: once the caller's context has ended, the
+// hedge delay sends nothing and spends no budget, even if the first
+// attempt has not returned yet.
+func TestNoHedgeAfterTheCallerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(time.Second)
+		slow := func(r *http.Request) (*http.Response, error) { // a base that does not watch its context
+			time.Sleep(100 * time.Millisecond)
+			return okResponse(r)
+		}
+		base := &callsBase{calls: []roundTripFunc{slow, slow}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		synctest.Wait()
+		require.Len(t, base.sent(), 1, "no hedge")
+		require.Zero(t, p.spent.Load(), "no budget spent")
+		require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
+	})
+}
+
+// TestHedgeLoserTimedOut: a loser whose own timeout had ended it before
+// the other attempt won is observed as timed out, not superseded, and the
+// response it brings back late is closed.
+func TestHedgeLoserTimedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(250 * time.Millisecond)
+		late := &closeSpy{Reader: strings.NewReader("late")}
+		base := &callsBase{calls: []roundTripFunc{
+			func(r *http.Request) (*http.Response, error) { // past its timeout: it does not watch its context
+				time.Sleep(400 * time.Millisecond)
+				return &http.Response{StatusCode: http.StatusOK, Body: late, Request: r}, nil
+			},
+			after(235 * time.Millisecond), // from 21 ms: it wins at 256 ms
+		}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 235 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 400 * time.Millisecond},
+		}, p.Observed())
+		require.True(t, late.closed.Load(), "the loser's late response is closed")
+	})
+}
+
+// TestHedgeLoserResponseClosed: a loser that answers after the other
+// attempt won has its response closed, and is superseded at the time it
+// lost.
+func TestHedgeLoserResponseClosed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(time.Second)
+		late := &closeSpy{Reader: strings.NewReader("late")}
+		base := &callsBase{calls: []roundTripFunc{
+			func(r *http.Request) (*http.Response, error) {
+				time.Sleep(100 * time.Millisecond)
+				return &http.Response{StatusCode: http.StatusOK, Body: late, Request: r}, nil
+			},
+			after(5 * time.Millisecond),
+		}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 5 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 26 * time.Millisecond},
+		}, p.Observed())
+		require.True(t, late.closed.Load())
+	})
+}
+
+// TestHedgedAttemptNumber: both attempts of a hedged request are the
+// attempt the context names, with that attempt's timeout.
+func TestHedgedAttemptNumber(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(100 * time.Millisecond)
+		seq := &policytest.Seq{Delays: []time.Duration{time.Hour}}
+		rt := newTransport(t, Options{Base: seqBase{seq}, Policy: p, Hedge: true})
+		req, err := http.NewRequestWithContext(timeout.WithAttempt(context.Background(), 3), http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = rt.RoundTrip(req)
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Equal(t, 421*time.Millisecond, time.Since(start), "the hedge's 400 ms timeout, from 21 ms")
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 3, Outcome: timeout.TimedOut, Elapsed: 400 * time.Millisecond},
+			{Dest: "h", Attempt: 3, Outcome: timeout.TimedOut, Elapsed: 400 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeWithInjectedClock: with Options.Now, a hedged attempt's
+// deadline is its timeout on the runtime's timers, not a reading of the
+// injected clock.
+func TestHedgeWithInjectedClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(100 * time.Millisecond)
+		clock := &stepClock{t: time.Now().Add(time.Hour), step: time.Millisecond}
+		seq := &policytest.Seq{Delays: []time.Duration{time.Hour}}
+		rt := newTransport(t, Options{Base: seqBase{seq}, Policy: p, Hedge: true, Now: clock.Now})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		start := time.Now()
+		_, err = rt.RoundTrip(req)
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Equal(t, 121*time.Millisecond, time.Since(start), "the hedge's own timeout, from 21 ms")
+		require.Equal(t, []timeout.Outcome{timeout.TimedOut, timeout.TimedOut}, p.Outcomes())
+	})
+}
+
+// TestHedgeAttemptsAnswerTogether: when both attempts answer at the same
+// moment, one wins and the other is observed (superseded) and its response
+// closed, whichever order their results are taken in. Repeat to give
+// either order its turn.
+func TestHedgeAttemptsAnswerTogether(t *testing.T) {
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			p := hedger(time.Second)
+			bodies := []*closeSpy{{Reader: strings.NewReader("0")}, {Reader: strings.NewReader("1")}}
+			answer := func(i int, d time.Duration) roundTripFunc {
+				return func(r *http.Request) (*http.Response, error) {
+					time.Sleep(d)
+					return &http.Response{StatusCode: http.StatusOK, Body: bodies[i], Request: r}, nil
+				}
+			}
+			base := &callsBase{calls: []roundTripFunc{answer(0, 100*time.Millisecond), answer(1, 79*time.Millisecond)}}
+			rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+			require.NoError(t, err)
+			resp, err := rt.RoundTrip(req)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			synctest.Wait()
+			require.ElementsMatch(t, []timeout.Outcome{timeout.Completed, timeout.Superseded}, p.Outcomes())
+			require.True(t, bodies[0].closed.Load())
+			require.True(t, bodies[1].closed.Load())
+		})
+	}
+}
