@@ -274,6 +274,7 @@ func TestClassifyError(t *testing.T) {
 		{&net.OpError{Op: "read", Err: syscall.ECONNRESET}, timeout.Failed},
 		{&net.DNSError{Err: "no such host", Name: "db-1.invalid"}, timeout.Failed},
 		{context.DeadlineExceeded, timeout.Canceled},
+		{context.Canceled, timeout.Canceled},
 		{&net.OpError{Op: "read", Err: timeoutErr{}}, timeout.Canceled},
 	} {
 		require.Equal(t, tt.want, ClassifyError(tt.err), "%v", tt.err)
