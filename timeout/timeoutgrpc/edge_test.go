@@ -1,0 +1,509 @@
+package timeoutgrpc
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/timeout"
+)
+
+// toH makes "h" every call's destination.
+var toH = WithDestination(func(context.Context, string, *grpc.ClientConn) string { return "h" })
+
+// invokeFunc adapts a function of the call's context and request to a
+// grpc.UnaryInvoker that replies "ok" when it returns nil.
+func invokeFunc(f func(ctx context.Context, req *wrapperspb.StringValue) error) grpc.UnaryInvoker {
+	return func(ctx context.Context, _ string, req, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+		if err := f(ctx, req.(*wrapperspb.StringValue)); err != nil {
+			return err
+		}
+		reply.(*wrapperspb.StringValue).Value = "ok"
+		return nil
+	}
+}
+
+// hangUntilDone is a call that ends only with its context.
+func hangUntilDone(ctx context.Context, _ *wrapperspb.StringValue) error {
+	<-ctx.Done()
+	return status.FromContextError(ctx.Err()).Err()
+}
+
+// call1 sends one unary call of "x" to "h" through an interceptor on p.
+func call1(ctx context.Context, p timeout.Policy, invoker grpc.UnaryInvoker, opts ...Option) (*wrapperspb.StringValue, error) {
+	reply := new(wrapperspb.StringValue)
+	err := UnaryClientInterceptor(p, append([]Option{toH}, opts...)...)(ctx, "/test.Echo/Unary", wrapperspb.String("x"), reply, nil, invoker)
+	return reply, err
+}
+
+// nowPolicy is a test Policy that also remembers the time (now) of every
+// Observe call.
+type nowPolicy struct {
+	*policytest.Policy
+	mu   sync.Mutex
+	nows []time.Time
+}
+
+func (p *nowPolicy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
+	p.mu.Lock()
+	p.nows = append(p.nows, now)
+	p.mu.Unlock()
+	p.Policy.Observe(a, o, elapsed, now)
+}
+
+// TestObservedAtTheCallsEnd: Observe's now is the moment the call ended,
+// its start plus its latency, not its start.
+func TestObservedAtTheCallsEnd(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { now = now.Add(7 * time.Millisecond); return now }
+	p := &nowPolicy{Policy: policytest.New(time.Second)}
+	_, err := call1(context.Background(), p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error { return nil }), WithClock(clock))
+	require.NoError(t, err)
+	require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 7 * time.Millisecond}}, p.Observed())
+	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(14 * time.Millisecond)}, p.nows)
+}
+
+// TestUnaryDeadlineWithInjectedClock: with WithClock, the call's deadline
+// is its timeout on the runtime's timers, not a reading of the injected
+// clock.
+func TestUnaryDeadlineWithInjectedClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ahead := time.Now().Add(time.Hour)
+		clock := func() time.Time { return ahead }
+		var deadline time.Time
+		_, err := call1(context.Background(), policytest.New(100*time.Millisecond), invokeFunc(func(ctx context.Context, _ *wrapperspb.StringValue) error {
+			deadline, _ = ctx.Deadline()
+			return nil
+		}), WithClock(clock))
+		require.NoError(t, err)
+		require.Equal(t, time.Now().Add(100*time.Millisecond), deadline)
+	})
+}
+
+// TestUnaryCallerDeadlineReportedByTheServer: a DeadlineExceeded status
+// that comes at the caller's own deadline (the server's, or gRPC's, report
+// of it, ahead of the caller's context) is the caller's: Canceled, and not
+// ErrTimeout. Both wake-ups are ready at once, so repeat to give either
+// order its turn.
+func TestUnaryCallerDeadlineReportedByTheServer(t *testing.T) {
+	for range 32 {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(50 * time.Millisecond) // it does not wait for its context
+				return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+			}))
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+			require.NotErrorIs(t, err, ErrTimeout)
+			require.Equal(t, []timeout.Outcome{timeout.Canceled}, p.Outcomes())
+		})
+	}
+}
+
+// TestProbeTimeoutNotBeyondTheTimeout: a probe timeout that is not beyond
+// the timeout is no probe: the call ends at its timeout as any other.
+func TestProbeTimeoutNotBeyondTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		p.OfferProbe(100 * time.Millisecond)
+		require.Equal(t, 100*time.Millisecond, p.Decide("h", 1, time.Now()).ProbeTimeout)
+		_, err := call1(context.Background(), p, invokeFunc(hangUntilDone))
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Zero(t, p.Probes())
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond}}, p.Observed())
+	})
+}
+
+// TestShadowProbeSendsItsOwnRequest: a shadow probe sends a copy of the
+// request, so a caller that reuses its request once it got the timeout's
+// error changes nothing the probe sends later (a call still waiting for
+// its connection, say).
+func TestShadowProbeSendsItsOwnRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		p.OfferProbe(time.Second)
+		var sent atomic.Value
+		req := wrapperspb.String("x")
+		err := UnaryClientInterceptor(p, toH)(context.Background(), "/test.Echo/Unary", req, new(wrapperspb.StringValue), nil,
+			invokeFunc(func(_ context.Context, r *wrapperspb.StringValue) error {
+				time.Sleep(300 * time.Millisecond) // sent only now
+				sent.Store(r.GetValue())
+				return nil
+			}))
+		require.ErrorIs(t, err, ErrTimeout)
+		req.Value = "changed"
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, "x", sent.Load())
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 300 * time.Millisecond, Probe: true}}, p.Observed())
+	})
+}
+
+// TestProbeableCallerCause: when the caller ends a probeable call, the
+// call's context carries the caller's cause, not ErrTimeout.
+func TestProbeableCallerCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		p.OfferProbe(time.Second)
+		gone := errors.New("the caller is gone")
+		ctx, cancel := context.WithCancelCause(context.Background())
+		time.AfterFunc(20*time.Millisecond, func() { cancel(gone) })
+		var cause error
+		_, err := call1(ctx, p, invokeFunc(func(ctx context.Context, _ *wrapperspb.StringValue) error {
+			<-ctx.Done()
+			cause = context.Cause(ctx)
+			return status.FromContextError(ctx.Err()).Err()
+		}))
+		require.Equal(t, codes.Canceled, status.Code(err))
+		require.Same(t, gone, cause)
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 20 * time.Millisecond}}, p.Observed())
+	})
+}
+
+// TestProbeableCallerLeftBeforeTheReply: a probeable call the caller left
+// fails with the caller's error even if a reply comes afterwards, and the
+// reply is not written into the caller's.
+func TestProbeableCallerLeftBeforeTheReply(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		p.OfferProbe(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		reply, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(50 * time.Millisecond) // it does not wait for its context
+			return nil
+		}))
+		require.Equal(t, codes.Canceled, status.Code(err))
+		require.Empty(t, reply.GetValue())
+	})
+}
+
+// TestShadowProbeOnlyIfUnanswered: a reply that arrives at the very moment
+// of the timeout goes either to the caller or to a probe, and the call is
+// observed once either way: a call that has returned is never made a probe
+// (nobody would observe it, and its reservation would stay). Both
+// wake-ups are ready at once, so repeat to give either order its turn.
+func TestShadowProbeOnlyIfUnanswered(t *testing.T) {
+	for range 32 {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(100 * time.Millisecond)
+			p.OfferProbe(time.Second)
+			_, err := call1(context.Background(), p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(100 * time.Millisecond) // exactly the timeout
+				return nil
+			}))
+			if err != nil {
+				require.ErrorIs(t, err, ErrTimeout)
+			}
+			synctest.Wait()
+			require.Len(t, p.Observed(), 1)
+			require.Equal(t, timeout.Completed, p.Observed()[0].Outcome)
+			require.False(t, p.InFlight("h"), "no reservation left")
+		})
+	}
+}
+
+// fakeStream is a grpc.ClientStream whose every call fails with err once
+// ctx has ended, and blocks until then.
+type fakeStream struct {
+	grpc.ClientStream
+	ctx context.Context
+}
+
+func (s fakeStream) wait() error {
+	<-s.ctx.Done()
+	return status.FromContextError(s.ctx.Err()).Err()
+}
+
+func (s fakeStream) SendMsg(any) error            { return s.wait() }
+func (s fakeStream) RecvMsg(any) error            { return s.wait() }
+func (s fakeStream) Header() (metadata.MD, error) { return nil, s.wait() }
+func (s fakeStream) Context() context.Context     { return s.ctx }
+func (s fakeStream) CloseSend() error             { return nil }
+func (s fakeStream) Trailer() metadata.MD         { return nil }
+func (fakeStream) String() string                 { return "fakeStream" }
+func (s fakeStream) finishOf(opts []grpc.CallOption) func(error) {
+	for _, o := range opts {
+		if f, ok := o.(grpc.OnFinishCallOption); ok {
+			return f.OnFinish
+		}
+	}
+	return nil
+}
+
+// openFake opens a stream to "h" through a stream interceptor on p over a
+// streamer that returns a fakeStream on the stream's context (and, in
+// finish, the OnFinish callback the interceptor gave).
+func openFake(t *testing.T, ctx context.Context, p timeout.Policy) (grpc.ClientStream, *func(error), *context.Context) {
+	t.Helper()
+	var finish func(error)
+	var sctx context.Context
+	streamer := func(ctx context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s := fakeStream{ctx: ctx}
+		finish, sctx = s.finishOf(opts), ctx
+		return s, nil
+	}
+	cs, err := StreamClientInterceptor(p, toH)(ctx, streamDesc, nil, "/test.Echo/Stream", streamer)
+	require.NoError(t, err)
+	return cs, &finish, &sctx
+}
+
+// TestStreamTimesOutAtItsTimeout: a stream without a first message ends at
+// its timeout exactly, and its other calls then report our timeout too.
+func TestStreamTimesOutAtItsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		start := time.Now()
+		cs, _, _ := openFake(t, context.Background(), p)
+		err := cs.SendMsg(wrapperspb.String("x"))
+		require.Equal(t, 100*time.Millisecond, time.Since(start))
+		require.ErrorIs(t, err, ErrTimeout, "SendMsg")
+		_, err = cs.Header()
+		require.ErrorIs(t, err, ErrTimeout, "Header")
+		require.ErrorIs(t, cs.RecvMsg(new(wrapperspb.StringValue)), ErrTimeout, "RecvMsg")
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond}}, p.Observed())
+	})
+}
+
+// TestStreamCallerLeftBeforeTheTimeout: a stream whose caller left before
+// our timeout, and that nothing ended since, is the caller's when the
+// timeout comes: Canceled, and its context keeps the caller's cause.
+func TestStreamCallerLeftBeforeTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		_, _, sctx := openFake(t, ctx, p)
+		time.Sleep(time.Second)
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 100 * time.Millisecond}}, p.Observed())
+		require.NotErrorIs(t, context.Cause(*sctx), ErrTimeout)
+	})
+}
+
+// TestStreamFinishReleases: when gRPC reports the stream finished, the
+// stream's context is released at once.
+func TestStreamFinishReleases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(time.Second)
+		_, finish, sctx := openFake(t, context.Background(), p)
+		require.NotNil(t, *finish)
+		(*finish)(nil)
+		require.Error(t, (*sctx).Err(), "released")
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed}}, p.Observed())
+	})
+}
+
+// TestStreamEstablishFails: a streamer that fails at once, without
+// finishing the stream, is observed at once by its error.
+func TestStreamEstablishFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(time.Second)
+		streamer := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+			return nil, status.Error(codes.Unavailable, "no connection")
+		}
+		cs, err := StreamClientInterceptor(p, toH)(context.Background(), streamDesc, nil, "/test.Echo/Stream", streamer)
+		require.Nil(t, cs)
+		require.Equal(t, codes.Unavailable, status.Code(err))
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Failed}}, p.Observed())
+		time.Sleep(2 * time.Second)
+		require.Len(t, p.Observed(), 1)
+	})
+}
+
+// fixedHedger is a test Policy that is also a timeout.Hedger: every call
+// may hedge after 21 ms, and the budget always allows it.
+type fixedHedger struct {
+	*policytest.Policy
+	spent atomic.Int32
+}
+
+func (h *fixedHedger) HedgeDelay(string, time.Time) (time.Duration, bool) {
+	return 21 * time.Millisecond, true
+}
+
+func (h *fixedHedger) SpendHedge(time.Time) bool {
+	h.spent.Add(1)
+	return true
+}
+
+var hedgeAll = WithHedging(func(string) bool { return true })
+
+// calls is a unary invoker whose n-th call (0, 1, …) is fs[n].
+type calls struct {
+	fs []func(ctx context.Context, req *wrapperspb.StringValue) error
+	n  atomic.Int32
+}
+
+func (c *calls) invoker() grpc.UnaryInvoker {
+	return func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+		i := int(c.n.Add(1)) - 1
+		return invokeFunc(c.fs[i])(ctx, m, req, reply, cc, opts...)
+	}
+}
+
+// after answers after d, unless the call's context ends first.
+func after(d time.Duration) func(context.Context, *wrapperspb.StringValue) error {
+	return func(ctx context.Context, _ *wrapperspb.StringValue) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// TestHedgeNotWithCallOptionsToFill: a call with a grpc.Header, Trailer or
+// Peer option is never hedged (two attempts cannot fill one).
+func TestHedgeNotWithCallOptionsToFill(t *testing.T) {
+	var md metadata.MD
+	var from peer.Peer
+	for name, opt := range map[string]grpc.CallOption{"header": grpc.Header(&md), "trailer": grpc.Trailer(&md), "peer": grpc.Peer(&from)} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := &fixedHedger{Policy: policytest.New(time.Second)}
+				c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{after(100 * time.Millisecond), after(5 * time.Millisecond)}}
+				err := UnaryClientInterceptor(p, toH, hedgeAll)(context.Background(), "/test.Echo/Unary",
+					wrapperspb.String("x"), new(wrapperspb.StringValue), nil, c.invoker(), opt)
+				require.NoError(t, err)
+				require.EqualValues(t, 1, c.n.Load(), "no hedge")
+			})
+		})
+	}
+}
+
+// TestNoHedgeAfterTheCallerLeft: once the caller's context has ended, the
+// hedge delay sends nothing and spends no budget, even if the first
+// attempt has not returned yet.
+func TestNoHedgeAfterTheCallerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(time.Second)}
+		slow := func(context.Context, *wrapperspb.StringValue) error { // it does not watch its context
+			time.Sleep(100 * time.Millisecond)
+			return nil
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{slow, slow}}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(10*time.Millisecond, cancel)
+		_, _ = call1(ctx, p, c.invoker(), hedgeAll)
+		synctest.Wait()
+		require.EqualValues(t, 1, c.n.Load(), "no hedge")
+		require.Zero(t, p.spent.Load(), "no budget spent")
+	})
+}
+
+// TestHedgeApplicationErrorWins: an application error is an answer: it
+// wins as a reply does, and the other attempt is superseded.
+func TestHedgeApplicationErrorWins(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(time.Second)}
+		notFound := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(5 * time.Millisecond)
+			return status.Error(codes.NotFound, "no such key")
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{after(time.Hour), notFound}}
+		start := time.Now()
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+		require.Equal(t, codes.NotFound, status.Code(err))
+		require.Equal(t, 26*time.Millisecond, time.Since(start))
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 5 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 26 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeBothFailFirstError: when the first attempt and its hedge both
+// fail, the first one's error is returned, whichever failed last.
+func TestHedgeBothFailFirstError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(time.Second)}
+		fail := func(d time.Duration, msg string) func(context.Context, *wrapperspb.StringValue) error {
+			return func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(d)
+				return status.Error(codes.Unavailable, msg)
+			}
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{fail(50*time.Millisecond, "first"), fail(39*time.Millisecond, "hedge")}}
+		start := time.Now()
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+		require.Equal(t, "first", status.Convert(err).Message())
+		require.Equal(t, 60*time.Millisecond, time.Since(start), "the hedge was waited for")
+		require.Equal(t, []timeout.Outcome{timeout.Failed, timeout.Failed}, p.Outcomes())
+	})
+}
+
+// TestHedgeLoserTimedOut: a loser whose own timeout had ended it before
+// the other attempt won is observed as timed out, not superseded.
+func TestHedgeLoserTimedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(250 * time.Millisecond)}
+		late := func(ctx context.Context, _ *wrapperspb.StringValue) error { // it reports its context's end late
+			time.Sleep(400 * time.Millisecond)
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{late, after(235 * time.Millisecond)}}
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 235 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 400 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeLoserSendsItsOwnRequest: a loser still sending when the winner
+// returns sends a copy of the request, which the caller may then reuse.
+func TestHedgeLoserSendsItsOwnRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(time.Second)}
+		var sent atomic.Value
+		slowSend := func(_ context.Context, r *wrapperspb.StringValue) error {
+			time.Sleep(100 * time.Millisecond) // sent only now
+			sent.Store(r.GetValue())
+			return nil
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{slowSend, after(5 * time.Millisecond)}}
+		req := wrapperspb.String("x")
+		err := UnaryClientInterceptor(p, toH, hedgeAll)(context.Background(), "/test.Echo/Unary", req, new(wrapperspb.StringValue), nil, c.invoker())
+		require.NoError(t, err)
+		req.Value = "changed"
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, "x", sent.Load())
+	})
+}
+
+// TestHedgeAttemptsAnswerTogether: when both attempts answer at the same
+// moment, one wins and the other is observed (superseded), whichever
+// order their results are taken in. Repeat to give either order its turn.
+func TestHedgeAttemptsAnswerTogether(t *testing.T) {
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			p := &fixedHedger{Policy: policytest.New(time.Second)}
+			c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{after(100 * time.Millisecond), after(79 * time.Millisecond)}}
+			_, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+			require.NoError(t, err)
+			synctest.Wait()
+			require.ElementsMatch(t, []timeout.Outcome{timeout.Completed, timeout.Superseded}, p.Outcomes())
+		})
+	}
+}
