@@ -507,3 +507,31 @@ func TestHedgeAttemptsAnswerTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestNestedInterceptors: an outer adaptive timeout that ends a call going
+// through an inner interceptor of this package (the inner one's caller's
+// context, ended with ErrTimeout) is the inner one's caller's: the inner
+// Policy observes it as Canceled, as timeoutfailsafe does, not as a
+// timeout of its own at its own, longer, timeout. So whether or not the
+// inner call could become a probe.
+func TestNestedInterceptors(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			outer, inner := policytest.New(50*time.Millisecond), policytest.New(time.Second)
+			if probe {
+				inner.OfferProbe(time.Minute)
+			}
+			innerI := UnaryClientInterceptor(inner, toH)
+			through := func(ctx context.Context, m string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
+				return innerI(ctx, m, req, reply, cc, invokeFunc(hangUntilDone), opts...)
+			}
+			_, err := call1(context.Background(), outer, through)
+			require.ErrorIs(t, err, ErrTimeout, "the outer timeout ended it")
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 50 * time.Millisecond}}, outer.Observed())
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 50 * time.Millisecond}}, inner.Observed(),
+				"probeable: %v", probe)
+			require.Zero(t, inner.Probes())
+		})
+	}
+}

@@ -130,7 +130,10 @@ func outcome(parent, actx context.Context, err error) timeout.Outcome {
 	if err == nil || err == io.EOF {
 		return timeout.Completed
 	}
-	if context.Cause(actx) == ErrTimeout {
+	// ErrTimeout in the caller's own context is an outer interceptor's
+	// timeout (one of ours further out): the caller's, as any deadline of
+	// its context, not this attempt's.
+	if context.Cause(actx) == ErrTimeout && context.Cause(parent) != ErrTimeout {
 		return timeout.TimedOut
 	}
 	if parent.Err() != nil {
