@@ -17,18 +17,20 @@
 // (timeout.AttemptFrom of the execution's context plus its retries), so
 // each retry waits longer; composed outside (failsafe.With(adaptive,
 // retry)) one timeout covers every try. Inside a HedgePolicy each hedge
-// gets its own timeout, and the losers the hedge cancels are observed as
-// timeout.Superseded (slower than their elapsed time).
+// gets its own timeout, and the losers the hedge cancels when another
+// attempt answers are observed as timeout.Superseded (slower than their
+// elapsed time); those it cancels on another's timeout are
+// timeout.Canceled.
 //
 // # Outcomes
 //
 // Every attempt is observed once (Policy.Observe): our timeout is
 // timeout.TimedOut; an attempt cancelled from outside (the caller's
-// context, an outer failsafe-go timeout) is timeout.Canceled, a hedge's
-// loser timeout.Superseded; otherwise ClassifyError (or WithClassify) says:
-// the function's result, error or not, is timeout.Completed unless the
-// error is a fast transport failure (timeout.Failed) or someone else's
-// timeout (timeout.Canceled).
+// context, an outer timeout, failsafe-go's or an adaptive one) is
+// timeout.Canceled, a hedge's loser timeout.Superseded; otherwise
+// ClassifyError (or WithClassify) says: the function's result, error or
+// not, is timeout.Completed unless the error is a fast transport failure
+// (timeout.Failed) or someone else's timeout (timeout.Canceled).
 //
 // Since the function runs in the caller's goroutine, the probes of
 // failure-aware timeouts are caller probes: when the Policy offers one and

@@ -132,8 +132,9 @@ func TestNestedAdaptiveTimeouts(t *testing.T) {
 }
 
 // TestHedgedCanceledFromOutside: hedged attempts that something outside
-// the hedge ends (a failsafe-go timeout, the caller's cancellation or
-// deadline) are cancelled, not superseded: no hedge won.
+// the hedge ends (a failsafe-go timeout, an adaptive timeout of ours, the
+// caller's cancellation or deadline) are cancelled, not superseded: no
+// hedge won.
 func TestHedgedCanceledFromOutside(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -141,6 +142,11 @@ func TestHedgedCanceledFromOutside(t *testing.T) {
 	}{
 		{"a failsafe-go timeout", func(p *policytest.Policy) error {
 			_, err := failsafe.With(fstimeout.New[string](30*time.Millisecond), hedgepolicy.NewWithDelay[string](10*time.Millisecond), New[string](p, "db-1")).
+				GetWithExecution(hangs)
+			return err
+		}},
+		{"our own timeout outside the hedge", func(p *policytest.Policy) error {
+			_, err := failsafe.With(New[string](policytest.New(30*time.Millisecond), "outer"), hedgepolicy.NewWithDelay[string](10*time.Millisecond), New[string](p, "db-1")).
 				GetWithExecution(hangs)
 			return err
 		}},
@@ -164,7 +170,10 @@ func TestHedgedCanceledFromOutside(t *testing.T) {
 				p := policytest.New(time.Second)
 				err := tc.run(p)
 				require.Error(t, err)
-				require.NotErrorIs(t, err, ErrTimeout)
+				var te *TimeoutError
+				if errors.As(err, &te) {
+					require.Equal(t, "outer", te.Dest, "only an outer adaptive timeout")
+				}
 				synctest.Wait()
 				require.Equal(t, []timeout.Outcome{timeout.Canceled, timeout.Canceled}, p.Outcomes())
 			})
@@ -187,4 +196,20 @@ func TestReturnsAtTheTimeout(t *testing.T) {
 			require.Len(t, p.Observed(), 1)
 		})
 	}
+}
+
+// TestHedgeCanceledOnAnotherTimeout: when the primary attempt times out and
+// the hedge policy cancels the hedge with that result, the hedge is
+// cancelled, not superseded: nothing answered.
+func TestHedgeCanceledOnAnotherTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		_, err := failsafe.With(hedgepolicy.NewWithDelay[string](50*time.Millisecond), New[string](p, "db-1")).GetWithExecution(hangs)
+		require.ErrorIs(t, err, ErrTimeout)
+		synctest.Wait()
+		require.ElementsMatch(t, []obs{
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond},
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 50 * time.Millisecond},
+		}, p.Observed())
+	})
 }

@@ -280,7 +280,9 @@ func (r *attempt[R]) outcome(result *common.PolicyResult[R]) timeout.Outcome {
 	if canceled, by := r.exec.IsCanceledWithResult(); canceled {
 		// Cancelled from outside. A hedge that won cancels the others
 		// with its own result: they were slower than their elapsed time.
-		if r.exec.Hedges() > 0 && by != nil && by.Error != fstimeout.ErrExceeded &&
+		// A timeout further out (failsafe-go's, or one of ours, whose
+		// *TimeoutError matches ErrExceeded) cancels them with its own.
+		if r.exec.Hedges() > 0 && by != nil && !errors.Is(by.Error, fstimeout.ErrExceeded) &&
 			!errors.Is(by.Error, context.Canceled) && !errors.Is(by.Error, context.DeadlineExceeded) {
 			return timeout.Superseded
 		}
