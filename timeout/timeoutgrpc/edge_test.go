@@ -3,6 +3,7 @@ package timeoutgrpc
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -534,4 +535,49 @@ func TestNestedInterceptors(t *testing.T) {
 			require.Zero(t, inner.Probes())
 		})
 	}
+}
+
+// TestUnaryOurDeadlineReportedByTheServer: a DeadlineExceeded status that
+// comes at our timeout (the server's, or gRPC's, report of it, ahead of
+// the call's context) is our timeout: TimedOut, matching ErrTimeout. Both
+// wake-ups are ready at once, so repeat to give either order its turn.
+func TestUnaryOurDeadlineReportedByTheServer(t *testing.T) {
+	for range 32 {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(50 * time.Millisecond)
+			_, err := call1(context.Background(), p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(50 * time.Millisecond) // it does not wait for its context
+				return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+			}))
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+			require.ErrorIs(t, err, ErrTimeout)
+			require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
+		})
+	}
+}
+
+// eofStream is a fakeStream whose SendMsg reports io.EOF once its context
+// ended, as gRPC's does: the stream's status comes from RecvMsg.
+type eofStream struct{ fakeStream }
+
+func (s eofStream) SendMsg(any) error {
+	<-s.ctx.Done()
+	return io.EOF
+}
+
+// TestStreamSendEOFUnwrapped: io.EOF from SendMsg after our timeout is
+// handed on as it is (callers compare it with ==, as gRPC documents); the
+// timeout's error comes from RecvMsg.
+func TestStreamSendEOFUnwrapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		streamer := func(ctx context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, _ ...grpc.CallOption) (grpc.ClientStream, error) {
+			return eofStream{fakeStream{ctx: ctx}}, nil
+		}
+		cs, err := StreamClientInterceptor(p, toH)(context.Background(), streamDesc, nil, "/test.Echo/Stream", streamer)
+		require.NoError(t, err)
+		require.Equal(t, io.EOF, cs.SendMsg(wrapperspb.String("x")))
+		require.ErrorIs(t, cs.RecvMsg(new(wrapperspb.StringValue)), ErrTimeout)
+		require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
+	})
 }
