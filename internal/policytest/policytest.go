@@ -48,6 +48,7 @@ type Policy struct {
 	decided  int
 	probes   int
 	observed []Observation
+	at       []time.Time // each Observe's now
 }
 
 // New returns a Policy whose attempts get def unless SetTimeout says
@@ -106,13 +107,21 @@ func (p *Policy) Probe(a *timeout.Attempt, _ time.Time) bool {
 }
 
 // Observe records the outcome and releases a probe's reservation.
-func (p *Policy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, _ time.Time) {
+func (p *Policy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a.Probe {
 		delete(p.inFlight, a.Dest)
 	}
 	p.observed = append(p.observed, Observation{Dest: a.Dest, Attempt: a.Attempt, Outcome: o, Elapsed: elapsed, Probe: a.Probe})
+	p.at = append(p.at, now)
+}
+
+// ObservedAt returns the now of every Observe call so far, in order.
+func (p *Policy) ObservedAt() []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]time.Time(nil), p.at...)
 }
 
 // Observed returns the observations so far, in order.

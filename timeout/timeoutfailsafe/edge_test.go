@@ -3,7 +3,6 @@ package timeoutfailsafe
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,31 +16,16 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
-// nowPolicy is a test Policy that also remembers the time (now) of every
-// Observe call.
-type nowPolicy struct {
-	*policytest.Policy
-	mu   sync.Mutex
-	nows []time.Time
-}
-
-func (p *nowPolicy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
-	p.mu.Lock()
-	p.nows = append(p.nows, now)
-	p.mu.Unlock()
-	p.Policy.Observe(a, o, elapsed, now)
-}
-
 // TestObservedAtTheAttemptsEnd: Observe's now is the moment the attempt
 // ended, its start plus its latency, not its start.
 func TestObservedAtTheAttemptsEnd(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { now = now.Add(7 * time.Millisecond); return now }
-	p := &nowPolicy{Policy: policytest.New(time.Second)}
+	p := policytest.New(time.Second)
 	adaptive := NewBuilder[any](p, "db-1").WithClock(clock).Build()
 	require.NoError(t, failsafe.With[any](adaptive).Run(func() error { return nil }))
 	require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.Completed, Elapsed: 7 * time.Millisecond}}, p.Observed())
-	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(14 * time.Millisecond)}, p.nows)
+	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(14 * time.Millisecond)}, p.ObservedAt())
 }
 
 // TestExecutionReleased: once the function returned, the attempt's context

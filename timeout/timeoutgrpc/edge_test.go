@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -50,31 +49,16 @@ func call1(ctx context.Context, p timeout.Policy, invoker grpc.UnaryInvoker, opt
 	return reply, err
 }
 
-// nowPolicy is a test Policy that also remembers the time (now) of every
-// Observe call.
-type nowPolicy struct {
-	*policytest.Policy
-	mu   sync.Mutex
-	nows []time.Time
-}
-
-func (p *nowPolicy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
-	p.mu.Lock()
-	p.nows = append(p.nows, now)
-	p.mu.Unlock()
-	p.Policy.Observe(a, o, elapsed, now)
-}
-
 // TestObservedAtTheCallsEnd: Observe's now is the moment the call ended,
 // its start plus its latency, not its start.
 func TestObservedAtTheCallsEnd(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { now = now.Add(7 * time.Millisecond); return now }
-	p := &nowPolicy{Policy: policytest.New(time.Second)}
+	p := policytest.New(time.Second)
 	_, err := call1(context.Background(), p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error { return nil }), WithClock(clock))
 	require.NoError(t, err)
 	require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 7 * time.Millisecond}}, p.Observed())
-	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(14 * time.Millisecond)}, p.nows)
+	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(14 * time.Millisecond)}, p.ObservedAt())
 }
 
 // TestUnaryDeadlineWithInjectedClock: with WithClock, the call's deadline

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -29,31 +27,10 @@ func (c *closeSpy) Close() error {
 	return nil
 }
 
-// nowPolicy is a test Policy that also remembers the time (now) of every
-// Observe call.
-type nowPolicy struct {
-	*policytest.Policy
-	mu   sync.Mutex
-	nows []time.Time
-}
-
-func (p *nowPolicy) Observe(a timeout.Attempt, o timeout.Outcome, elapsed time.Duration, now time.Time) {
-	p.mu.Lock()
-	p.nows = append(p.nows, now)
-	p.mu.Unlock()
-	p.Policy.Observe(a, o, elapsed, now)
-}
-
-func (p *nowPolicy) observedAt() []time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]time.Time(nil), p.nows...)
-}
-
 // TestObservedAtTheAttemptsEnd: Observe's now is the moment the attempt
 // ended, its start plus its latency, not its start.
 func TestObservedAtTheAttemptsEnd(t *testing.T) {
-	p := &nowPolicy{Policy: policy("h", time.Second)}
+	p := policy("h", time.Second)
 	tr := stepped(t, roundTripFunc(okResponse), p, 7*time.Millisecond)
 	req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
 	require.NoError(t, err)
@@ -65,7 +42,7 @@ func TestObservedAtTheAttemptsEnd(t *testing.T) {
 	// Clock reads 7 ms apart: start, headers, the read of the data, the
 	// read of EOF (which completes it).
 	require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 21 * time.Millisecond}}, p.Observed())
-	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(21 * time.Millisecond)}, p.observedAt())
+	require.Equal(t, []time.Time{time.Unix(1_700_000_000, 0).Add(21 * time.Millisecond)}, p.ObservedAt())
 }
 
 // TestObservedAtTheLastContentLengthByte: a body of known length completes
