@@ -28,7 +28,9 @@
 // back to read the body only after the timeout had passed (its own delay
 // used the attempt up: timeout.Canceled, nothing learned, though its read
 // still fails with the timeout's error); the caller's cancellation or earlier
-// deadline is timeout.Canceled (nothing learned); a fast transport failure
+// deadline is timeout.Canceled (nothing learned), and so is an outer
+// Transport's timeout when this Transport is its base (the caller's
+// context then ends with ErrTimeout too); a fast transport failure
 // (refused, reset, DNS, TLS handshake: ClassifyError) is timeout.Failed, not
 // a latency sample. Options.Classify overrides how errors are classified.
 //

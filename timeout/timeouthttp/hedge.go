@@ -63,7 +63,7 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 	launch := func(r *http.Request) {
 		try := &hedgeTry{}
 		a := &try.attempt
-		a.t, a.done, a.start = t, parent.Done(), t.now()
+		a.t, a.parent, a.start = t, parent, t.now()
 		a.a = t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), a.start)
 		cctx, cancel := context.WithCancelCause(parent)
 		var ctx context.Context
@@ -165,7 +165,7 @@ func (h *hedgeTry) superseded(resp *http.Response) {
 		_ = resp.Body.Close()
 	}
 	if h.settle() {
-		if context.Cause(h.ctx()) == ErrTimeout {
+		if h.ours() {
 			h.observe(timeout.TimedOut, h.elapsed())
 		} else {
 			h.observe(timeout.Superseded, h.lost)

@@ -213,7 +213,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	parent := req.Context()
 	start := t.now()
-	a := &attempt{t: t, done: parent.Done(), start: start, a: t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), start)}
+	a := &attempt{t: t, parent: parent, start: start, a: t.p.Decide(t.dest(req), timeout.AttemptFrom(parent), start)}
 	if a.a.ProbeTimeout > a.a.Timeout && a.probeable(req, parent) {
 		return a.roundTripAsync(req, parent)
 	}
@@ -238,9 +238,8 @@ type attempt struct {
 	// req is the request the base transport got; its context is the
 	// attempt's (ctx).
 	req *http.Request
-	// done is the caller's context's Done: closed when the caller gave up
-	// (nil: it never does).
-	done <-chan struct{}
+	// parent is the caller's context.
+	parent context.Context
 	// stop releases the attempt's context and whatever else the attempt
 	// holds (the sync path's timeout context; the async and hedged paths'
 	// contexts and timers). end calls it once.
@@ -285,13 +284,22 @@ func (a *attempt) arrived(at time.Duration) {
 // ctx returns the attempt's context: the base transport's request's.
 func (a *attempt) ctx() context.Context { return a.req.Context() }
 
+// ours reports whether our timeout ended the attempt's context: its cause
+// is ErrTimeout, and not one passed down from the caller's context (an
+// outer Transport's timeout, whose base this Transport is, ends the
+// attempt as the caller's doing).
+func (a *attempt) ours() bool {
+	return context.Cause(a.ctx()) == ErrTimeout && (a.parent.Err() == nil || context.Cause(a.parent) != ErrTimeout)
+}
+
 // callerLeft reports whether the caller's context has ended.
 func (a *attempt) callerLeft() bool {
-	if a.done == nil { // context.Background and its kind: no runtime call
+	done := a.parent.Done()
+	if done == nil { // context.Background and its kind: no runtime call
 		return false
 	}
 	select {
-	case <-a.done:
+	case <-done:
 		return true
 	default:
 		return false
@@ -568,7 +576,7 @@ func (a *attempt) fail(err error) error {
 // nothing is learned (Canceled), though the caller still gets the
 // timeout's error.
 func (a *attempt) failAt(err error, d time.Duration, callerLate bool) error {
-	timedOut := context.Cause(a.ctx()) == ErrTimeout
+	timedOut := a.ours()
 	if a.settle() {
 		switch {
 		case timedOut && callerLate:
