@@ -322,6 +322,7 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	p.v2.owners = o
 	clear(p.v2.mans)
 	p.retainOwned(now)
+	p.noteGiven(old, o, now)
 	restarted := p.v2.restarted
 	p.v2.restarted = nil
 	if !p.v2.on {
@@ -534,17 +535,45 @@ func (p *Protocol) ownedInsert(b tracker.Batch, now time.Time) tracker.InsertOut
 		o = p.ownersNow(now)
 	}
 	for _, dc := range b.Dests {
-		r := o.Rank(dc.Dest, p.cfg.Name)
-		if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dc.Dest] {
-			p.v2.late[dc.Dest] = true
-			if p.v2.lateAt.IsZero() {
-				// The second owner a delay later: the first's republish,
-				// arrived by then, makes its own needless.
-				p.v2.lateAt = now.Add(time.Duration(1+r) * p.cfg.Gossip.RepublishDelay)
-			}
-		}
+		p.noteLate(o, dc.Dest, now)
 	}
 	return out
+}
+
+// noteLate marks dest for this round's republish when the owners o have
+// this node publish it (first owner, or second once it failed over) and it
+// has not been republished this round.
+func (p *Protocol) noteLate(o *Owners, dest string, now time.Time) {
+	r := o.Rank(dest, p.cfg.Name)
+	if (r == 0 || r == 1 && p.v2.failDone) && !p.v2.republished[dest] {
+		p.v2.late[dest] = true
+		if p.v2.lateAt.IsZero() {
+			// The second owner a delay later: the first's republish,
+			// arrived by then, makes its own needless.
+			p.v2.lateAt = now.Add(time.Duration(1+r) * p.cfg.Gossip.RepublishDelay)
+		}
+	}
+}
+
+// noteGiven marks for this round's republish (noteLate) the destinations
+// the owners o give this node and old did not, once the round's publish
+// is past: their records came while other owners were computed here (a
+// node that knew fewer destinations, as just after its start, gives some
+// of them to others), and the origins, whose owners did not change, send
+// none again. Without it their views kept the older aggregate until the
+// next round (an owner restarted after its publish time, with one owner a
+// destination). The republish itself publishes only what adds to the
+// aggregate held.
+func (p *Protocol) noteGiven(old, o *Owners, now time.Time) {
+	if !p.v2.on || !p.v2.pubDone || p.v2.pubEpoch != p.cfg.Tracker.Epoch(now)-1 {
+		return
+	}
+	for _, d := range o.Dests() {
+		if old != nil && old.Rank(d, p.cfg.Name) == o.Rank(d, p.cfg.Name) {
+			continue
+		}
+		p.noteLate(o, d, now)
+	}
 }
 
 // sealV2 sends the sealed records of epoch ep to their owners: to each

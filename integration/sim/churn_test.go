@@ -81,6 +81,13 @@ func TestChurnSmall(t *testing.T) {
 			// records of destinations the owners gave to others for a
 			// while must not pull them again.
 			require.Zero(t, r.V2.RecordPulls, "records pulled though none was lost")
+			// Back (or joined) after its round's publish time, the member
+			// publishes that round itself once the origins' records come,
+			// though it knew too few destinations to own them when they
+			// came: no second owner takes over, and with one owner the
+			// views do not wait for the next round.
+			require.Zero(t, r.V2.Takeovers, "a second owner took over")
+			require.Less(t, r.ViewsExact, g.PublishDelay+g.FailoverDelay, "the views waited for a later round")
 		})
 	}
 }
