@@ -115,12 +115,12 @@ func (d *Decoder) Type(msg []byte) (MessageType, error) {
 // begin checks the size and the header of msg and returns its type and its
 // number of elements after version and type.
 func (d *Decoder) begin(msg []byte) (MessageType, int, error) {
+	d.sentAt = 0 // until closeMessage ends the message without error
 	if len(msg) > MaxMessageBytes {
 		return 0, 0, tooLarge("message of %d bytes, more than %d", len(msg), MaxMessageBytes)
 	}
 	d.rd.Reset(msg)
 	d.md.Reset(&d.rd)
-	d.sentAt = 0
 	n, err := d.readArrayLen("message", math.MaxInt)
 	if err != nil {
 		return 0, 0, err
@@ -165,19 +165,18 @@ func (d *Decoder) open(msg []byte, want MessageType, known int) (int, error) {
 }
 
 // readSentAt reads sent_at, the first field after a message's known ones,
-// when there is one, and returns the number of unknown fields left. It is
-// an integer in [0, 2^63−1]: the sender's clock in Unix milliseconds, 0 for
-// none.
-func (d *Decoder) readSentAt(extras int) (int, error) {
+// when there is one, and returns it (0 when there is none) with the number
+// of unknown fields left. It is an integer in [0, 2^63−1]: the sender's
+// clock in Unix milliseconds, 0 for none.
+func (d *Decoder) readSentAt(extras int) (int64, int, error) {
 	if extras == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	v, err := d.readUint("sent_at", math.MaxInt64)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	d.sentAt = int64(v)
-	return extras - 1, nil
+	return int64(v), extras - 1, nil
 }
 
 // SentAtMillis returns the sent_at of the message the Decoder last decoded
@@ -222,12 +221,20 @@ func (d *Decoder) finish(extras int) error {
 
 // closeMessage reads what follows a message's known fields: its sent_at
 // when there is one (readSentAt), then its unknown fields (end).
+//
+// It is the last step of every message's decoding, and the one that sets
+// the sent_at SentAtMillis reports: a message refused anywhere leaves it at
+// the 0 begin set.
 func (d *Decoder) closeMessage(extras int) error {
-	extras, err := d.readSentAt(extras)
+	at, extras, err := d.readSentAt(extras)
 	if err != nil {
 		return err
 	}
-	return d.end(extras)
+	if err := d.end(extras); err != nil {
+		return err
+	}
+	d.sentAt = at
+	return nil
 }
 
 // end skips the message's extra fields and refuses trailing bytes.
@@ -524,7 +531,6 @@ func (d *Decoder) DecodeBatch(msg []byte) (tracker.Batch, error) {
 		err = d.closeMessage(extra)
 	}
 	if err != nil {
-		d.sentAt = 0
 		return tracker.Batch{}, err
 	}
 	return b, nil
@@ -825,18 +831,8 @@ func (d *Decoder) readKeys() ([]tracker.BatchKey, error) {
 	return orNil(keys), nil
 }
 
-// decodeKeys decodes a digest or pull (of type t, the same fields) and
-// resets sent_at on an error.
+// decodeKeys decodes a digest or pull (of type t, the same fields).
 func (d *Decoder) decodeKeys(msg []byte, t MessageType) (Digest, error) {
-	dg, err := d.readKeyMessage(msg, t)
-	if err != nil {
-		d.sentAt = 0
-		return Digest{}, err
-	}
-	return dg, nil
-}
-
-func (d *Decoder) readKeyMessage(msg []byte, t MessageType) (Digest, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
 		return Digest{}, err

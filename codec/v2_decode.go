@@ -11,14 +11,6 @@ import (
 // aliases the Decoder's buffers (see Decoder). Errors wrap ErrTooLarge,
 // ErrVersion, ErrType, ErrLayout or ErrMalformed.
 func (d *Decoder) DecodeRecords(msg []byte) (Records, error) {
-	r, err := d.decodeRecords(msg)
-	if err != nil {
-		d.sentAt = 0 // read before the error was found, perhaps
-	}
-	return r, err
-}
-
-func (d *Decoder) decodeRecords(msg []byte) (Records, error) {
 	extra, err := d.open(msg, TypeRecords, 4)
 	if err != nil {
 		return Records{}, err
@@ -196,14 +188,6 @@ func (d *Decoder) DecodePackedAggregates(msg []byte) (Aggregates, error) {
 }
 
 func (d *Decoder) decodeAggregates(msg []byte, t MessageType) (Aggregates, error) {
-	m, err := d.decodeAggregatesOf(msg, t)
-	if err != nil {
-		d.sentAt = 0 // read before the error was found, perhaps
-	}
-	return m, err
-}
-
-func (d *Decoder) decodeAggregatesOf(msg []byte, t MessageType) (Aggregates, error) {
 	var m Aggregates
 	extra, err := d.open(msg, t, 3)
 	if err != nil {
@@ -231,10 +215,6 @@ func (d *Decoder) decodeAggregatesOf(msg []byte, t MessageType) (Aggregates, err
 		a.Layout = m.Layout
 		aggs = append(aggs, a)
 	}
-	if err := d.closeMessage(extra); err != nil {
-		return m, err
-	}
-	m.SentAtMillis = d.sentAt
 	// The buckets of each aggregate, now that d.buckets no longer grows.
 	for i := range aggs {
 		s := d.aggSpans[3*i : 3*i+3]
@@ -250,8 +230,11 @@ func (d *Decoder) decodeAggregatesOf(msg []byte, t MessageType) (Aggregates, err
 			return Aggregates{}, err
 		}
 	}
+	if err := d.closeMessage(extra); err != nil {
+		return Aggregates{}, err
+	}
 	d.aggs = aggs
-	m.Aggregates = orNil(aggs)
+	m.Aggregates, m.SentAtMillis = orNil(aggs), d.sentAt
 	return m, nil
 }
 
@@ -326,14 +309,6 @@ func (d *Decoder) readAggregate(countsLen int, packed bool) (tracker.Aggregate, 
 // sender and the list; the message's sent_at is then d.sentAt. It is the
 // decoding side of appendListHead.
 func decodeList[T any](d *Decoder, msg []byte, t MessageType, what string, limit int, buf []T, elem func(before []T) (T, error)) (string, []T, error) {
-	sender, list, err := decodeListOf(d, msg, t, what, limit, buf, elem)
-	if err != nil {
-		d.sentAt = 0 // read before the error was found, perhaps
-	}
-	return sender, list, err
-}
-
-func decodeListOf[T any](d *Decoder, msg []byte, t MessageType, what string, limit int, buf []T, elem func(before []T) (T, error)) (string, []T, error) {
 	extra, err := d.open(msg, t, 2)
 	if err != nil {
 		return "", nil, err
@@ -400,6 +375,7 @@ func (d *Decoder) DecodeAggDigest(msg []byte) (AggDigest, error) {
 // The result aliases the Decoder's buffers.
 func (d *Decoder) DecodeAggEntries(msg []byte, t MessageType) (AggEntries, error) {
 	if t != TypeAggList && t != TypeAggPull {
+		d.sentAt = 0
 		return AggEntries{}, typeErr(t)
 	}
 	sender, es, err := decodeList(d, msg, t, "entries", MaxAggEntries, d.entries, func([]tracker.AggregateEntry) (tracker.AggregateEntry, error) {
