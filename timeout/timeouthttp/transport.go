@@ -289,7 +289,7 @@ func (a *attempt) ctx() context.Context { return a.req.Context() }
 // outer Transport's timeout, whose base this Transport is, ends the
 // attempt as the caller's doing).
 func (a *attempt) ours() bool {
-	return context.Cause(a.ctx()) == ErrTimeout && (a.parent.Err() == nil || context.Cause(a.parent) != ErrTimeout)
+	return context.Cause(a.ctx()) == ErrTimeout && context.Cause(a.parent) != ErrTimeout
 }
 
 // callerLeft reports whether the caller's context has ended.
