@@ -69,13 +69,20 @@ import (
 // context.Canceled as context.Cause, and are recorded as superseded,
 // censored at their elapsed time (never as timed out or failed); DoHedged
 // does not wait for them to return. The context an attempt's fn sees
-// reports ErrTimeout as its context.Cause when our timeout ended it; an
-// error fn returned before that (before the context's deadline, or for a
-// caller probe not reserved, its timeout) is fn's own, as in Do, though
-// the coordinator reads it after the timeout. A
+// reports ErrTimeout as its context.Cause when our timeout ended it. A
 // DoHedged or Do inside fn sees an end of that context as its caller's
 // deadline: an enclosing call's timeout ends a nested call's attempts as
 // canceled, not timed out.
+//
+// When fn returned, not when the coordinator handles its return, decides
+// and measures, as in Do: the attempt's goroutine reads the node's clock
+// (Config.Clock) as fn returns. A completion is learned at the time fn
+// took; an error fn returned before its context's deadline (for a caller
+// probe not reserved, before its timeout) is fn's own, learned as
+// Config.Classify says, though the coordinator reads it after that
+// deadline; one returned after our timeout ended the context is a
+// timeout. A loser whose fn had returned before its timeout is superseded
+// at its elapsed time, not timed out.
 //
 // When every attempt fails, DoHedged returns "" and their errors joined
 // (errors.Join, in the order tried), matching ErrTimeout if any timed out.
@@ -171,8 +178,8 @@ type hedgeRun struct {
 	attempt int
 	order   []string   // replicas in the order tried
 	tries   []hedgeTry // in the order started; never reallocated during the call
-	// events carries the index of a try whose fn returned (its err set
-	// before), or timerEvent; it has room for every event a call can
+	// events carries the index of a try whose fn returned (its err, end
+	// and ret set before), or timerEvent; it has room for every event a call can
 	// leave unread, so it never blocks a sender, and no sender touches h.
 	events  chan int
 	live    int         // tries that neither reached their timeout nor failed
@@ -188,7 +195,8 @@ type hedgeRun struct {
 }
 
 // hedgeTry is one attempt of a DoHedged call; only the coordinator touches
-// it.
+// it, but for its goroutine, which reads ctx and dest and writes err, end
+// and ret (hedgeCall).
 type hedgeTry struct {
 	dest  string
 	a     timeout.Attempt // Probe set once the probe is reserved
@@ -205,10 +213,12 @@ type hedgeTry struct {
 	done        bool // fn returned
 	ended       bool // observed, as outcome
 	outcome     timeout.Outcome
-	err         error // fn's, written by its goroutine before it sends the try's index
-	// end is when fn returned an error, on the timer's clock (zero when
-	// it returned nil); written with err.
-	end time.Time
+	// Written by the try's goroutine before it sends the try's index:
+	// fn's error, and when fn returned, on the node's clock (end) and on
+	// the clock of the contexts' deadlines and the timer (ret; end itself
+	// when the node's clock is that clock).
+	err      error
+	end, ret time.Time
 }
 
 // timerEvent is the event of the run's timer.
@@ -250,16 +260,23 @@ func (h *hedgeRun) ours(t *hedgeTry) bool {
 	return endedByUs(h.ctx, t.ctx)
 }
 
-// returnedInTime reports whether t's fn, which returned an error, did so
-// before our timeout could end its context: before its deadline, or for a
-// caller probe not reserved, before its timeout (when the coordinator
-// ends it, at the earliest). An error fn returned then is fn's own, though
-// the context has ended by the time the coordinator reads it.
+// returnedInTime reports whether t's fn, which has returned, did so before
+// our timeout or the caller's deadline could end its context: before its
+// deadline, or for a caller probe not reserved, before its timeout (when
+// the coordinator ends it, at the earliest; the caller's deadline leaves
+// room for the probe). What fn returned then is fn's own, though the
+// context has ended by the time the coordinator reads it.
 func (t *hedgeTry) returnedInTime() bool {
 	if t.probing && !t.a.Probe {
-		return t.end.Before(t.due)
+		return t.ret.Before(t.due)
 	}
-	return returnedBefore(t.ctx, t.end)
+	return returnedBefore(t.ctx, t.ret)
+}
+
+// timedOut reports whether our timeout ended t before its fn returned: its
+// context says so, and fn is still running, or returned after that.
+func (h *hedgeRun) timedOut(t *hedgeTry) bool {
+	return h.ours(t) && !(t.done && t.returnedInTime())
 }
 
 // stop ends t's context as a loser's: context.Canceled.
@@ -331,7 +348,7 @@ func (h *hedgeRun) returned(i int) (end bool, dest string, err error) {
 		dest, err = h.win(i, o) // the replica answered
 		return true, dest, err
 	}
-	h.observe(t, o)
+	h.observe(t, o, t.end)
 	if !t.reached {
 		t.reached = true
 		h.live--
@@ -420,18 +437,27 @@ func (h *hedgeRun) launch(hedge bool) {
 	h.tries = append(h.tries, t)
 	h.live++
 	h.running++
-	go hedgeCall(h.fn, t.ctx, dest, &h.tries[i].err, &h.tries[i].end, h.events, i)
+	go hedgeCall(n, h.fn, &h.tries[i], h.events, i)
 	h.arm(dest, start)
 }
 
-// hedgeCall runs fn for try i, stores its error in err (and when fn
-// returned an error, when, in end) and sends i. The try stays where it is
-// (tries never grow past their capacity), and the coordinator reads err
-// and end only once it has the index.
-func hedgeCall(fn func(context.Context, string) error, ctx context.Context, dest string, err *error, end *time.Time, events chan<- int, i int) {
-	if *err = fn(ctx, dest); *err != nil {
-		*end = time.Now()
+// hedgeCall runs fn for try i, t, stores its error and when it returned in
+// t (err, end, ret) and sends i. The try stays where it is (tries never
+// grow past their capacity), and the coordinator reads those fields only
+// once it has the index; it reads none the goroutine writes before that.
+func hedgeCall(n *Node, fn func(context.Context, string) error, t *hedgeTry, events chan<- int, i int) {
+	err := fn(t.ctx, t.dest)
+	// When fn returned, as Do reads it: on the clock of the contexts'
+	// deadlines first, then on the node's, when that is another clock.
+	var ret time.Time
+	if n.cfg.Clock != nil {
+		ret = time.Now()
 	}
+	end := n.clock()
+	if ret.IsZero() {
+		ret = end
+	}
+	t.err, t.end, t.ret = err, end, ret
 	events <- i
 }
 
@@ -454,50 +480,80 @@ func (h *hedgeRun) failover() {
 	}
 }
 
-// observe learns how t ended at now.
-func (h *hedgeRun) observe(t *hedgeTry, o timeout.Outcome) {
-	now := h.n.clock()
+// observe learns how t ended at now, on the node's clock: when its fn
+// returned, or for an attempt still running, when the coordinator ends it.
+func (h *hedgeRun) observe(t *hedgeTry, o timeout.Outcome, now time.Time) {
 	h.n.Observe(t.a, o, max(since(now, t.start), 0), now)
 	t.ended, t.outcome = true, o
 }
 
+// collect takes the returns already in hand without handling them: the
+// call is ending, and the tries they name are decided by when their fn
+// returned (timedOut).
+func (h *hedgeRun) collect() {
+	for len(h.events) > 0 {
+		if i := <-h.events; i != timerEvent {
+			h.tries[i].done = true
+			h.running--
+		}
+	}
+}
+
+// endedAt is when t ended for the coordinator ending the call, on the
+// node's clock: when its fn returned, if it has, else now, read once per
+// call into *now.
+func (h *hedgeRun) endedAt(t *hedgeTry, now *time.Time) time.Time {
+	if t.done {
+		return t.end
+	}
+	if now.IsZero() {
+		*now = h.n.clock()
+	}
+	return *now
+}
+
 // win ends the call with try w's answer, learned as o (Completed, or what
-// Config.Classify said of its error): every other attempt still running
-// is cancelled and superseded (or timed out, if our timeout had ended it).
+// Config.Classify said of its error): every other attempt is cancelled
+// and superseded at its elapsed time (when its fn returned, if it has), or
+// timed out if our timeout had ended it before its fn returned.
 func (h *hedgeRun) win(w int, o timeout.Outcome) (string, error) {
 	t := &h.tries[w]
-	h.observe(t, o)
+	h.observe(t, o, t.end)
 	if t.hedge {
 		h.n.met.hedgesWon.Inc()
 	}
+	h.collect()
+	var now time.Time
 	for k := range h.tries {
 		o := &h.tries[k]
 		if o.ended {
 			continue
 		}
 		o.stop()
-		if h.ours(o) {
-			h.observe(o, timeout.TimedOut)
+		if h.timedOut(o) {
+			h.observe(o, timeout.TimedOut, h.endedAt(o, &now))
 		} else {
-			h.observe(o, timeout.Superseded)
+			h.observe(o, timeout.Superseded, h.endedAt(o, &now))
 		}
 	}
 	return t.dest, t.err
 }
 
-// canceled ends the call when the caller's context ended: attempts still
-// running are observed as canceled (nothing recorded), or timed out if our
-// timeout had ended them first.
+// canceled ends the call when the caller's context ended: the other
+// attempts are observed as canceled (nothing recorded), or timed out if
+// our timeout had ended them before their fn returned.
 func (h *hedgeRun) canceled() (string, error) {
+	h.collect()
+	var now time.Time
 	for k := range h.tries {
 		t := &h.tries[k]
 		if t.ended {
 			continue
 		}
-		if h.ours(t) {
-			h.observe(t, timeout.TimedOut)
+		if h.timedOut(t) {
+			h.observe(t, timeout.TimedOut, h.endedAt(t, &now))
 		} else {
-			h.observe(t, timeout.Canceled)
+			h.observe(t, timeout.Canceled, h.endedAt(t, &now))
 		}
 	}
 	return "", h.ctx.Err()

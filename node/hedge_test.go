@@ -719,25 +719,18 @@ func TestDoHedgedClassifiedAnswer(t *testing.T) {
 // TestDoHedgedAnswerBeforeHedge: an attempt's answer that came in by the
 // time the coordinator handles the hedge delay's firing wins, and no hedge
 // is sent for it: no token spent, nothing counted, no fn run. Here the
-// coordinator is held (in the clock, while it learns a's failure) across
-// the instant c's hedge delay passes and b answers, so that both wait for
-// it, the timer's firing first.
+// coordinator is held (in Config.Classify, while it learns a's failure)
+// across the instant c's hedge delay passes and b answers, so that both
+// wait for it, the timer's firing first.
 func TestDoHedgedAnswerBeforeHedge(t *testing.T) {
 	errRefused := errors.New("connection refused")
 	synctest.Test(t, func(t *testing.T) {
-		var hold atomic.Bool
 		held, release := make(chan struct{}), make(chan struct{})
 		n := newAlone(t, nil, func(c *Config) {
-			c.Clock = func() time.Time {
-				now := time.Now()
-				if hold.CompareAndSwap(true, false) {
-					close(held)
-					<-release
-				}
-				return now
-			}
 			c.Classify = func(err error) timeout.Outcome {
 				if errors.Is(err, errRefused) {
+					close(held)
+					<-release
 					return timeout.Failed
 				}
 				return timeout.Completed
@@ -764,7 +757,6 @@ func TestDoHedgedAnswerBeforeHedge(t *testing.T) {
 				switch d {
 				case "a": // fails 1 ms before c's hedge delay passes (21 + 21 ms)
 					time.Sleep(41 * time.Millisecond)
-					hold.Store(true)
 					return errRefused
 				case "b": // the hedge at 21 ms; answers when told
 					<-answerB
@@ -797,23 +789,16 @@ func TestDoHedgedAnswerBeforeHedge(t *testing.T) {
 // TestDoHedgedErrorBeforeTimeout: an attempt's error that fn returned 1 ms
 // before its timeout is the replica's answer, learned as Config.Classify
 // says, even when the timeout has ended its context by the time the
-// coordinator reads it (here the coordinator is held, in the clock, while
-// it learns the other attempt's failure, across both instants).
+// coordinator reads it (here the coordinator is held, in Config.Classify,
+// while it learns the other attempt's failure, across both instants).
 func TestDoHedgedErrorBeforeTimeout(t *testing.T) {
 	errRefused := errors.New("connection refused")
 	errApp := errors.New("not found")
 	synctest.Test(t, func(t *testing.T) {
-		var hold atomic.Bool
 		n := newAlone(t, nil, func(c *Config) {
-			c.Clock = func() time.Time {
-				now := time.Now()
-				if hold.CompareAndSwap(true, false) {
-					time.Sleep(35 * time.Millisecond) // to 275 ms
-				}
-				return now
-			}
 			c.Classify = func(err error) timeout.Outcome {
 				if errors.Is(err, errRefused) {
+					time.Sleep(35 * time.Millisecond) // to 275 ms
 					return timeout.Failed
 				}
 				return timeout.Completed
@@ -828,7 +813,6 @@ func TestDoHedgedErrorBeforeTimeout(t *testing.T) {
 			seen.Store(d, ctx)
 			if d == "a" { // tried first; refused at 240 ms
 				time.Sleep(240 * time.Millisecond)
-				hold.Store(true)
 				return errRefused
 			}
 			time.Sleep(249 * time.Millisecond) // b, the hedge at 21 ms, times out at 271 ms
@@ -887,5 +871,62 @@ func TestDoHedgedProbeNotReserved(t *testing.T) {
 		e, err := n.Estimate("a", 1)
 		require.NoError(t, err)
 		require.EqualValues(t, 2, e.LocalCensored)
+	})
+}
+
+// TestDoHedgedMeasuredAtReturn: an attempt is measured when its fn
+// returned, not when the coordinator handles it, and one whose fn returned
+// before its timeout is no timeout, though the coordinator reads it after
+// the timeout has ended its context. Here the coordinator is held (in
+// Config.Classify, while it learns c's failure) from 240 to 260 ms, across
+// b's answer (245 ms, after 224 ms) and a's (249 ms, 1 ms before its
+// timeout).
+func TestDoHedgedMeasuredAtReturn(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	synctest.Test(t, func(t *testing.T) {
+		n := newAlone(t, nil, func(c *Config) {
+			c.Classify = func(err error) timeout.Outcome {
+				if errors.Is(err, errRefused) {
+					time.Sleep(20 * time.Millisecond)
+					return timeout.Failed
+				}
+				return timeout.Completed
+			}
+		})
+		for range 100 { // hedge delays 21 ms, timeouts 250 ms (the floor)
+			for _, d := range []string{"a", "b", "c"} {
+				n.Record(d, 20*time.Millisecond)
+			}
+		}
+		var seen sync.Map
+		dest, err := n.DoHedged(t.Context(), []string{"a", "b", "c"}, 1, func(ctx context.Context, d string) error {
+			seen.Store(d, ctx)
+			switch d {
+			case "a": // tried first; its timeout at 250 ms
+				time.Sleep(249 * time.Millisecond)
+			case "b": // the hedge at 21 ms
+				time.Sleep(224 * time.Millisecond)
+			case "c": // the hedge at 42 ms; refused at 240 ms
+				time.Sleep(198 * time.Millisecond)
+				return errRefused
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "b", dest)
+		a, _ := seen.Load("a")
+		require.Equal(t, ErrTimeout, context.Cause(a.(context.Context)), "a's timeout came before the coordinator read its answer")
+		require.Equal(t, 1.0, outcomesValue(t, n, timeout.Completed.String()), "b's answer")
+		require.Equal(t, 1.0, outcomesValue(t, n, timeout.Failed.String()), "c's refusal")
+		require.Equal(t, 1.0, outcomesValue(t, n, timeout.Superseded.String()), "a answered before its timeout, after b")
+		require.Zero(t, outcomesValue(t, n, timeout.TimedOut.String()))
+		e, err := n.Estimate("b", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 101, e.LocalSamples)
+		require.EqualValues(t, 224, e.LocalValueMillis, "b's answer at the time fn took")
+		e, err = n.Estimate("a", 1)
+		require.NoError(t, err)
+		require.EqualValues(t, 1, e.LocalCensored, "superseded at 249 ms")
+		require.False(t, n.dec.Failing("a"))
 	})
 }
