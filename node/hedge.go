@@ -77,12 +77,18 @@ import (
 // When fn returned, not when the coordinator handles its return, decides
 // and measures, as in Do: the attempt's goroutine reads the node's clock
 // (Config.Clock) as fn returns. A completion is learned at the time fn
-// took; an error fn returned before its context's deadline (for a caller
-// probe not reserved, before its timeout) is fn's own, learned as
-// Config.Classify says, though the coordinator reads it after that
-// deadline; one returned after our timeout ended the context is a
-// timeout. A loser whose fn had returned before its timeout is superseded
-// at its elapsed time, not timed out.
+// took; an error fn returned before its context's deadline (our timeout's
+// or the caller's, whichever is first; for a caller probe not reserved,
+// before its timeout) is fn's own, learned as Config.Classify says, though
+// the coordinator reads it after that deadline; one returned after our
+// timeout ended the context is a timeout, one after the caller's end the
+// caller's (as is any error once the caller cancelled, which has no time
+// to compare with). A loser whose fn had returned before its timeout is
+// superseded at its elapsed time, not timed out. The returns in hand when
+// the coordinator sees the caller's context end are handled before it,
+// as they are before the timer's firing, so which of the two Go's select
+// takes first does not matter; and once ctx has ended, neither a failover
+// nor a hedge starts an attempt.
 //
 // When every attempt fails, DoHedged returns "" and their errors joined
 // (errors.Join, in the order tried), matching ErrTimeout if any timed out.
@@ -294,6 +300,15 @@ func (h *hedgeRun) run() (string, error) {
 		h.schedule()
 		select {
 		case <-h.ctx.Done():
+			// The attempts that returned by the time the caller's end is
+			// seen come first, each decided by when its fn returned.
+			for len(h.events) > 0 {
+				if i := <-h.events; i != timerEvent {
+					if end, dest, err := h.returned(i); end {
+						return dest, err
+					}
+				}
+			}
 			return h.canceled()
 		case i := <-h.events:
 			if i != timerEvent {
@@ -326,23 +341,30 @@ func (h *hedgeRun) run() (string, error) {
 	}
 }
 
-// returned handles the return of try i's fn: an answer ends the call with
-// it, a timeout or a failure fails over, and the call ends when that was
-// the last attempt. end reports whether the call ends, with dest and err.
+// returned handles the return of try i's fn, decided as Do decides, by
+// when fn returned: an answer ends the call with it, a timeout or a
+// failure fails over, and the call ends when that was the last attempt. An
+// error fn returned before its context's deadline (our timeout's or the
+// caller's) is its own, whatever the contexts say by now; one returned
+// after the caller's end is the caller's. end reports whether the call
+// ends, with dest and err.
 func (h *hedgeRun) returned(i int) (end bool, dest string, err error) {
 	t := &h.tries[i]
 	t.done = true
 	h.running--
 	o := timeout.Completed
-	switch {
-	case t.err == nil:
-	case h.ours(t) && !t.returnedInTime():
-		o = timeout.TimedOut
-	case h.ctx.Err() != nil:
-		dest, err = h.canceled()
-		return true, dest, err
-	default:
-		o = h.n.classify(t.err)
+	if t.err != nil {
+		first := t.returnedInTime()
+		ours := !first && h.ours(t)
+		switch cerr := h.ctx.Err(); {
+		case cerr != nil && !ours && !(first && errors.Is(cerr, context.DeadlineExceeded)):
+			dest, err = h.canceled()
+			return true, dest, err
+		case ours:
+			o = timeout.TimedOut
+		default:
+			o = h.n.classify(t.err)
+		}
 	}
 	if o != timeout.Failed && o != timeout.TimedOut {
 		dest, err = h.win(i, o) // the replica answered
@@ -386,7 +408,8 @@ func (h *hedgeRun) schedule() {
 
 // fire handles what is due at now: attempts reaching their timeout (a
 // caller probe goes on if it can be reserved, else its context ends with
-// ErrTimeout; either way DoHedged fails over), then the hedge delay.
+// ErrTimeout; either way DoHedged fails over), then the hedge delay. Once
+// the caller's context has ended, neither starts an attempt.
 func (h *hedgeRun) fire(now time.Time) {
 	for k := range h.tries {
 		t := &h.tries[k]
@@ -404,8 +427,8 @@ func (h *hedgeRun) fire(now time.Time) {
 		return
 	}
 	h.hedgeAt = time.Time{}
-	if len(h.tries) == len(h.order) {
-		return
+	if len(h.tries) == len(h.order) || h.ctx.Err() != nil {
+		return // no replica left, or the caller's end is in hand too
 	}
 	if !h.n.hedge.Spend() {
 		h.n.met.hedgesRefused.Inc()
@@ -473,9 +496,11 @@ func (h *hedgeRun) arm(dest string, start time.Time) {
 	}
 }
 
-// failover starts the next replica when no attempt is live any more.
+// failover starts the next replica when no attempt is live any more and
+// the caller's context has not ended (an attempt that failed before the
+// caller's deadline may be read after it).
 func (h *hedgeRun) failover() {
-	if h.live == 0 && len(h.tries) < len(h.order) {
+	if h.live == 0 && len(h.tries) < len(h.order) && h.ctx.Err() == nil {
 		h.launch(false)
 	}
 }

@@ -930,3 +930,147 @@ func TestDoHedgedMeasuredAtReturn(t *testing.T) {
 		require.False(t, n.dec.Failing("a"))
 	})
 }
+
+// TestDoHedgedErrorBeforeCallerDeadline: an attempt's answer or error that
+// fn returned 1 ms before the caller's deadline is decided as Do decides it
+// (TestDoErrorBeforeCallerDeadline), by when fn returned, whichever of the
+// caller's end and the attempt's return the coordinator takes first; a
+// refusal then is learned, and no failover follows it past the deadline.
+// Here the coordinator is held (in Config.Classify, while it learns b's
+// refusal at 98 ms) to 102 ms, past the caller's deadline at 100 ms, so
+// that both are in hand when it comes back. b, the hedge at 21 ms, has no
+// trusted estimate, hence no hedge delay: c is tried only on a failover.
+func TestDoHedgedErrorBeforeCallerDeadline(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	errApp := errors.New("not found")
+	for _, tc := range []struct {
+		name     string
+		fn       func(ctx context.Context) error // a's
+		dest     string
+		err      error
+		outcomes map[timeout.Outcome]float64
+		samples  uint64 // a's
+	}{
+		{"an answer, 1 ms before", func(context.Context) error { time.Sleep(99 * time.Millisecond); return nil },
+			"a", nil, map[timeout.Outcome]float64{timeout.Completed: 1, timeout.Failed: 1}, 101},
+		{"an error answering, 1 ms before", func(context.Context) error { time.Sleep(99 * time.Millisecond); return errApp },
+			"a", errApp, map[timeout.Outcome]float64{timeout.Completed: 1, timeout.Failed: 1}, 101},
+		{"a refusal, 1 ms before", func(context.Context) error { time.Sleep(99 * time.Millisecond); return errRefused },
+			"", context.DeadlineExceeded, map[timeout.Outcome]float64{timeout.Failed: 2}, 100},
+		{"its own error, after the deadline", func(ctx context.Context) error { <-ctx.Done(); return errApp },
+			"", context.DeadlineExceeded, map[timeout.Outcome]float64{timeout.Failed: 1}, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var held atomic.Bool
+				n := newAlone(t, nil, func(c *Config) {
+					c.Classify = func(err error) timeout.Outcome {
+						if !errors.Is(err, errRefused) {
+							return timeout.Completed
+						}
+						if held.CompareAndSwap(false, true) { // b's, the first
+							time.Sleep(4 * time.Millisecond)
+						}
+						return timeout.Failed
+					}
+				})
+				for range 100 { // a's hedge delay 21 ms, its timeout 250 ms (the floor)
+					n.Record("a", 20*time.Millisecond)
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+				defer cancel()
+				var mu sync.Mutex
+				var called []string
+				dest, err := n.DoHedged(ctx, []string{"a", "b", "c"}, 1, func(ctx context.Context, d string) error {
+					mu.Lock()
+					called = append(called, d)
+					mu.Unlock()
+					if d == "b" {
+						time.Sleep(77 * time.Millisecond)
+						return errRefused
+					}
+					return tc.fn(ctx)
+				})
+				require.Equal(t, tc.dest, dest)
+				if tc.err == nil {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, tc.err)
+					require.NotErrorIs(t, err, ErrTimeout)
+				}
+				require.Error(t, ctx.Err(), "the caller's deadline came, after fn returned or before")
+				mu.Lock()
+				require.Equal(t, []string{"a", "b"}, called, "no failover past the caller's deadline")
+				mu.Unlock()
+				for _, o := range []timeout.Outcome{timeout.Completed, timeout.Failed, timeout.TimedOut, timeout.Superseded} {
+					require.Equal(t, tc.outcomes[o], outcomesValue(t, n, o.String()), "%v", o)
+				}
+				e, err := n.Estimate("a", 1)
+				require.NoError(t, err)
+				require.Equal(t, tc.samples, e.LocalSamples)
+				require.Zero(t, e.LocalCensored)
+				if tc.samples > 100 {
+					require.EqualValues(t, 99, e.LocalValueMillis)
+				}
+			})
+		})
+	}
+}
+
+// TestDoHedgedNoHedgePastCallerDeadline: a hedge delay that passes after
+// the caller's deadline sends no hedge, whichever of the caller's end and
+// the timer's firing the coordinator takes first. Here the coordinator is
+// held (in Config.Classify, while it learns a's refusal at 40 ms) to
+// 45 ms, across the caller's deadline at 41 ms and c's hedge delay at
+// 42 ms, so that both are in hand when it comes back; the call is made on
+// a fresh node a few times, as the coordinator's choice between them is
+// Go's select's.
+func TestDoHedgedNoHedgePastCallerDeadline(t *testing.T) {
+	errRefused := errors.New("connection refused")
+	for range 8 {
+		synctest.Test(t, func(t *testing.T) {
+			n := newAlone(t, nil, func(c *Config) {
+				c.Classify = func(err error) timeout.Outcome {
+					if errors.Is(err, errRefused) {
+						time.Sleep(5 * time.Millisecond)
+						return timeout.Failed
+					}
+					return timeout.Completed
+				}
+			})
+			for range 100 { // hedge delays 21 ms, timeouts 250 ms (the floor)
+				for _, d := range []string{"a", "b", "c"} {
+					n.Record(d, 20*time.Millisecond)
+				}
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 41*time.Millisecond)
+			defer cancel()
+			var mu sync.Mutex
+			var called []string
+			var running sync.WaitGroup
+			defer running.Wait() // b's fn returns at 121 ms
+			dest, err := n.DoHedged(ctx, []string{"a", "b", "c"}, 1, func(ctx context.Context, d string) error {
+				running.Add(1)
+				defer running.Done()
+				mu.Lock()
+				called = append(called, d)
+				mu.Unlock()
+				if d == "a" { // tried first; refused at 40 ms
+					time.Sleep(40 * time.Millisecond)
+					return errRefused
+				}
+				time.Sleep(100 * time.Millisecond) // b, the hedge at 21 ms, slow to see its context end
+				return ctx.Err()
+			})
+			require.Empty(t, dest)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			synctest.Wait() // every fn started is running or has returned
+			mu.Lock()
+			require.Equal(t, []string{"a", "b"}, called, "no hedge to c")
+			mu.Unlock()
+			require.Equal(t, 1.0, counterValue(t, n.met.hedgesSent), "b's hedge only")
+			require.Equal(t, float64(timeout.HedgeBurst-1), n.hedge.Tokens(), "one token spent, b's")
+			require.Equal(t, 1.0, outcomesValue(t, n, timeout.Failed.String()), "a's refusal, before the deadline")
+		})
+	}
+}
