@@ -23,7 +23,10 @@
 // answered, whatever the application's result); Unavailable (connection
 // refused or lost, no server) is timeout.Failed, not a latency sample; our
 // timeout is timeout.TimedOut, a censored sample; the caller's cancellation
-// or deadline is timeout.Canceled, nothing learned.
+// or deadline is timeout.Canceled, nothing learned. Whichever ended the call
+// first decides, as in node.Do and timeouthttp: a call our timeout ended is
+// timed out even if the caller cancels while it is still returning, whether
+// or not it could have become a probe.
 //
 // A unary call's timeout covers the whole call. A stream's covers
 // establishing it and its first response message; after that the stream is

@@ -565,3 +565,31 @@ func TestStreamSendEOFUnwrapped(t *testing.T) {
 		require.Equal(t, []timeout.Outcome{timeout.TimedOut}, p.Outcomes())
 	})
 }
+
+// TestTimedOutThenCallerCancels: once our timeout has ended a call, a
+// cancellation of the caller's that comes while the invoker is still
+// returning changes nothing: TimedOut, matching ErrTimeout, whether the
+// call could become a probe (and the probe was declined at the timeout)
+// or not, as node.Do and timeouthttp say.
+func TestTimedOutThenCallerCancels(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(100 * time.Millisecond)
+			if probe {
+				p.OfferProbe(time.Second)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(150*time.Millisecond, cancel)
+			_, err := call1(ctx, declining{p}, invokeFunc(func(ctx context.Context, _ *wrapperspb.StringValue) error {
+				time.Sleep(200 * time.Millisecond) // it reports its context's end late
+				return status.FromContextError(ctx.Err()).Err()
+			}))
+			require.ErrorIs(t, err, ErrTimeout, "probeable: %v", probe)
+			require.Equal(t, codes.DeadlineExceeded, status.Code(err))
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 200 * time.Millisecond}}, p.Observed(),
+				"probeable: %v", probe)
+			require.Zero(t, p.Probes())
+		})
+	}
+}

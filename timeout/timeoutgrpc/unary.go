@@ -20,7 +20,9 @@ import (
 // observes every call once: a reply or any status but Unavailable is
 // timeout.Completed at its latency, Unavailable is timeout.Failed, our
 // timeout is timeout.TimedOut, the caller's cancellation or deadline is
-// timeout.Canceled.
+// timeout.Canceled, whichever ended the call first (a cancellation that
+// comes once our timeout ended the call, while the invoker is returning,
+// leaves it timed out).
 //
 // The call runs under context.WithTimeoutCause(ctx, timeout, ErrTimeout), so
 // the deadline the server sees is never past the caller's. When our timeout
@@ -186,10 +188,10 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	}
 	elapsed := c.elapsed()
 	err := ac.err
+	// Once our timeout ended the call (the probe declined), a cancellation
+	// of the caller's while the invoker returns leaves it timed out, as on
+	// the other path: outcome looks at our timeout first.
 	oc := outcome(ctx, actx, err)
-	if ctx.Err() != nil && oc != timeout.Completed {
-		oc = timeout.Canceled
-	}
 	cancel(nil)
 	c.observe(oc, elapsed)
 	switch {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -267,6 +268,42 @@ func TestShadowProbeOnlyIfUnanswered(t *testing.T) {
 			require.Len(t, p.Observed(), 1)
 			require.Equal(t, timeout.Completed, p.Observed()[0].Outcome)
 			require.False(t, p.InFlight("h"), "no reservation left")
+		})
+	}
+}
+
+// declining offers probes at Decide but declines them at Probe, as when
+// another attempt reserved the probe in between.
+type declining struct{ *policytest.Policy }
+
+func (declining) Probe(*timeout.Attempt, time.Time) bool { return false }
+
+// TestTimedOutThenCallerCancels: once our timeout has ended an attempt, a
+// cancellation of the caller's that comes while the base transport is
+// still returning changes nothing: TimedOut, matching ErrTimeout, whether
+// the attempt could become a probe (and the probe was declined at the
+// timeout) or not, as node.Do and timeoutgrpc say.
+func TestTimedOutThenCallerCancels(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := policy("h", 100*time.Millisecond)
+			if probe {
+				p.OfferProbe(time.Second)
+			}
+			tr := newTransport(t, Options{Policy: declining{p}, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(200 * time.Millisecond) // it reports its context's end late
+				return nil, context.Cause(r.Context())
+			})})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(150*time.Millisecond, cancel)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+			require.NoError(t, err)
+			_, err = tr.RoundTrip(req)
+			require.ErrorIs(t, err, ErrTimeout, "probeable: %v", probe)
+			require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 200 * time.Millisecond}}, p.Observed(),
+				"probeable: %v", probe)
+			require.Zero(t, p.Probes())
 		})
 	}
 }
