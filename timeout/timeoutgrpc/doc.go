@@ -43,7 +43,8 @@
 // timeout.NewPolicy): a call that has not answered after its destination's
 // hedge delay is sent again to the same destination, within the Policy's
 // hedge budget; the first answer wins and the other attempt is observed as
-// timeout.Superseded. node.DoHedged's rule for one destination; streams are
+// timeout.Superseded (timeout.TimedOut if its own timeout had ended it
+// before the win, whatever it returns then). node.DoHedged's rule for one destination; streams are
 // never hedged.
 //
 // # Time and concurrency

@@ -593,3 +593,51 @@ func TestTimedOutThenCallerCancels(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeLoserAnsweredAfterItsTimeout: a loser whose own timeout had
+// ended it before the other attempt won is timed out even when its invoker
+// then returns a reply (it did not watch its context), as node.DoHedged
+// and timeouthttp say: our timeout came first.
+func TestHedgeLoserAnsweredAfterItsTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(250 * time.Millisecond)}
+		late := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(400 * time.Millisecond)
+			return nil
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{late, after(235 * time.Millisecond)}}
+		reply, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+		require.NoError(t, err)
+		require.Equal(t, "ok", reply.GetValue())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 235 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 400 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeLoserSupersededBeforeItsDeadline: a loser that lost before its
+// own deadline is superseded at the time it lost, even when it reports a
+// DeadlineExceeded status after that deadline has passed (as a server
+// that knew the deadline may): the other attempt's win came first, as
+// node.DoHedged and timeouthttp say.
+func TestHedgeLoserSupersededBeforeItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(300 * time.Millisecond)}
+		late := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(400 * time.Millisecond) // it does not watch its context
+			return status.Error(codes.DeadlineExceeded, "deadline exceeded")
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{late, after(100 * time.Millisecond)}}
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 100 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 121 * time.Millisecond},
+		}, p.Observed())
+	})
+}

@@ -76,8 +76,8 @@ type hedgeCall struct {
 // invokeHedged runs a unary call and, when it has not answered after delay
 // and the budget allows, the same call again: the first answer wins and
 // its reply is the caller's; the other attempt is cancelled and observed
-// as superseded at its elapsed time (timed out, if our timeout had ended
-// it). Each attempt has its own adaptive timeout and its own reply; one
+// as superseded at its elapsed time (timed out if its own timeout had
+// ended it before the win, whatever it returns then). Each attempt has its own adaptive timeout and its own reply; one
 // that fails or times out leaves the other running; when both end without
 // an answer, the first attempt's error is returned.
 func (o *options) invokeHedged(ctx context.Context, method string, req, reply proto.Message, cc *grpc.ClientConn,
@@ -100,7 +100,7 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 				hc.results <- hedgeResult{i, err}
 				return
 			}
-			t.superseded(ctx, err)
+			t.superseded(ctx)
 		}()
 	}
 	launch()
@@ -132,7 +132,7 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 				}
 				for len(hc.results) > 0 { // returned, not yet handled: lost too
 					late := <-hc.results
-					tries[late.i].superseded(ctx, late.err)
+					tries[late.i].superseded(ctx)
 				}
 				hc.mu.Unlock()
 				t.end(oc, elapsed)
@@ -165,16 +165,17 @@ func (t *hedgeTry) end(oc timeout.Outcome, elapsed time.Duration) {
 	t.cancel(nil)
 }
 
-// superseded ends a loser: timed out if our timeout had ended it, else
-// superseded at its elapsed time when it lost. hc.mu is held.
-func (t *hedgeTry) superseded(parent context.Context, err error) {
+// superseded ends a loser: timed out if our timeout had ended it before
+// it lost, whatever it returned (a reply included, from an invoker that
+// did not watch its context), else superseded at its elapsed time when it
+// lost. hc.mu is held.
+func (t *hedgeTry) superseded(parent context.Context) {
 	if t.ended {
 		return
 	}
-	switch oc := outcome(parent, t.ctx, err); {
-	case oc == timeout.TimedOut:
-		t.end(oc, t.c.elapsed())
-	default:
-		t.end(timeout.Superseded, t.lost)
+	if ours(parent, t.ctx) {
+		t.end(timeout.TimedOut, t.c.elapsed())
+		return
 	}
+	t.end(timeout.Superseded, t.lost)
 }

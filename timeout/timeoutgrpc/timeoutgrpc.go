@@ -124,16 +124,23 @@ func (c *call) timeoutError(err error) error {
 	return &TimeoutError{Dest: c.a.Dest, Method: c.method, Attempt: c.a.Attempt, Limit: c.a.Timeout, Err: err}
 }
 
+// ours reports whether our timeout ended actx, an attempt's context
+// derived from the caller's parent: its cause is ErrTimeout, and not one
+// passed down from parent. ErrTimeout in the caller's own context is an
+// outer interceptor's timeout (one of ours further out): the caller's, as
+// any deadline of its context, not this attempt's. Once ours, an attempt
+// stays timed out whatever it returns and whatever the caller does next.
+func ours(parent, actx context.Context) bool {
+	return context.Cause(actx) == ErrTimeout && context.Cause(parent) != ErrTimeout
+}
+
 // outcome classifies how an attempt ended: err is what gRPC returned, parent
 // the caller's context and actx the attempt's.
 func outcome(parent, actx context.Context, err error) timeout.Outcome {
 	if err == nil || err == io.EOF {
 		return timeout.Completed
 	}
-	// ErrTimeout in the caller's own context is an outer interceptor's
-	// timeout (one of ours further out): the caller's, as any deadline of
-	// its context, not this attempt's.
-	if context.Cause(actx) == ErrTimeout && context.Cause(parent) != ErrTimeout {
+	if ours(parent, actx) {
 		return timeout.TimedOut
 	}
 	if parent.Err() != nil {

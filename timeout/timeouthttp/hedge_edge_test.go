@@ -320,3 +320,32 @@ func TestHedgeAttemptsAnswerTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeLoserSupersededBeforeItsDeadline: a loser that lost before its
+// own deadline is superseded at the time it lost, even when its base
+// reports a deadline's error after that deadline has passed: the other
+// attempt's win came first, as node.DoHedged and timeoutgrpc say.
+func TestHedgeLoserSupersededBeforeItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(300 * time.Millisecond)
+		base := &callsBase{calls: []roundTripFunc{
+			func(*http.Request) (*http.Response, error) { // it does not watch its context
+				time.Sleep(400 * time.Millisecond)
+				return nil, context.DeadlineExceeded
+			},
+			after(100 * time.Millisecond),
+		}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 100 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 121 * time.Millisecond},
+		}, p.Observed())
+	})
+}
