@@ -641,3 +641,34 @@ func TestHedgeLoserSupersededBeforeItsDeadline(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestAnsweredAfterTheCallerLeft: a reply that comes after the caller's
+// cancellation (an invoker that does not watch its context) is the
+// destination's answer: Completed at its latency, whether or not the call
+// could become a probe (the probeable call still fails with the caller's
+// error), as node.Do has a fn that returns nil after its caller left, and
+// as timeouthttp has a response whose body arrives then.
+func TestAnsweredAfterTheCallerLeft(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(time.Second)
+			if probe {
+				p.OfferProbe(time.Minute)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(20*time.Millisecond, cancel)
+			_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(50 * time.Millisecond) // it does not watch its context
+				return nil
+			}))
+			if probe {
+				require.Equal(t, codes.Canceled, status.Code(err))
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond}}, p.Observed(),
+				"probeable: %v", probe)
+		})
+	}
+}

@@ -33,6 +33,12 @@
 // context then ends with ErrTimeout too); a fast transport failure
 // (refused, reset, DNS, TLS handshake: ClassifyError) is timeout.Failed, not
 // a latency sample. Options.Classify overrides how errors are classified.
+// Whichever ended the attempt first decides, as in node.Do and timeoutgrpc:
+// an attempt our timeout ended is timed out even if the caller cancels
+// while the base transport is still returning, and a response whose whole
+// body arrives after the caller's cancellation is completed (the
+// destination answered), while one whose body the caller closes early
+// after cancelling is canceled.
 //
 // # Shadow probes
 //

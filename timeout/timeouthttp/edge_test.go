@@ -307,3 +307,38 @@ func TestTimedOutThenCallerCancels(t *testing.T) {
 		})
 	}
 }
+
+// TestAnsweredAfterTheCallerLeft: a response whose whole body arrives
+// after the caller's cancellation (a base and body that do not watch the
+// context) is the destination's answer: Completed at its latency, as
+// node.Do has a fn that returns nil after its caller left, and as
+// timeoutgrpc has a reply that comes then. (An early Close after the
+// caller left is Canceled: TestCallerLeftBeforeClose.)
+func TestAnsweredAfterTheCallerLeft(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := policy("h", time.Second)
+			if probe {
+				p.OfferProbe(time.Minute)
+			}
+			tr := newTransport(t, Options{Policy: p, Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(50 * time.Millisecond)
+				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+					Body: io.NopCloser(strings.NewReader("hello"))}, nil
+			})})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(20*time.Millisecond, cancel)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+			require.NoError(t, err)
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err, "probeable: %v", probe)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, "hello", string(b))
+			require.NoError(t, resp.Body.Close())
+			require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond}}, p.Observed(),
+				"probeable: %v", probe)
+		})
+	}
+}

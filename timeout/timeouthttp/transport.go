@@ -164,7 +164,11 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // afterwards is not latency. An attempt the adaptive timeout ends is
 // timeout.TimedOut; one the caller's context ended (cancellation or its
 // earlier deadline) is timeout.Canceled; one that failed otherwise, before
-// or while the body arrived, is what Options.Classify says.
+// or while the body arrived, is what Options.Classify says. Whichever came
+// first decides: a cancellation of the caller's after our timeout ended the
+// attempt leaves it timed out; a response whose whole body arrives after
+// the caller's cancellation is completed, and one whose body is closed
+// early after it canceled.
 //
 // Protocol upgrades: a request asking to switch protocols (an Upgrade
 // header, and "upgrade" in Connection) is never hedged or probed. Its 101
@@ -535,34 +539,32 @@ func (a *attempt) Read(p []byte) (int, error) {
 
 // Close closes the body. If the whole body had not arrived, the caller
 // stopped reading of its own accord: the attempt counts as completed when its
-// last data arrived.
+// last data arrived, or as canceled if the caller's context has ended (it
+// gave up on the attempt).
 func (a *attempt) Close() error {
 	err := a.body.Close()
 	if !a.settled() {
 		if s := a.state.Or(observed); s&observed == 0 {
-			a.completed(time.Duration(s >> flagBits))
+			d := time.Duration(s >> flagBits)
+			if a.callerLeft() {
+				a.observe(timeout.Canceled, d)
+			} else {
+				a.observe(timeout.Completed, d)
+			}
 		}
 	}
 	a.end()
 	return err
 }
 
-// complete ends a successful attempt at latency d, unless it has been
-// observed.
+// complete ends an attempt whose whole response arrived at latency d,
+// unless it has been observed: Completed, even if the caller's context
+// ended meanwhile (the destination answered, as when node.Do's fn returns
+// nil after its caller left).
 func (a *attempt) complete(d time.Duration) {
 	if a.settle() {
-		a.completed(d)
+		a.observe(timeout.Completed, d)
 	}
-}
-
-// completed observes a successful attempt this call settled, at latency d:
-// Completed, or Canceled if the caller gave up on it.
-func (a *attempt) completed(d time.Duration) {
-	if a.callerLeft() {
-		a.observe(timeout.Canceled, d)
-		return
-	}
-	a.observe(timeout.Completed, d)
 }
 
 // fail ends a failed attempt and returns the error to hand the caller: a
