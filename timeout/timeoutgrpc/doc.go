@@ -43,9 +43,10 @@
 // timeout.NewPolicy): a call that has not answered after its destination's
 // hedge delay is sent again to the same destination, within the Policy's
 // hedge budget; the first answer wins and the other attempt is observed as
-// timeout.Superseded (timeout.TimedOut if its own timeout had ended it
-// before the win, whatever it returns then). node.DoHedged's rule for one destination; streams are
-// never hedged.
+// timeout.Superseded (whatever it returns then, timeout.TimedOut if its
+// own timeout had ended it before the win, timeout.Canceled if the
+// caller's context had). node.DoHedged's rule for one destination;
+// streams are never hedged.
 //
 // # Time and concurrency
 //

@@ -672,3 +672,32 @@ func TestAnsweredAfterTheCallerLeft(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeLoserAfterTheCallerLeft: when the caller's context ended
+// before the other attempt won (an answer that did not watch its
+// context), a loser still running is the caller's, Canceled, not
+// superseded: the cancellation came first, as node.DoHedged and
+// timeouthttp say. The winner's reply is an answer, as in node.Do.
+func TestHedgeLoserAfterTheCallerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &fixedHedger{Policy: policytest.New(time.Second)}
+		slow := func(d time.Duration) func(context.Context, *wrapperspb.StringValue) error {
+			return func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(d) // it does not watch its context
+				return nil
+			}
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{slow(200 * time.Millisecond), slow(50 * time.Millisecond)}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(40*time.Millisecond, cancel)
+		_, err := call1(ctx, p, c.invoker(), hedgeAll)
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 200 * time.Millisecond},
+		}, p.Observed())
+	})
+}

@@ -57,6 +57,7 @@ type hedgeTry struct {
 	stop   context.CancelFunc
 	reply  proto.Message
 	ended  bool          // observed
+	left   bool          // the caller's context had ended when another attempt won (hedgeCall.mu)
 	lost   time.Duration // elapsed when another attempt won (hedgeCall.mu)
 }
 
@@ -76,10 +77,11 @@ type hedgeCall struct {
 // invokeHedged runs a unary call and, when it has not answered after delay
 // and the budget allows, the same call again: the first answer wins and
 // its reply is the caller's; the other attempt is cancelled and observed
-// as superseded at its elapsed time (timed out if its own timeout had
-// ended it before the win, whatever it returns then). Each attempt has its own adaptive timeout and its own reply; one
-// that fails or times out leaves the other running; when both end without
-// an answer, the first attempt's error is returned.
+// as superseded at its elapsed time (whatever it returns then, timed out
+// if its own timeout had ended it before the win, canceled if the caller's
+// context had). Each attempt has its own adaptive timeout and its own
+// reply; one that fails or times out leaves the other running; when both
+// end without an answer, the first attempt's error is returned.
 func (o *options) invokeHedged(ctx context.Context, method string, req, reply proto.Message, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, callOpts []grpc.CallOption, h timeout.Hedger, delay time.Duration) error {
 	req = proto.Clone(req) // a loser may still be sending it when we return
@@ -124,9 +126,10 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 			if oc == timeout.Completed {
 				hc.mu.Lock()
 				hc.won = true
+				left := ctx.Err() != nil
 				for _, l := range tries {
 					if l != t && !l.ended {
-						l.lost = l.c.elapsed()
+						l.lost, l.left = l.c.elapsed(), left
 						l.cancel(context.Canceled)
 					}
 				}
@@ -165,17 +168,19 @@ func (t *hedgeTry) end(oc timeout.Outcome, elapsed time.Duration) {
 	t.cancel(nil)
 }
 
-// superseded ends a loser: timed out if our timeout had ended it before
-// it lost, whatever it returned (a reply included, from an invoker that
-// did not watch its context), else superseded at its elapsed time when it
-// lost. hc.mu is held.
+// superseded ends a loser by what ended it first, whatever it returned (a
+// reply included, from an invoker that did not watch its context): timed
+// out if our timeout had ended it before it lost, canceled if the caller's
+// context had, else superseded at its elapsed time when it lost. hc.mu is
+// held.
 func (t *hedgeTry) superseded(parent context.Context) {
-	if t.ended {
-		return
-	}
-	if ours(parent, t.ctx) {
+	switch {
+	case t.ended:
+	case ours(parent, t.ctx):
 		t.end(timeout.TimedOut, t.c.elapsed())
-		return
+	case t.left:
+		t.end(timeout.Canceled, t.c.elapsed())
+	default:
+		t.end(timeout.Superseded, t.lost)
 	}
-	t.end(timeout.Superseded, t.lost)
 }

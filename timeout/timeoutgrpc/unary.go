@@ -52,8 +52,9 @@ import (
 // destination, on a copy of the request into a reply of its own. The first
 // answer (a reply or any status but Unavailable) wins and is copied to the
 // caller's reply; the other attempt is cancelled and observed as
-// timeout.Superseded at its elapsed time (timed out if its own timeout had
-// ended it before the win, whatever it returns then, as in node.DoHedged).
+// timeout.Superseded at its elapsed time (whatever it returns then, as in
+// node.DoHedged: timed out if its own timeout had ended it before the win,
+// canceled if the caller's context had).
 // Each attempt has its own adaptive timeout; an attempt that
 // fails or times out leaves the other running, and when both end without
 // an answer the first one's error is returned. Hedged calls run no shadow

@@ -58,9 +58,10 @@
 // one with an Idempotency-Key header) that has not answered after its
 // destination's hedge delay is sent again to the same destination, within
 // the Policy's hedge budget; the first response wins and the other attempt
-// is observed as timeout.Superseded (timeout.TimedOut if its own timeout
-// had ended it before the win, whatever it returns then). node.DoHedged's
-// rule for one destination; RoundTrip documents the details.
+// is observed as timeout.Superseded (whatever it returns then,
+// timeout.TimedOut if its own timeout had ended it before the win,
+// timeout.Canceled if the caller's context had). node.DoHedged's rule for
+// one destination; RoundTrip documents the details.
 //
 // # Time and concurrency
 //

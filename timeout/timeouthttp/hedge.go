@@ -144,6 +144,7 @@ type hedgeTry struct {
 	attempt
 	cancel context.CancelCauseFunc // ends the attempt's context with a cause
 	lost   time.Duration           // its elapsed time when another attempt won (hedgeCall.mu)
+	left   bool                    // the caller's context had ended when another attempt won (hedgeCall.mu)
 }
 
 // supersede marks a still-running hedged attempt as the loser, at its
@@ -153,21 +154,25 @@ func (h *hedgeTry) supersede() {
 	if h.settled() {
 		return
 	}
-	h.lost = h.elapsed()
+	h.lost, h.left = h.elapsed(), h.callerLeft()
 	h.cancel(context.Canceled)
 }
 
 // superseded ends a loser's round trip: it discards a late response and
-// observes the attempt as superseded at the time it lost (or as timed out,
-// if our timeout had ended it first).
+// observes the attempt by what ended it first: timed out if our timeout
+// had ended it before it lost, canceled if the caller's context had, else
+// superseded at the time it lost.
 func (h *hedgeTry) superseded(resp *http.Response) {
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	if h.settle() {
-		if h.ours() {
+		switch {
+		case h.ours():
 			h.observe(timeout.TimedOut, h.elapsed())
-		} else {
+		case h.left:
+			h.observe(timeout.Canceled, h.elapsed())
+		default:
 			h.observe(timeout.Superseded, h.lost)
 		}
 	}

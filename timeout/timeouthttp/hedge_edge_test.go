@@ -349,3 +349,39 @@ func TestHedgeLoserSupersededBeforeItsDeadline(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestHedgeLoserAfterTheCallerLeft: when the caller's context ended
+// before the other attempt won (a response that did not watch its
+// context), a loser still running is the caller's, Canceled, not
+// superseded: the cancellation came first, as node.DoHedged and
+// timeoutgrpc say. The winner's response is an answer, as in node.Do.
+func TestHedgeLoserAfterTheCallerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(time.Second)
+		slow := func(d time.Duration) roundTripFunc {
+			return func(r *http.Request) (*http.Response, error) {
+				time.Sleep(d) // it does not watch its context
+				return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+					Body: io.NopCloser(strings.NewReader("ok"))}, nil
+			}
+		}
+		base := &callsBase{calls: []roundTripFunc{slow(200 * time.Millisecond), slow(50 * time.Millisecond)}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(40*time.Millisecond, cancel)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 200 * time.Millisecond},
+		}, p.Observed())
+	})
+}

@@ -205,8 +205,9 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // quantile 1 − budget, as node.DoHedged) and the budget allows
 // (Hedger.SpendHedge), a copy is sent to the same destination. The first
 // response wins; the other attempt is cancelled and observed as
-// timeout.Superseded at its elapsed time (timed out if its own timeout had
-// ended it before the win, whatever it returns then, as in node.DoHedged).
+// timeout.Superseded at its elapsed time (whatever it returns then, as in
+// node.DoHedged: timed out if its own timeout had ended it before the win,
+// canceled if the caller's context had).
 // Each attempt has its own adaptive timeout; an attempt that
 // fails leaves the other running, and when both fail the first one's error
 // is returned. Hedged requests run no shadow probe.
