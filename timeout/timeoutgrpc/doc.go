@@ -26,7 +26,9 @@
 // or deadline is timeout.Canceled, nothing learned. Whichever ended the call
 // first decides, as in node.Do and timeouthttp: a call our timeout ended is
 // timed out even if the caller cancels while it is still returning, whether
-// or not it could have become a probe.
+// or not it could have become a probe; an error the invoker returned before
+// the deadline (ours, or the caller's) is its own, by its status, though
+// the deadline may have passed by the time the interceptor looks.
 //
 // A unary call's timeout covers the whole call. A stream's covers
 // establishing it and its first response message; after that the stream is

@@ -701,3 +701,82 @@ func TestHedgeLoserAfterTheCallerLeft(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestErrorBeforeTheDeadline: an error the invoker returned 1 ms before our
+// timeout, or before the caller's deadline, is its own, Completed or
+// Failed by its status at the latency measured, and not ErrTimeout, even
+// when the deadline has ended the call's context by the time the
+// interceptor looks at it (here the clock, read as the invoker returns,
+// holds it for 2 ms), as node.Do decides by when fn returned.
+func TestErrorBeforeTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		caller  time.Duration // the caller's deadline; 0: none
+		code    codes.Code
+		outcome timeout.Outcome
+	}{
+		{"an answer, before our timeout", 0, codes.NotFound, timeout.Completed},
+		{"a refusal, before our timeout", 0, codes.Unavailable, timeout.Failed},
+		{"a refusal, before the caller's deadline", 250 * time.Millisecond, codes.Unavailable, timeout.Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hold atomic.Bool
+				clock := func() time.Time {
+					now := time.Now()
+					if hold.CompareAndSwap(true, false) {
+						time.Sleep(2 * time.Millisecond) // past the deadline: the call's context ends
+					}
+					return now
+				}
+				p := policytest.New(250 * time.Millisecond)
+				ctx := context.Background()
+				if tc.caller > 0 {
+					p = policytest.New(time.Second)
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.caller)
+					defer cancel()
+				}
+				_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+					time.Sleep(249 * time.Millisecond)
+					hold.Store(true)
+					return status.Error(tc.code, "its own")
+				}), WithClock(clock))
+				require.Equal(t, tc.code, status.Code(err))
+				require.NotErrorIs(t, err, ErrTimeout)
+				require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: tc.outcome, Elapsed: 249 * time.Millisecond}}, p.Observed())
+			})
+		})
+	}
+}
+
+// TestHedgeErrorBeforeTheTimeout: a hedged attempt's error that came back
+// 1 ms before its timeout is its own, though the timeout has ended its
+// context by the time the call's coordinator takes it (here the clock
+// holds it for 2 ms), as node.DoHedged decides by when fn returned.
+func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		clock := func() time.Time {
+			now := time.Now()
+			if hold.CompareAndSwap(true, false) {
+				time.Sleep(2 * time.Millisecond) // past the timeout: the attempt's context ends
+			}
+			return now
+		}
+		p := &fixedHedger{Policy: policytest.New(250 * time.Millisecond)}
+		refused := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(249 * time.Millisecond)
+			hold.Store(true)
+			return status.Error(codes.Unavailable, "refused")
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{refused, after(time.Hour)}}
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll, WithClock(clock))
+		require.Equal(t, codes.Unavailable, status.Code(err), "the first attempt's error")
+		require.NotErrorIs(t, err, ErrTimeout)
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 249 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 250 * time.Millisecond},
+		}, p.Observed())
+	})
+}

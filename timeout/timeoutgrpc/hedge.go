@@ -64,6 +64,7 @@ type hedgeTry struct {
 type hedgeResult struct {
 	i   int
 	err error
+	end time.Time // when err came back, on the runtime's clock (zero for nil)
 }
 
 // hedgeCall is a hedged call's shared state: once won, attempts that
@@ -96,10 +97,14 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 		tries = append(tries, t)
 		go func() {
 			err := invoker(t.ctx, method, req, t.reply, cc, callOpts...)
+			var end time.Time
+			if err != nil {
+				end = time.Now()
+			}
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
-				hc.results <- hedgeResult{i, err}
+				hc.results <- hedgeResult{i, err, end}
 				return
 			}
 			t.superseded(ctx)
@@ -122,7 +127,7 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 			pending--
 			t := tries[res.i]
 			elapsed := t.c.elapsed()
-			oc := outcome(ctx, t.ctx, res.err)
+			oc := outcome(ctx, t.ctx, res.err, res.err != nil && returnedBefore(t.ctx, res.end))
 			if oc == timeout.Completed {
 				hc.mu.Lock()
 				hc.won = true

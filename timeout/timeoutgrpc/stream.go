@@ -74,7 +74,7 @@ func (s *clientStream) expire() {
 func (s *clientStream) first(err error) {
 	s.settled.Do(func() {
 		s.timer.Stop()
-		s.observe(outcome(s.parent, s.ctx, err), s.elapsed())
+		s.observe(outcome(s.parent, s.ctx, err, false), s.elapsed()) // before expire, which observes our timeout itself
 	})
 }
 

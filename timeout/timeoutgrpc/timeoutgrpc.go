@@ -134,16 +134,29 @@ func ours(parent, actx context.Context) bool {
 	return context.Cause(actx) == ErrTimeout && context.Cause(parent) != ErrTimeout
 }
 
+// returnedBefore reports whether ret, when the invoker returned (on the
+// runtime's clock), is before actx's deadline: then actx was still live
+// when it returned, whatever it says by now (a context ends at its
+// deadline or later, never before).
+func returnedBefore(actx context.Context, ret time.Time) bool {
+	d, ok := actx.Deadline()
+	return ok && ret.Before(d)
+}
+
 // outcome classifies how an attempt ended: err is what gRPC returned, parent
-// the caller's context and actx the attempt's.
-func outcome(parent, actx context.Context, err error) timeout.Outcome {
+// the caller's context and actx the attempt's. first says err came back
+// before actx's deadline (ours, or the caller's if that is earlier): it is
+// then the call's own, as node.Do decides by when fn returned, though the
+// deadline may have ended actx by the time it is looked at. (A
+// cancellation of the caller's has no time to compare with.)
+func outcome(parent, actx context.Context, err error, first bool) timeout.Outcome {
 	if err == nil || err == io.EOF {
 		return timeout.Completed
 	}
-	if ours(parent, actx) {
+	if !first && ours(parent, actx) {
 		return timeout.TimedOut
 	}
-	if parent.Err() != nil {
+	if pe := parent.Err(); pe != nil && !(first && pe == context.DeadlineExceeded) {
 		return timeout.Canceled
 	}
 	switch status.Code(err) {
@@ -153,7 +166,7 @@ func outcome(parent, actx context.Context, err error) timeout.Outcome {
 		// The server, which knows the deadline, may end the call an instant
 		// before the client's own timer fires: once the deadline has passed,
 		// it is ours, or the caller's if the caller's came first.
-		if d, ok := actx.Deadline(); ok && !time.Now().Before(d) {
+		if d, ok := actx.Deadline(); ok && !first && !time.Now().Before(d) {
 			if pd, ok := parent.Deadline(); ok && !pd.After(d) {
 				return timeout.Canceled
 			}

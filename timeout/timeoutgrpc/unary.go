@@ -79,8 +79,11 @@ func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientIn
 			actx, cancel = context.WithTimeoutCause(ctx, c.a.Timeout, ErrTimeout)
 		}
 		err := invoker(actx, method, req, reply, cc, callOpts...)
+		// When an error came back, on the deadline's clock, read before
+		// anything else (WithClock's clock included) lets the deadline pass.
+		first := err != nil && returnedBefore(actx, time.Now())
 		elapsed := c.elapsed()
-		oc := outcome(ctx, actx, err)
+		oc := outcome(ctx, actx, err, first)
 		cancel()
 		c.observe(oc, elapsed)
 		if oc == timeout.TimedOut {
@@ -152,13 +155,14 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	go func() {
 		defer stop()
 		err := invoker(actx, c.method, req, ac.reply, cc, opts...)
+		first := err != nil && returnedBefore(actx, time.Now()) // before the probe's deadline
 		ac.mu.Lock()
 		ac.finished, ac.err = true, err
 		probing := ac.probing
 		ac.mu.Unlock()
 		close(ac.done)
 		if probing {
-			c.observe(outcome(detached, actx, err), c.elapsed()) // the caller's context no longer matters
+			c.observe(outcome(detached, actx, err, first), c.elapsed()) // the caller's context no longer matters
 			cancel(nil)
 		}
 	}()
@@ -193,7 +197,7 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	// Once our timeout ended the call (the probe declined), a cancellation
 	// of the caller's while the invoker returns leaves it timed out, as on
 	// the other path: outcome looks at our timeout first.
-	oc := outcome(ctx, actx, err)
+	oc := outcome(ctx, actx, err, false) // our timeout is the timer: the select above decided
 	cancel(nil)
 	c.observe(oc, elapsed)
 	switch {
