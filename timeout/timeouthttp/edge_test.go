@@ -342,3 +342,70 @@ func TestAnsweredAfterTheCallerLeft(t *testing.T) {
 		})
 	}
 }
+
+// holdingClock returns a clock that holds its caller for 2 ms on the read
+// after hold is set: an attempt's deadline 1 ms away then passes between
+// the base transport's return and the Transport's look at the context.
+func holdingClock(hold *atomic.Bool) func() time.Time {
+	return func() time.Time {
+		now := time.Now()
+		if hold.CompareAndSwap(true, false) {
+			time.Sleep(2 * time.Millisecond) // past the deadline: the attempt's context ends
+		}
+		return now
+	}
+}
+
+var errApp, errRefused = errors.New("not found"), errors.New("refused")
+
+// classifyTest says Failed of errRefused and Completed of any other error.
+func classifyTest(err error) timeout.Outcome {
+	if errors.Is(err, errRefused) {
+		return timeout.Failed
+	}
+	return timeout.Completed
+}
+
+// TestErrorBeforeTheDeadline: an error the base transport returned 1 ms
+// before our timeout, or before the caller's deadline, is its own, as
+// Options.Classify says at the latency measured, and not ErrTimeout, even
+// when the deadline has ended the attempt's context by the time the
+// Transport looks at it, as node.Do decides by when fn returned.
+func TestErrorBeforeTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		caller  time.Duration // the caller's deadline; 0: none
+		err     error
+		outcome timeout.Outcome
+	}{
+		{"an answer, before our timeout", 0, errApp, timeout.Completed},
+		{"a refusal, before our timeout", 0, errRefused, timeout.Failed},
+		{"a refusal, before the caller's deadline", 250 * time.Millisecond, errRefused, timeout.Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hold atomic.Bool
+				p := policy("h", 250*time.Millisecond)
+				ctx := context.Background()
+				if tc.caller > 0 {
+					p = policy("h", time.Second)
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.caller)
+					defer cancel()
+				}
+				tr := newTransport(t, Options{Policy: p, Now: holdingClock(&hold), Classify: classifyTest,
+					Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+						time.Sleep(249 * time.Millisecond)
+						hold.Store(true)
+						return nil, tc.err
+					})})
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+				require.NoError(t, err)
+				_, err = tr.RoundTrip(req)
+				require.ErrorIs(t, err, tc.err)
+				require.NotErrorIs(t, err, ErrTimeout)
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: tc.outcome, Elapsed: 249 * time.Millisecond}}, p.Observed())
+			})
+		})
+	}
+}

@@ -39,6 +39,7 @@ type hedgeResult struct {
 	i    int
 	resp *http.Response
 	err  error
+	end  time.Time // when err came back, on the runtime's clock (zero for nil)
 }
 
 // hedgeCall is a hedged request's shared state: once won, attempts that
@@ -79,10 +80,14 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 		tries = append(tries, try)
 		go func() {
 			resp, err := t.base.RoundTrip(a.req)
+			var end time.Time
+			if err != nil {
+				end = time.Now()
+			}
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
-				hc.results <- hedgeResult{i, resp, err}
+				hc.results <- hedgeResult{i, resp, err, end}
 				return
 			}
 			try.superseded(resp)
@@ -128,7 +133,7 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 				hc.mu.Unlock()
 				return a.response(res.resp, nil)
 			}
-			if err := a.fail(res.err); res.i == 0 {
+			if err := a.failReturned(res.err, res.end); res.i == 0 {
 				first = err
 			}
 			if pending == 0 { // the first attempt failed, and the hedge if one was sent

@@ -385,3 +385,32 @@ func TestHedgeLoserAfterTheCallerLeft(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestHedgeErrorBeforeTheTimeout: a hedged attempt's error that came back
+// 1 ms before its timeout is its own, though the timeout has ended its
+// context by the time the request's coordinator takes it (here the clock
+// holds it for 2 ms), as node.DoHedged decides by when fn returned.
+func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		p := hedger(250 * time.Millisecond)
+		base := &callsBase{calls: []roundTripFunc{
+			func(*http.Request) (*http.Response, error) {
+				time.Sleep(249 * time.Millisecond)
+				hold.Store(true)
+				return nil, errRefused
+			},
+			after(time.Hour),
+		}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true, Now: holdingClock(&hold), Classify: classifyTest})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		_, err = rt.RoundTrip(req)
+		require.ErrorIs(t, err, errRefused, "the first attempt's error")
+		require.NotErrorIs(t, err, ErrTimeout)
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 249 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 250 * time.Millisecond},
+		}, p.Observed())
+	})
+}

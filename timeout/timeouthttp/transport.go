@@ -168,7 +168,10 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // first decides: a cancellation of the caller's after our timeout ended the
 // attempt leaves it timed out; a response whose whole body arrives after
 // the caller's cancellation is completed, and one whose body is closed
-// early after it canceled.
+// early after it canceled; an error the base transport's round trip
+// returned before the deadline (ours, or the caller's) is what
+// Options.Classify says, though the deadline may have passed by the time
+// RoundTrip looks at the context.
 //
 // Protocol upgrades: a request asking to switch protocols (an Upgrade
 // header, and "upgrade" in Connection) is never hedged or probed. Its 101
@@ -231,7 +234,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	a.req = req.WithContext(ctx)
 	resp, err := t.base.RoundTrip(a.req)
-	return a.response(resp, err)
+	if err != nil {
+		return nil, a.failReturned(err, time.Now())
+	}
+	return a.response(resp, nil)
 }
 
 // attempt is one RoundTrip's state and, after it returns, the response body.
@@ -528,7 +534,7 @@ func (a *attempt) Read(p []byte) (int, error) {
 		if err != io.EOF {
 			// Back only after the timeout had passed: the caller's own
 			// delay used the attempt up, whatever the destination did.
-			return n, a.failAt(err, at, back >= a.a.Timeout)
+			return n, a.failAt(err, at, back >= a.a.Timeout, false)
 		}
 		if !a.settled() {
 			a.complete(at)
@@ -571,23 +577,44 @@ func (a *attempt) complete(d time.Duration) {
 // fail ends a failed attempt and returns the error to hand the caller: a
 // *TimeoutError when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
-	return a.failAt(err, a.elapsed(), false)
+	return a.failAt(err, a.elapsed(), false, false)
+}
+
+// failReturned is fail for an error the base transport's round trip
+// returned at ret (on the runtime's clock, read before anything else,
+// Options.Now included, lets the deadline pass) under the attempt's own
+// deadline, ours or the caller's if earlier (the plain and hedged paths).
+// An error returned before that deadline is the base's own, as node.Do
+// decides by when fn returned, though the deadline may have ended the
+// context by the time it is looked at.
+func (a *attempt) failReturned(err error, ret time.Time) error {
+	return a.failAt(err, a.elapsed(), false, returnedBefore(a.ctx(), ret))
+}
+
+// returnedBefore reports whether ret is before ctx's deadline: then ctx was
+// still live at ret, whatever it says by now (a context ends at its
+// deadline or later, never before).
+func returnedBefore(ctx context.Context, ret time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && ret.Before(d)
 }
 
 // failAt is fail for an attempt that failed at latency d (its body's
 // Reads leave the caller's time out). callerLate says the caller came back
 // to read only after the timeout: a timeout then is its own doing, and
 // nothing is learned (Canceled), though the caller still gets the
-// timeout's error.
-func (a *attempt) failAt(err error, d time.Duration, callerLate bool) error {
-	timedOut := a.ours()
+// timeout's error. first says the error came back before the attempt's
+// context's deadline: neither our timeout nor the caller's deadline is
+// its cause (a cancellation of the caller's has no time to compare with).
+func (a *attempt) failAt(err error, d time.Duration, callerLate, first bool) error {
+	timedOut := !first && a.ours()
 	if a.settle() {
 		switch {
 		case timedOut && callerLate:
 			a.observe(timeout.Canceled, d)
 		case timedOut:
 			a.observe(timeout.TimedOut, a.elapsed())
-		case a.callerLeft():
+		case a.callerLeft() && !(first && a.parent.Err() == context.DeadlineExceeded):
 			a.observe(timeout.Canceled, d)
 		default:
 			a.observe(a.t.classify(err), d)
