@@ -54,11 +54,10 @@ import (
 // caller's reply; the other attempt is cancelled and observed as
 // timeout.Superseded at its elapsed time (whatever it returns then, as in
 // node.DoHedged: timed out if its own timeout had ended it before the win,
-// canceled if the caller's context had).
-// Each attempt has its own adaptive timeout; an attempt that
-// fails or times out leaves the other running, and when both end without
-// an answer the first one's error is returned. Hedged calls run no shadow
-// probe.
+// canceled if the caller's context had). Each attempt has its own adaptive
+// timeout; an attempt that fails or times out leaves the other running,
+// and when both end without an answer the first one's error is returned.
+// Hedged calls run no shadow probe.
 func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	o := newOptions(p, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
@@ -79,8 +78,9 @@ func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientIn
 			actx, cancel = context.WithTimeoutCause(ctx, c.a.Timeout, ErrTimeout)
 		}
 		err := invoker(actx, method, req, reply, cc, callOpts...)
-		// When an error came back, on the deadline's clock, read before
-		// anything else (WithClock's clock included) lets the deadline pass.
+		// When an error came back, on the deadline's clock: read before
+		// anything else (WithClock's clock included) can let the deadline
+		// pass.
 		first := err != nil && returnedBefore(actx, time.Now())
 		elapsed := c.elapsed()
 		oc := outcome(ctx, actx, err, first)

@@ -210,10 +210,10 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // response wins; the other attempt is cancelled and observed as
 // timeout.Superseded at its elapsed time (whatever it returns then, as in
 // node.DoHedged: timed out if its own timeout had ended it before the win,
-// canceled if the caller's context had).
-// Each attempt has its own adaptive timeout; an attempt that
-// fails leaves the other running, and when both fail the first one's error
-// is returned. Hedged requests run no shadow probe.
+// canceled if the caller's context had). Each attempt has its own adaptive
+// timeout; an attempt that fails leaves the other running, and when both
+// fail the first one's error is returned. Hedged requests run no shadow
+// probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h, ok := t.hedgeable(req); ok {
 		if delay, ok := h.HedgeDelay(t.dest(req), t.now()); ok {
