@@ -780,3 +780,40 @@ func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestHedgeLoserReturnedInTime: a loser whose invoker returned before its
+// own timeout, though that timeout has ended its context by the time the
+// call's coordinator, taking the winner, gets to it (here the clock holds
+// the coordinator for 3 ms), is superseded, not timed out, as
+// node.DoHedged decides a loser by when its fn returned.
+func TestHedgeLoserReturnedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		clock := func() time.Time {
+			now := time.Now()
+			if hold.CompareAndSwap(true, false) {
+				time.Sleep(3 * time.Millisecond) // past the loser's timeout
+			}
+			return now
+		}
+		p := &fixedHedger{Policy: policytest.New(250 * time.Millisecond)}
+		loser := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(249 * time.Millisecond) // it does not watch its context
+			return nil
+		}
+		winner := func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(227 * time.Millisecond) // from 21 ms: at 248 ms
+			hold.Store(true)
+			return nil
+		}
+		c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{loser, winner}}
+		_, err := call1(context.Background(), p, c.invoker(), hedgeAll, WithClock(clock))
+		require.NoError(t, err)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 251 * time.Millisecond}, // when it lost
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 227 * time.Millisecond},
+		}, p.Observed())
+	})
+}

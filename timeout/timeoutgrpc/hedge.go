@@ -64,7 +64,7 @@ type hedgeTry struct {
 type hedgeResult struct {
 	i   int
 	err error
-	end time.Time // when err came back, on the runtime's clock (zero for nil)
+	end time.Time // when the invoker returned, on the runtime's clock
 }
 
 // hedgeCall is a hedged call's shared state: once won, attempts that
@@ -97,17 +97,14 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 		tries = append(tries, t)
 		go func() {
 			err := invoker(t.ctx, method, req, t.reply, cc, callOpts...)
-			var end time.Time
-			if err != nil {
-				end = time.Now()
-			}
+			end := time.Now()
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
 				hc.results <- hedgeResult{i, err, end}
 				return
 			}
-			t.superseded(ctx)
+			t.superseded(ctx, end)
 		}()
 	}
 	launch()
@@ -127,7 +124,7 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 			pending--
 			t := tries[res.i]
 			elapsed := t.c.elapsed()
-			oc := outcome(ctx, t.ctx, res.err, res.err != nil && returnedBefore(t.ctx, res.end))
+			oc := outcome(ctx, t.ctx, res.err, returnedBefore(t.ctx, res.end))
 			if oc == timeout.Completed {
 				hc.mu.Lock()
 				hc.won = true
@@ -140,7 +137,7 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 				}
 				for len(hc.results) > 0 { // returned, not yet handled: lost too
 					late := <-hc.results
-					tries[late.i].superseded(ctx)
+					tries[late.i].superseded(ctx, late.end)
 				}
 				hc.mu.Unlock()
 				t.end(oc, elapsed)
@@ -173,15 +170,16 @@ func (t *hedgeTry) end(oc timeout.Outcome, elapsed time.Duration) {
 	t.cancel(nil)
 }
 
-// superseded ends a loser by what ended it first, whatever it returned (a
-// reply included, from an invoker that did not watch its context): timed
-// out if our timeout had ended it before it lost, canceled if the caller's
-// context had, else superseded at its elapsed time when it lost. hc.mu is
-// held.
-func (t *hedgeTry) superseded(parent context.Context) {
+// superseded ends a loser, whose invoker returned at end, by what ended it
+// first, whatever it returned (a reply included, from an invoker that did
+// not watch its context): timed out if our timeout had ended it before it
+// returned and before it lost, canceled if the caller's context had ended
+// before it lost, else superseded at its elapsed time when it lost. hc.mu
+// is held.
+func (t *hedgeTry) superseded(parent context.Context, end time.Time) {
 	switch {
 	case t.ended:
-	case ours(parent, t.ctx):
+	case ours(parent, t.ctx) && !returnedBefore(t.ctx, end):
 		t.end(timeout.TimedOut, t.c.elapsed())
 	case t.left:
 		t.end(timeout.Canceled, t.c.elapsed())
