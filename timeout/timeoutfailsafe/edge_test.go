@@ -3,6 +3,9 @@ package timeoutfailsafe
 import (
 	"context"
 	"errors"
+	"net"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -194,6 +197,145 @@ func TestHedgeCanceledOnAnotherTimeout(t *testing.T) {
 		require.ElementsMatch(t, []obs{
 			{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond},
 			{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 50 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// late returns a function that does not watch its execution: it answers
+// after d (bubble time) whatever happens meanwhile.
+func late(d time.Duration) func(failsafe.Execution[string]) (string, error) {
+	return func(failsafe.Execution[string]) (string, error) {
+		time.Sleep(d)
+		return "ok", nil
+	}
+}
+
+// TestAnsweredAfterACancellation: an answer that comes after the caller's
+// cancellation or deadline, or after a timeout outside ours ended the
+// attempt (a function that does not watch its execution), is the
+// destination's answer: Completed at its latency, a caller probe's too,
+// as node.Do learns a fn that returns nil after its caller left, and as
+// timeoutgrpc and timeouthttp. Whoever cancelled still decides what the
+// caller gets: the answer itself after the caller's cancellation (nothing
+// outside replaces it), the outer timeout's error after that timeout.
+func TestAnsweredAfterACancellation(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		run   func(p *policytest.Policy) (string, error)
+		probe bool
+		err   error // what the caller gets; nil: the answer
+	}{
+		{name: "the caller's cancellation", run: func(p *policytest.Policy) (string, error) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return failsafe.With(New[string](p, "db-1")).WithContext(ctx).GetWithExecution(late(50 * time.Millisecond))
+		}},
+		{name: "the caller's deadline", run: func(p *policytest.Policy) (string, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			return failsafe.With(New[string](p, "db-1")).WithContext(ctx).GetWithExecution(late(50 * time.Millisecond))
+		}},
+		{name: "the caller's cancellation during a caller probe", probe: true, run: func(p *policytest.Policy) (string, error) {
+			p.SetTimeout("db-1", 10*time.Millisecond)
+			p.OfferProbe(time.Second)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return failsafe.With(New[string](p, "db-1")).WithContext(ctx).GetWithExecution(late(50 * time.Millisecond))
+		}},
+		{name: "an outer failsafe-go timeout", err: fstimeout.ErrExceeded, run: func(p *policytest.Policy) (string, error) {
+			return failsafe.With(fstimeout.New[string](20*time.Millisecond), New[string](p, "db-1")).GetWithExecution(late(50 * time.Millisecond))
+		}},
+		{name: "an outer adaptive timeout", err: ErrTimeout, run: func(p *policytest.Policy) (string, error) {
+			return failsafe.With(New[string](policytest.New(20*time.Millisecond), "outer"), New[string](p, "db-1")).GetWithExecution(late(50 * time.Millisecond))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policytest.New(time.Second)
+				got, err := tc.run(p)
+				if tc.err != nil {
+					require.ErrorIs(t, err, tc.err)
+				} else {
+					require.NoError(t, err)
+					require.Equal(t, "ok", got)
+				}
+				require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond, Probe: tc.probe}}, p.Observed())
+			})
+		})
+	}
+}
+
+// TestErrorAfterACancellation: an error that comes after the caller's
+// cancellation may be the cancellation's own: Canceled, whatever it is, as
+// node.Do and timeoutgrpc decide; the caller gets it as it is.
+func TestErrorAfterACancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(20*time.Millisecond, cancel)
+		refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		err := failsafe.With[any](New[any](p, "db-1")).WithContext(ctx).Run(func() error {
+			time.Sleep(50 * time.Millisecond) // it does not watch its context
+			return refused
+		})
+		require.Same(t, refused, err)
+		require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 50 * time.Millisecond}}, p.Observed())
+	})
+}
+
+// hedged runs fns[0] as the primary attempt and fns[1] as the hedge.
+func hedged(fns ...func(failsafe.Execution[string]) (string, error)) func(failsafe.Execution[string]) (string, error) {
+	var calls atomic.Int32
+	return func(exec failsafe.Execution[string]) (string, error) {
+		return fns[calls.Add(1)-1](exec) // the primary's call happens before the hedge starts
+	}
+}
+
+// TestHedgeAnsweredAfterTheCallerLeft: once the caller's context ended,
+// failsafe-go's hedge policy returns the cancellation, whichever attempt
+// answers first: no attempt wins, and each is the caller's, Canceled,
+// even when its function then answers (it did not watch its execution),
+// as node.DoHedged's losers after the caller left. (There node.DoHedged
+// and the other adapters hand the first answer on, and learn it as
+// Completed.)
+func TestHedgeAnsweredAfterTheCallerLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(40*time.Millisecond, cancel)
+		_, err := failsafe.With(hedgepolicy.NewWithDelay[string](10*time.Millisecond), New[string](p, "db-1")).
+			WithContext(ctx).GetWithExecution(hedged(late(200*time.Millisecond), late(50*time.Millisecond)))
+		require.ErrorIs(t, err, context.Canceled, "failsafe-go's hedge policy hands the cancellation on")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 50 * time.Millisecond},
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 200 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeAnsweredAfterAnotherTimedOut: when the primary attempt times
+// out, failsafe-go's hedge policy takes that result and cancels the hedge
+// with it: the hedge is Canceled, even when its function then answers (it
+// did not watch its execution), and the caller gets the timeout. (There
+// node.DoHedged and the other adapters let the hedge go on, and hand its
+// answer on.)
+func TestHedgeAnsweredAfterAnotherTimedOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		_, err := failsafe.With(hedgepolicy.NewWithDelay[string](50*time.Millisecond), New[string](p, "db-1")).
+			GetWithExecution(hedged(hangs, late(80*time.Millisecond)))
+		require.ErrorIs(t, err, ErrTimeout)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond},
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 80 * time.Millisecond},
 		}, p.Observed())
 	})
 }

@@ -278,13 +278,25 @@ func (r *attempt[R]) probeRoom() bool {
 // outcome classifies an attempt whose innerFn returned before our timeout.
 func (r *attempt[R]) outcome(result *common.PolicyResult[R]) timeout.Outcome {
 	if canceled, by := r.exec.IsCanceledWithResult(); canceled {
-		// Cancelled from outside. A hedge that won cancels the others
-		// with its own result: they were slower than their elapsed time.
-		// A timeout further out (failsafe-go's, or one of ours, whose
-		// *TimeoutError matches ErrExceeded) cancels them with its own.
-		if r.exec.Hedges() > 0 && by != nil && !errors.Is(by.Error, fstimeout.ErrExceeded) &&
-			!errors.Is(by.Error, context.Canceled) && !errors.Is(by.Error, context.DeadlineExceeded) {
-			return timeout.Superseded
+		// Cancelled from outside. A hedged attempt is decided by what
+		// ended it, whatever it returns then, as node.DoHedged's losers:
+		// a hedge that won cancels the others with its own result (they
+		// were slower than their elapsed time); a timeout further out
+		// (failsafe-go's, or one of ours, whose *TimeoutError matches
+		// ErrExceeded), or another attempt's, cancels them with its own,
+		// and the caller's context with its error: no attempt won.
+		if r.exec.Hedges() > 0 {
+			if by != nil && !errors.Is(by.Error, fstimeout.ErrExceeded) &&
+				!errors.Is(by.Error, context.Canceled) && !errors.Is(by.Error, context.DeadlineExceeded) {
+				return timeout.Superseded
+			}
+			return timeout.Canceled
+		}
+		// Otherwise an answer that came after the cancellation is the
+		// destination's, as node.Do learns a fn that returns nil then;
+		// an error may be the cancellation's own.
+		if result == nil || result.Error == nil {
+			return timeout.Completed
 		}
 		return timeout.Canceled
 	}
