@@ -286,12 +286,164 @@ func TestErrorAfterACancellation(t *testing.T) {
 	})
 }
 
+// declining offers probes but never reserves one.
+type declining struct{ *policytest.Policy }
+
+func (declining) Probe(*timeout.Attempt, time.Time) bool { return false }
+
+// TestTimedOutThenCallerCancels: an attempt our timeout ended is timed out
+// even if the caller cancels while its function is still returning,
+// whether or not it could have become a probe (the probe declined), as in
+// node.Do and the other adapters. It is observed at the timeout, when the
+// timer fails it (failsafe-go's timeout model), not when it returns.
+func TestTimedOutThenCallerCancels(t *testing.T) {
+	for _, probe := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(100 * time.Millisecond)
+			if probe {
+				p.OfferProbe(time.Second)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(150*time.Millisecond, cancel)
+			_, err := failsafe.With(New[string](declining{p}, "db-1")).WithContext(ctx).GetWithExecution(func(exec failsafe.Execution[string]) (string, error) {
+				<-exec.Canceled()
+				time.Sleep(100 * time.Millisecond) // it reports its context's end late
+				return "", exec.Context().Err()
+			})
+			require.ErrorIs(t, err, ErrTimeout, "probeable: %v", probe)
+			require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond}}, p.Observed(), "probeable: %v", probe)
+			require.Zero(t, p.Probes())
+		})
+	}
+}
+
+// TestAnsweredAfterOurTimeout: an answer that comes after our timeout
+// ended the attempt is timed out, and the caller gets our *TimeoutError,
+// not the answer: the timeout decides the result, as failsafe-go's own
+// timeout does (node.Do, which hands fn's nil on, learns a completion
+// then).
+func TestAnsweredAfterOurTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		got, err := failsafe.With(New[string](p, "db-1")).GetWithExecution(late(150 * time.Millisecond))
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Empty(t, got)
+		require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond}}, p.Observed())
+	})
+}
+
+// TestCallerCancelsAProbe: a caller probe the caller's cancellation ends
+// is the caller's, Canceled, as node.Do's: the cancellation came before
+// the probe timeout.
+func TestCallerCancelsAProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		p.OfferProbe(time.Second)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(300*time.Millisecond, cancel)
+		_, err := failsafe.With(New[string](p, "db-1")).WithContext(ctx).GetWithExecution(hangs)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NotErrorIs(t, err, ErrTimeout)
+		require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.Canceled, Elapsed: 300 * time.Millisecond, Probe: true}}, p.Observed())
+		require.False(t, p.InFlight("db-1"))
+	})
+}
+
+// TestErrorBeforeTheDeadline: an error the function returned 1 ms before
+// our timeout, or before the caller's deadline, is its own, Failed at the
+// latency measured, and not ErrTimeout, even when the deadline has passed
+// by the time the clock is read (here the clock, read as the function
+// returns, holds it for 2 ms, and our timer fires meanwhile): the policy
+// decides as the function returns, before it reads the clock, as node.Do
+// decides by when fn returned.
+func TestErrorBeforeTheDeadline(t *testing.T) {
+	for _, caller := range []time.Duration{0, 250 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			var hold atomic.Bool
+			clock := func() time.Time {
+				now := time.Now()
+				if hold.CompareAndSwap(true, false) {
+					time.Sleep(2 * time.Millisecond) // past the deadline
+				}
+				return now
+			}
+			p := policytest.New(250 * time.Millisecond)
+			ctx := context.Background()
+			if caller > 0 {
+				p = policytest.New(time.Second)
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, caller)
+				defer cancel()
+			}
+			refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			err := failsafe.With[any](NewBuilder[any](p, "db-1").WithClock(clock).Build()).WithContext(ctx).Run(func() error {
+				time.Sleep(249 * time.Millisecond)
+				hold.Store(true)
+				return refused
+			})
+			require.Same(t, refused, err, "caller's deadline: %v", caller)
+			require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.Failed, Elapsed: 249 * time.Millisecond}}, p.Observed(), "caller's deadline: %v", caller)
+		})
+	}
+}
+
 // hedged runs fns[0] as the primary attempt and fns[1] as the hedge.
 func hedged(fns ...func(failsafe.Execution[string]) (string, error)) func(failsafe.Execution[string]) (string, error) {
 	var calls atomic.Int32
 	return func(exec failsafe.Execution[string]) (string, error) {
 		return fns[calls.Add(1)-1](exec) // the primary's call happens before the hedge starts
 	}
+}
+
+// TestHedgeLoserTimedOutBeforeTheWin: a loser whose own timeout had ended
+// it before the other attempt won is timed out, whatever its function
+// returns then, as node.DoHedged and the other adapters say: our timeout
+// came first.
+func TestHedgeLoserTimedOutBeforeTheWin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(100 * time.Millisecond)
+		slowToReturn := func(exec failsafe.Execution[string]) (string, error) {
+			<-exec.Canceled()
+			time.Sleep(100 * time.Millisecond) // it reports its context's end late
+			return "ok", nil
+		}
+		start := time.Now()
+		got, err := failsafe.With(hedgepolicy.NewWithDelay[string](50*time.Millisecond), New[string](p, "db-1")).
+			GetWithExecution(hedged(slowToReturn, late(70*time.Millisecond)))
+		require.NoError(t, err)
+		require.Equal(t, "ok", got)
+		require.Equal(t, 120*time.Millisecond, time.Since(start))
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond},
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Completed, Elapsed: 70 * time.Millisecond},
+		}, p.Observed())
+	})
+}
+
+// TestHedgeLoserAnsweredAfterTheWin: a loser still running when the other
+// attempt won is superseded, even when its function then answers (it did
+// not watch its execution), as node.DoHedged says. It is observed when its
+// function returns, at that elapsed time: failsafe-go tells an attempt
+// that it lost only by cancelling its execution (node.DoHedged censors it
+// at the win).
+func TestHedgeLoserAnsweredAfterTheWin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := policytest.New(time.Second)
+		got, err := failsafe.With(hedgepolicy.NewWithDelay[string](50*time.Millisecond), New[string](p, "db-1")).
+			GetWithExecution(hedged(late(100*time.Millisecond), late(10*time.Millisecond)))
+		require.NoError(t, err)
+		require.Equal(t, "ok", got)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Completed, Elapsed: 10 * time.Millisecond},
+			{Dest: "db-1", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 100 * time.Millisecond},
+		}, p.Observed())
+	})
 }
 
 // TestHedgeAnsweredAfterTheCallerLeft: once the caller's context ended,
