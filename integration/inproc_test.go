@@ -26,12 +26,13 @@ const (
 // from the wall clock.
 type memNode struct {
 	*node.Node
-	tr   *memtransport.Transport
-	skew time.Duration
+	tr    *memtransport.Transport
+	skew  time.Duration
+	clock func(skew time.Duration) time.Time // its cluster's (memCluster.clock)
 }
 
-// now is the node's clock.
-func (m *memNode) now() time.Time { return time.Now().Add(m.skew) }
+// now is the node's clock (its Config.Clock).
+func (m *memNode) now() time.Time { return m.clock(m.skew) }
 
 // epoch is the node's current epoch.
 func (m *memNode) epoch(cfg tracker.Config) int64 { return cfg.Epoch(m.now()) }
@@ -49,6 +50,56 @@ type memCluster struct {
 	seed   uint64
 	proto  int           // the dissemination protocol every node runs (Gossip.Protocol)
 	window time.Duration // the nodes' Tracker.Window (memWindow unless a test needs more)
+
+	// While a recording holds the nodes' clocks (hold), the wall clock
+	// instant it started at; zero: not held.
+	clockMu sync.RWMutex
+	held    time.Time
+	grid    tracker.Config // cfg when held (the nodes read it while the test adds nodes)
+}
+
+// clock returns the clock of a node skew off the wall clock: time.Now
+// plus skew, except that while held it stops at the last instant of the
+// node's epoch at the held instant.
+func (c *memCluster) clock(skew time.Duration) time.Time {
+	c.clockMu.RLock()
+	defer c.clockMu.RUnlock()
+	now := time.Now().Add(skew)
+	if c.held.IsZero() {
+		return now
+	}
+	last := c.grid.EpochStart(c.grid.Epoch(c.held.Add(skew)) + 1).Add(-time.Nanosecond)
+	if now.After(last) {
+		return last
+	}
+	return now
+}
+
+// hold holds the nodes' clocks in their epochs of the current instant, if
+// at(now) holds, and returns that instant and whether it did: a recording
+// that outlasts a node's epoch (a loaded machine stalls the test for
+// longer than the quarter sub-window midEpoch leaves: load 10 on 2 cores,
+// under -race) still falls into that one epoch, its clock waiting at the
+// epoch's end; release lets it run on to where the real one is by then,
+// as if the node had stalled meanwhile. Every reading before hold was at
+// or before the instant (clock reads time.Now under the lock hold takes),
+// so no node's clock goes back.
+func (c *memCluster) hold(at func(now time.Time) bool) (time.Time, bool) {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	now := time.Now()
+	if !c.held.IsZero() || !at(now) {
+		return now, false
+	}
+	c.held, c.grid = now, c.cfg
+	return now, true
+}
+
+// release lets the nodes' clocks run on.
+func (c *memCluster) release() {
+	c.clockMu.Lock()
+	defer c.clockMu.Unlock()
+	c.held = time.Time{}
 }
 
 // newMemCluster starts n nodes n0…n(n−1) with the given clock offsets (nil:
@@ -104,9 +155,8 @@ func (c *memCluster) add(name string, skew time.Duration) *memNode {
 	if len(c.nodes) > 0 {
 		cfg.Cluster.Seeds = cluster.AddrList{c.nodes[0].tr.Addr()}
 	}
-	if skew != 0 {
-		cfg.Clock = func() time.Time { return time.Now().Add(skew) }
-	}
+	m := &memNode{tr: tr, skew: skew, clock: c.clock}
+	cfg.Clock = m.now
 	cfg.Cluster.Transport = tr
 	cfg.Cluster.Timing = cluster.FastTiming()
 	cfg.Cluster.BootID = c.seed<<16 | uint64(len(c.nodes)+1)
@@ -115,7 +165,7 @@ func (c *memCluster) add(name string, skew time.Duration) *memNode {
 	cfg.Cluster.Gossip.Protocol = c.proto
 	n, err := node.New(cfg, testLogger(t).With("node", name), nil)
 	require.NoError(t, err)
-	m := &memNode{Node: n, tr: tr, skew: skew}
+	m.Node = n
 	c.nodes = append(c.nodes, m)
 	require.NoError(t, n.Start(t.Context()))
 	c.cfg = cfg.TrackerConfig()
@@ -170,9 +220,16 @@ func (c *memCluster) midEpoch() {
 
 // record has every node of nodes record its samples (samples(i, dest) for
 // the i-th) into u, and returns the epoch each node recorded in, by its own
-// clock. It fails the test if a node's epoch changed while it recorded.
+// clock: its epoch at the instant the clocks are held at (hold; now, if
+// not held already), the clocks held until every node recorded. Without
+// the hold a loaded machine took longer than the rest of an epoch to
+// record one node's 120 samples, or the flooder's 15 000, and the batch
+// fell into two epochs. It fails the test if a node's epoch changed while
+// it recorded.
 func (c *memCluster) record(u *union, nodes []*memNode, dests []string, samples func(i int, dest string) []uint64) []int64 {
 	c.t.Helper()
+	c.hold(func(time.Time) bool { return true }) // unless held already
+	defer c.release()
 	epochs := make([]int64, len(nodes))
 	for i, m := range nodes {
 		e := m.epoch(c.cfg)
@@ -195,8 +252,8 @@ func (c *memCluster) record(u *union, nodes []*memNode, dests []string, samples 
 func viewsMatch(t testing.TB, nodes []*memNode, u *union, want func(dest string) []uint64, peers int) (bool, string) {
 	for _, m := range nodes {
 		for _, d := range u.dests() {
-			if got := m.Fleet().ViewCounts(d, m.now()); !slices.Equal(got, want(d)) {
-				return false, fmt.Sprintf("%s: fleet view of %s is not the union", m.Name(), d)
+			if got, w := m.Fleet().ViewCounts(d, m.now()), want(d); !slices.Equal(got, w) {
+				return false, fmt.Sprintf("%s: fleet view of %s is not the union: %d samples, want %d (members up: %v)", m.Name(), d, sumSlice(got), sumSlice(w), upMembers(m))
 			}
 			if ok, why := checkEstimate(t, u, d, func(q float64) (tracker.Estimate, error) { return m.Estimate(d, q) }, peers); !ok {
 				return false, m.Name() + ": " + why
@@ -226,6 +283,14 @@ func sumStats(nodes []*memNode, f func(s cluster.GossipStats) uint64) uint64 {
 	var n uint64
 	for _, m := range nodes {
 		n += f(m.gossip())
+	}
+	return n
+}
+
+func sumSlice(s []uint64) uint64 {
+	var n uint64
+	for _, v := range s {
+		n += v
 	}
 	return n
 }

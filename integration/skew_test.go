@@ -12,16 +12,17 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// atOffset waits until the wall clock is between off and off+50ms into an
-// epoch.
-func (c *memCluster) atOffset(off time.Duration) {
+// holdAtOffset waits until the wall clock is between off and off+50ms
+// into an epoch and holds the nodes' clocks in their epochs of that
+// instant (memCluster.hold) for the next record.
+func (c *memCluster) holdAtOffset(off time.Duration) {
 	for {
-		now := time.Now()
-		in := now.Sub(c.cfg.EpochStart(c.cfg.Epoch(now)))
-		if in >= off && in < off+50*time.Millisecond {
+		in := func(now time.Time) time.Duration { return now.Sub(c.cfg.EpochStart(c.cfg.Epoch(now))) }
+		now, ok := c.hold(func(now time.Time) bool { return in(now) >= off && in(now) < off+50*time.Millisecond })
+		if ok {
 			return
 		}
-		wait := off - in
+		wait := off - in(now)
 		if wait <= 0 {
 			wait += c.cfg.SubWindow()
 		}
@@ -42,7 +43,7 @@ func TestFaultClockSkewWithin(t *testing.T) {
 	u := newUnion(c.cfg)
 	batches := map[string]map[int64]bool{} // origin → epochs it recorded in
 	for round, off := range []time.Duration{c.cfg.SubWindow() - 100*time.Millisecond, 50 * time.Millisecond} {
-		c.atOffset(off)
+		c.holdAtOffset(off)
 		epochs := c.record(u, c.nodes, testDests, latencies(uint64(30+round), 30))
 		require.NotEqual(t, epochs[0], epochs[len(epochs)-1], "round %d: the skew put one instant in two epochs: %v", round, epochs)
 		for i, e := range epochs {
