@@ -36,9 +36,10 @@
 // # Time
 //
 // Every test polls with a deadline; none sleeps to assert. The in-process
-// tests use a short epoch grid (12 s window of 500 ms sub-windows) so that
-// an epoch seals and spreads within a second; a node's clock is skewed
-// through node.Config.Clock, and held in its epoch while the test
-// records, so that a recording a loaded machine stalls still falls into
-// one epoch. The process tests use 120 s / 1 s.
+// tests use 500 ms sub-windows so that an epoch seals and spreads within a
+// second, and a window (127.5 s) longer than all the waits an epoch they
+// record must outlast; a node's clock is skewed through node.Config.Clock,
+// and held in its epoch while the test records, so that a recording a
+// loaded machine stalls still falls into one epoch. The process tests use
+// 120 s / 1 s.
 package integration

@@ -31,16 +31,8 @@ func TestFaultLossDuplicationReordering(t *testing.T) {
 	}
 }
 
-// lossWindow is the loss test's window: long enough that none of its
-// epochs slides out of the fleet views while it waits for their repairs
-// (up to waitWide each). With memWindow's 12 s, a loaded machine whose
-// repairs of one epoch took 8 s left the next epoch about 2 s before the
-// first slid out, and the exact union of all three could no longer be
-// reached.
-const lossWindow = 2 * time.Minute
-
 func testFaultLoss(t *testing.T, proto int) {
-	c := newMemClusterWindow(t, 21, 5, nil, proto, lossWindow)
+	c := newMemClusterProto(t, 21, 5, nil, proto)
 	c.nw.SetFaults(memtransport.Faults{
 		Drop: 0.05, Duplicate: 0.1, Jitter: 20 * time.Millisecond,
 		StreamDrop: 0.2, StreamDuplicate: 0.2,

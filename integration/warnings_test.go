@@ -101,12 +101,12 @@ func clockBehindReported(t *testing.T, proto int) {
 	if proto == cluster.ProtocolV2 {
 		lateSays, peersSay = "it refuses all their records and aggregates as future_epoch", "this node refuses its records as stale_epoch"
 	}
-	c := newMemClusterProto(t, 61, 4, func(i int) time.Duration {
+	c := newMemClusterWindow(t, 61, 4, func(i int) time.Duration { // a 20 s skew is beyond memWindow
 		if i == 3 {
 			return -20 * time.Second
 		}
 		return 0
-	}, proto)
+	}, proto, memWindow)
 	late := c.nodes[3]
 	start := time.Now()
 	// Traffic on every node, so batches are sealed (and refused): every
@@ -175,7 +175,7 @@ func messages(ws []cluster.Warning) []string {
 // setting; the seed reports config_mismatch, and the cluster is unchanged.
 func TestJoinRefusedInProcess(t *testing.T) {
 	t.Parallel()
-	c := newMemCluster(t, 62, 2, nil)
+	c := newMemClusterWindow(t, 62, 2, nil, cluster.ProtocolV2, memWindow) // a whole number of the joiner's sub-windows too
 	cfg := node.DefaultConfig()
 	cfg.Name, cfg.HTTP = "odd", ""
 	cfg.Tracker.Window, cfg.SubWindow = memWindow, time.Second
