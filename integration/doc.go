@@ -40,6 +40,7 @@
 // second, and a window (127.5 s) longer than all the waits an epoch they
 // record must outlast; a node's clock is skewed through node.Config.Clock,
 // and held in its epoch while the test records, so that a recording a
-// loaded machine stalls still falls into one epoch. The process tests use
-// 120 s / 1 s.
+// loaded machine stalls still falls into one epoch. Their failure detector
+// is slower than cluster.FastTiming's, which declared live members dead
+// on a loaded machine. The process tests use 120 s / 1 s.
 package integration

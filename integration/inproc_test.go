@@ -31,6 +31,24 @@ const (
 	unionWindow  = 255 * memSubWindow
 )
 
+// memTiming is the in-process clusters' memberlist timing:
+// cluster.FastTiming with a failure detector slow enough for a loaded
+// machine. FastTiming's (100 ms probe timeout, a suspect declared dead
+// after 600 ms) declared live members dead over and over on a 2-core
+// machine at load 10 under -race, and every false death changes the v2
+// owners and takes the origin out of the views until it is back: the
+// exact unions were not reached within waitWide. Here a member must miss
+// a probe's ack for 300 ms and then fail to refute its suspicion for
+// SuspicionMult × ProbeInterval = 1.5 s (up to 9 s without a confirmation)
+// before it is declared dead; a partition is still detected within a few
+// seconds (each member probed once in N − 1 probe intervals, then the
+// suspicion confirmed by the side's other members).
+func memTiming() cluster.Timing {
+	t := cluster.FastTiming()
+	t.ProbeInterval, t.ProbeTimeout, t.SuspicionMult = 500*time.Millisecond, 300*time.Millisecond, 3
+	return t
+}
+
 // memNode is a node on an in-memory network, with its clock's offset
 // from the wall clock.
 type memNode struct {
@@ -167,7 +185,7 @@ func (c *memCluster) add(name string, skew time.Duration) *memNode {
 	m := &memNode{tr: tr, skew: skew, clock: c.clock}
 	cfg.Clock = m.now
 	cfg.Cluster.Transport = tr
-	cfg.Cluster.Timing = cluster.FastTiming()
+	cfg.Cluster.Timing = memTiming()
 	cfg.Cluster.BootID = c.seed<<16 | uint64(len(c.nodes)+1)
 	cfg.Cluster.Gossip.AntiEntropyInterval = 500 * time.Millisecond
 	cfg.Cluster.Gossip.SealJitter = 100 * time.Millisecond

@@ -181,7 +181,7 @@ func TestJoinRefusedInProcess(t *testing.T) {
 	cfg.Tracker.Window, cfg.SubWindow = memWindow, time.Second
 	cfg.Cluster.Seeds = cluster.AddrList{c.nodes[0].tr.Addr()}
 	cfg.Cluster.Transport = c.nw.NewTransport()
-	cfg.Cluster.Timing = cluster.FastTiming()
+	cfg.Cluster.Timing = memTiming()
 	n, err := node.New(cfg, testLogger(t).With("node", "odd"), nil)
 	require.NoError(t, err)
 	err = n.Start(t.Context())
