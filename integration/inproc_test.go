@@ -280,7 +280,7 @@ func viewsMatch(t testing.TB, nodes []*memNode, u *union, want func(dest string)
 	for _, m := range nodes {
 		for _, d := range u.dests() {
 			if got, w := m.Fleet().ViewCounts(d, m.now()), want(d); !slices.Equal(got, w) {
-				return false, fmt.Sprintf("%s: fleet view of %s is not the union: %d samples, want %d (members up: %v)", m.Name(), d, sumSlice(got), sumSlice(w), upMembers(m))
+				return false, fmt.Sprintf("%s: fleet view of %s is not the union: %d samples, want %d (members up: %v%s)", m.Name(), d, sumSlice(got), sumSlice(w), upMembers(m), v2Held(m, d, u.cfg))
 			}
 			if ok, why := checkEstimate(t, u, d, func(q float64) (tracker.Estimate, error) { return m.Estimate(d, q) }, peers); !ok {
 				return false, m.Name() + ": " + why
@@ -288,6 +288,25 @@ func viewsMatch(t testing.TB, nodes []*memNode, u *union, want func(dest string)
 		}
 	}
 	return true, ""
+}
+
+// v2Held says, on protocol v2, which aggregates of dest m holds of the
+// epochs its fleet view reads (E−1, else E−2) and the two before, with
+// their sample counts, and what m published and pulled: what a view
+// short of the union lacks.
+func v2Held(m *memNode, dest string, cfg tracker.Config) string {
+	if !m.Cluster().Protocol().V2() {
+		return ""
+	}
+	e := m.epoch(cfg)
+	var held []string
+	for ep := e - 4; ep < e; ep++ {
+		if a, ok := m.Fleet().LookupAggregate(dest, ep); ok {
+			held = append(held, fmt.Sprintf("E%+d: %d", ep-e, a.Total))
+		}
+	}
+	v := m.Cluster().Protocol().Stats().V2
+	return fmt.Sprintf("; aggregates held %v; published %d, taken over %d, pulled %d", held, v.Published+v.Republished, v.Takeovers, v.AggPulls)
 }
 
 // waitUnion waits until viewsMatch holds with the exact union, and returns
