@@ -146,7 +146,8 @@ type v2 struct {
 	// heard is, per origin member, the newest epoch of the records
 	// messages with records or manifests it sent this node: an origin
 	// heard of in one of the two epochs before the round's but not since
-	// is pulled (pullMissing).
+	// is pulled (pullMissing), and the epochs of a gap in what it sent
+	// when it is heard again (gapEpochs).
 	heard map[string]int64
 	// wanted is, per origin member, the epochs whose manifest it told
 	// this node while this node held otherwise, with that manifest:
@@ -644,9 +645,13 @@ func (p *Protocol) round(now time.Time) {
 		p.v2.digestAt[1] = time.Time{} // past the round: the periodic anti-entropy's
 	}
 	p.v2.digestDone = [2]bool{}
-	for m, ep := range p.v2.heard {
-		if ep < e-3 {
-			delete(p.v2.heard, m) // an origin gone quiet: expected no more
+	for m := range p.v2.heard {
+		if !p.up(m) {
+			// Kept while the origin is up, however long it is quiet:
+			// pullMissing expects only those heard in the round's two
+			// epochs before, and receiveRecords pulls the gap of one
+			// heard again (gapEpochs).
+			delete(p.v2.heard, m)
 		}
 	}
 	clear(p.v2.published)

@@ -73,15 +73,21 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 		}
 	}
 	sender := MemberName(b.Key.Origin, b.Key.Boot)
-	if (len(b.Dests) > 0 || len(rec.Manifests) > 0) && b.Key.Epoch > p.v2.heard[sender] {
-		p.v2.heard[sender] = b.Key.Epoch
+	e := p.cfg.Tracker.Epoch(now)
+	var want []int64
+	if len(b.Dests) > 0 || len(rec.Manifests) > 0 {
+		last, ok := p.v2.heard[sender]
+		if b.Key.Epoch > last {
+			p.v2.heard[sender] = b.Key.Epoch
+		}
+		if ok && b.Key.Epoch > last+1 && p.up(sender) {
+			want = p.gapEpochs(b.Key, last, rec.Manifests, now)
+		}
 	}
-	if !p.up(sender) || len(rec.Manifests) == 0 {
+	if !p.up(sender) || len(rec.Manifests) == 0 && len(want) == 0 {
 		return
 	}
-	e := p.cfg.Tracker.Epoch(now)
 	p.expireAsked(now)
-	var want []int64
 	for _, m := range rec.Manifests {
 		if m.Epoch < e-int64(p.cfg.Tracker.SubWindows)+1 || m.Epoch > e {
 			continue
@@ -109,6 +115,44 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 		p.stats.V2.RecordPulls++
 		p.v2.outbox = append(p.v2.outbox, Message{To: sender, Type: codec.TypeRecordPull, Payload: payload})
 	}
+}
+
+// gapEpochs returns the epochs of the window between last, the newest
+// epoch origin key's records messages had brought this node, and key's,
+// that the origin must have sent it something for and that this message's
+// manifests do not name: an origin sends each owner a records message
+// every epoch while it has records of the window for it (sealV2), so a gap
+// is what was lost on its way, as while this node was cut off from the
+// origin without a member list noticing (the owners never changed, and
+// nobody sends the window again). The manifests of the message name
+// only its epoch and the one before; without this, the records of the
+// older epochs of the gap stayed missing until they slid out of the
+// window. The origin must have sent something at epoch x while it had
+// records of x−S+2..x for this node (S sub-windows): the newest epoch
+// held of it tells. Heard last before the window, nothing tells (what
+// this node held of it has slid out): the whole window is pulled, and the
+// origin answers only the epochs it has records of for this node.
+func (p *Protocol) gapEpochs(key tracker.BatchKey, last int64, ms []codec.EpochManifest, now time.Time) []int64 {
+	e := p.cfg.Tracker.Epoch(now)
+	n := int64(p.cfg.Tracker.SubWindows)
+	held := int64(-1 << 62)
+	if last <= e-n {
+		held = e // heard before the window: every epoch of it
+	}
+	for x := last; x > last-n+1 && x > e-n; x-- {
+		if p.cfg.Owned.Manifest(key.Origin, key.Boot, x, now).Records > 0 {
+			held = x
+			break
+		}
+	}
+	var out []int64
+	for x := max(last+1, e-n+1); x < key.Epoch && x <= held+n-2; x++ {
+		if !slices.ContainsFunc(ms, func(m codec.EpochManifest) bool { return m.Epoch == x }) {
+			p.v2.askedRecs[fmt.Sprintf("%s/%d", MemberName(key.Origin, key.Boot), x)] = now
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // outcomeReason is the rejection reason of a Store's outcome, "" for new
