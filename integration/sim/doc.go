@@ -30,7 +30,13 @@
 // quicker). A member can join late (Config.LateJoins): it starts at its
 // time as a restarted one does. Messages on their way to a boot that is
 // gone are lost, and a boot records only the epochs that start after it
-// did. Members never partition.
+// did. The network can be cut into groups (Sim.Partition, Cut): messages
+// between them are lost (both ways, or one way), and each side's member
+// lists list the other sides' members dead once the cut has lasted the
+// detection delay, or never (a cut the membership probes do not see);
+// Sim.Heal lets messages pass again, and sides that listed each other
+// dead list each other alive again a merge delay later, with the same
+// boots and a new Since, as memberlist does.
 //
 // To fit 1000 nodes in memory, only observers (Config.Observers) run a real
 // Tracker and have a real tracker.Fleet as their cluster.Store. Every other
@@ -50,7 +56,10 @@
 // observer's view of the destinations it owns, and its own view of every
 // destination, is again the exact merge of what the origins sealed, in
 // every epoch to the end, and what its own view holds after 1 s and in
-// the next two epochs.
+// the next two epochs. RunPartition cuts the cluster in two for a while
+// and measures each side's views during the cut against the exact merge
+// of what that side can see, and after the heal how long until every view
+// is the exact merge of every origin's records again.
 // RunDecision compares timeout policies side by side in one run (fixed,
 // local adaptive, fleet adaptive with and without the local guard, and the
 // failure-aware rule with shadow and with caller probes, which is each
@@ -60,8 +69,8 @@
 // and a tight start. RunHedge compares hedging policies on replicas that
 // stall (no hedging, fixed delays, per-client quantiles, and node.DoHedged's
 // rule through its pure parts in package timeout) as time to a successful
-// answer. ScaleTable, ChurnTable, DecisionTable, FailureTable and
-// HedgeTable format the results as markdown.
+// answer. ScaleTable, ChurnTable, PartitionTable, DecisionTable,
+// FailureTable and HedgeTable format the results as markdown.
 //
 // # Time, randomness and concurrency
 //

@@ -28,9 +28,9 @@ package sim
 // way; every member up lists the new boot alive at once. Messages on
 // their way to a boot that is gone are lost (each is stamped with the
 // boot it was addressed to), and a send completion of a killed boot frees
-// nothing. The simulator does not model partitions (package cluster's own
-// tests do, on an in-memory transport, and package integration's on
-// loopback).
+// nothing. A partition (Sim.Partition, partition.go) drops the messages
+// between its sides, and gives each side's members its side's member
+// list.
 
 import (
 	"fmt"
@@ -154,7 +154,7 @@ func (s *Sim) newShell(i int, store cluster.Store) error {
 	if err != nil {
 		return err
 	}
-	p.SetMembers(s.memberList, s.Now())
+	p.SetMembers(s.membersOf(int32(i)), s.Now())
 	n.sh = shellNode{
 		proto:  p,
 		tickAt: -1,
@@ -271,10 +271,11 @@ func (s *Sim) receive(ev *event) {
 }
 
 // deliverable reports whether delivery ev reaches its receiver: the boot
-// it was addressed to is up (not killed, not replaced by a restart).
+// it was addressed to is up (not killed, not replaced by a restart), and
+// no cut lies between them (Sim.Partition).
 func (s *Sim) deliverable(ev *event) bool {
 	n := s.nodes[ev.to]
-	return !n.dead && ev.gen == n.gen
+	return !n.dead && ev.gen == n.gen && !s.cutOff(ev.from, ev.to)
 }
 
 // receiveBurst handles first, a delivery, and the deliveries and send
@@ -368,8 +369,8 @@ func (s *Sim) apply(to int32, rc received) {
 		n.stats.Duplicates++
 	case r.Reject == cluster.RejectStaleEpoch || r.Reject == cluster.RejectFutureEpoch:
 		n.stats.Late++
-	case (r.Reject == cluster.RejectUnknownSender || r.Reject == cluster.RejectUnknownOrigin) && s.alive() < len(s.nodes):
-		n.stats.Refused++ // in flight from a member killed since
+	case (r.Reject == cluster.RejectUnknownSender || r.Reject == cluster.RejectUnknownOrigin) && (s.alive() < len(s.nodes) || s.partitioned()):
+		n.stats.Refused++ // in flight from a member killed since, or one the receiver's side lists dead
 	case r.Reject != "":
 		s.fail(fmt.Errorf("sim: node %s refused a %v: %s", n.name, r.Type, r.Reject))
 		return
@@ -448,10 +449,17 @@ func (s *Sim) dispatch(i int32) {
 // transmit sends m from node from as one SendReliable: the connect holds
 // the worker for the handshake trips, the payload then waits for the
 // egress link and arrives one trip after leaving, unless lost. The worker
-// is free once the payload has left.
+// is free once the payload has left. Across a cut that stalls sends
+// (Cut.Stall) the connect holds the worker that long and nothing leaves.
 func (s *Sim) transmit(from int32, m outMsg) {
 	n := s.nodes[from]
 	size := len(m.payload)
+	if s.cutOff(from, m.to) && s.part.stall > 0 {
+		// A connect nobody answers: the worker waits, nothing leaves.
+		n.stats.Cut++
+		s.q.push(event{at: s.now + s.part.stall, kind: evSent, from: from, to: m.to, gen: n.gen})
+		return
+	}
 	n.stats.Bytes[m.kind] += uint64(size)
 	n.stats.Messages[m.kind]++
 	handshake, trip, lost := s.net.transit(from, m.to)
@@ -460,6 +468,10 @@ func (s *Sim) transmit(from int32, m outMsg) {
 	s.q.push(event{at: depart, kind: evSent, from: from, to: m.to, gen: n.gen})
 	if lost {
 		n.stats.Lost++
+		return
+	}
+	if s.cutOff(from, m.to) {
+		n.stats.Cut++
 		return
 	}
 	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, gen: m.gen, payload: m.payload})

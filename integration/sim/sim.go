@@ -152,8 +152,9 @@ type NodeStats struct {
 	// Bytes and Messages sent, by kind (index with MsgKind).
 	Bytes    [numMsgKinds]uint64
 	Messages [numMsgKinds]uint64
-	// Lost counts messages this node sent that the network dropped.
-	Lost uint64
+	// Lost counts messages this node sent that the network dropped; Cut
+	// those a partition dropped (Sim.Partition).
+	Lost, Cut uint64
 	// SendDrops counts messages dropped because the node's send queue was
 	// full (Gossip.SendQueue).
 	SendDrops uint64
@@ -220,6 +221,7 @@ type Sim struct {
 	perWorker, parallelBursts int
 
 	memberList []cluster.Member     // every member listed, dead ones too, for Protocol.SetMembers
+	part       *partition           // the network partition, once cut (Sim.Partition)
 	sealing    []int64              // epochs the ticking node sealed with data (sealFunc)
 	byMember   map[string]memberRef // member name → node and boot
 	fleetCfg   tracker.FleetConfig  // the observers' fleet views' and every node's owned records' config
@@ -232,6 +234,7 @@ type Sim struct {
 	aggTable *aggTable
 	aggDone  []aggResult // (destination, epoch) convergences of expired epochs
 	union    map[aggSlot][]uint64
+	seals    int // sub-windows added to union
 	// perOrigin lists the nodes listed dead, whose sealed counts leave the
 	// exact union; non-nil (tracking what each node sealed) only in runs
 	// that kill nodes (TrackKills).
@@ -653,6 +656,7 @@ func (s *Sim) addUnion(n *simNode, e int64, dests []tracker.DestCounts) {
 		return
 	}
 	n.unionEpoch = e
+	s.seals++
 	cl := s.cfg.Tracker.Layout().CountsLen()
 	for _, dc := range dests {
 		k := aggSlot{dc.Dest, e}
@@ -790,6 +794,9 @@ func (s *Sim) up(i int) {
 		m.Level = cluster.CurrentLevel
 	}
 	s.memberList = append(s.memberList, m)
+	if s.part != nil {
+		s.part.lists = nil
+	}
 	if s.aggTable != nil {
 		s.aggTable.revive(int32(i))
 	}
@@ -801,17 +808,20 @@ func (s *Sim) up(i int) {
 	s.schedule(int32(i))
 }
 
-// membersChanged gives every member up but skip the member list again,
-// and its store the number alive.
+// membersChanged gives every member up but skip its member list again
+// (its side's during a partition), and its store the number alive there.
 func (s *Sim) membersChanged(skip int32) {
 	now := s.Now()
+	if s.part != nil {
+		s.part.lists = nil
+	}
 	for j, m := range s.nodes {
 		if m.dead || int32(j) == skip {
 			continue
 		}
-		m.sh.proto.SetMembers(s.memberList, now)
+		m.sh.proto.SetMembers(s.membersOf(int32(j)), now)
 		if m.store != nil {
-			m.store.SetLiveMembers(s.alive())
+			m.store.SetLiveMembers(s.aliveFor(int32(j)))
 		}
 		s.schedule(int32(j))
 	}
