@@ -86,7 +86,8 @@ func TestPartitionSmall(t *testing.T) {
 // noticed, a one-way cut, and two cuts whose sends stall for memberlist's
 // 10 s connect timeout, at 100 nodes and destinations and 10 000
 // samples/s per node. ATNODE_SIM_PARTITION=unnoticed runs only the cuts
-// never noticed.
+// never noticed, ATNODE_SIM_PARTITION=stall only the cuts whose sends
+// stall.
 func TestPartitionSweep(t *testing.T) {
 	if os.Getenv("ATNODE_SIM") != "1" {
 		t.Skip("set ATNODE_SIM=1 to run the partition sweep")
@@ -104,8 +105,15 @@ func TestPartitionSweep(t *testing.T) {
 		{Cut: 10 * time.Second, Stall: 10 * time.Second},
 		{Cut: 30 * time.Second, Unnoticed: true, Stall: 10 * time.Second},
 	} {
-		if only := os.Getenv("ATNODE_SIM_PARTITION"); only == "unnoticed" && !cfg.Unnoticed {
-			continue
+		switch os.Getenv("ATNODE_SIM_PARTITION") {
+		case "unnoticed":
+			if !cfg.Unnoticed {
+				continue
+			}
+		case "stall":
+			if cfg.Stall == 0 {
+				continue
+			}
 		}
 		cfg.Seed, cfg.Nodes, cfg.RatePerNode, cfg.Progress = 1, 100, 10_000, throttle(t)
 		r, err := RunPartition(cfg)
