@@ -87,10 +87,13 @@
 //     and each message handled, so a dropped event costs nothing) and
 //     re-applies it to the Store at every anti-entropy round.
 //   - Sending: each member has its own FIFO with at most one send in
-//     flight, served by Gossip.SendWorkers goroutines; at most
+//     flight, served by Gossip.SendWorkers workers; at most
 //     Gossip.SendQueue messages wait in all, more are dropped and counted.
-//     A slow or dead member delays only its own messages; the protocol's
-//     ticks and the request path never wait for a send.
+//     A send holds its worker for Timing.ProbeTimeout at most; a member
+//     whose send failed or ran longer is backed off until a send to it
+//     succeeds: its sends hold no worker and only its newest messages
+//     wait. A slow or dead member delays only its own messages; the
+//     protocol's ticks and the request path never wait for a send.
 //
 // Histogram payloads never ride memberlist's broadcast queue or its
 // push/pull state: only SendReliable streams carry them.

@@ -35,7 +35,7 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 		clock: cfg.Clock,
 		log:   c.log,
 		kick:  make(chan struct{}, 1),
-		q:     newSendQueue(cfg.Gossip.SendQueue),
+		q:     newSendQueue(cfg.Gossip.SendQueue, cfg.Gossip.SendWorkers, cfg.Timing.ProbeTimeout),
 		stats: newGossipCounters(),
 	}
 	if g.clock == nil {
@@ -62,14 +62,12 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 	return g, nil
 }
 
-// start launches the loop and the send workers; they end when stop closes.
+// start launches the loop and the sender; they end when stop closes.
 func (g *gossiper) start(wg *sync.WaitGroup, stop <-chan struct{}) {
 	g.proto.drive(true)
-	wg.Add(1 + g.c.cfg.Gossip.SendWorkers)
+	wg.Add(2)
 	go g.loop(wg, stop)
-	for range g.c.cfg.Gossip.SendWorkers {
-		go g.worker(wg)
-	}
+	go g.sender(wg)
 }
 
 // loop ticks the protocol whenever it is due, until stop closes.
@@ -159,33 +157,54 @@ func (g *gossiper) onEvent(ev Event) {
 func (g *gossiper) send(msgs []Message) {
 	dropped := 0
 	for _, m := range msgs {
-		if !g.q.push(m) {
-			dropped++
-		}
+		dropped += g.q.push(m)
 	}
-	if dropped > 0 {
-		g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(dropped) })
+	g.dropped(dropped)
+}
+
+// dropped counts n messages dropped from the send queue.
+func (g *gossiper) dropped(n int) {
+	if n > 0 {
+		g.stats.add(func(s *GossipStats) { s.SendDrops += uint64(n) })
 	}
 }
 
-func (g *gossiper) worker(wg *sync.WaitGroup) {
+// sender starts each send the queue hands out (sendQueue.pop: at most
+// SendWorkers holding a worker, and the probes of backed-off members) on
+// its own goroutine, until the queue closes.
+func (g *gossiper) sender(wg *sync.WaitGroup) {
 	defer wg.Done()
 	for {
 		m, ok := g.q.pop()
 		if !ok {
 			return
 		}
-		if !m.Expires.IsZero() && !g.clock().Before(m.Expires) {
-			g.q.done(m.To)
-			g.stats.add(func(s *GossipStats) { s.SendDrops++ })
-			continue
-		}
-		err := g.sendFn(m.To, m.Payload)
-		g.q.done(m.To)
-		g.stats.sent(m, err)
-		if err != nil {
-			g.log.Debug("cluster: gossip send failed", "to", m.To, "type", m.Type, "err", err)
-		}
+		wg.Add(1)
+		go g.sendOne(wg, m)
+	}
+}
+
+// sendOne sends one message taken from the queue: dropped if it expired
+// while waiting; a send that holds a worker gives it back after slowAfter.
+func (g *gossiper) sendOne(wg *sync.WaitGroup, m outgoing) {
+	defer wg.Done()
+	if !m.Expires.IsZero() && !g.clock().Before(m.Expires) {
+		g.dropped(1 + g.q.done(m.To, sendSkipped))
+		return
+	}
+	if m.worker {
+		t := time.AfterFunc(g.q.slowAfter, func() { g.q.slow(m.To, m.seq) })
+		defer t.Stop()
+	}
+	err := g.sendFn(m.To, m.Payload)
+	r := sendOK
+	if err != nil {
+		r = sendFailed
+	}
+	g.dropped(g.q.done(m.To, r))
+	g.stats.sent(m.Message, err)
+	if err != nil {
+		g.log.Debug("cluster: gossip send failed", "to", m.To, "type", m.Type, "err", err)
 	}
 }
 

@@ -44,10 +44,14 @@ type Gossip struct {
 	// In [0, 1s); it is capped at half a sub-window. Default 500ms.
 	SealJitter time.Duration `yaml:"seal_jitter"`
 
-	// SendWorkers is the number of goroutines sending with SendReliable.
-	// Each member has its own queue with at most one send in flight, so a
-	// slow or dead member holds at most one worker for up to
-	// Timing.StreamTimeout. At least 1; default 8.
+	// SendWorkers is how many sends with SendReliable may hold a worker
+	// at once. Each member has its own queue with at most one send in
+	// flight, and a send holds its worker for Timing.ProbeTimeout at most:
+	// a member whose send failed or is still running then is backed off
+	// until a send to it succeeds (its sends hold no worker, and at most
+	// 16 of its messages wait, the oldest dropped and counted), so a slow
+	// or unreachable member holds one worker for Timing.ProbeTimeout once.
+	// At least 1; default 8.
 	SendWorkers int `yaml:"send_workers"`
 
 	// SendQueue bounds the messages waiting to be sent, over all members;

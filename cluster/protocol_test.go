@@ -305,11 +305,11 @@ func TestDecodeReason(t *testing.T) {
 }
 
 func TestSendQueue(t *testing.T) {
-	q := newSendQueue(3)
-	require.True(t, q.push(Message{To: "a", Payload: []byte{1}}))
-	require.True(t, q.push(Message{To: "a", Payload: []byte{2}}))
-	require.True(t, q.push(Message{To: "b", Payload: []byte{3}}))
-	require.False(t, q.push(Message{To: "c"}), "full")
+	q := newSendQueue(3, 8, time.Second)
+	require.Zero(t, q.push(Message{To: "a", Payload: []byte{1}}))
+	require.Zero(t, q.push(Message{To: "a", Payload: []byte{2}}))
+	require.Zero(t, q.push(Message{To: "b", Payload: []byte{3}}))
+	require.Equal(t, 1, q.push(Message{To: "c"}), "full")
 
 	m, ok := q.pop()
 	require.True(t, ok)
@@ -318,23 +318,78 @@ func TestSendQueue(t *testing.T) {
 	m, ok = q.pop()
 	require.True(t, ok)
 	require.Equal(t, "b", m.To)
-	q.done("b")
-	q.done("a")
+	q.done("b", sendOK)
+	q.done("a", sendOK)
 	m, ok = q.pop()
 	require.True(t, ok)
 	require.Equal(t, []byte{2}, m.Payload)
-	q.done("a")
+	q.done("a", sendOK)
 	require.Zero(t, q.len())
 
-	require.True(t, q.push(Message{To: "d"}))
-	require.True(t, q.push(Message{To: "d"}))
+	require.Zero(t, q.push(Message{To: "d"}))
+	require.Zero(t, q.push(Message{To: "d"}))
 	require.Equal(t, 2, q.drop("d"))
 	require.Zero(t, q.len())
-	require.True(t, q.push(Message{To: "e"}))
+	require.Zero(t, q.push(Message{To: "e"}))
 	require.Equal(t, 1, q.close())
 	_, ok = q.pop()
 	require.False(t, ok)
-	require.False(t, q.push(Message{To: "e"}))
+	require.Equal(t, 1, q.push(Message{To: "e"}))
+}
+
+// TestSendQueueBackOff checks the back-off's bookkeeping: with one worker,
+// a member whose send failed is backed off, its sends hold no worker (the
+// worker stays free for another member), at most backoffKeep of its
+// messages wait (a push beyond drops the oldest), a send past slowAfter
+// frees its worker at once and backs its member off (a late slow call for
+// a send already done changes nothing), and a send that succeeds makes the
+// member normal again.
+func TestSendQueueBackOff(t *testing.T) {
+	q := newSendQueue(100, 1, time.Second)
+	require.Zero(t, q.push(Message{To: "a", Payload: []byte{0}}))
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.True(t, m.worker)
+	require.Zero(t, q.done("a", sendFailed))
+	require.Equal(t, 1, q.backedOff())
+	for k := range backoffKeep {
+		require.Zero(t, q.push(Message{To: "a", Payload: []byte{byte(k + 1)}}))
+	}
+	require.Equal(t, 1, q.push(Message{To: "a", Payload: []byte{backoffKeep + 1}}), "the oldest dropped")
+	require.Equal(t, backoffKeep, q.len())
+	// A probe: it holds no worker, so b's message takes the one worker.
+	m, ok = q.pop()
+	require.True(t, ok)
+	require.False(t, m.worker)
+	require.Equal(t, []byte{2}, m.Payload, "the oldest kept")
+	require.Zero(t, q.push(Message{To: "b"}))
+	mb, ok := q.pop()
+	require.True(t, ok)
+	require.True(t, mb.worker)
+	require.Equal(t, "b", mb.To)
+	// b's send runs past slowAfter: the worker is free for c meanwhile.
+	require.Zero(t, q.push(Message{To: "c"}))
+	q.slow("b", mb.seq)
+	require.Equal(t, 2, q.backedOff())
+	mc, ok := q.pop()
+	require.True(t, ok)
+	require.True(t, mc.worker)
+	require.Equal(t, "c", mc.To)
+	q.done("c", sendOK)
+	q.slow("c", mc.seq) // too late: nothing changes
+	require.Equal(t, 2, q.backedOff())
+	// b's send succeeds after all, and so does a's probe: both normal.
+	q.done("b", sendOK)
+	require.Zero(t, q.done("a", sendOK))
+	require.Zero(t, q.backedOff())
+	m, ok = q.pop()
+	require.True(t, ok)
+	require.True(t, m.worker, "a is normal again")
+	require.Equal(t, []byte{3}, m.Payload)
+	q.done("a", sendSkipped)
+	require.Zero(t, q.backedOff(), "an expired message changes nothing")
+	require.Equal(t, backoffKeep-2, q.drop("a"))
+	require.Zero(t, q.len())
 }
 
 // TestWorkerDropsExpiredBatches checks the send worker: a message whose
@@ -346,7 +401,7 @@ func TestWorkerDropsExpiredBatches(t *testing.T) {
 	var sent []string
 	g := &gossiper{
 		clock: func() time.Time { return now },
-		q:     newSendQueue(8),
+		q:     newSendQueue(8, 8, time.Second),
 		stats: newGossipCounters(),
 		log:   slog.New(slog.DiscardHandler),
 		sendFn: func(to string, _ []byte) error {
@@ -362,11 +417,11 @@ func TestWorkerDropsExpiredBatches(t *testing.T) {
 		{To: "fresh", Type: codec.TypeBatch, Expires: now.Add(time.Nanosecond)},
 		{To: "digest", Type: codec.TypeDigest},
 	} {
-		require.True(t, g.q.push(m))
+		require.Zero(t, g.q.push(m))
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go g.worker(&wg)
+	go g.sender(&wg)
 	testutil.Eventually(t, "queue drained", func() bool {
 		s := g.stats.snapshot()
 		return s.SendDrops+s.MessagesOut["batch"]+s.MessagesOut["digest"] == 4

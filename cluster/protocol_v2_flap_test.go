@@ -145,14 +145,14 @@ func TestStaleDeathKeepsQueuedSends(t *testing.T) {
 	}
 	dead := Event{Type: EventDead, Member: Member{Name: "b", Member: b, BootID: 2, State: StateDead}}
 	list(StateAlive, false) // dead and back before the event is handled
-	require.True(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
+	require.Zero(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
 	g.onEvent(dead)
 	require.Equal(t, 1, g.q.len(), "a stale death drops nothing")
 	list(StateDead, false)
 	g.onEvent(dead)
 	require.Zero(t, g.q.len(), "a death drops what is queued")
 	list(StateAlive, true)
-	require.True(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
+	require.Zero(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
 	g.onEvent(dead)
 	require.Zero(t, g.q.len(), "a refused member's death drops what is queued")
 }

@@ -1,43 +1,84 @@
 package cluster
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
-// sendQueue holds messages waiting for a send worker: a FIFO per member
-// and at most one send in flight per member, so a slow or dead member
-// delays only its own messages and holds at most one worker. At most limit
-// messages wait in all; push refuses more.
+// sendQueue holds messages waiting to be sent: a FIFO per member and at
+// most one send in flight per member. At most workers sends hold a worker
+// at once; a send holds its worker until it returns or for slowAfter,
+// whichever is first. A member whose send failed or still runs after
+// slowAfter is backed off: its sends hold no worker (a probe each, one at
+// a time as always), at most backoffKeep of its messages wait (the oldest
+// is dropped), and the first of its sends that succeeds makes it normal
+// again. So a member that does not answer holds a worker for slowAfter
+// once, not for every message, and delays nobody else's messages after
+// that. At most limit messages wait in all; push refuses more.
 type sendQueue struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	limit  int
-	n      int // messages waiting
-	peers  map[string]*peerQueue
-	ready  []*peerQueue // members with messages waiting and none in flight, FIFO
-	closed bool
+	mu        sync.Mutex
+	cond      sync.Cond
+	limit     int
+	slowAfter time.Duration
+	n         int // messages waiting
+	idle      int // free workers
+	peers     map[string]*peerQueue
+	ready     []*peerQueue // normal members with messages waiting and none in flight, FIFO
+	probes    []*peerQueue // backed-off members with messages waiting and none in flight, FIFO
+	closed    bool
 }
+
+// backoffKeep is how many messages may wait for a backed-off member; a
+// push beyond it drops the oldest. The protocol repairs what is dropped
+// (records by the manifests and the gap's pull, batches and aggregates by
+// anti-entropy), and the newest messages are the ones a member back up
+// needs first.
+const backoffKeep = 16
 
 type peerQueue struct {
-	to    string
-	msgs  []Message
-	busy  bool // a worker is sending one of its messages
-	ready bool // in sendQueue.ready
+	to        string
+	msgs      []Message
+	busy      bool   // a send to it is in flight
+	worker    bool   // the send in flight holds a worker
+	seq       uint64 // the send in flight's number (slow)
+	backedOff bool   // its last send failed or ran past slowAfter
+	ready     bool   // in sendQueue.ready or sendQueue.probes
 }
 
-func newSendQueue(limit int) *sendQueue {
-	q := &sendQueue{limit: limit, peers: make(map[string]*peerQueue)}
+// outgoing is a message taken for sending: done (and slow, while it holds
+// a worker) identify the send by to and seq.
+type outgoing struct {
+	Message
+	seq    uint64
+	worker bool // the send holds a worker: call slow after slowAfter
+}
+
+func newSendQueue(limit, workers int, slowAfter time.Duration) *sendQueue {
+	q := &sendQueue{limit: limit, idle: workers, slowAfter: slowAfter, peers: make(map[string]*peerQueue)}
 	q.cond.L = &q.mu
 	return q
 }
 
-// push queues m; it reports false (and drops m) when the queue is full or
-// closed. It never blocks.
-func (q *sendQueue) push(m Message) bool {
+// push queues m. It returns how many messages it dropped: m itself when
+// the queue is full or closed, or the oldest message waiting for m's
+// member when that member is backed off and has backoffKeep waiting. It
+// never blocks.
+func (q *sendQueue) push(m Message) (dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed || q.n >= q.limit {
-		return false
+	if q.closed {
+		return 1
 	}
 	p := q.peers[m.To]
+	if p != nil && p.backedOff && len(p.msgs) >= backoffKeep {
+		p.msgs[0] = Message{}
+		p.msgs = p.msgs[1:]
+		q.n--
+		dropped++
+	}
+	if q.n >= q.limit {
+		return dropped + 1
+	}
 	if p == nil {
 		p = &peerQueue{to: m.To}
 		q.peers[m.To] = p
@@ -45,56 +86,134 @@ func (q *sendQueue) push(m Message) bool {
 	p.msgs = append(p.msgs, m)
 	q.n++
 	if !p.busy && !p.ready {
-		p.ready = true
-		q.ready = append(q.ready, p)
-		q.cond.Signal()
+		q.makeReady(p)
 	}
-	return true
+	return dropped
 }
 
-// pop waits for a message whose member has none in flight and marks the
-// member busy; ok is false once the queue is closed. The caller must call
-// done with the member after sending.
-func (q *sendQueue) pop() (m Message, ok bool) {
+// makeReady puts p, not busy and with messages waiting, on the ready list
+// of its kind and wakes a taker.
+func (q *sendQueue) makeReady(p *peerQueue) {
+	p.ready = true
+	if p.backedOff {
+		q.probes = append(q.probes, p)
+	} else {
+		q.ready = append(q.ready, p)
+	}
+	q.cond.Signal()
+}
+
+// pop waits for a message to send and marks its member busy: a backed-off
+// member's next message (a probe, holding no worker), else a ready
+// member's while a worker is free (taking it). ok is false once the queue
+// is closed. The caller must call done after sending, and slow if the send
+// holds a worker and is still running after slowAfter.
+func (q *sendQueue) pop() (m outgoing, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.ready) == 0 && !q.closed {
+	for !q.closed && len(q.probes) == 0 && (len(q.ready) == 0 || q.idle == 0) {
 		q.cond.Wait()
 	}
 	if q.closed {
-		return Message{}, false
+		return outgoing{}, false
 	}
-	p := q.ready[0]
-	q.ready[0] = nil
-	q.ready = q.ready[1:]
+	var p *peerQueue
+	if len(q.probes) > 0 {
+		p = q.probes[0]
+		q.probes[0] = nil
+		q.probes = q.probes[1:]
+	} else {
+		p = q.ready[0]
+		q.ready[0] = nil
+		q.ready = q.ready[1:]
+		q.idle--
+		p.worker = true
+	}
 	p.ready, p.busy = false, true
-	m = p.msgs[0]
+	p.seq++
+	m = outgoing{Message: p.msgs[0], seq: p.seq, worker: p.worker}
 	p.msgs[0] = Message{}
 	p.msgs = p.msgs[1:]
 	q.n--
 	return m, true
 }
 
-// done ends the send in flight to member to.
-func (q *sendQueue) done(to string) {
+// slow frees the worker of send seq to member to, still running after
+// slowAfter, and backs the member off.
+func (q *sendQueue) slow(to string, seq uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.peers[to]
+	if p == nil || !p.busy || p.seq != seq || !p.worker {
+		return // done already
+	}
+	p.worker, p.backedOff = false, true
+	q.idle++
+	q.cond.Signal()
+}
+
+// sendResult is how a message taken by pop ended.
+type sendResult uint8
+
+const (
+	// sendSkipped: not sent (it expired while waiting); the member's state
+	// stays as it was.
+	sendSkipped sendResult = iota
+	// sendOK: sent; a backed-off member is normal again.
+	sendOK
+	// sendFailed: the send failed; the member is backed off.
+	sendFailed
+)
+
+// done ends the send in flight to member to and returns how many messages
+// waiting for it it dropped (the oldest beyond backoffKeep, when the member
+// is backed off now).
+func (q *sendQueue) done(to string, r sendResult) (dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p := q.peers[to]
 	if p == nil {
-		return
+		return 0
+	}
+	if p.worker {
+		p.worker = false
+		q.idle++
+		q.cond.Signal()
 	}
 	p.busy = false
+	switch r {
+	case sendOK:
+		p.backedOff = false
+	case sendFailed:
+		p.backedOff = true
+	}
 	switch {
 	case len(p.msgs) > 0:
-		p.ready = true
-		q.ready = append(q.ready, p)
-		q.cond.Signal()
-	default:
-		delete(q.peers, to)
+		if p.backedOff {
+			dropped = q.trim(p)
+		}
+		q.makeReady(p)
+	case !p.backedOff:
+		delete(q.peers, to) // a backed-off member stays so until a send succeeds
 	}
+	return dropped
 }
 
-// drop discards the messages waiting for member to and returns how many.
+// trim drops the oldest messages of backed-off p beyond backoffKeep (those
+// queued while it was normal).
+func (q *sendQueue) trim(p *peerQueue) int {
+	n := len(p.msgs) - backoffKeep
+	if n <= 0 {
+		return 0
+	}
+	clear(p.msgs[:n])
+	p.msgs = p.msgs[n:]
+	q.n -= n
+	return n
+}
+
+// drop discards the messages waiting for member to and returns how many;
+// the member's back-off is forgotten.
 func (q *sendQueue) drop(to string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -107,20 +226,26 @@ func (q *sendQueue) drop(to string) int {
 	p.msgs = nil
 	if p.ready {
 		p.ready = false
-		i := 0
-		for _, r := range q.ready {
-			if r != p {
-				q.ready[i] = r
-				i++
-			}
-		}
-		clear(q.ready[i:])
-		q.ready = q.ready[:i]
+		q.ready = without(q.ready, p)
+		q.probes = without(q.probes, p)
 	}
 	if !p.busy {
 		delete(q.peers, to)
 	}
 	return n
+}
+
+// without removes p from list in place.
+func without(list []*peerQueue, p *peerQueue) []*peerQueue {
+	i := 0
+	for _, r := range list {
+		if r != p {
+			list[i] = r
+			i++
+		}
+	}
+	clear(list[i:])
+	return list[:i]
 }
 
 // close wakes every waiting worker; pop then returns false and push
@@ -138,4 +263,17 @@ func (q *sendQueue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.n
+}
+
+// backedOff returns the number of members backed off.
+func (q *sendQueue) backedOff() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, p := range q.peers {
+		if p.backedOff {
+			n++
+		}
+	}
+	return n
 }

@@ -1,8 +1,15 @@
 package cluster
 
 import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/adaptivetimeout/adaptivetimeout/codec"
 
 	"github.com/stretchr/testify/require"
 )
@@ -62,4 +69,136 @@ func TestGossipStalledPeerNeverBlocks(t *testing.T) {
 		require.Zero(t, h.Counts[len(h.Bounds)], n.Name())
 		require.True(t, allSee([]*gnode{n}, nodes), "%s: the stalled member is still alive", n.Name())
 	}
+}
+
+// TestSendQueueBacksOffUnansweredMembers runs the send path on a fake clock
+// with 2 workers and 10 members, 6 of them cut off: a send to one of those
+// waits for the 10 s stream timeout and fails (a connect nobody answers).
+// Every second each member is sent a message, the cut-off ones first. Each
+// cut-off member may hold a worker for slowAfter once, after which it is
+// backed off: from the third second on, every message to the 4 members up
+// is sent within 10 ms of being queued (without back-off they wait behind
+// 10 s sends, longer every round), and at most backoffKeep messages wait
+// per member cut off, the older ones dropped and counted. Once the cut-off
+// members answer, the first send to each succeeds, they are normal again
+// and their next messages go out at once.
+func TestSendQueueBacksOffUnansweredMembers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			workers       = 2
+			streamTimeout = 10 * time.Second
+			slowAfter     = 500 * time.Millisecond
+			rounds        = 30
+			cut, up       = 6, 4
+		)
+		var mu sync.Mutex
+		answer := false                 // the cut-off members answer
+		late := map[int]time.Duration{} // the longest wait of a message to a member up, by round
+		sentTo := map[string]int{}
+		start := time.Now()
+		g := &gossiper{
+			clock: time.Now,
+			q:     newSendQueue(4096, workers, slowAfter),
+			stats: newGossipCounters(),
+			log:   slog.New(slog.DiscardHandler),
+			sendFn: func(to string, payload []byte) error {
+				mu.Lock()
+				a := answer
+				mu.Unlock()
+				if to[0] == 'c' && !a {
+					time.Sleep(streamTimeout)
+					return errors.New("i/o timeout")
+				}
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				defer mu.Unlock()
+				sentTo[to]++
+				if to[0] == 'u' {
+					round := int(payload[0])
+					late[round] = max(late[round], time.Since(start.Add(time.Duration(round)*time.Second)))
+				}
+				return nil
+			},
+		}
+		var members []string
+		for i := range cut {
+			members = append(members, fmt.Sprintf("cut-%d", i))
+		}
+		for i := range up {
+			members = append(members, fmt.Sprintf("up-%d", i))
+		}
+		round := func(k int) {
+			msgs := make([]Message, 0, len(members))
+			for _, m := range members {
+				msgs = append(msgs, Message{To: m, Type: codec.TypeDigest, Payload: []byte{byte(k)}})
+			}
+			g.send(msgs)
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go g.sender(&wg)
+		for k := range rounds {
+			time.Sleep(time.Until(start.Add(time.Duration(k) * time.Second)))
+			round(k)
+			synctest.Wait()
+			require.LessOrEqual(t, g.q.len(), cut*backoffKeep+up, "round %d: bounded", k)
+		}
+		time.Sleep(time.Until(start.Add(rounds * time.Second)))
+		mu.Lock()
+		for i := range up {
+			require.Equal(t, rounds, sentTo[fmt.Sprintf("up-%d", i)], "every message to the members up sent")
+		}
+		for k := range rounds {
+			bound := 10 * time.Millisecond
+			if time.Duration(k)*time.Second < cut/workers*slowAfter {
+				// The first rounds: the 6 members cut off hold the 2
+				// workers for 0.5 s each before they are backed off.
+				bound += cut / workers * slowAfter
+			}
+			require.LessOrEqual(t, late[k], bound, "round %d: the members up waited", k)
+		}
+		mu.Unlock()
+		require.Equal(t, cut, g.q.backedOff())
+		s := g.stats.snapshot()
+		require.Positive(t, s.SendDrops, "the oldest messages of members backed off were dropped")
+		require.Positive(t, s.SendErrors)
+
+		time.Sleep(250 * time.Millisecond) // off the probes' schedule
+		mu.Lock()
+		answer = true
+		mu.Unlock()
+		// The probes in flight end within the stream timeout; then each
+		// cut-off member's next send succeeds and the rest follow.
+		time.Sleep(streamTimeout + time.Second)
+		synctest.Wait()
+		require.Zero(t, g.q.backedOff(), "back to normal")
+		require.Zero(t, g.q.len())
+		mu.Lock()
+		sentCut := 0
+		for i := range cut {
+			// The newest waited, but for the probe that failed as they
+			// answered.
+			n := sentTo[fmt.Sprintf("cut-%d", i)]
+			require.GreaterOrEqual(t, n, backoffKeep-1, "the newest messages waited")
+			sentCut += n
+		}
+		n0 := make([]int, cut)
+		for i := range cut {
+			n0[i] = sentTo[fmt.Sprintf("cut-%d", i)]
+		}
+		mu.Unlock()
+		round(rounds)
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		mu.Lock()
+		for i := range cut {
+			require.Equal(t, 1, sentTo[fmt.Sprintf("cut-%d", i)]-n0[i], "sent at once")
+		}
+		mu.Unlock()
+		s = g.stats.snapshot()
+		require.Equal(t, uint64(cut*rounds), uint64(sentCut)+s.SendDrops+s.SendErrors,
+			"every message to the members cut off was sent, dropped or failed")
+		g.q.close()
+		wg.Wait()
+	})
 }

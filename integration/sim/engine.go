@@ -10,9 +10,12 @@ const (
 	evFunc eventKind = iota
 	// evDeliver hands payload, sent by node from, to node to's boot gen.
 	evDeliver
-	// evSent frees the worker of node from's boot gen that sent to node
-	// to.
+	// evSent ends the send (number epoch) of node from's boot gen to node
+	// to, failed or not.
 	evSent
+	// evSlow frees the worker of send number epoch of node from's boot gen
+	// to node to, still running after the shell's slowAfter.
+	evSlow
 	// evTick ticks node to's protocol, if it is still the node's pending
 	// tick.
 	evTick
@@ -26,6 +29,7 @@ type event struct {
 	at      time.Duration // since the simulation's start
 	seq     uint64
 	kind    eventKind
+	failed  bool   // evSent: the send failed
 	gen     uint32 // the boot (simNode.gen) of to (evDeliver) or from (evSent)
 	from    int32
 	to      int32

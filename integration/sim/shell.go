@@ -17,7 +17,12 @@ package sim
 //     A send is a memberlist SendReliable: a TCP connect (the network's
 //     handshake trips) holds the worker, then the payload leaves on the
 //     node's egress link and arrives one trip later. Bytes count at the
-//     sender when the payload leaves, lost or not.
+//     sender when the payload leaves, lost or not. A send holds its worker
+//     for slowAfter at most; a member whose send failed (across a cut) or
+//     ran past slowAfter (a connect that stalls) is backed off until a send
+//     to it succeeds: its sends hold no worker and at most backoffKeep of
+//     its messages wait, the oldest dropped and counted (cluster's
+//     sendQueue).
 //
 // Every member is alive from the start unless Sim.Kill stops it or it
 // joins late (Config.LateJoins): a killed node no longer ticks, receives
@@ -115,10 +120,20 @@ type outMsg struct {
 
 // peerQueue is one member's FIFO in a node's send queue.
 type peerQueue struct {
-	msgs  []outMsg
-	busy  bool // a worker is sending one of its messages
-	ready bool // in shellNode.ready
+	msgs      []outMsg
+	busy      bool  // a send to it is in flight
+	worker    bool  // the send in flight holds a worker
+	seq       int64 // the send in flight's number
+	backedOff bool  // its last send failed or ran past slowAfter
+	ready     bool  // in shellNode.ready or shellNode.probes
 }
+
+// slowAfter and backoffKeep are cluster's: a send holds its worker for a
+// memberlist probe timeout at most, and a backed-off member keeps 16
+// messages.
+var slowAfter = cluster.DefaultTiming().ProbeTimeout
+
+const backoffKeep = 16
 
 // shellNode is the shell's state for one node.
 type shellNode struct {
@@ -127,7 +142,8 @@ type shellNode struct {
 
 	queued     int // messages waiting in all
 	peers      map[int32]*peerQueue
-	ready      []int32 // members with messages waiting and none in flight, FIFO
+	ready      []int32 // normal members with messages waiting and none in flight, FIFO
+	probes     []int32 // backed-off members with messages waiting and none in flight, FIFO
 	idle       int     // free workers
 	egressFree time.Duration
 }
@@ -295,7 +311,7 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 		switch s.q.h[0].kind {
 		case evDeliver:
 			deliveries++
-		case evSent:
+		case evSent, evSlow:
 		default:
 			limit = 0
 			continue
@@ -341,6 +357,8 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 		switch {
 		case ev.kind == evSent:
 			s.sent(ev)
+		case ev.kind == evSlow:
+			s.slow(ev)
 		case s.deliverable(ev):
 			s.apply(ev.to, out[k])
 		}
@@ -407,11 +425,17 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 			s.fail(fmt.Errorf("sim: node %s addressed unknown member %q", n.name, m.To))
 			return
 		}
+		p := n.sh.peers[to]
+		if p != nil && p.backedOff && len(p.msgs) >= backoffKeep {
+			p.msgs[0] = outMsg{}
+			p.msgs = p.msgs[1:]
+			n.sh.queued--
+			n.stats.SendDrops++
+		}
 		if n.sh.queued >= s.cfg.Gossip.SendQueue {
 			n.stats.SendDrops++
 			continue
 		}
-		p := n.sh.peers[to]
 		if p == nil {
 			p = &peerQueue{}
 			n.sh.peers[to] = p
@@ -419,45 +443,69 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 		p.msgs = append(p.msgs, outMsg{to: to, gen: ref.gen, kind: kindOf(m.Type, pushed), payload: m.Payload})
 		n.sh.queued++
 		if !p.busy && !p.ready {
-			p.ready = true
-			n.sh.ready = append(n.sh.ready, to)
+			n.sh.makeReady(to, p)
 		}
 	}
 	s.dispatch(i)
 }
 
-// dispatch starts sends on node i's idle workers while members are ready.
+// makeReady puts member to's queue p, not busy and with messages waiting,
+// on the ready list of its kind.
+func (sh *shellNode) makeReady(to int32, p *peerQueue) {
+	p.ready = true
+	if p.backedOff {
+		sh.probes = append(sh.probes, to)
+	} else {
+		sh.ready = append(sh.ready, to)
+	}
+}
+
+// dispatch starts the probes of node i's backed-off members, and sends on
+// its idle workers while normal members are ready.
 func (s *Sim) dispatch(i int32) {
 	n := s.nodes[i]
-	for n.sh.idle > 0 && len(n.sh.ready) > 0 {
-		to := n.sh.ready[0]
-		n.sh.ready = n.sh.ready[1:]
+	for len(n.sh.probes) > 0 || (n.sh.idle > 0 && len(n.sh.ready) > 0) {
+		var to int32
+		worker := len(n.sh.probes) == 0
+		if worker {
+			to = n.sh.ready[0]
+			n.sh.ready = n.sh.ready[1:]
+			n.sh.idle--
+		} else {
+			to = n.sh.probes[0]
+			n.sh.probes = n.sh.probes[1:]
+		}
 		p := n.sh.peers[to]
-		p.ready, p.busy = false, true
+		p.ready, p.busy, p.worker = false, true, worker
+		p.seq++
 		m := p.msgs[0]
 		p.msgs[0] = outMsg{}
 		p.msgs = p.msgs[1:]
 		n.sh.queued--
-		n.sh.idle--
-		s.transmit(i, m)
+		s.transmit(i, m, p.seq, worker)
 	}
 	if len(n.sh.ready) == 0 {
 		n.sh.ready = nil // let the backing array go after a burst
 	}
+	if len(n.sh.probes) == 0 {
+		n.sh.probes = nil
+	}
 }
 
-// transmit sends m from node from as one SendReliable: the connect holds
-// the worker for the handshake trips, the payload then waits for the
-// egress link and arrives one trip after leaving, unless lost. The worker
-// is free once the payload has left. Across a cut that stalls sends
-// (Cut.Stall) the connect holds the worker that long and nothing leaves.
-func (s *Sim) transmit(from int32, m outMsg) {
+// transmit sends m from node from as one SendReliable, send number seq
+// (on a worker or not): the connect takes the handshake trips, the payload
+// then waits for the egress link and arrives one trip after leaving,
+// unless lost. The send ends once the payload has left; a worker is freed
+// then or slowAfter after the start, whichever is first. Across a cut the
+// send fails; one that stalls (Cut.Stall) ends that long after the start,
+// and nothing leaves.
+func (s *Sim) transmit(from int32, m outMsg, seq int64, worker bool) {
 	n := s.nodes[from]
 	size := len(m.payload)
 	if s.cutOff(from, m.to) && s.part.stall > 0 {
-		// A connect nobody answers: the worker waits, nothing leaves.
+		// A connect nobody answers: the send waits, nothing leaves.
 		n.stats.Cut++
-		s.q.push(event{at: s.now + s.part.stall, kind: evSent, from: from, to: m.to, gen: n.gen})
+		s.sendEnds(from, m.to, seq, worker, s.now+s.part.stall, true)
 		return
 	}
 	n.stats.Bytes[m.kind] += uint64(size)
@@ -465,33 +513,74 @@ func (s *Sim) transmit(from int32, m outMsg) {
 	handshake, trip, lost := s.net.transit(from, m.to)
 	depart := max(s.now+handshake, n.sh.egressFree) + s.net.serialize(size)
 	n.sh.egressFree = depart
-	s.q.push(event{at: depart, kind: evSent, from: from, to: m.to, gen: n.gen})
+	cut := s.cutOff(from, m.to)
+	s.sendEnds(from, m.to, seq, worker, depart, cut)
 	if lost {
 		n.stats.Lost++
 		return
 	}
-	if s.cutOff(from, m.to) {
+	if cut {
 		n.stats.Cut++
 		return
 	}
 	s.q.push(event{at: depart + trip, kind: evDeliver, from: from, to: m.to, gen: m.gen, payload: m.payload})
 }
 
-// sent frees the worker of node ev.from that sent to member ev.to, unless
-// that boot has been killed since (its shell's queues are gone).
+// sendEnds schedules the end of send seq from node from to member to at
+// end (failed or not), and the release of its worker at slowAfter if it
+// holds one and ends later.
+func (s *Sim) sendEnds(from, to int32, seq int64, worker bool, end time.Duration, failed bool) {
+	gen := s.nodes[from].gen
+	if worker && end > s.now+slowAfter {
+		s.q.push(event{at: s.now + slowAfter, kind: evSlow, from: from, to: to, gen: gen, epoch: seq})
+	}
+	s.q.push(event{at: end, kind: evSent, from: from, to: to, gen: gen, epoch: seq, failed: failed})
+}
+
+// slow frees the worker of node ev.from's send to member ev.to, still
+// running after slowAfter, and backs the member off, unless that boot has
+// been killed since.
+func (s *Sim) slow(ev *event) {
+	n := s.nodes[ev.from]
+	if n.dead || ev.gen != n.gen {
+		return
+	}
+	p := n.sh.peers[ev.to]
+	if p == nil || !p.busy || p.seq != ev.epoch || !p.worker {
+		return
+	}
+	p.worker, p.backedOff = false, true
+	n.sh.idle++
+	s.dispatch(ev.from)
+}
+
+// sent ends node ev.from's send to member ev.to (freeing its worker if it
+// still holds one; a success makes a backed-off member normal, a failure
+// backs it off), unless that boot has been killed since (its shell's
+// queues are gone).
 func (s *Sim) sent(ev *event) {
 	from, to := ev.from, ev.to
 	n := s.nodes[from]
 	if n.dead || ev.gen != n.gen {
 		return
 	}
-	n.sh.idle++
 	p := n.sh.peers[to]
+	if p.worker {
+		p.worker = false
+		n.sh.idle++
+	}
 	p.busy = false
-	if len(p.msgs) > 0 {
-		p.ready = true
-		n.sh.ready = append(n.sh.ready, to)
-	} else {
+	p.backedOff = ev.failed
+	switch {
+	case len(p.msgs) > 0:
+		if k := len(p.msgs) - backoffKeep; p.backedOff && k > 0 {
+			clear(p.msgs[:k])
+			p.msgs = p.msgs[k:]
+			n.sh.queued -= k
+			n.stats.SendDrops += uint64(k)
+		}
+		n.sh.makeReady(to, p)
+	case !p.backedOff:
 		delete(n.sh.peers, to)
 	}
 	s.dispatch(from)

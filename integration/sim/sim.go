@@ -445,6 +445,8 @@ func (s *Sim) Run(until time.Duration) error {
 			}
 		case evSent:
 			s.sent(&ev)
+		case evSlow:
+			s.slow(&ev)
 		case evTick:
 			s.tick(ev.to, ev.at)
 		case evEpoch:
@@ -740,7 +742,7 @@ func (s *Sim) Kill(i int, detect time.Duration) {
 	}
 	n.dead = true
 	n.killedIn = s.cfg.Tracker.Epoch(s.Now())
-	n.sh.peers, n.sh.ready, n.sh.queued = map[int32]*peerQueue{}, nil, 0
+	n.sh.peers, n.sh.ready, n.sh.probes, n.sh.queued = map[int32]*peerQueue{}, nil, nil, 0
 	if s.aggTable != nil {
 		s.aggTable.kill(int32(i), s.now)
 	}
