@@ -19,7 +19,8 @@
 // sync), its random streams, its seals, digests, pulls and answers are the
 // code that ships, and every message is its real encoding. shell.go is
 // only what a shell owns: each node's protocol ticked at the time its Next
-// asks for, and per-member send queues served by a few workers, with each
+// asks for, and per-member send queues served by a few workers (a member
+// whose send fails or stalls backed off, as in package cluster), with each
 // SendReliable a connect and a payload on the simulated network. A member
 // can be killed (Sim.Kill, ScaleConfig.KillOwners), and the others list it
 // dead after a detection delay. A killed member can restart (Sim.Restart):
