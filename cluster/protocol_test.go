@@ -584,3 +584,41 @@ func TestSyncProtocolPoll(t *testing.T) {
 	require.Equal(t, 1, sealed[e])
 	require.Equal(t, uint64(cfg.SubWindows), s.Stats().Seals)
 }
+
+// TestSendQueueForgetsDroppedMember checks that a member dropped (listed
+// dead) while a send to it is in flight leaves nothing behind when that
+// send then fails or runs slow: a backed-off member otherwise stays in
+// the queue's table until a send succeeds, and members that never come
+// back (every restart is a new member) would pile up there.
+func TestSendQueueForgetsDroppedMember(t *testing.T) {
+	q := newSendQueue(100, 2, time.Second)
+	for _, to := range []string{"a", "b"} {
+		require.Zero(t, q.push(Message{To: to}))
+		require.Zero(t, q.push(Message{To: to}))
+	}
+	ma, ok := q.pop()
+	require.True(t, ok)
+	_, ok = q.pop()
+	require.True(t, ok)
+	require.Equal(t, 1, q.drop("a"))
+	require.Equal(t, 1, q.drop("b"))
+	q.slow("a", ma.seq)
+	require.Zero(t, q.done("a", sendFailed))
+	require.Zero(t, q.done("b", sendFailed))
+	require.Empty(t, q.peers, "dropped members forgotten")
+	require.Zero(t, q.backedOff())
+
+	// A member dropped in flight and pushed to again before its send
+	// ends is a member again: what it gets next is kept.
+	require.Zero(t, q.push(Message{To: "c"}))
+	mc, ok := q.pop()
+	require.True(t, ok)
+	require.Zero(t, q.drop("c"))
+	require.Zero(t, q.push(Message{To: "c", Payload: []byte{1}}))
+	require.Zero(t, q.done("c", sendFailed))
+	require.Equal(t, 1, q.backedOff())
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, mc.To, m.To)
+	require.Equal(t, []byte{1}, m.Payload)
+}

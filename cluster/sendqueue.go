@@ -43,6 +43,10 @@ type peerQueue struct {
 	seq       uint64 // the send in flight's number (slow)
 	backedOff bool   // its last send failed or ran past slowAfter
 	ready     bool   // in sendQueue.ready or sendQueue.probes
+	// dropped: drop forgot the member while a send to it was in flight;
+	// done removes it then, whatever the send's result, unless a push
+	// made it a member again meanwhile.
+	dropped bool
 }
 
 // outgoing is a message taken for sending: done (and slow, while it holds
@@ -83,6 +87,7 @@ func (q *sendQueue) push(m Message) (dropped int) {
 		p = &peerQueue{to: m.To}
 		q.peers[m.To] = p
 	}
+	p.dropped = false
 	p.msgs = append(p.msgs, m)
 	q.n++
 	if !p.busy && !p.ready {
@@ -193,8 +198,11 @@ func (q *sendQueue) done(to string, r sendResult) (dropped int) {
 			dropped = q.trim(p)
 		}
 		q.makeReady(p)
-	case !p.backedOff:
-		delete(q.peers, to) // a backed-off member stays so until a send succeeds
+	case !p.backedOff || p.dropped:
+		// A backed-off member stays so until a send succeeds, unless it
+		// was dropped meanwhile (listed dead: a member that may never
+		// come back).
+		delete(q.peers, to)
 	}
 	return dropped
 }
@@ -229,7 +237,9 @@ func (q *sendQueue) drop(to string) int {
 		q.ready = without(q.ready, p)
 		q.probes = without(q.probes, p)
 	}
-	if !p.busy {
+	if p.busy {
+		p.dropped = true // forgotten when its send ends (done)
+	} else {
 		delete(q.peers, to)
 	}
 	return n
