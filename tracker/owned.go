@@ -442,10 +442,26 @@ func (o *Owned) Coverage(dest string, now time.Time) Coverage {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.slide(now)
+	return o.coverage(dest, o.epoch-1)
+}
+
+// CoverageOf returns the coverage AggregateOf(dest, epoch, now) would
+// have, without merging.
+func (o *Owned) CoverageOf(dest string, epoch int64, now time.Time) Coverage {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.slide(now)
+	if !o.held(epoch) {
+		return Coverage{}
+	}
+	return o.coverage(dest, epoch)
+}
+
+func (o *Owned) coverage(dest string, top int64) Coverage {
 	var c Coverage
 	if d := o.dests[dest]; d != nil {
 		for k := range d.recs {
-			if !k.m.excluded && o.inView(k.epoch) {
+			if !k.m.excluded && inWindow(k.epoch, top, o.n) {
 				c.Records++
 				c.Hash ^= RecordHash(k.m.key.name, k.m.key.boot, k.epoch)
 			}
@@ -454,7 +470,14 @@ func (o *Owned) Coverage(dest string, now time.Time) Coverage {
 	return c
 }
 
-func (o *Owned) inView(ep int64) bool { return ep >= o.epoch-o.n+1 && ep <= o.epoch-1 }
+// inWindow reports whether records of epoch ep are in the window of the
+// aggregate of epoch top (published in top+1): [top−N+2, top].
+func inWindow(ep, top, n int64) bool { return ep >= top-n+2 && ep <= top }
+
+// held reports whether Owned still holds every record of the window of
+// the aggregate of epoch top, and top is not ahead of E−1: E−1, E−2 and
+// E−3.
+func (o *Owned) held(top int64) bool { return top <= o.epoch-1 && top-o.n+2 >= o.epoch-o.n-1 }
 
 // Aggregate merges dest's records into its aggregate at now: the window
 // [E−N+1, E−1] of E = the epoch of now, Epoch E−1. It reports false when
@@ -464,15 +487,33 @@ func (o *Owned) Aggregate(dest string, now time.Time) (Aggregate, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.slide(now)
+	return o.aggregate(dest, o.epoch-1)
+}
+
+// AggregateOf is the Aggregate of dest's epoch at now, for an epoch
+// whose window Owned still holds whole: E−1 (Aggregate), or E−2 or E−3,
+// a round an owner missed (its loop stalled over its publish). It reports
+// false for any other epoch.
+func (o *Owned) AggregateOf(dest string, epoch int64, now time.Time) (Aggregate, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.slide(now)
+	if !o.held(epoch) {
+		return Aggregate{}, false
+	}
+	return o.aggregate(dest, epoch)
+}
+
+func (o *Owned) aggregate(dest string, ep int64) (Aggregate, bool) {
 	d := o.dests[dest]
 	if d == nil {
 		return Aggregate{}, false
 	}
-	a := Aggregate{Dest: dest, Epoch: o.epoch - 1, Layout: o.geo.layout, Newest: minEpoch}
+	a := Aggregate{Dest: dest, Epoch: ep, Layout: o.geo.layout, Newest: minEpoch}
 	peers := map[string]uint64{}
 	anyCensored := false
 	for k, r := range d.recs {
-		if k.m.excluded || !o.inView(k.epoch) {
+		if k.m.excluded || !inWindow(k.epoch, ep, o.n) {
 			continue
 		}
 		a.Coverage.Records++
@@ -505,7 +546,7 @@ func (o *Owned) Aggregate(dest string, now time.Time) (Aggregate, bool) {
 		slices.SortFunc(pcs, comparePeerCounts)
 		if k, t, ok := shareCap(pcs, share); ok {
 			for i := range k {
-				pcs[i].n = o.capPeer(d, pcs[i].p.name, pcs[i].n, t, anyCensored)
+				pcs[i].n = o.capPeer(d, pcs[i].p.name, ep, pcs[i].n, t, anyCensored)
 			}
 		}
 	}
@@ -537,14 +578,14 @@ func (o *Owned) Aggregate(dest string, now time.Time) (Aggregate, bool) {
 // capPeer scales peer's counts in the merge scratch by t/n as the Fleet's
 // capPeer does (the cumulative counts rounded down, censored counts as a
 // bucket's last samples), and returns the peer's capped count.
-func (o *Owned) capPeer(d *ownedDest, peer string, n, t uint64, censored bool) uint64 {
+func (o *Owned) capPeer(d *ownedDest, peer string, top int64, n, t uint64, censored bool) uint64 {
 	t = min(t, n)
 	if o.pcounts == nil {
 		o.pcounts = make([]uint64, o.geo.countsLen)
 		o.pcensored = make([]uint64, o.geo.countsLen)
 	}
 	for k, r := range d.recs {
-		if k.m.excluded || k.m.key.name != peer || !o.inView(k.epoch) {
+		if k.m.excluded || k.m.key.name != peer || !inWindow(k.epoch, top, o.n) {
 			continue
 		}
 		unpack(r.counts, func(i int, c uint32) { o.pcounts[i] += uint64(c) })

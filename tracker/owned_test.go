@@ -270,3 +270,43 @@ func TestOwnedRecords(t *testing.T) {
 	require.Equal(t, []Bucket{{Index: 3, Count: 2}}, a.Buckets)
 	require.True(t, slices.Equal(o.Destinations(fleetAt(c, testE+int64(c.Tracker.SubWindows)+2, 0)), []string{}))
 }
+
+// TestOwnedAggregateOf: the aggregate of a past epoch, merged later (a
+// round an owner's loop missed), is the one Aggregate merged in its own
+// round, as long as Owned holds its whole window (E−1 to E−3); records
+// of later epochs are not in it.
+func TestOwnedAggregateOf(t *testing.T) {
+	c := testFleetConfig()
+	n := int64(c.Tracker.SubWindows)
+	o, err := NewOwned(c)
+	require.NoError(t, err)
+	var want []Aggregate
+	for ep := testE - n - 1; ep <= testE+2; ep++ { // records of each epoch, sent at the next one's start
+		now := fleetAt(c, ep+1, 100)
+		require.Equal(t, InsertNew, o.InsertRecords(mkBatch("a", 1, ep, dcBuckets("x", 3, uint32(ep-testE+n+2))), now), "epoch %d", ep)
+		if ep == testE {
+			require.Equal(t, InsertNew, o.InsertRecords(mkBatch("b", 1, ep, dcBuckets("x", 5, 7)), now))
+		}
+		if ep >= testE {
+			a, ok := o.Aggregate("x", fleetAt(c, ep+1, 200)) // the round's publish
+			require.True(t, ok)
+			require.Equal(t, ep, a.Epoch)
+			want = append(want, a)
+		}
+	}
+	late := fleetAt(c, testE+3, 4000)
+	for _, a := range want {
+		got, ok := o.AggregateOf("x", a.Epoch, late)
+		require.True(t, ok, "epoch %d", a.Epoch)
+		require.Equal(t, a, got, "epoch %d merged late", a.Epoch)
+		require.Equal(t, a.Coverage, o.CoverageOf("x", a.Epoch, late))
+		require.Equal(t, 2, got.Peers, "b's record of %d is in it", testE)
+	}
+	_, ok := o.AggregateOf("x", testE-1, late)
+	require.False(t, ok, "E−4's window is no longer held whole")
+	require.Equal(t, Coverage{}, o.CoverageOf("x", testE-1, late))
+	_, ok = o.AggregateOf("x", testE+3, late)
+	require.False(t, ok, "E's is not due")
+	_, ok = o.AggregateOf("y", testE+2, late)
+	require.False(t, ok, "no records of y")
+}
