@@ -35,6 +35,8 @@ type OwnedStore interface {
 	Retain(keep func(dest string) bool)
 	Coverage(dest string, now time.Time) tracker.Coverage
 	Aggregate(dest string, now time.Time) (tracker.Aggregate, bool)
+	CoverageOf(dest string, epoch int64, now time.Time) tracker.Coverage
+	AggregateOf(dest string, epoch int64, now time.Time) (tracker.Aggregate, bool)
 	Exclude(name string, boot uint64, now time.Time)
 	Include(name string, boot uint64, now time.Time)
 }
@@ -92,6 +94,10 @@ type V2Stats struct {
 	// aggregates it forwarded as a relay, RelaySends the messages those
 	// forwards took.
 	RelayedPublishes, Relayed, RelaySends uint64
+	// CaughtUp counts the aggregates this node published late, of the
+	// epoch before the round's, for a round its loop missed (a stall over
+	// the round's publish or failover).
+	CaughtUp uint64
 }
 
 // v2 is the protocol's v2 state.
@@ -633,6 +639,7 @@ func (p *Protocol) round(now time.Time) {
 	if p.v2.pubEpoch == e-1 {
 		return
 	}
+	missed := p.v2.pubEpoch != 0 && (p.v2.pubEpoch < e-2 || !p.v2.pubDone || !p.v2.failDone)
 	p.v2.pubEpoch = e - 1
 	start := p.cfg.Tracker.EpochStart(e)
 	p.v2.pullAt = start.Add(p.maxJitter + (p.publishDelay()-p.maxJitter)/2)
@@ -658,6 +665,39 @@ func (p *Protocol) round(now time.Time) {
 	clear(p.v2.late)
 	clear(p.v2.republished)
 	p.v2.lateAt = time.Time{}
+	if missed {
+		p.catchUp(e-2, now)
+	}
+}
+
+// catchUp publishes, for the round of epoch ep+1 that this node's loop
+// missed (stalled over its publish or its failover, or over the whole
+// round), the aggregates of ep it owns (first or second owner) that add
+// to what it holds: the readers' views read E−1 and, until it arrives,
+// E−2, so without them a view stays empty from the missed round until
+// this round's publish (with a destination's only owner stalled over an
+// epoch boundary, or both). It comes at once, the records of ep having
+// come long before; what the other owner published covers as much and is
+// not published again.
+func (p *Protocol) catchUp(ep int64, now time.Time) {
+	o := p.ownersNow(now)
+	var aggs []tracker.Aggregate
+	for _, d := range o.Dests() {
+		if r := o.Rank(d, p.cfg.Name); r != 0 && r != 1 {
+			continue
+		}
+		mine := p.cfg.Owned.CoverageOf(d, ep, now)
+		if mine.Records == 0 {
+			continue
+		}
+		if held, _ := p.cfg.Aggregates.AggregateCoverage(d, ep); mine.Compare(held) <= 0 {
+			continue
+		}
+		if a, ok := p.cfg.Owned.AggregateOf(d, ep, now); ok {
+			aggs = append(aggs, a)
+		}
+	}
+	p.stats.V2.CaughtUp += uint64(p.sendAggregates(aggs, ep, now))
 }
 
 // nextV2 is when v2 next needs a tick, or zero for never.
@@ -920,13 +960,21 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 			continue
 		}
 		p.v2.published[d] = a.Coverage
-		p.cfg.Aggregates.InsertAggregate(a, now)
 		aggs = append(aggs, a)
+	}
+	return p.sendAggregates(aggs, p.v2.pubEpoch, now)
+}
+
+// sendAggregates keeps aggs (aggregates of epoch ep) and sends them to every member
+// up, straight or through relays (relaying); it returns how many it sent.
+func (p *Protocol) sendAggregates(aggs []tracker.Aggregate, ep int64, now time.Time) int {
+	for _, a := range aggs {
+		p.cfg.Aggregates.InsertAggregate(a, now)
 	}
 	if len(aggs) == 0 {
 		return 0
 	}
-	expires := p.cfg.Tracker.EpochStart(p.v2.pubEpoch + 3)
+	expires := p.cfg.Tracker.EpochStart(ep + 3)
 	if p.relaying() {
 		p.stats.V2.RelayedPublishes += uint64(len(aggs))
 		p.publishRelayed(aggs, expires, now)

@@ -32,7 +32,7 @@ import (
 //	init nodes=(a,b,c) [members=(a,b)] [jitter=500ms] [ae=2s]
 //	     [bulk-peers=3] [bulk-delay=800ms] [max-dests=0] [max-buckets=0]
 //	     [skew=(c:-20s)] [old=(c)] [v2] [v1=(c)] [owners=2]
-//	     [level4=(a,b)] [relay-from=100]
+//	     [level4=(a,b)] [relay-from=100] [window=60s] [sub-windows=10]
 //	    the nodes (boot IDs 1, 2, …), each ticked once at t=0 to start its
 //	    schedule; members are those every node of them lists alive at the
 //	    start (default all); a node outside lists only itself; an old node
@@ -41,7 +41,8 @@ import (
 //	    only, or with v2 protocol v2 (destination-owned aggregation) but
 //	    those of v1= (as a node of an older release); v2 nodes
 //	    advertise Level3 (as the release before packed aggregates and
-//	    relays) but those of level4=; relay-from is ProtocolConfig.RelayFrom
+//	    relays) but those of level4=; relay-from is ProtocolConfig.RelayFrom;
+//	    window and sub-windows set the grid (tracker.Config)
 //	owners [n=(a,b)] dest=db   each node's owners of dest (protocol v2)
 //	record n=a dest=db ms=12 [count=1] [timed-out]   samples in a's local
 //	    tracker, now; timed-out records attempts that timed out at ms
@@ -112,6 +113,9 @@ type snode struct {
 
 func newScenario(t *testing.T, d *datadriven.TestData) *scenario {
 	s := &scenario{trk: tracker.DefaultConfig(), byName: map[string]*snode{}}
+	d.MaybeScanArgs(t, "window", &s.trk.Window)
+	d.MaybeScanArgs(t, "sub-windows", &s.trk.SubWindows)
+	require.NoError(t, s.trk.Validate(), d.Pos)
 	s.e0 = s.trk.Epoch(time.UnixMilli(1_700_000_000_000)) + 1
 	s.start = s.trk.EpochStart(s.e0)
 	var err error
