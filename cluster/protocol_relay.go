@@ -138,7 +138,7 @@ func (p *Protocol) relay(sender string, aggs []tracker.Aggregate, fresh []int, n
 		}
 	}
 	if len(by) > 0 {
-		p.stats.V2.RelaySends += uint64(p.sendAggregatesTo(by, aggs, p.cfg.Tracker.EpochStart(last+3), now))
+		p.stats.V2.RelaySends += uint64(p.sendAggregatesTo(by, aggs, p.aggExpiry(last), now))
 	}
 }
 

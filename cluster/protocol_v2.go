@@ -974,7 +974,7 @@ func (p *Protocol) sendAggregates(aggs []tracker.Aggregate, ep int64, now time.T
 	if len(aggs) == 0 {
 		return 0
 	}
-	expires := p.cfg.Tracker.EpochStart(ep + 3)
+	expires := p.aggExpiry(ep)
 	if p.relaying() {
 		p.stats.V2.RelayedPublishes += uint64(len(aggs))
 		p.publishRelayed(aggs, expires, now)
@@ -993,6 +993,13 @@ func (p *Protocol) sendAggregates(aggs []tracker.Aggregate, ep int64, now time.T
 		}
 	}
 	return len(aggs)
+}
+
+// aggExpiry is when an aggregate of epoch ep stops being of use anywhere:
+// at the start of ep+H+1, when every reader's kept and read range
+// (tracker.Config.AggregateHorizon) begins above it.
+func (p *Protocol) aggExpiry(ep int64) time.Time {
+	return p.cfg.Tracker.EpochStart(ep + p.cfg.Tracker.AggregateHorizon() + 1)
 }
 
 // aggType is the type of the aggregates messages this node sends: packed

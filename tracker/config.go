@@ -104,6 +104,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// AggregateHorizon is how many epochs back a reader's view reads the
+// aggregates of destination-owned aggregation (protocol v2): at epoch E,
+// the newest of E−1 … E−H, and it keeps those of E−H−1 to E+1 (one more
+// absorbs its clock a little behind). H is a quarter of SubWindows, at
+// least 2 (the default grid's: E−1, else E−2 until it arrives): an
+// aggregate that comes late (a loaded sender, queue or network) still
+// gives a view, at most a quarter of the window behind, where on a grid
+// of many short sub-windows the view of E−1 else E−2 alone was empty
+// once aggregates came more than about one sub-window late.
+func (c Config) AggregateHorizon() int64 { return int64(max(2, c.SubWindows/4)) }
+
 // SubWindow returns the length of one sub-window, Window/SubWindows truncated
 // to whole milliseconds. It is meaningful only for a valid Config.
 func (c Config) SubWindow() time.Duration {

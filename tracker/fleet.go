@@ -240,6 +240,9 @@ type Fleet struct {
 	// how many over all destinations and epochs.
 	aggs     map[string]*aggDest
 	aggCount int
+	// aggHorizon is Tracker.AggregateHorizon: the view reads E−1 …
+	// E−aggHorizon, and one more epoch is kept.
+	aggHorizon int64
 
 	stats   FleetStats
 	batches int
@@ -288,6 +291,7 @@ func NewFleet(cfg FleetConfig, local localWindow) (*Fleet, error) {
 		aggs:     make(map[string]*aggDest),
 		scratch:  make([]uint64, g.countsLen),
 	}
+	f.aggHorizon = cfg.Tracker.AggregateHorizon()
 	switch l := local.(type) {
 	case *SyncTracker[string]:
 		f.localSync = l

@@ -14,9 +14,11 @@ import (
 // destination with no aggregate falls back to the batch view, so a cluster
 // switching from v1 keeps its views while the first aggregates arrive.
 
-// Aggregates older than E−aggKeep are dropped: the view reads E−1 and,
-// until it arrives, E−2; one more absorbs a reader's clock a little behind.
-const aggKeep = 3
+// A reader's view reads the newest aggregate of E−1 … E−H, H =
+// Config.AggregateHorizon (2 on the default grid: E−1, else E−2 until it
+// arrives; older ones while aggregates come late on a grid of many
+// sub-windows), and it keeps those of [E−H−1, E+1]: one more absorbs a
+// reader's clock a little behind.
 
 type aggDest struct {
 	name string
@@ -61,7 +63,9 @@ type AggregateEntry struct {
 // follows), InsertDuplicate (the same aggregate is held), InsertSuperseded
 // (one with a larger coverage is held), InsertConflict (one with the same
 // coverage and other contents is held; the first stays), or a refusal:
-// InsertTooOld / InsertTooNew outside [E−3, E+1], InsertLayoutMismatch,
+// InsertTooOld / InsertTooNew outside [E−H−1, E+1] (H the
+// Config.AggregateHorizon: [E−3, E+1] on the default grid),
+// InsertLayoutMismatch,
 // InsertMalformed (a name that is not ValidName, buckets out of range or
 // not ascending, a total that is not their sum, censored counts not within
 // them, no coverage), InsertTooLarge (a new destination beyond
@@ -82,7 +86,7 @@ func (f *Fleet) insertAggregate(a *Aggregate) InsertOutcome {
 	switch {
 	case a.Layout != f.geo.layout:
 		return InsertLayoutMismatch
-	case a.Epoch < f.epoch-aggKeep:
+	case a.Epoch < f.epoch-f.aggHorizon-1:
 		return InsertTooOld
 	case a.Epoch > f.epoch+1:
 		return InsertTooNew
@@ -96,7 +100,7 @@ func (f *Fleet) insertAggregate(a *Aggregate) InsertOutcome {
 			f.stats.DestinationsRefused++
 			return InsertTooLarge
 		}
-		d = &aggDest{name: a.Dest, held: make(map[int64]*Aggregate, aggKeep+2)}
+		d = &aggDest{name: a.Dest, held: make(map[int64]*Aggregate, 5)} // the usual few, not the horizon
 		f.aggs[a.Dest] = d
 	}
 	if old := d.held[a.Epoch]; old != nil {
@@ -129,11 +133,11 @@ func (f *Fleet) checkAggregate(a *Aggregate) InsertOutcome {
 	return InsertNew
 }
 
-// slideAggregates drops the aggregates older than E−aggKeep.
+// slideAggregates drops the aggregates older than E−H−1.
 func (f *Fleet) slideAggregates() {
 	for name, d := range f.aggs {
 		for ep := range d.held {
-			if ep < f.epoch-aggKeep {
+			if ep < f.epoch-f.aggHorizon-1 {
 				delete(d.held, ep)
 				f.aggCount--
 			}
@@ -144,18 +148,20 @@ func (f *Fleet) slideAggregates() {
 	}
 }
 
-// aggregateView returns dest's view from its aggregate of E−1 (else E−2),
-// building the dense form on first use, or nil when it has neither.
+// aggregateView returns dest's view from its newest aggregate up to E−1
+// (E−1, else E−2, …, back to E−H), building the dense form on first use,
+// or nil when it has none.
 func (f *Fleet) aggregateView(dest string) *aggView {
 	d := f.aggs[dest]
 	if d == nil {
 		return nil
 	}
-	a := d.held[f.epoch-1]
+	var a *Aggregate
+	for ep := f.epoch - 1; a == nil && ep >= f.epoch-f.aggHorizon; ep-- {
+		a = d.held[ep]
+	}
 	if a == nil {
-		if a = d.held[f.epoch-2]; a == nil {
-			return nil
-		}
+		return nil
 	}
 	v := &d.view
 	if v.src == a {

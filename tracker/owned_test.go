@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -178,6 +179,41 @@ func TestAggregateMaxBy(t *testing.T) {
 	require.Equal(t, 1, f.Stats().Aggregates, "E−1 of then is E−3 now: still held")
 	f.Advance(fleetAt(c, testE+3, 0))
 	require.Zero(t, f.Stats().Aggregates)
+}
+
+// TestAggregateHorizon: on a grid of many sub-windows a reader reads
+// aggregates a quarter of the window back (a late one still gives a
+// view), keeps one epoch more, and refuses older ones; on the default
+// grid it reads E−1 and E−2 (TestAggregateMaxBy).
+func TestAggregateHorizon(t *testing.T) {
+	require.Equal(t, int64(2), DefaultConfig().AggregateHorizon())
+	c := testFleetConfig()
+	c.Tracker.Window, c.Tracker.SubWindows = 127500*time.Millisecond, 255
+	h := c.Tracker.AggregateHorizon()
+	require.Equal(t, int64(63), h)
+	now := fleetAt(c, testE, 100)
+	f := newTestFleet(t, c, nil)
+	mk := func(ep int64, n uint32) Aggregate {
+		a := Aggregate{Dest: "db", Epoch: ep, Newest: ep, Layout: c.Tracker.Layout(), Peers: 1, Coverage: Coverage{Records: 1, Hash: 1},
+			Buckets: []Bucket{{Index: 10, Count: n}}, Total: uint64(n)}
+		addSquare(&a.SquareSum, a.Total)
+		return a
+	}
+	require.Equal(t, InsertTooOld, f.InsertAggregate(mk(testE-h-2, 2), now))
+	require.Equal(t, InsertNew, f.InsertAggregate(mk(testE-h-1, 2), now), "E−H−1: kept")
+	e, err := f.Estimate("db", 1, now)
+	require.NoError(t, err)
+	require.Zero(t, e.Samples, "E−H−1: not read")
+	require.Equal(t, InsertNew, f.InsertAggregate(mk(testE-h, 4), now), "E−H: kept")
+	e, _ = f.Estimate("db", 1, now)
+	require.Equal(t, uint64(4), e.Samples, "E−H read: the newest held up to E−1")
+	require.Equal(t, InsertNew, f.InsertAggregate(mk(testE-5, 7), now))
+	e, _ = f.Estimate("db", 1, now)
+	require.Equal(t, uint64(7), e.Samples, "the newest")
+	e, _ = f.Estimate("db", 1, fleetAt(c, testE+h-5, 0))
+	require.Equal(t, uint64(7), e.Samples, "E−5 of then is E−H now")
+	e, _ = f.Estimate("db", 1, fleetAt(c, testE+h-4, 0))
+	require.Zero(t, e.Samples, "past the horizon")
 }
 
 // TestAggregateBounds: a Fleet holds aggregates of at most MaxDestinations
