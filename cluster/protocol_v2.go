@@ -674,11 +674,12 @@ func (p *Protocol) round(now time.Time) {
 // missed (stalled over its publish or its failover, or over the whole
 // round), the aggregates of ep it owns (first or second owner) that add
 // to what it holds: the readers' views read E−1 and, until it arrives,
-// E−2, so without them a view stays empty from the missed round until
-// this round's publish (with a destination's only owner stalled over an
-// epoch boundary, or both). It comes at once, the records of ep having
-// come long before; what the other owner published covers as much and is
-// not published again.
+// E−2 (older ones only while aggregates come late), so without them a
+// view stays empty from the missed round until this round's publish
+// (with a destination's only owner stalled over an epoch boundary, or
+// both). It comes at once, the records of ep having come long before;
+// what the other owner published covers as much and is not published
+// again.
 func (p *Protocol) catchUp(ep int64, now time.Time) {
 	o := p.ownersNow(now)
 	var aggs []tracker.Aggregate
@@ -965,8 +966,9 @@ func (p *Protocol) publish(dests []string, now time.Time) int {
 	return p.sendAggregates(aggs, p.v2.pubEpoch, now)
 }
 
-// sendAggregates keeps aggs (aggregates of epoch ep) and sends them to every member
-// up, straight or through relays (relaying); it returns how many it sent.
+// sendAggregates keeps aggs (aggregates of epoch ep) and sends them to
+// every member up, straight or through relays (relaying); it returns how
+// many it sent.
 func (p *Protocol) sendAggregates(aggs []tracker.Aggregate, ep int64, now time.Time) int {
 	for _, a := range aggs {
 		p.cfg.Aggregates.InsertAggregate(a, now)
