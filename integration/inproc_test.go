@@ -290,17 +290,17 @@ func viewsMatch(t testing.TB, nodes []*memNode, u *union, want func(dest string)
 	return true, ""
 }
 
-// v2Held says, on protocol v2, which aggregates of dest m holds of the
-// epochs its fleet view reads (E−1, else E−2) and the two before, with
-// their sample counts, and what m published and pulled: what a view
-// short of the union lacks.
+// v2Held says, on protocol v2, which aggregates of dest m holds (those
+// of the epochs its fleet view reads, the newest of E−H … E−1, H the
+// cfg.AggregateHorizon, and of E and E+1), with their sample counts, and
+// what m published and pulled: what a view short of the union lacks.
 func v2Held(m *memNode, dest string, cfg tracker.Config) string {
 	if !m.Cluster().Protocol().V2() {
 		return ""
 	}
 	e := m.epoch(cfg)
 	var held []string
-	for ep := e - 4; ep < e; ep++ {
+	for ep := e - cfg.AggregateHorizon(); ep <= e+1; ep++ {
 		if a, ok := m.Fleet().LookupAggregate(dest, ep); ok {
 			held = append(held, fmt.Sprintf("E%+d: %d", ep-e, a.Total))
 		}
