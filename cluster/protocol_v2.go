@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"iter"
 	"maps"
 	"slices"
@@ -812,7 +811,7 @@ func (p *Protocol) pullMissing(now time.Time) {
 		slices.Sort(eps)
 		eps = slices.Compact(eps)
 		for _, e := range eps {
-			p.v2.askedRecs[fmt.Sprintf("%s/%d", m, e)] = now
+			p.v2.askedRecs[askedKey(m, e)] = now
 		}
 		payload, err := codec.AppendRecordPull(nil, codec.RecordPull{Sender: p.self, Epochs: eps, SentAtMillis: clockMillis(now)})
 		if err != nil {

@@ -100,7 +100,7 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 			p.v2.wanted[sender] = map[int64]tracker.Manifest{}
 		}
 		p.v2.wanted[sender][m.Epoch] = m.Manifest
-		k := fmt.Sprintf("%s/%d", sender, m.Epoch)
+		k := askedKey(sender, m.Epoch)
 		if _, asked := p.v2.askedRecs[k]; asked {
 			continue
 		}
@@ -148,7 +148,7 @@ func (p *Protocol) gapEpochs(key tracker.BatchKey, last int64, ms []codec.EpochM
 	var out []int64
 	for x := max(last+1, e-n+1); x < key.Epoch && x <= held+n-2; x++ {
 		if !slices.ContainsFunc(ms, func(m codec.EpochManifest) bool { return m.Epoch == x }) {
-			p.v2.askedRecs[fmt.Sprintf("%s/%d", MemberName(key.Origin, key.Boot), x)] = now
+			p.v2.askedRecs[askedKey(MemberName(key.Origin, key.Boot), x)] = now
 			out = append(out, x)
 		}
 	}
@@ -345,3 +345,7 @@ func (p *Protocol) expireAsked(now time.Time) {
 		}
 	}
 }
+
+// askedKey is the key of p.v2.askedRecs for the records of epoch ep asked
+// of member.
+func askedKey(member string, ep int64) string { return fmt.Sprintf("%s/%d", member, ep) }
