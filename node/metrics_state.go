@@ -189,6 +189,22 @@ var (
 			func(s *cluster.V2Stats) uint64 { return s.AggPulls }),
 		counterOf("atnode_gossip_relayed_total", "Aggregates this node forwarded as a relay (protocol v2).",
 			func(s *cluster.V2Stats) uint64 { return s.Relayed }),
+		counterOf("atnode_gossip_cross_checks_total", "Second-owner checks that found the first owner's aggregate with the coverage of its own (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.CrossChecks }),
+		counterOf("atnode_gossip_repair_pulls_total", "Record pulls (of atnode_gossip_record_pulls_total) sent within a round to origins whose records of the round's epoch had not arrived (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.RepairPulls }),
+		counterOf("atnode_gossip_aggregate_repair_pulls_total", "Aggregate pulls (of atnode_gossip_aggregate_pulls_total) sent within a round to an owner, for the round's aggregates missing here (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.AggRepairPulls }),
+		counterOf("atnode_gossip_repairs_skipped_total", "A round's repair pulls not sent because too much was missing: lateness, not loss (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.RepairsSkipped }),
+		counterOf("atnode_gossip_round_digests_total", "Aggregate digests sent within a round, after the publish and the republish (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.RoundDigests }),
+		counterOf("atnode_gossip_relayed_publishes_total", "Aggregates this node published through relays, of those published, republished and taken over (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.RelayedPublishes }),
+		counterOf("atnode_gossip_relay_sends_total", "Messages this node's forwards as a relay took (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.RelaySends }),
+		counterOf("atnode_gossip_caught_up_total", "Aggregates of the epoch before the round's this node published late, for a round its loop missed (protocol v2).",
+			func(s *cluster.V2Stats) uint64 { return s.CaughtUp }),
 	}
 
 	gossipMetrics = []stateMetric[cluster.GossipStats]{
