@@ -62,9 +62,10 @@
 // destination's hedge delay is sent again to the same destination, within
 // the Policy's hedge budget; the first response wins and the other attempt
 // is observed as timeout.Superseded (whatever it returns then,
-// timeout.TimedOut if its own timeout had ended it before the win,
-// timeout.Canceled if the caller's context had). node.DoHedged's rule for
-// one destination; RoundTrip documents the details.
+// timeout.TimedOut if its own timeout had ended it before the win and
+// before its round trip returned, timeout.Canceled if the caller's context
+// had ended before the win). node.DoHedged's rule for one destination, as
+// timeoutgrpc's; RoundTrip documents the details.
 //
 // # Time and concurrency
 //

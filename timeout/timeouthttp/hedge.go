@@ -39,7 +39,7 @@ type hedgeResult struct {
 	i    int
 	resp *http.Response
 	err  error
-	end  time.Time // when err came back, on the runtime's clock (zero for nil)
+	end  time.Time // when the round trip returned, on the runtime's clock
 }
 
 // hedgeCall is a hedged request's shared state: once won, attempts that
@@ -80,17 +80,17 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 		tries = append(tries, try)
 		go func() {
 			resp, err := t.base.RoundTrip(a.req)
-			var end time.Time
-			if err != nil {
-				end = time.Now()
-			}
+			// When it returned, on the deadline's clock: read before the
+			// lock, which the coordinator may hold while the deadline
+			// passes.
+			end := time.Now()
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
 				hc.results <- hedgeResult{i, resp, err, end}
 				return
 			}
-			try.superseded(resp)
+			try.superseded(resp, end)
 		}()
 	}
 	launch(req)
@@ -119,16 +119,17 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 			pending--
 			a := &tries[res.i].attempt
 			if res.err == nil {
+				won := t.now() // when the others lost: read once, not under the lock
 				hc.mu.Lock()
 				hc.won = true
 				for _, o := range tries {
 					if &o.attempt != a {
-						o.supersede()
+						o.supersede(won)
 					}
 				}
 				for len(hc.results) > 0 { // returned, not yet handled: lost too
 					late := <-hc.results
-					tries[late.i].superseded(late.resp)
+					tries[late.i].superseded(late.resp, late.end)
 				}
 				hc.mu.Unlock()
 				return a.response(res.resp, nil)
@@ -152,28 +153,32 @@ type hedgeTry struct {
 	left   bool                    // the caller's context had ended when another attempt won (hedgeCall.mu)
 }
 
-// supersede marks a still-running hedged attempt as the loser, at its
-// elapsed time now, and cancels it; its goroutine observes it when its
-// round trip returns. hc.mu is held.
-func (h *hedgeTry) supersede() {
+// supersede marks a hedged attempt not yet observed as the loser, at its
+// elapsed time at now (Options.Now), and cancels it; it is observed when
+// its round trip's return is handled. hc.mu is held.
+func (h *hedgeTry) supersede(now time.Time) {
 	if h.settled() {
 		return
 	}
-	h.lost, h.left = h.elapsed(), h.callerLeft()
+	h.lost, h.left = now.Sub(h.start), h.callerLeft()
 	h.cancel(context.Canceled)
 }
 
-// superseded ends a loser's round trip: it discards a late response and
-// observes the attempt by what ended it first: timed out if our timeout
-// had ended it before it lost, canceled if the caller's context had, else
-// superseded at the time it lost.
-func (h *hedgeTry) superseded(resp *http.Response) {
+// superseded ends a loser's round trip, which returned at end (on the
+// runtime's clock): it discards a late response and observes the attempt
+// by what ended it first, whatever it returned: timed out if our timeout
+// had ended it before it returned and before it lost, canceled if the
+// caller's context had ended before it lost, else superseded at the time
+// it lost. A round trip that returned before its deadline was not ended
+// by it, though the deadline may have passed by the time the win is
+// handled, as timeoutgrpc and node.DoHedged decide. hc.mu is held.
+func (h *hedgeTry) superseded(resp *http.Response, end time.Time) {
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	if h.settle() {
 		switch {
-		case h.ours():
+		case h.ours() && !returnedBefore(h.ctx(), end):
 			h.observe(timeout.TimedOut, h.elapsed())
 		case h.left:
 			h.observe(timeout.Canceled, h.elapsed())

@@ -414,3 +414,48 @@ func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestHedgeLoserReturnedInTime: a loser whose round trip returned before
+// its own timeout, though that timeout has ended its context by the time
+// the request's coordinator, taking the winner, gets to it (here the clock
+// holds the coordinator for 3 ms), is superseded, not timed out, as
+// node.DoHedged decides a loser by when its fn returned and as timeoutgrpc
+// says.
+func TestHedgeLoserReturnedInTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		clock := func() time.Time {
+			now := time.Now()
+			if hold.CompareAndSwap(true, false) {
+				time.Sleep(3 * time.Millisecond) // past the loser's timeout
+			}
+			return now
+		}
+		p := hedger(250 * time.Millisecond)
+		late := &closeSpy{Reader: strings.NewReader("late")}
+		base := &callsBase{calls: []roundTripFunc{
+			func(r *http.Request) (*http.Response, error) { // it does not watch its context
+				time.Sleep(249 * time.Millisecond)
+				return &http.Response{StatusCode: http.StatusOK, Body: late, Request: r}, nil
+			},
+			func(r *http.Request) (*http.Response, error) {
+				time.Sleep(227 * time.Millisecond) // from 21 ms: at 248 ms
+				hold.Store(true)
+				return okResponse(r)
+			},
+		}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true, Now: clock})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 248 * time.Millisecond}, // when it lost
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 230 * time.Millisecond},  // the clock held it 3 ms
+		}, p.Observed())
+		require.True(t, late.closed.Load())
+	})
+}

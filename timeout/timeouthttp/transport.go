@@ -209,11 +209,12 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // (Hedger.SpendHedge), a copy is sent to the same destination. The first
 // response wins; the other attempt is cancelled and observed as
 // timeout.Superseded at its elapsed time (whatever it returns then, as in
-// node.DoHedged: timed out if its own timeout had ended it before the win,
-// canceled if the caller's context had). Each attempt has its own adaptive
-// timeout; an attempt that fails leaves the other running, and when both
-// fail the first one's error is returned. Hedged requests run no shadow
-// probe.
+// node.DoHedged and timeoutgrpc: timed out if its own timeout had ended it
+// before the win and before its round trip returned, canceled if the
+// caller's context had ended before the win). Each attempt has its own
+// adaptive timeout; an attempt that fails leaves the other running, and
+// when both fail the first one's error is returned. Hedged requests run no
+// shadow probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h, ok := t.hedgeable(req); ok {
 		if delay, ok := h.HedgeDelay(t.dest(req), t.now()); ok {
