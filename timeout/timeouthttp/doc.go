@@ -39,9 +39,9 @@
 // body arrives after the caller's cancellation is completed (the
 // destination answered), while one whose body the caller closes early
 // after cancelling is canceled; an error the base transport's round trip
-// returned before the deadline (ours, or the caller's) is its own, as
-// Options.Classify says, though the deadline may have passed by the time
-// the Transport looks.
+// or a read of the body returned before the deadline (ours, or the
+// caller's) is its own, as Options.Classify says, though the deadline may
+// have passed by the time the Transport looks.
 //
 // # Shadow probes
 //

@@ -409,3 +409,72 @@ func TestErrorBeforeTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestBodyErrorBeforeTheDeadline: an error a read of the body returned
+// 1 ms before our timeout, or before the caller's deadline, is its own, as
+// Options.Classify says at the latency measured, and not ErrTimeout, even
+// when the deadline has ended the attempt (or, for an attempt that could
+// have become a probe, cut its body) by the time the Transport looks, as a
+// round trip's error is (TestErrorBeforeTheDeadline) and as timeoutgrpc
+// decides. A read error once the caller has cancelled is the caller's.
+func TestBodyErrorBeforeTheDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		caller  time.Duration // the caller's deadline; 0: none
+		cancel  bool          // the caller cancels at 100 ms
+		probe   bool          // the attempt could become a probe
+		outcome timeout.Outcome
+	}{
+		{"before our timeout", 0, false, false, timeout.Failed},
+		{"before our timeout, probeable", 0, false, true, timeout.Failed},
+		{"before the caller's deadline", 250 * time.Millisecond, false, false, timeout.Failed},
+		{"after the caller cancelled", 0, true, false, timeout.Canceled},
+		{"after the caller cancelled, probeable", 0, true, true, timeout.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var hold atomic.Bool
+				p := policy("h", 250*time.Millisecond)
+				ctx := context.Background()
+				if tc.caller > 0 {
+					p = policy("h", time.Second)
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.caller)
+					defer cancel()
+				}
+				if tc.probe {
+					p.OfferProbe(time.Second)
+				}
+				if tc.cancel {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithCancel(ctx)
+					defer cancel()
+					time.AfterFunc(100*time.Millisecond, cancel)
+				}
+				tr := newTransport(t, Options{Policy: p, Now: holdingClock(&hold), Classify: classifyTest,
+					Base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+						time.Sleep(10 * time.Millisecond)
+						return &http.Response{StatusCode: http.StatusOK, ContentLength: -1, Request: r,
+							Body: io.NopCloser(readFunc(func([]byte) (int, error) {
+								time.Sleep(239 * time.Millisecond) // it does not watch the context
+								hold.Store(true)
+								return 0, errRefused
+							}))}, nil
+					})})
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+				require.NoError(t, err)
+				resp, err := tr.RoundTrip(req)
+				require.NoError(t, err)
+				_, err = resp.Body.Read(make([]byte, 5))
+				require.ErrorIs(t, err, errRefused)
+				require.NotErrorIs(t, err, ErrTimeout)
+				require.NoError(t, resp.Body.Close())
+				require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: tc.outcome, Elapsed: 249 * time.Millisecond}}, p.Observed())
+			})
+		})
+	}
+}
+
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }

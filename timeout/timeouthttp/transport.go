@@ -168,10 +168,10 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // first decides: a cancellation of the caller's after our timeout ended the
 // attempt leaves it timed out; a response whose whole body arrives after
 // the caller's cancellation is completed, and one whose body is closed
-// early after it canceled; an error the base transport's round trip
-// returned before the deadline (ours, or the caller's) is what
-// Options.Classify says, though the deadline may have passed by the time
-// RoundTrip looks at the context.
+// early after it canceled; an error the base transport's round trip or a
+// read of the body returned before the deadline (ours, or the caller's) is
+// what Options.Classify says, though the deadline may have passed by the
+// time the Transport looks at the context.
 //
 // Protocol upgrades: a request asking to switch protocols (an Upgrade
 // header, and "upgrade" in Connection) is never hedged or probed. Its 101
@@ -261,7 +261,7 @@ type attempt struct {
 	a     timeout.Attempt
 	start time.Time
 	left  int64 // body bytes still to come of a known ContentLength; <= 0: unknown, or all arrived (Read is never concurrent with itself)
-	// state holds the flags observed and ended in its low bits and, above
+	// state holds the flags observed, ended and cut in its low bits and, above
 	// them, when body data (at first, the headers) last arrived, as time
 	// since start: one word, so that a Close racing a Read takes the last
 	// arrival and the right to observe the attempt in one step.
@@ -272,6 +272,7 @@ type attempt struct {
 const (
 	observed  = 1 << iota // the Policy has been told how the attempt ended
 	ended                 // stop has been called
+	cut                   // a timer ends the body at the timeout, before its context's deadline (the async path)
 	flagBits  = iota      // the flags' width; the last arrival is above them
 	flagsMask = 1<<flagBits - 1
 )
@@ -398,7 +399,8 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 		cancel(nil)
 		stop()
 	}
-	deadline := time.Now().Add(a.a.Timeout)
+	pd, _ := probeCtx.Deadline()
+	deadline := pd.Add(a.a.Timeout - a.a.ProbeTimeout) // the timeout, on the probe deadline's clock reading
 	r := req.Clone(ctx)
 	a.req = r
 	if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
@@ -437,11 +439,15 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 	if c.err == nil && c.resp.Body != nil {
 		// The caller reads the body: cut it at the timeout, or when the
 		// caller's context ends.
-		cut := time.AfterFunc(time.Until(deadline), func() { cancel(ErrTimeout) })
+		cutTimer := time.AfterFunc(time.Until(deadline), func() { cancel(ErrTimeout) })
 		stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
-		release = func() { cut.Stop(); stopParent() }
+		release = func() { cutTimer.Stop(); stopParent() }
 	}
-	return a.response(c.resp, c.err)
+	resp, err := a.response(c.resp, c.err)
+	if release != nil { // before the caller can read the body
+		a.state.Or(cut)
+	}
+	return resp, err
 }
 
 // run is the goroutine of an async attempt: the round trip, then, if the
@@ -506,7 +512,7 @@ func (a *attempt) Read(p []byte) (int, error) {
 		n, err := a.body.Read(p)
 		if err != nil {
 			if err != io.EOF {
-				return n, a.fail(err)
+				return n, a.failAt(err, a.elapsed(), false, a.before(time.Now()))
 			}
 			a.end()
 		}
@@ -518,6 +524,12 @@ func (a *attempt) Read(p []byte) (int, error) {
 	back := a.elapsed()
 	away := back - time.Duration(s>>flagBits)
 	n, err := a.body.Read(p)
+	var ret time.Time
+	if err != nil && err != io.EOF {
+		// When it failed, on the deadline's clock: read before anything
+		// else (Options.Now included) can let the deadline pass.
+		ret = time.Now()
+	}
 	at := a.elapsed() - away // the destination's time
 	if n > 0 {
 		switch {
@@ -535,7 +547,7 @@ func (a *attempt) Read(p []byte) (int, error) {
 		if err != io.EOF {
 			// Back only after the timeout had passed: the caller's own
 			// delay used the attempt up, whatever the destination did.
-			return n, a.failAt(err, at, back >= a.a.Timeout, false)
+			return n, a.failAt(err, at, back >= a.a.Timeout, a.before(ret))
 		}
 		if !a.settled() {
 			a.complete(at)
@@ -592,6 +604,19 @@ func (a *attempt) failReturned(err error, ret time.Time) error {
 	return a.failAt(err, a.elapsed(), false, returnedBefore(a.ctx(), ret))
 }
 
+// before reports whether ret, on the runtime's clock, is before the
+// attempt's deadline: its context's, or on the async path, the timeout at
+// which the body is cut (the context's deadline is the probe's). A body's
+// read error then is its own, as a round trip's is (failReturned), though
+// the deadline may have passed by the time the Transport looks.
+func (a *attempt) before(ret time.Time) bool {
+	d, ok := a.ctx().Deadline()
+	if ok && a.state.Load()&cut != 0 {
+		d = d.Add(a.a.Timeout - a.a.ProbeTimeout)
+	}
+	return ok && ret.Before(d)
+}
+
 // returnedBefore reports whether ret is before ctx's deadline: then ctx was
 // still live at ret, whatever it says by now (a context ends at its
 // deadline or later, never before).
@@ -605,8 +630,9 @@ func returnedBefore(ctx context.Context, ret time.Time) bool {
 // to read only after the timeout: a timeout then is its own doing, and
 // nothing is learned (Canceled), though the caller still gets the
 // timeout's error. first says the error came back before the attempt's
-// context's deadline: neither our timeout nor the caller's deadline is
-// its cause (a cancellation of the caller's has no time to compare with).
+// deadline (its context's; for a body on the async path, the timeout):
+// neither our timeout nor the caller's deadline is its cause (a
+// cancellation of the caller's has no time to compare with).
 func (a *attempt) failAt(err error, d time.Duration, callerLate, first bool) error {
 	timedOut := !first && a.ours()
 	if a.settle() {
