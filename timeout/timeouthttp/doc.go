@@ -60,7 +60,8 @@
 // timeout.NewPolicy), an idempotent request (GET, HEAD, OPTIONS, TRACE, or
 // one with an Idempotency-Key header) that has not answered after its
 // destination's hedge delay is sent again to the same destination, within
-// the Policy's hedge budget; the first response wins and the other attempt
+// the Policy's hedge budget; the first answer (a response, or an error
+// Options.Classify calls timeout.Completed) wins and the other attempt
 // is observed as timeout.Superseded (whatever it returns then,
 // timeout.TimedOut if its own timeout had ended it before the win and
 // before its round trip returned, timeout.Canceled if the caller's context

@@ -52,11 +52,13 @@ type hedgeCall struct {
 
 // roundTripHedged sends req, and when it has not answered after its
 // destination's hedge delay and the budget allows, a copy of it to the
-// same destination: the first response wins, the other attempt is
+// same destination: the first answer (a response, or an error
+// Options.Classify calls timeout.Completed) wins, the other attempt is
 // cancelled and observed as superseded at its elapsed time. Each attempt
 // has its own adaptive timeout and is observed as RoundTrip's are; an
-// attempt that fails leaves the other running. When both fail, the first
-// attempt's error is returned. Hedged attempts run no shadow probe.
+// attempt that fails otherwise leaves the other running. When both fail,
+// the first attempt's error is returned. Hedged attempts run no shadow
+// probe.
 func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	hc := &hedgeCall{results: make(chan hedgeResult, 2)}
@@ -119,22 +121,15 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 			pending--
 			a := &tries[res.i].attempt
 			if res.err == nil {
-				won := t.now() // when the others lost: read once, not under the lock
-				hc.mu.Lock()
-				hc.won = true
-				for _, o := range tries {
-					if &o.attempt != a {
-						o.supersede(won)
-					}
-				}
-				for len(hc.results) > 0 { // returned, not yet handled: lost too
-					late := <-hc.results
-					tries[late.i].superseded(late.resp, late.end)
-				}
-				hc.mu.Unlock()
+				hc.win(tries, a, t.now())
 				return a.response(res.resp, nil)
 			}
-			if err := a.failReturned(res.err, res.end); res.i == 0 {
+			answered, err := a.failWith(res.err, a.elapsed(), false, returnedBefore(a.ctx(), res.end))
+			if answered { // an error Options.Classify calls the destination's answer
+				hc.win(tries, a, t.now())
+				return nil, err
+			}
+			if res.i == 0 {
 				first = err
 			}
 			if pending == 0 { // the first attempt failed, and the hedge if one was sent
@@ -143,6 +138,25 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 		}
 	}
 	return nil, first
+}
+
+// win ends a hedged request that a answered: every other attempt lost at
+// now (read before the lock, once for all of them) and is cancelled, and
+// the ones whose round trips have returned but were not yet handled are
+// observed as losers now.
+func (hc *hedgeCall) win(tries []*hedgeTry, a *attempt, now time.Time) {
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	hc.won = true
+	for _, o := range tries {
+		if &o.attempt != a {
+			o.supersede(now)
+		}
+	}
+	for len(hc.results) > 0 { // returned, not yet handled: lost too
+		late := <-hc.results
+		tries[late.i].superseded(late.resp, late.end)
+	}
 }
 
 // hedgeTry is one attempt of a hedged request.

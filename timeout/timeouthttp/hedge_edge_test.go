@@ -459,3 +459,48 @@ func TestHedgeLoserReturnedInTime(t *testing.T) {
 		require.True(t, late.closed.Load())
 	})
 }
+
+// TestHedgeAnswerErrorWins: an error Options.Classify calls Completed is
+// an answer: it wins as a response does, is returned at once, and the
+// other attempt is superseded, as timeoutgrpc has a status other than
+// Unavailable win and node.DoHedged a completion. An error it calls
+// Failed (or Canceled) leaves the other attempt running
+// (TestHedgeBothFailFirstError).
+func TestHedgeAnswerErrorWins(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			p := hedger(time.Second)
+			answer := func(r *http.Request) (*http.Response, error) {
+				time.Sleep(5 * time.Millisecond)
+				return nil, errApp
+			}
+			calls := []roundTripFunc{after(time.Hour), answer} // the hedge answers, at 26 ms
+			ends := 26 * time.Millisecond
+			want := []obs{
+				{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 5 * time.Millisecond},
+				{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 26 * time.Millisecond},
+			}
+			if first { // the first attempt answers, at 30 ms
+				answer := func(r *http.Request) (*http.Response, error) {
+					time.Sleep(30 * time.Millisecond)
+					return nil, errApp
+				}
+				calls, ends = []roundTripFunc{answer, after(time.Hour)}, 30*time.Millisecond
+				want = []obs{
+					{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 30 * time.Millisecond},
+					{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 9 * time.Millisecond},
+				}
+			}
+			rt := newTransport(t, Options{Base: &callsBase{calls: calls}, Policy: p, Hedge: true, Classify: classifyTest})
+			req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+			require.NoError(t, err)
+			start := time.Now()
+			_, err = rt.RoundTrip(req)
+			require.ErrorIs(t, err, errApp, "first: %v", first)
+			require.NotErrorIs(t, err, ErrTimeout)
+			require.Equal(t, ends, time.Since(start), "returned at the answer; first: %v", first)
+			synctest.Wait()
+			require.Equal(t, want, p.Observed(), "first: %v", first)
+		})
+	}
+}

@@ -103,7 +103,7 @@ type Options struct {
 	// destination (opt-in) when the Policy is a timeout.Hedger (*node.Node,
 	// timeout.NewPolicy): when a request has not answered after its
 	// destination's hedge delay and the Policy's budget allows, a copy is
-	// sent and the first response wins. See RoundTrip. Default false.
+	// sent and the first answer wins. See RoundTrip. Default false.
 	Hedge bool
 }
 
@@ -207,13 +207,16 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // its destination's hedge delay (the estimate strictly above the bucket at
 // quantile 1 − budget, as node.DoHedged) and the budget allows
 // (Hedger.SpendHedge), a copy is sent to the same destination. The first
-// response wins; the other attempt is cancelled and observed as
+// answer wins: a response, or an error Options.Classify calls
+// timeout.Completed (returned as it is, as timeoutgrpc returns a status
+// other than Unavailable); the other attempt is cancelled and observed as
 // timeout.Superseded at its elapsed time (whatever it returns then, as in
 // node.DoHedged and timeoutgrpc: timed out if its own timeout had ended it
 // before the win and before its round trip returned, canceled if the
 // caller's context had ended before the win). Each attempt has its own
-// adaptive timeout; an attempt that fails leaves the other running, and
-// when both fail the first one's error is returned. Hedged requests run no
+// adaptive timeout; an attempt that fails otherwise (timed out, or an
+// error Classify calls anything else) leaves the other running, and when
+// both fail the first one's error is returned. Hedged requests run no
 // shadow probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h, ok := t.hedgeable(req); ok {
@@ -601,7 +604,8 @@ func (a *attempt) fail(err error) error {
 // decides by when fn returned, though the deadline may have ended the
 // context by the time it is looked at.
 func (a *attempt) failReturned(err error, ret time.Time) error {
-	return a.failAt(err, a.elapsed(), false, returnedBefore(a.ctx(), ret))
+	_, err = a.failWith(err, a.elapsed(), false, returnedBefore(a.ctx(), ret))
+	return err
 }
 
 // before reports whether ret, on the runtime's clock, is before the
@@ -634,6 +638,14 @@ func returnedBefore(ctx context.Context, ret time.Time) bool {
 // neither our timeout nor the caller's deadline is its cause (a
 // cancellation of the caller's has no time to compare with).
 func (a *attempt) failAt(err error, d time.Duration, callerLate, first bool) error {
+	_, err = a.failWith(err, d, callerLate, first)
+	return err
+}
+
+// failWith is failAt, also reporting whether the attempt answered:
+// Options.Classify decided its outcome and said timeout.Completed (the
+// destination answered with an error; a hedged request's answer wins).
+func (a *attempt) failWith(err error, d time.Duration, callerLate, first bool) (answered bool, _ error) {
 	timedOut := !first && a.ours()
 	if a.settle() {
 		switch {
@@ -644,14 +656,16 @@ func (a *attempt) failAt(err error, d time.Duration, callerLate, first bool) err
 		case a.callerLeft() && !(first && a.parent.Err() == context.DeadlineExceeded):
 			a.observe(timeout.Canceled, d)
 		default:
-			a.observe(a.t.classify(err), d)
+			o := a.t.classify(err)
+			answered = o == timeout.Completed
+			a.observe(o, d)
 		}
 	}
 	a.end()
 	if timedOut {
-		return &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout, Err: err}
+		return false, &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout, Err: err}
 	}
-	return err
+	return answered, err
 }
 
 // CloseIdleConnections closes the base transport's idle connections if it
