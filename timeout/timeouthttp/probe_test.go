@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -242,4 +243,30 @@ func TestShadowProbeLoopback(t *testing.T) {
 	require.Equal(t, timeout.Completed, o.Outcome)
 	require.True(t, o.Probe)
 	require.GreaterOrEqual(t, o.Elapsed, 50*time.Millisecond)
+}
+
+// TestShadowProbeErrorBeforeItsDeadline: an error a shadow probe's round
+// trip returned 1 ms before the probe timeout is its own, as
+// Options.Classify says, though the probe's deadline has passed by the
+// time it is observed (here the clock holds it for 2 ms), as timeoutgrpc's
+// probe and node.Do decide by when it returned.
+func TestShadowProbeErrorBeforeItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		p := probing()
+		tr := newTransport(t, Options{Policy: p, Now: holdingClock(&hold), Classify: classifyTest,
+			Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				time.Sleep(999 * time.Millisecond) // it does not watch its context
+				hold.Store(true)
+				return nil, errRefused
+			})})
+		req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+		require.NoError(t, err)
+		_, err = tr.RoundTrip(req)
+		require.ErrorIs(t, err, ErrTimeout, "the caller's error at the normal timeout")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 999 * time.Millisecond, Probe: true}},
+			p.Observed())
+	})
 }

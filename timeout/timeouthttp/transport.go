@@ -457,28 +457,33 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 // caller left, the rest of the probe.
 func (a *attempt) run(c *call) {
 	resp, err := a.t.base.RoundTrip(a.req)
+	ret := time.Now() // when it returned, on the probe deadline's clock
 	c.mu.Lock()
 	c.finished, c.resp, c.err = true, resp, err
 	probing := c.probing
 	c.mu.Unlock()
 	close(c.done)
 	if probing {
-		a.finishProbe(resp, err)
+		a.finishProbe(resp, err, ret)
 	}
 }
 
 // finishProbe ends a shadow probe: it reads the body to its end (the
-// latency runs until the whole body arrived) and observes the attempt.
-func (a *attempt) finishProbe(resp *http.Response, err error) {
+// latency runs until the whole body arrived) and observes the attempt. An
+// error that came back before the probe's deadline is its own, as
+// Options.Classify says, though the deadline may have passed by the time
+// it is looked at.
+func (a *attempt) finishProbe(resp *http.Response, err error, ret time.Time) {
 	defer a.end()
 	if err == nil && resp.Body != nil {
 		_, err = io.Copy(io.Discard, resp.Body)
+		ret = time.Now() // before Options.Now
 		_ = resp.Body.Close()
 	}
 	elapsed := a.elapsed()
 	o := timeout.Completed
 	if err != nil {
-		if context.Cause(a.ctx()) == ErrTimeout {
+		if context.Cause(a.ctx()) == ErrTimeout && !returnedBefore(a.ctx(), ret) {
 			o = timeout.TimedOut
 		} else {
 			o = a.t.classify(err)
