@@ -35,7 +35,7 @@ func newGossiper(c *Cluster) (*gossiper, error) {
 		clock: cfg.Clock,
 		log:   c.log,
 		kick:  make(chan struct{}, 1),
-		q:     newSendQueue(cfg.Gossip.SendQueue, cfg.Gossip.SendWorkers, cfg.Timing.ProbeTimeout),
+		q:     newSendQueue(cfg.Gossip.SendQueue, cfg.Gossip.SendWorkers, cfg.Timing.ProbeTimeout, cfg.Timing.StreamTimeout),
 		stats: newGossipCounters(),
 	}
 	if g.clock == nil {
@@ -185,23 +185,26 @@ func (g *gossiper) sender(wg *sync.WaitGroup) {
 }
 
 // sendOne sends one message taken from the queue: dropped if it expired
-// while waiting; a send that holds a worker gives it back after slowAfter.
+// while waiting; a send that holds a worker gives it back after slowAfter,
+// and one still running after setAsideAfter is set aside.
 func (g *gossiper) sendOne(wg *sync.WaitGroup, m outgoing) {
 	defer wg.Done()
 	if !m.Expires.IsZero() && !g.clock().Before(m.Expires) {
-		g.dropped(1 + g.q.done(m.To, sendSkipped))
+		g.dropped(1 + g.q.done(m.To, m.seq, sendSkipped))
 		return
 	}
 	if m.worker {
 		t := time.AfterFunc(g.q.slowAfter, func() { g.q.slow(m.To, m.seq) })
 		defer t.Stop()
 	}
+	t := time.AfterFunc(g.q.setAsideAfter, func() { g.dropped(g.q.setAside(m.To, m.seq)) })
+	defer t.Stop()
 	err := g.sendFn(m.To, m.Payload)
 	r := sendOK
 	if err != nil {
 		r = sendFailed
 	}
-	g.dropped(g.q.done(m.To, r))
+	g.dropped(g.q.done(m.To, m.seq, r))
 	g.stats.sent(m.Message, err)
 	if err != nil {
 		g.log.Debug("cluster: gossip send failed", "to", m.To, "type", m.Type, "err", err)

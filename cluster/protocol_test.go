@@ -305,25 +305,25 @@ func TestDecodeReason(t *testing.T) {
 }
 
 func TestSendQueue(t *testing.T) {
-	q := newSendQueue(3, 8, time.Second)
+	q := newSendQueue(3, 8, time.Second, 10*time.Second)
 	require.Zero(t, q.push(Message{To: "a", Payload: []byte{1}}))
 	require.Zero(t, q.push(Message{To: "a", Payload: []byte{2}}))
 	require.Zero(t, q.push(Message{To: "b", Payload: []byte{3}}))
 	require.Equal(t, 1, q.push(Message{To: "c"}), "full")
 
+	ma, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, []byte{1}, ma.Payload)
+	// a is in flight: the next message goes to b, not a's second one.
+	mb, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, "b", mb.To)
+	q.done("b", mb.seq, sendOK)
+	q.done("a", ma.seq, sendOK)
 	m, ok := q.pop()
 	require.True(t, ok)
-	require.Equal(t, []byte{1}, m.Payload)
-	// a is in flight: the next message goes to b, not a's second one.
-	m, ok = q.pop()
-	require.True(t, ok)
-	require.Equal(t, "b", m.To)
-	q.done("b", sendOK)
-	q.done("a", sendOK)
-	m, ok = q.pop()
-	require.True(t, ok)
 	require.Equal(t, []byte{2}, m.Payload)
-	q.done("a", sendOK)
+	q.done("a", m.seq, sendOK)
 	require.Zero(t, q.len())
 
 	require.Zero(t, q.push(Message{To: "d"}))
@@ -345,12 +345,12 @@ func TestSendQueue(t *testing.T) {
 // a send already done changes nothing), and a send that succeeds makes the
 // member normal again.
 func TestSendQueueBackOff(t *testing.T) {
-	q := newSendQueue(100, 1, time.Second)
+	q := newSendQueue(100, 1, time.Second, 10*time.Second)
 	require.Zero(t, q.push(Message{To: "a", Payload: []byte{0}}))
 	m, ok := q.pop()
 	require.True(t, ok)
 	require.True(t, m.worker)
-	require.Zero(t, q.done("a", sendFailed))
+	require.Zero(t, q.done("a", m.seq, sendFailed))
 	require.Equal(t, 1, q.backedOff())
 	for k := range backoffKeep {
 		require.Zero(t, q.push(Message{To: "a", Payload: []byte{byte(k + 1)}}))
@@ -375,18 +375,18 @@ func TestSendQueueBackOff(t *testing.T) {
 	require.True(t, ok)
 	require.True(t, mc.worker)
 	require.Equal(t, "c", mc.To)
-	q.done("c", sendOK)
+	q.done("c", mc.seq, sendOK)
 	q.slow("c", mc.seq) // too late: nothing changes
 	require.Equal(t, 2, q.backedOff())
 	// b's send succeeds after all, and so does a's probe: both normal.
-	q.done("b", sendOK)
-	require.Zero(t, q.done("a", sendOK))
+	q.done("b", mb.seq, sendOK)
+	require.Zero(t, q.done("a", m.seq, sendOK))
 	require.Zero(t, q.backedOff())
 	m, ok = q.pop()
 	require.True(t, ok)
 	require.True(t, m.worker, "a is normal again")
 	require.Equal(t, []byte{3}, m.Payload)
-	q.done("a", sendSkipped)
+	q.done("a", m.seq, sendSkipped)
 	require.Zero(t, q.backedOff(), "an expired message changes nothing")
 	require.Equal(t, backoffKeep-2, q.drop("a"))
 	require.Zero(t, q.len())
@@ -401,7 +401,7 @@ func TestWorkerDropsExpiredBatches(t *testing.T) {
 	var sent []string
 	g := &gossiper{
 		clock: func() time.Time { return now },
-		q:     newSendQueue(8, 8, time.Second),
+		q:     newSendQueue(8, 8, time.Second, 10*time.Second),
 		stats: newGossipCounters(),
 		log:   slog.New(slog.DiscardHandler),
 		sendFn: func(to string, _ []byte) error {
@@ -591,20 +591,20 @@ func TestSyncProtocolPoll(t *testing.T) {
 // the queue's table until a send succeeds, and members that never come
 // back (every restart is a new member) would pile up there.
 func TestSendQueueForgetsDroppedMember(t *testing.T) {
-	q := newSendQueue(100, 2, time.Second)
+	q := newSendQueue(100, 2, time.Second, 10*time.Second)
 	for _, to := range []string{"a", "b"} {
 		require.Zero(t, q.push(Message{To: to}))
 		require.Zero(t, q.push(Message{To: to}))
 	}
 	ma, ok := q.pop()
 	require.True(t, ok)
-	_, ok = q.pop()
+	mb, ok := q.pop()
 	require.True(t, ok)
 	require.Equal(t, 1, q.drop("a"))
 	require.Equal(t, 1, q.drop("b"))
 	q.slow("a", ma.seq)
-	require.Zero(t, q.done("a", sendFailed))
-	require.Zero(t, q.done("b", sendFailed))
+	require.Zero(t, q.done("a", ma.seq, sendFailed))
+	require.Zero(t, q.done("b", mb.seq, sendFailed))
 	require.Empty(t, q.peers, "dropped members forgotten")
 	require.Zero(t, q.backedOff())
 
@@ -615,7 +615,7 @@ func TestSendQueueForgetsDroppedMember(t *testing.T) {
 	require.True(t, ok)
 	require.Zero(t, q.drop("c"))
 	require.Zero(t, q.push(Message{To: "c", Payload: []byte{1}}))
-	require.Zero(t, q.done("c", sendFailed))
+	require.Zero(t, q.done("c", mc.seq, sendFailed))
 	require.Equal(t, 1, q.backedOff())
 	m, ok := q.pop()
 	require.True(t, ok)

@@ -14,18 +14,26 @@ import (
 // is dropped), and the first of its sends that succeeds makes it normal
 // again. So a member that does not answer holds a worker for slowAfter
 // once, not for every message, and delays nobody else's messages after
-// that. At most limit messages wait in all; push refuses more.
+// that. A backed-off member's probe still running after setAsideAfter is
+// set aside: it runs on, and the member's next message goes out as a new
+// probe, so a member reachable again gets its messages within about
+// setAsideAfter, not at the end of a connect that stalled before (which
+// ends only at the stream timeout). A member has at most backoffSends
+// sends in flight, and at most limit sends are set aside in all. At most
+// limit messages wait in all; push refuses more.
 type sendQueue struct {
-	mu        sync.Mutex
-	cond      sync.Cond
-	limit     int
-	slowAfter time.Duration
-	n         int // messages waiting
-	idle      int // free workers
-	peers     map[string]*peerQueue
-	ready     []*peerQueue // normal members with messages waiting and none in flight, FIFO
-	probes    []*peerQueue // backed-off members with messages waiting and none in flight, FIFO
-	closed    bool
+	mu            sync.Mutex
+	cond          sync.Cond
+	limit         int
+	slowAfter     time.Duration
+	setAsideAfter time.Duration
+	n             int // messages waiting
+	idle          int // free workers
+	aside         int // sends set aside and still running
+	peers         map[string]*peerQueue
+	ready         []*peerQueue // normal members with messages waiting and none in flight, FIFO
+	probes        []*peerQueue // backed-off members with messages waiting and none in flight, FIFO
+	closed        bool
 }
 
 // backoffKeep is how many messages may wait for a backed-off member; a
@@ -35,6 +43,14 @@ type sendQueue struct {
 // needs first.
 const backoffKeep = 16
 
+// backoffSends is how many sends may be in flight to a backed-off member:
+// its probe and those set aside. With sends set aside every
+// StreamTimeout / backoffSends (setAsideAfter), a member cut off by
+// connects that stall for the stream timeout always has a fresh probe
+// within that of its return, for backoffSends stalled connects per member
+// cut off (4 instead of 1).
+const backoffSends = 4
+
 type peerQueue struct {
 	to        string
 	msgs      []Message
@@ -43,22 +59,35 @@ type peerQueue struct {
 	seq       uint64 // the send in flight's number (slow)
 	backedOff bool   // its last send failed or ran past slowAfter
 	ready     bool   // in sendQueue.ready or sendQueue.probes
-	// dropped: drop forgot the member while a send to it was in flight;
-	// done removes it then, whatever the send's result, unless a push
-	// made it a member again meanwhile.
+	setAside  int    // its sends set aside and still running
+	// overdue: the send in flight ran past setAsideAfter while no more
+	// could be set aside; it is set aside once one of those ends.
+	overdue bool
+	// dropped: drop forgot the member while sends to it were in flight
+	// (the probe, or sends set aside); done removes it once the last
+	// ends, whatever the result, unless a push made it a member again
+	// meanwhile.
 	dropped bool
 }
 
-// outgoing is a message taken for sending: done (and slow, while it holds
-// a worker) identify the send by to and seq.
+// outgoing is a message taken for sending: done, slow (while it holds a
+// worker) and setAside identify the send by to and seq.
 type outgoing struct {
 	Message
 	seq    uint64
 	worker bool // the send holds a worker: call slow after slowAfter
 }
 
-func newSendQueue(limit, workers int, slowAfter time.Duration) *sendQueue {
-	q := &sendQueue{limit: limit, idle: workers, slowAfter: slowAfter, peers: make(map[string]*peerQueue)}
+// newSendQueue returns a queue of at most limit messages served by
+// workers workers; a send holds its worker for slowAfter at most, and a
+// backed-off member's send is set aside after max(slowAfter,
+// streamTimeout / backoffSends).
+func newSendQueue(limit, workers int, slowAfter, streamTimeout time.Duration) *sendQueue {
+	q := &sendQueue{
+		limit: limit, idle: workers, slowAfter: slowAfter,
+		setAsideAfter: max(slowAfter, streamTimeout/backoffSends),
+		peers:         make(map[string]*peerQueue),
+	}
 	q.cond.L = &q.mu
 	return q
 }
@@ -111,8 +140,9 @@ func (q *sendQueue) makeReady(p *peerQueue) {
 // pop waits for a message to send and marks its member busy: a backed-off
 // member's next message (a probe, holding no worker), else a ready
 // member's while a worker is free (taking it). ok is false once the queue
-// is closed. The caller must call done after sending, and slow if the send
-// holds a worker and is still running after slowAfter.
+// is closed. The caller must call done after sending, slow if the send
+// holds a worker and is still running after slowAfter, and setAside if it
+// is still running after setAsideAfter.
 func (q *sendQueue) pop() (m outgoing, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -134,7 +164,7 @@ func (q *sendQueue) pop() (m outgoing, ok bool) {
 		q.idle--
 		p.worker = true
 	}
-	p.ready, p.busy = false, true
+	p.ready, p.busy, p.overdue = false, true, false
 	p.seq++
 	m = outgoing{Message: p.msgs[0], seq: p.seq, worker: p.worker}
 	p.msgs[0] = Message{}
@@ -157,6 +187,50 @@ func (q *sendQueue) slow(to string, seq uint64) {
 	q.cond.Signal()
 }
 
+// setAside sets send seq to member to aside, still running after
+// setAsideAfter: the member is backed off (a send that ran so long holds
+// no worker) and its next message may go out as a new probe, unless
+// backoffSends sends to it are in flight or limit are set aside in all
+// (then it is set aside when one of the member's sends set aside ends, or
+// else runs to its end as without a set-aside). It returns
+// how many messages waiting for the member it dropped (the oldest beyond
+// backoffKeep).
+func (q *sendQueue) setAside(to string, seq uint64) (dropped int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	p := q.peers[to]
+	if p == nil || !p.busy || p.seq != seq {
+		return 0 // done already
+	}
+	if p.worker {
+		p.worker = false
+		q.idle++
+		q.cond.Signal()
+	}
+	p.backedOff = true
+	return q.setAsideNow(p)
+}
+
+// setAsideNow sets p's send in flight aside if it may, else marks it
+// overdue; it returns how many messages it dropped (trim, when p is
+// backed off).
+func (q *sendQueue) setAsideNow(p *peerQueue) (dropped int) {
+	if p.setAside+1 >= backoffSends || q.aside >= q.limit {
+		p.overdue = true
+		return 0
+	}
+	p.busy, p.overdue = false, false
+	p.setAside++
+	q.aside++
+	if len(p.msgs) > 0 {
+		if p.backedOff {
+			dropped = q.trim(p)
+		}
+		q.makeReady(p)
+	}
+	return dropped
+}
+
 // sendResult is how a message taken by pop ended.
 type sendResult uint8
 
@@ -170,15 +244,20 @@ const (
 	sendFailed
 )
 
-// done ends the send in flight to member to and returns how many messages
-// waiting for it it dropped (the oldest beyond backoffKeep, when the member
-// is backed off now).
-func (q *sendQueue) done(to string, r sendResult) (dropped int) {
+// done ends send seq to member to and returns how many messages waiting
+// for it it dropped (the oldest beyond backoffKeep, when the member is
+// backed off now). A send set aside that succeeds makes the member normal;
+// one that fails says nothing new (it began before the send in flight, if
+// any, or the last to end) and changes nothing.
+func (q *sendQueue) done(to string, seq uint64, r sendResult) (dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p := q.peers[to]
 	if p == nil {
 		return 0
+	}
+	if !p.busy || p.seq != seq {
+		return q.doneSetAside(p, r)
 	}
 	if p.worker {
 		p.worker = false
@@ -198,13 +277,34 @@ func (q *sendQueue) done(to string, r sendResult) (dropped int) {
 			dropped = q.trim(p)
 		}
 		q.makeReady(p)
-	case !p.backedOff || p.dropped:
+	case p.setAside == 0 && (!p.backedOff || p.dropped):
 		// A backed-off member stays so until a send succeeds, unless it
 		// was dropped meanwhile (listed dead: a member that may never
 		// come back).
 		delete(q.peers, to)
 	}
 	return dropped
+}
+
+// doneSetAside ends one of p's sends set aside.
+func (q *sendQueue) doneSetAside(p *peerQueue, r sendResult) (dropped int) {
+	p.setAside--
+	q.aside--
+	if r == sendOK {
+		p.backedOff = false
+	}
+	switch {
+	case p.busy:
+		if p.overdue {
+			return q.setAsideNow(p)
+		}
+	case len(p.msgs) > 0:
+		// Ready already (set aside or pushed with its send in flight
+		// aside); a member normal again keeps every message.
+	case p.setAside == 0 && (!p.backedOff || p.dropped):
+		delete(q.peers, p.to)
+	}
+	return 0
 }
 
 // trim drops the oldest messages of backed-off p beyond backoffKeep (those
@@ -237,8 +337,8 @@ func (q *sendQueue) drop(to string) int {
 		q.ready = without(q.ready, p)
 		q.probes = without(q.probes, p)
 	}
-	if p.busy {
-		p.dropped = true // forgotten when its send ends (done)
+	if p.busy || p.setAside > 0 {
+		p.dropped = true // forgotten when its sends end (done)
 	} else {
 		delete(q.peers, to)
 	}

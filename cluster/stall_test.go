@@ -98,7 +98,7 @@ func TestSendQueueBacksOffUnansweredMembers(t *testing.T) {
 		start := time.Now()
 		g := &gossiper{
 			clock: time.Now,
-			q:     newSendQueue(4096, workers, slowAfter),
+			q:     newSendQueue(4096, workers, slowAfter, streamTimeout),
 			stats: newGossipCounters(),
 			log:   slog.New(slog.DiscardHandler),
 			sendFn: func(to string, payload []byte) error {
@@ -201,4 +201,158 @@ func TestSendQueueBacksOffUnansweredMembers(t *testing.T) {
 		g.q.close()
 		wg.Wait()
 	})
+}
+
+// TestSendQueueBackedOffMemberBackPromptly cuts one member off the send
+// path on a fake clock: a send to it stalls for the 10 s stream timeout
+// and fails (a connect nobody answers), and a send begun before it is
+// reachable again stalls so to its end (as a connect whose SYNs were
+// lost). Every 100 ms a message is queued for it and for a member up.
+// It becomes reachable 12.3 s in, in the middle of its probe's stall: the
+// messages waiting then must leave within a set-aside interval
+// (StreamTimeout / backoffSends) of that, not behind the stalled probe,
+// with at most backoffSends sends in flight to it at any time, and the
+// member up never waits.
+func TestSendQueueBackedOffMemberBackPromptly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const (
+			streamTimeout = 10 * time.Second
+			slowAfter     = 500 * time.Millisecond
+			reachable     = 12300 * time.Millisecond
+			end           = 20 * time.Second
+		)
+		restartAfter := streamTimeout / backoffSends
+		var mu sync.Mutex
+		start := time.Now()
+		inFlight, maxInFlight := 0, 0
+		var waited time.Duration // the longest wait of a message to the member up
+		var firstBack time.Time  // the first message to the cut member sent
+		var stuck time.Duration  // when it was found backed off or with messages waiting, too late
+		g := &gossiper{
+			clock: time.Now,
+			q:     newSendQueue(4096, 2, slowAfter, streamTimeout),
+			stats: newGossipCounters(),
+			log:   slog.New(slog.DiscardHandler),
+			sendFn: func(to string, payload []byte) error {
+				queued := start.Add(time.Duration(payload[0]) * 100 * time.Millisecond)
+				if to == "up" {
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					waited = max(waited, time.Since(queued))
+					mu.Unlock()
+					return nil
+				}
+				mu.Lock()
+				inFlight++
+				maxInFlight = max(maxInFlight, inFlight)
+				began := time.Since(start)
+				mu.Unlock()
+				defer func() {
+					mu.Lock()
+					inFlight--
+					mu.Unlock()
+				}()
+				if began < reachable {
+					time.Sleep(streamTimeout)
+					return errors.New("i/o timeout")
+				}
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				if firstBack.IsZero() {
+					firstBack = time.Now()
+				}
+				mu.Unlock()
+				return nil
+			},
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go g.sender(&wg)
+		for k := 0; time.Duration(k)*100*time.Millisecond < end; k++ {
+			time.Sleep(time.Until(start.Add(time.Duration(k) * 100 * time.Millisecond)))
+			g.send([]Message{
+				{To: "cut", Type: codec.TypeDigest, Payload: []byte{byte(k)}},
+				{To: "up", Type: codec.TypeDigest, Payload: []byte{byte(k)}},
+			})
+			synctest.Wait()
+			at := time.Since(start)
+			if at > reachable+restartAfter+10*time.Millisecond && (g.q.backedOff() > 0 || g.q.len() > 0) && stuck == 0 {
+				stuck = at
+			}
+		}
+		time.Sleep(streamTimeout) // the stalled sends end
+		synctest.Wait()
+		g.q.close()
+		wg.Wait()
+		require.Zero(t, stuck, "still backed off, or messages waiting, a set-aside interval after the return")
+		mu.Lock()
+		defer mu.Unlock()
+		require.False(t, firstBack.IsZero(), "sent once reachable")
+		t.Logf("first message to the member back %v after its return; %d sends to it in flight at most",
+			firstBack.Sub(start.Add(reachable)), maxInFlight)
+		require.LessOrEqual(t, firstBack.Sub(start.Add(reachable)), restartAfter+10*time.Millisecond,
+			"the waiting messages left within a set-aside interval of the member's return")
+		require.LessOrEqual(t, maxInFlight, backoffSends, "sends in flight to the member cut off")
+		require.LessOrEqual(t, waited, 3*slowAfter, "the member up never waited for the other")
+	})
+}
+
+// TestSendQueueSetAside checks the bookkeeping of sends set aside: a
+// backed-off member's send still running after setAsideAfter is set
+// aside and its next message goes out as a new probe (holding no worker),
+// at most backoffSends sends are in flight to one member (a send due
+// beyond that is set aside once one of the others ends), a send set aside
+// that fails changes nothing, one that succeeds makes the member normal,
+// and a member dropped with sends set aside is forgotten once they end.
+func TestSendQueueSetAside(t *testing.T) {
+	q := newSendQueue(100, 1, time.Second, 4*time.Second)
+	require.Equal(t, time.Second, q.setAsideAfter, "StreamTimeout / backoffSends")
+	for k := range 2 * backoffSends {
+		require.Zero(t, q.push(Message{To: "a", Payload: []byte{byte(k)}}))
+	}
+	first, ok := q.pop()
+	require.True(t, ok)
+	require.True(t, first.worker)
+	require.Zero(t, q.setAside("a", first.seq), "set aside: a is backed off, its worker free")
+	require.Equal(t, 1, q.backedOff())
+	sends := []outgoing{first}
+	for range backoffSends - 1 {
+		m, ok := q.pop()
+		require.True(t, ok)
+		require.False(t, m.worker, "a probe")
+		require.Equal(t, []byte{byte(len(sends))}, m.Payload)
+		sends = append(sends, m)
+		q.setAside("a", m.seq)
+	}
+	// backoffSends in flight: the last one's set-aside is overdue.
+	require.Zero(t, q.push(Message{To: "b"}))
+	mb, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, "b", mb.To, "nothing for a: its sends are all in flight")
+	require.True(t, mb.worker, "the worker a held is free")
+	q.done("b", mb.seq, sendOK)
+	require.Zero(t, q.done("a", sends[0].seq, sendFailed), "a set-aside send fails")
+	require.Equal(t, 1, q.backedOff(), "still backed off")
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, "a", m.To, "the overdue send set aside: a new probe")
+	require.False(t, m.worker)
+	require.Equal(t, []byte{backoffSends}, m.Payload)
+	// A send set aside that succeeds makes a normal; the probe in flight
+	// still runs, then ends.
+	q.done("a", sends[1].seq, sendOK)
+	require.Zero(t, q.backedOff())
+	q.done("a", m.seq, sendOK)
+	m, ok = q.pop()
+	require.True(t, ok)
+	require.True(t, m.worker, "a is normal again")
+	q.done("a", m.seq, sendOK)
+	// Dropped with sends set aside: forgotten once the last ends.
+	require.Equal(t, backoffSends-2, q.drop("a"), "2×backoffSends pushed, backoffSends+2 sent")
+	q.done("a", sends[2].seq, sendFailed)
+	require.Contains(t, q.peers, "a", "a send set aside still runs")
+	q.done("a", sends[3].seq, sendFailed)
+	require.Empty(t, q.peers)
+	require.Zero(t, q.aside)
+	require.Zero(t, q.len())
 }
