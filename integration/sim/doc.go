@@ -20,15 +20,16 @@
 // code that ships, and every message is its real encoding. shell.go is
 // only what a shell owns: each node's protocol ticked at the time its Next
 // asks for, and per-member send queues served by a few workers (a member
-// whose send fails or stalls backed off, as in package cluster), with each
-// SendReliable a connect and a payload on the simulated network. A member
-// can be killed (Sim.Kill, ScaleConfig.KillOwners), and the others list it
-// dead after a detection delay. A killed member can restart (Sim.Restart):
-// it comes back under the same name with a new boot ID, empty stores (a
-// new tracker and fleet view, or a new shared store) and a new Protocol;
-// every member up lists the new boot alive at once, and the old one dead
-// after the detection delay (still alive before, if the restart is
-// quicker). A member can join late (Config.LateJoins): it starts at its
+// whose send fails or stalls backed off, its stalled sends set aside,
+// expired messages and a dead member's dropped, as in package cluster),
+// with each SendReliable a connect and a payload on the simulated
+// network. A member can be killed (Sim.Kill, ScaleConfig.KillOwners), and
+// the others list it dead after a detection delay. A killed member can
+// restart (Sim.Restart): it comes back under the same name with a new
+// boot ID, empty stores (a new tracker and fleet view, or a new shared
+// store) and a new Protocol; every member up lists the new boot alive at
+// once, and the old one dead after the detection delay (still alive
+// before, if the restart is quicker). A member can join late (Config.LateJoins): it starts at its
 // time as a restarted one does. Messages on their way to a boot that is
 // gone are lost, and a boot records only the epochs that start after it
 // did. The network can be cut into groups (Sim.Partition, Cut): messages

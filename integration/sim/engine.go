@@ -16,6 +16,9 @@ const (
 	// evSlow frees the worker of send number epoch of node from's boot gen
 	// to node to, still running after the shell's slowAfter.
 	evSlow
+	// evSetAside sets send number epoch of node from's boot gen to node to
+	// aside, still running after the shell's setAsideAfter.
+	evSetAside
 	// evTick ticks node to's protocol, if it is still the node's pending
 	// tick.
 	evTick

@@ -21,8 +21,13 @@ package sim
 //     for slowAfter at most; a member whose send failed (across a cut) or
 //     ran past slowAfter (a connect that stalls) is backed off until a send
 //     to it succeeds: its sends hold no worker and at most backoffKeep of
-//     its messages wait, the oldest dropped and counted (cluster's
-//     sendQueue).
+//     its messages wait, the oldest dropped and counted; a backed-off
+//     member's send still running after setAsideAfter is set aside (it
+//     runs on, and the member's next message goes out as a new probe), at
+//     most backoffSends in flight per member. A message that expired
+//     while it waited (cluster.Message.Expires) is dropped and counted when
+//     its turn comes, and a member the node's member list shows down loses
+//     what waits for it (cluster's sendQueue and gossiper).
 //
 // Every member is alive from the start unless Sim.Kill stops it or it
 // joins late (Config.LateJoins): a killed node no longer ticks, receives
@@ -115,6 +120,7 @@ type outMsg struct {
 	to      int32
 	gen     uint32
 	kind    MsgKind
+	expires time.Time // cluster.Message.Expires: zero for never
 	payload []byte
 }
 
@@ -126,14 +132,24 @@ type peerQueue struct {
 	seq       int64 // the send in flight's number
 	backedOff bool  // its last send failed or ran past slowAfter
 	ready     bool  // in shellNode.ready or shellNode.probes
+	setAside  int   // its sends set aside and still running
+	overdue   bool  // the send in flight is due to be set aside
+	dropped   bool  // listed down while sends to it ran: forgotten when they end
 }
 
-// slowAfter and backoffKeep are cluster's: a send holds its worker for a
-// memberlist probe timeout at most, and a backed-off member keeps 16
-// messages.
-var slowAfter = cluster.DefaultTiming().ProbeTimeout
+// slowAfter, setAsideAfter, backoffKeep and backoffSends are cluster's:
+// a send holds its worker for a memberlist probe timeout at most, a
+// backed-off member keeps 16 messages, and its send still running after
+// a quarter of the stream timeout is set aside, at most 4 in flight.
+var (
+	slowAfter     = cluster.DefaultTiming().ProbeTimeout
+	setAsideAfter = max(slowAfter, cluster.DefaultTiming().StreamTimeout/backoffSends)
+)
 
-const backoffKeep = 16
+const (
+	backoffKeep  = 16
+	backoffSends = 4
+)
 
 // shellNode is the shell's state for one node.
 type shellNode struct {
@@ -141,6 +157,7 @@ type shellNode struct {
 	tickAt time.Duration // the pending tick event's time; -1 for none
 
 	queued     int // messages waiting in all
+	aside      int // sends set aside and still running
 	peers      map[int32]*peerQueue
 	ready      []int32 // normal members with messages waiting and none in flight, FIFO
 	probes     []int32 // backed-off members with messages waiting and none in flight, FIFO
@@ -311,7 +328,7 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 		switch s.q.h[0].kind {
 		case evDeliver:
 			deliveries++
-		case evSent, evSlow:
+		case evSent, evSlow, evSetAside:
 		default:
 			limit = 0
 			continue
@@ -359,6 +376,8 @@ func (s *Sim) receiveBurst(first event, until time.Duration) {
 			s.sent(ev)
 		case ev.kind == evSlow:
 			s.slow(ev)
+		case ev.kind == evSetAside:
+			s.setAside(ev)
 		case s.deliverable(ev):
 			s.apply(ev.to, out[k])
 		}
@@ -440,7 +459,8 @@ func (s *Sim) enqueue(i int32, msgs []cluster.Message, pushed bool) {
 			p = &peerQueue{}
 			n.sh.peers[to] = p
 		}
-		p.msgs = append(p.msgs, outMsg{to: to, gen: ref.gen, kind: kindOf(m.Type, pushed), payload: m.Payload})
+		p.dropped = false
+		p.msgs = append(p.msgs, outMsg{to: to, gen: ref.gen, kind: kindOf(m.Type, pushed), expires: m.Expires, payload: m.Payload})
 		n.sh.queued++
 		if !p.busy && !p.ready {
 			n.sh.makeReady(to, p)
@@ -476,12 +496,18 @@ func (s *Sim) dispatch(i int32) {
 			n.sh.probes = n.sh.probes[1:]
 		}
 		p := n.sh.peers[to]
-		p.ready, p.busy, p.worker = false, true, worker
+		p.ready, p.busy, p.worker, p.overdue = false, true, worker, false
 		p.seq++
 		m := p.msgs[0]
 		p.msgs[0] = outMsg{}
 		p.msgs = p.msgs[1:]
 		n.sh.queued--
+		if !m.expires.IsZero() && !s.Now().Before(m.expires) {
+			// Expired while it waited: dropped, the member's state as it was.
+			n.stats.SendDrops++
+			s.endSend(i, to, p, sendSkipped)
+			continue
+		}
 		s.transmit(i, m, p.seq, worker)
 	}
 	if len(n.sh.ready) == 0 {
@@ -527,12 +553,15 @@ func (s *Sim) transmit(from int32, m outMsg, seq int64, worker bool) {
 }
 
 // sendEnds schedules the end of send seq from node from to member to at
-// end (failed or not), and the release of its worker at slowAfter if it
-// holds one and ends later.
+// end (failed or not), the release of its worker at slowAfter if it holds
+// one and ends later, and its set-aside at setAsideAfter if it ends later.
 func (s *Sim) sendEnds(from, to int32, seq int64, worker bool, end time.Duration, failed bool) {
 	gen := s.nodes[from].gen
 	if worker && end > s.now+slowAfter {
 		s.q.push(event{at: s.now + slowAfter, kind: evSlow, from: from, to: to, gen: gen, epoch: seq})
+	}
+	if end > s.now+setAsideAfter {
+		s.q.push(event{at: s.now + setAsideAfter, kind: evSetAside, from: from, to: to, gen: gen, epoch: seq})
 	}
 	s.q.push(event{at: end, kind: evSent, from: from, to: to, gen: gen, epoch: seq, failed: failed})
 }
@@ -554,10 +583,60 @@ func (s *Sim) slow(ev *event) {
 	s.dispatch(ev.from)
 }
 
-// sent ends node ev.from's send to member ev.to (freeing its worker if it
-// still holds one; a success makes a backed-off member normal, a failure
-// backs it off), unless that boot has been killed since (its shell's
-// queues are gone).
+// setAside sets node ev.from's send to member ev.to aside, still running
+// after setAsideAfter (cluster's sendQueue.setAside), unless that boot
+// has been killed since or the send has ended.
+func (s *Sim) setAside(ev *event) {
+	n := s.nodes[ev.from]
+	if n.dead || ev.gen != n.gen {
+		return
+	}
+	p := n.sh.peers[ev.to]
+	if p == nil || !p.busy || p.seq != ev.epoch {
+		return
+	}
+	if p.worker {
+		p.worker = false
+		n.sh.idle++
+	}
+	p.backedOff = true
+	s.setAsideNow(ev.from, ev.to, p)
+	s.dispatch(ev.from)
+}
+
+// setAsideNow sets the send in flight of node from to member to aside if
+// it may (fewer than backoffSends in flight to the member, fewer than
+// Gossip.SendQueue set aside in all), else marks it overdue.
+func (s *Sim) setAsideNow(from, to int32, p *peerQueue) {
+	n := s.nodes[from]
+	if p.setAside+1 >= backoffSends || n.sh.aside >= s.cfg.Gossip.SendQueue {
+		p.overdue = true
+		return
+	}
+	p.busy, p.overdue = false, false
+	p.setAside++
+	n.sh.aside++
+	if len(p.msgs) > 0 {
+		if p.backedOff {
+			s.trim(from, p)
+		}
+		n.sh.makeReady(to, p)
+	}
+}
+
+// sendResult is how a send ended (cluster's).
+type sendResult uint8
+
+const (
+	sendSkipped sendResult = iota // expired while waiting: not sent
+	sendOK
+	sendFailed
+)
+
+// sent ends node ev.from's send to member ev.to, unless that boot has been
+// killed since (its shell's queues are gone): endSend, or the end of a
+// send set aside (a success makes the member normal, a failure changes
+// nothing).
 func (s *Sim) sent(ev *event) {
 	from, to := ev.from, ev.to
 	n := s.nodes[from]
@@ -565,25 +644,119 @@ func (s *Sim) sent(ev *event) {
 		return
 	}
 	p := n.sh.peers[to]
+	r := sendOK
+	if ev.failed {
+		r = sendFailed
+	}
+	if p.busy && p.seq == ev.epoch {
+		s.endSend(from, to, p, r)
+	} else {
+		p.setAside--
+		n.sh.aside--
+		if r == sendOK {
+			p.backedOff = false
+		}
+		switch {
+		case p.busy:
+			if p.overdue {
+				s.setAsideNow(from, to, p)
+			}
+		case len(p.msgs) > 0: // ready already
+		case p.setAside == 0 && (!p.backedOff || p.dropped):
+			delete(n.sh.peers, to)
+		}
+	}
+	s.dispatch(from)
+}
+
+// endSend ends node from's send in flight to member to, whose queue is p:
+// its worker freed if it still holds one; a success makes a backed-off
+// member normal, a failure backs it off.
+func (s *Sim) endSend(from, to int32, p *peerQueue, r sendResult) {
+	n := s.nodes[from]
 	if p.worker {
 		p.worker = false
 		n.sh.idle++
 	}
 	p.busy = false
-	p.backedOff = ev.failed
+	switch r {
+	case sendOK:
+		p.backedOff = false
+	case sendFailed:
+		p.backedOff = true
+	}
 	switch {
 	case len(p.msgs) > 0:
-		if k := len(p.msgs) - backoffKeep; p.backedOff && k > 0 {
-			clear(p.msgs[:k])
-			p.msgs = p.msgs[k:]
-			n.sh.queued -= k
-			n.stats.SendDrops += uint64(k)
+		if p.backedOff {
+			s.trim(from, p)
 		}
 		n.sh.makeReady(to, p)
-	case !p.backedOff:
+	case p.setAside == 0 && (!p.backedOff || p.dropped):
 		delete(n.sh.peers, to)
 	}
-	s.dispatch(from)
+}
+
+// trim drops the oldest messages of node from's backed-off member queue p
+// beyond backoffKeep, counted.
+func (s *Sim) trim(from int32, p *peerQueue) {
+	n := s.nodes[from]
+	if k := len(p.msgs) - backoffKeep; k > 0 {
+		clear(p.msgs[:k])
+		p.msgs = p.msgs[k:]
+		n.sh.queued -= k
+		n.stats.SendDrops += uint64(k)
+	}
+}
+
+// dropDown drops what waits in node i's send queue for the members its
+// member list shows down (cluster's gossiper on a dead or left event), and
+// counts it: a member's queue is forgotten, at once or once its sends end.
+func (s *Sim) dropDown(i int32) {
+	n := s.nodes[i]
+	if len(n.sh.peers) == 0 {
+		return
+	}
+	var down map[memberRef]bool
+	for _, m := range s.membersOf(i) {
+		if !m.State.Up() {
+			if down == nil {
+				down = map[memberRef]bool{}
+			}
+			down[s.byMember[m.Member]] = true
+		}
+	}
+	if down == nil {
+		return
+	}
+	for to, p := range n.sh.peers {
+		kept := p.msgs[:0]
+		for _, m := range p.msgs {
+			if down[memberRef{node: m.to, gen: m.gen}] {
+				n.stats.SendDrops++
+				n.sh.queued--
+				continue
+			}
+			kept = append(kept, m)
+		}
+		clear(p.msgs[len(kept):])
+		p.msgs = kept
+		if len(kept) > 0 {
+			continue
+		}
+		if p.ready {
+			p.ready = false
+			n.sh.ready = slices.DeleteFunc(n.sh.ready, func(k int32) bool { return k == to })
+			n.sh.probes = slices.DeleteFunc(n.sh.probes, func(k int32) bool { return k == to })
+		}
+		switch {
+		case !down[memberRef{node: to, gen: s.nodes[to].gen}] && (p.backedOff || p.busy || p.setAside > 0):
+			// Up (only an old boot's messages went): the queue stays.
+		case p.busy || p.setAside > 0:
+			p.dropped = true
+		default:
+			delete(n.sh.peers, to)
+		}
+	}
 }
 
 // registerAggregates keeps the aggregates of a message node i sends (once

@@ -155,8 +155,10 @@ type NodeStats struct {
 	// Lost counts messages this node sent that the network dropped; Cut
 	// those a partition dropped (Sim.Partition).
 	Lost, Cut uint64
-	// SendDrops counts messages dropped because the node's send queue was
-	// full (Gossip.SendQueue).
+	// SendDrops counts messages the node's send queue dropped: it was
+	// full (Gossip.SendQueue), the oldest waiting for a backed-off member,
+	// a message expired while it waited, or what waited for a member the
+	// node's member list shows down.
 	SendDrops uint64
 	// Refused counts messages the node refused that a run may expect:
 	// from a member it holds dead (after a kill). Any other refusal fails
@@ -447,6 +449,8 @@ func (s *Sim) Run(until time.Duration) error {
 			s.sent(&ev)
 		case evSlow:
 			s.slow(&ev)
+		case evSetAside:
+			s.setAside(&ev)
 		case evTick:
 			s.tick(ev.to, ev.at)
 		case evEpoch:
@@ -742,7 +746,7 @@ func (s *Sim) Kill(i int, detect time.Duration) {
 	}
 	n.dead = true
 	n.killedIn = s.cfg.Tracker.Epoch(s.Now())
-	n.sh.peers, n.sh.ready, n.sh.probes, n.sh.queued = map[int32]*peerQueue{}, nil, nil, 0
+	n.sh.peers, n.sh.ready, n.sh.probes, n.sh.queued, n.sh.aside = map[int32]*peerQueue{}, nil, nil, 0, 0
 	if s.aggTable != nil {
 		s.aggTable.kill(int32(i), s.now)
 	}
@@ -822,6 +826,7 @@ func (s *Sim) membersChanged(skip int32) {
 			continue
 		}
 		m.sh.proto.SetMembers(s.membersOf(int32(j)), now)
+		s.dropDown(int32(j))
 		if m.store != nil {
 			m.store.SetLiveMembers(s.aliveFor(int32(j)))
 		}
