@@ -375,6 +375,7 @@ func (c *Cluster) GossipStats() GossipStats {
 		s = c.gossip.stats.snapshot()
 		ps := c.gossip.proto.Stats()
 		s.Seals, s.SealErrors = ps.Seals, ps.SealErrors
+		s.BackedOff = c.gossip.q.backedOff()
 	} else {
 		s = newGossipCounters().snapshot()
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
-// GossipStats counts what dissemination did; all counts are cumulative.
-// The JSON form is node's /v1/status "gossip" object.
+// GossipStats counts what dissemination did; all counts are cumulative
+// but BackedOff, a gauge. The JSON form is node's /v1/status "gossip"
+// object.
 type GossipStats struct {
 	// BytesIn and BytesOut count gossip message bytes received (taken from
 	// the message queue) and sent (SendReliable succeeded).
@@ -51,6 +52,10 @@ type GossipStats struct {
 	SendDrops uint64 `json:"send_drops"`
 	// SendErrors counts SendReliable calls that failed.
 	SendErrors uint64 `json:"send_errors"`
+	// BackedOff is the number of members backed off now: their last send
+	// failed or ran past Timing.ProbeTimeout, and none has succeeded
+	// since (see Gossip.SendWorkers). A gauge, not cumulative.
+	BackedOff int `json:"backed_off"`
 	// Repairs counts new batches obtained through anti-entropy pulls.
 	Repairs uint64 `json:"repairs"`
 	// Seals counts epochs this node sealed with data; SealErrors those it

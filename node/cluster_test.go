@@ -25,6 +25,12 @@ func memNodes(t *testing.T, k int) []*Node {
 	t.Helper()
 	nw := memtransport.New(1)
 	t.Cleanup(nw.Close)
+	return memNodesOn(t, nw, k)
+}
+
+// memNodesOn is memNodes on the network nw.
+func memNodesOn(t *testing.T, nw *memtransport.Network, k int) []*Node {
+	t.Helper()
 	var nodes []*Node
 	trs := nw.NewTransports(k)
 	for i, tr := range trs {
@@ -296,4 +302,30 @@ func TestNewErrors(t *testing.T) {
 	cfg.Cluster.KeyFile = filepath.Join(t.TempDir(), "none.key")
 	_, err = New(cfg, nil, nil)
 	require.Error(t, err)
+}
+
+// TestBackedOffMembersGauge stalls n1's streams (it accepts them and never
+// reads): n0's sends to it run past the probe timeout, so n0 backs it off,
+// and atnode_gossip_backed_off_members and /v1/status's gossip.backed_off
+// say 1 while the stall lasts; once it ends a send succeeds and they say 0.
+func TestBackedOffMembersGauge(t *testing.T) {
+	nw := memtransport.New(1)
+	t.Cleanup(nw.Close)
+	nodes := memNodesOn(t, nw, 2)
+	eventually(t, "both members alive", func() bool {
+		return len(upMembers(t, nodes[0])) == 2 && len(upMembers(t, nodes[1])) == 2
+	})
+	require.Zero(t, metricValue(t, nodes[0], "atnode_gossip_backed_off_members"))
+	addr := getJSON(t, nodes[1].Handler(), "/v1/status").(map[string]any)["gossip_addr"].(string)
+	nw.Stall(addr, true)
+	eventually(t, "n1 backed off at n0", func() bool {
+		return metricValue(t, nodes[0], "atnode_gossip_backed_off_members") == 1
+	})
+	gossip := getJSON(t, nodes[0].Handler(), "/v1/status").(map[string]any)["gossip"].(map[string]any)
+	require.Equal(t, json.Number("1"), gossip["backed_off"])
+	require.Equal(t, 1, nodes[0].cl.GossipStats().BackedOff)
+	nw.Stall(addr, false)
+	eventually(t, "n1 normal again at n0", func() bool {
+		return metricValue(t, nodes[0], "atnode_gossip_backed_off_members") == 0
+	})
 }

@@ -508,6 +508,7 @@ func TestMembersStatusHistory(t *testing.T) {
 		"batches_in": json.Number("0"), "batches_out": json.Number("0"),
 		"outcomes": map[string]any{}, "rejected": map[string]any{},
 		"queue_drops": json.Number("0"), "send_drops": json.Number("0"), "repairs": json.Number("0"), "send_errors": json.Number("0"), "seals": json.Number("0"), "seal_errors": json.Number("0"),
+		"backed_off":      json.Number("0"),
 		"seal_to_receive": map[string]any{"bounds": bounds, "counts": counts, "sum": json.Number("0"), "count": json.Number("0")},
 	}
 	require.Equal(t, map[string]any{
@@ -670,6 +671,7 @@ func TestMetrics(t *testing.T) {
 		`atnode_fleet_evicted_exclusions_total 0`,
 		`atnode_cluster_members{state="alive"} 1`,
 		`atnode_gossip_queue_discards_total 0`,
+		`atnode_gossip_backed_off_members 0`,
 		`atnode_warnings{kind="config_mismatch"} 0`,
 		`atnode_warnings{kind="name_conflict"} 0`,
 		`atnode_warnings{kind="clock_skew"} 0`,

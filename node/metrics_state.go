@@ -216,6 +216,8 @@ var (
 			func(s *cluster.GossipStats) uint64 { return s.QueueDiscards }),
 		counterOf("atnode_gossip_repairs_total", "Batches obtained through anti-entropy pulls.",
 			func(s *cluster.GossipStats) uint64 { return s.Repairs }),
+		gaugeOf("atnode_gossip_backed_off_members", "Members backed off now: their last send failed or ran past the probe timeout, and none has succeeded since.",
+			func(s *cluster.GossipStats) int { return s.BackedOff }),
 	}
 )
 

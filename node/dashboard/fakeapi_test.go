@@ -200,7 +200,7 @@ func (f *fakeAPI) status(w http.ResponseWriter, _ *http.Request) {
 			"outcomes":    map[string]int64{"new": busy * tick * 6, "duplicate": busy * tick * 2},
 			"rejected":    rejected,
 			"queue_drops": 0, "queue_discards": 0, "send_drops": 0, "send_errors": 0, "repairs": busy * tick / 4,
-			"seals": busy * tick, "seal_errors": 0,
+			"seals": busy * tick, "seal_errors": 0, "backed_off": 0,
 			"seal_to_receive": map[string]any{
 				"bounds": []float64{0.1, 0.5, 1, 2, 5}, "counts": []int64{0, busy * tick * 7, busy * tick, 0, 0, 0},
 				"sum": float64(busy*tick) * 2.4, "count": busy * tick * 8,
