@@ -31,7 +31,6 @@ type OwnedStore interface {
 	Manifest(origin string, boot uint64, epoch int64, now time.Time) tracker.Manifest
 	ManifestWithout(origin string, boot uint64, epoch int64, leave iter.Seq[string], now time.Time) tracker.Manifest
 	Destinations(now time.Time) []string
-	Retain(keep func(dest string) bool)
 	Coverage(dest string, now time.Time) tracker.Coverage
 	Aggregate(dest string, now time.Time) (tracker.Aggregate, bool)
 	CoverageOf(dest string, epoch int64, now time.Time) tracker.Coverage
@@ -121,16 +120,6 @@ type v2 struct {
 	// peer name and the death changed none here), so ownersNow sends them
 	// the window's records again.
 	restarted map[string]bool
-	// unowned are the destinations whose records Owned holds though the
-	// owners last computed give them to others, with when this node
-	// first found so; dropAt is the earliest of their drops (zero: none).
-	// They are kept a sub-window (retainOwned): nodes that do not yet
-	// know the same destinations (a new one spreads with its first
-	// aggregates) compute other owners for a moment, and an origin that
-	// never computed those would not send this node its records again
-	// when the owners come back to what they were.
-	unowned map[string]time.Time
-	dropAt  time.Time
 
 	pubEpoch              int64     // aggregate epoch of the current round
 	pullAt, pubAt, failAt time.Time // this round's repair pull, publish and failover times
@@ -172,7 +161,7 @@ func newV2() v2 {
 		published: map[string]tracker.Coverage{}, late: map[string]bool{}, republished: map[string]bool{},
 		askedRecs: map[string]time.Time{}, askedAggs: map[string]time.Time{}, mans: map[int64]map[string]tracker.Manifest{},
 		heard: map[string]int64{}, wanted: map[string]map[int64]tracker.Manifest{},
-		hashes: map[string]uint64{}, unowned: map[string]time.Time{},
+		hashes: map[string]uint64{},
 	}
 }
 
@@ -293,12 +282,9 @@ func (p *Protocol) memberOf(peer string) string { return p.v2.current[peer].Memb
 // ownersNow returns the owners, recomputed when members or destinations
 // changed. A change queues (in outbox) the records of every held epoch
 // for the owners that did not have them; the records of the destinations
-// this node no longer owns are dropped a sub-window later (retainOwned).
+// this node no longer owns stay until they age out (unowned).
 func (p *Protocol) ownersNow(now time.Time) *Owners {
 	if !p.v2.dirty && p.v2.owners != nil {
-		if !p.v2.dropAt.IsZero() && !now.Before(p.v2.dropAt) {
-			p.retainOwned(now)
-		}
 		return p.v2.owners
 	}
 	p.v2.dirty = false
@@ -327,7 +313,6 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	o := AssignOwners(peers, dests, p.cfg.Gossip.Owners)
 	p.v2.owners = o
 	clear(p.v2.mans)
-	p.retainOwned(now)
 	p.noteGiven(old, o, now)
 	restarted := p.v2.restarted
 	p.v2.restarted = nil
@@ -357,53 +342,40 @@ func (p *Protocol) ownersNow(now time.Time) *Owners {
 	return o
 }
 
-// retainOwned drops from Owned the records of the destinations the owners
-// have given to others for a sub-window or more (unowned), and notes those
-// given to others since.
-func (p *Protocol) retainOwned(now time.Time) {
-	o := p.v2.owners
-	grace := p.cfg.Tracker.SubWindow()
-	p.v2.dropAt = time.Time{}
-	p.cfg.Owned.Retain(func(d string) bool {
-		if o.Rank(d, p.cfg.Name) >= 0 {
-			delete(p.v2.unowned, d)
-			return true
-		}
-		since, ok := p.v2.unowned[d]
-		if !ok {
-			since = now
-			p.v2.unowned[d] = now
-		}
-		drop := since.Add(grace)
-		if !now.Before(drop) {
-			delete(p.v2.unowned, d)
-			return false
-		}
-		if p.v2.dropAt.IsZero() || drop.Before(p.v2.dropAt) {
-			p.v2.dropAt = drop
-		}
-		return true
-	})
-	for d, since := range p.v2.unowned {
-		if !now.Before(since.Add(grace)) {
-			delete(p.v2.unowned, d) // no longer held: aged out
-		}
-	}
-}
-
 // holdsAll reports whether the records held from member (origin, boot)
 // for epoch are those of told, the manifest the origin sent this node: as
-// held, or without the destinations given to others but still kept
+// held, or without the destinations held that the owners give to others
 // (unowned). The origin's owners may give this node those destinations
-// (a moment of disagreement while new destinations spread, for which they
-// are kept) or not (this node's own view, which the origin shares once the
-// owners settle): either way nothing it sent is missing, and a pull would
-// only bring records held already.
+// (members or destinations that its list and this node's do not agree on
+// yet) or not (this node's own view, which the origin shares once they
+// agree): either way nothing it sent is missing, and a pull would only
+// bring records held already.
 func (p *Protocol) holdsAll(origin string, boot uint64, epoch int64, told tracker.Manifest, now time.Time) bool {
 	if p.cfg.Owned.Manifest(origin, boot, epoch, now) == told {
 		return true
 	}
-	return len(p.v2.unowned) > 0 && p.cfg.Owned.ManifestWithout(origin, boot, epoch, maps.Keys(p.v2.unowned), now) == told
+	unowned := p.unowned(now)
+	return len(unowned) > 0 && p.cfg.Owned.ManifestWithout(origin, boot, epoch, slices.Values(unowned), now) == told
+}
+
+// unowned returns the destinations whose records Owned holds though the
+// owners last computed give them to others. They are kept until they age
+// out of the window: the members' lists and the destinations each node
+// knows differ for a while (a member declared dead and alive again, at
+// different nodes at different times, on a loaded machine many times; a
+// new destination spreading with its first aggregates), and an origin
+// whose owners did not change when this node's did sends nothing again
+// when this node's come back to what they were. Dropped at once, the
+// records of such origins were missing until they slid out of the window
+// (TestOwnerKeepsRecordsWhileNewDestinationsSpread); dropped a sub-window
+// later, so were those of a member listed dead at the owner alone for
+// longer than that (TestFlappingMemberLosesNoRecords).
+func (p *Protocol) unowned(now time.Time) []string {
+	o := p.v2.owners
+	if o == nil {
+		return nil
+	}
+	return slices.DeleteFunc(p.cfg.Owned.Destinations(now), func(d string) bool { return o.Rank(d, p.cfg.Name) >= 0 })
 }
 
 // sealedFor is this node's sealed sub-window of epoch cut to SealLimits

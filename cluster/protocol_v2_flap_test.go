@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -155,4 +158,133 @@ func TestStaleDeathKeepsQueuedSends(t *testing.T) {
 	require.Zero(t, g.q.push(Message{To: b, Type: codec.TypeRecords}))
 	g.onEvent(dead)
 	require.Zero(t, g.q.len(), "a refused member's death drops what is queued")
+}
+
+// flapEvent is a change of a member's state in the member lists of some
+// nodes: at tenths of a sub-window from the start, the nodes of at list
+// who (y when "") as st (with a new Since, as the member list does at a
+// death and a return).
+type flapEvent struct {
+	tenths int
+	at     []string
+	st     State
+	who    string
+}
+
+// flapPattern is a test case of TestFlappingMemberLosesNoRecords: the
+// member lists' changes, and while cut lasts (tenths of a sub-window,
+// [from, until)) every message to or from y is lost, as to a member
+// that cannot be reached.
+type flapPattern struct {
+	events []flapEvent
+	cut    [2]int
+}
+
+// listAt makes the nodes of at list name as st (Since moves to now), each
+// then given to SetMembers.
+func listAt(s *scenario, at []string, name string, st State) {
+	now := s.start.Add(s.now)
+	m := s.byName[name]
+	for _, n := range at {
+		x := s.byName[n]
+		x.see(m, st)
+		e := x.view[m.member()]
+		e.Since = now
+		x.view[m.member()] = e
+		x.p.SetMembers(x.members(), now)
+	}
+}
+
+// TestFlappingMemberLosesNoRecords: a, b, c and y call x0..x5 in every
+// epoch (one sample each); x3's only owner is a while y is up, b while y
+// is down (the bounds of AssignOwners move it when y's destinations go to
+// others). Through e3 and e4 y is listed dead and alive again, at
+// different nodes at different times, as memberlist does to a member it
+// suspects on a loaded machine, and from e5 on every node lists it alive.
+// Whenever a listed y dead for more than a sub-window it dropped its
+// records of x3 (given to b), and when it listed y alive again the
+// origins whose owners had not changed since (y always; b and c once
+// they had sent a the window again) sent none of them again: the views
+// of x3 missed those records of e0..e2 (the manifests of e3 and e4
+// brought those epochs back) until they slid out of the window (15 of 24
+// samples at e6 on either grid). From the second epoch after the
+// member lists agree again, every view is the exact merge.
+func TestFlappingMemberLosesNoRecords(t *testing.T) {
+	patterns := map[string]flapPattern{
+		// Only the owner sees y die, for 1.4 sub-windows.
+		"owner-only": {events: []flapEvent{{33, []string{"a"}, StateDead, ""}, {47, []string{"a"}, StateAlive, ""}}},
+		// Every node but y sees it die, and come back.
+		"origins-only": {events: []flapEvent{{31, []string{"b", "c"}, StateDead, ""}, {47, []string{"b", "c"}, StateAlive, ""}}},
+		// Deaths and returns at a, b and c at different times.
+		"staggered": {events: []flapEvent{
+			{31, []string{"a"}, StateDead, ""}, {33, []string{"b"}, StateDead, ""}, {36, []string{"b"}, StateAlive, ""},
+			{38, []string{"a"}, StateAlive, ""}, {40, []string{"a"}, StateDead, ""}, {42, []string{"c"}, StateDead, ""},
+			{44, []string{"c"}, StateAlive, ""}, {48, []string{"b"}, StateDead, ""}, {49, []string{"b"}, StateAlive, ""},
+			{53, []string{"a"}, StateAlive, ""},
+		}},
+		// The owner itself flaps in the others' lists.
+		"owner-flaps": {events: []flapEvent{
+			{31, []string{"b", "y"}, StateDead, "a"}, {34, []string{"c"}, StateDead, "a"}, {36, []string{"b"}, StateAlive, "a"},
+			{40, []string{"b"}, StateDead, "a"}, {43, []string{"y"}, StateAlive, "a"}, {47, []string{"b", "c"}, StateAlive, "a"},
+		}},
+	}
+	dests := []string{"x0", "x1", "x2", "x3", "x4", "x5"}
+	for _, grid := range []string{"6s", "500ms"} {
+		for _, name := range slices.Sorted(maps.Keys(patterns)) {
+			t.Run(fmt.Sprintf("sw=%s/%s", grid, name), func(t *testing.T) {
+				s := startScenario(t, "init nodes=(a,b,c,y) v2 ae=1m bulk-peers=0 owners=1 "+stallGrids[grid])
+				sw := s.trk.SubWindow()
+				step := sw / 10
+				events := patterns[name].events
+				cut := patterns[name].cut
+				last := events[len(events)-1].tenths
+				bound := (time.Duration(last)*step/sw + 2) * sw // the start of the second epoch after the lists agree
+				recorded := map[int64]int{}                     // epoch → samples of each destination
+				for at := step; at <= bound+4*sw; at += step {
+					who := ""
+					if at > time.Duration(cut[0])*step && at <= time.Duration(cut[1])*step {
+						who = "y"
+					}
+					runCutOff(t, s, at, who)
+					for _, ev := range events {
+						if time.Duration(ev.tenths)*step == at {
+							listAt(s, ev.at, cmp.Or(ev.who, "y"), ev.st)
+						}
+					}
+					if at == 25*step {
+						for _, n := range s.nodes {
+							require.Equal(t, []string{"a"}, n.p.Owners("x3", s.start.Add(s.now)), "x3's owners at %s", n.name)
+						}
+						require.Equal(t, []string{"b"}, AssignOwners([]string{"a", "b", "c"}, dests, 1).Of("x3"), "x3's owner without y")
+					}
+					if at%sw == 8*step {
+						for _, n := range s.nodes {
+							for _, d := range dests {
+								scenarioStep(t, s, fmt.Sprintf("record n=%s dest=%s ms=12", n.name, d))
+							}
+						}
+						recorded[int64(at/sw)] += len(s.nodes)
+					}
+					if at < bound || at%sw != 9*step { // past the round's publish and failover on either grid
+						continue
+					}
+					e := int64(at / sw)
+					want := 0
+					for ep, k := range recorded {
+						if ep >= e-int64(s.trk.SubWindows)+1 && ep <= e-1 {
+							want += k
+						}
+					}
+					for _, n := range s.nodes {
+						for _, d := range dests {
+							est, err := n.fleet.Estimate(d, 0.99, s.start.Add(s.now))
+							require.NoError(t, err)
+							require.Equal(t, want, int(est.Samples), "%s's view of %s at %v (e%d): the window's samples", n.name, d, s.now, e)
+						}
+					}
+				}
+				t.Log(scenarioStep(t, s, "stats"))
+			})
+		}
+	}
 }

@@ -21,8 +21,8 @@ import (
 // sent them again (its owners changed twice), c never (its did not), and
 // c's records of e3, e4 and e5 stayed missing from every view until they
 // slid out of the window (4 of 8 samples at 47 s, none of c's; then 3
-// short). An owner now keeps the records of what it gave away for a
-// sub-window.
+// short). An owner now keeps the records of what it gave away until they
+// age out of the window.
 func TestOwnerKeepsRecordsWhileNewDestinationsSpread(t *testing.T) {
 	s := startScenario(t, "init nodes=(a,b,c,d) v2 ae=1m bulk-peers=0 owners=1")
 	type calls struct {
