@@ -624,11 +624,15 @@ func (p *Protocol) round(now time.Time) {
 	}
 	p.v2.digestDone = [2]bool{}
 	for m := range p.v2.heard {
-		if !p.up(m) {
-			// Kept while the origin is up, however long it is quiet:
-			// pullMissing expects only those heard in the round's two
-			// epochs before, and receiveRecords pulls the gap of one
-			// heard again (gapEpochs).
+		if _, listed := p.byMember[m]; !listed {
+			// Kept while the origin is listed, up or not, however long
+			// it is quiet: pullMissing expects only those up and heard
+			// in the round's two epochs before, and receiveRecords
+			// pulls the gap of one heard again (gapEpochs), also when
+			// it comes back with its boot after being listed dead
+			// (forgotten then, what it sent while it could not be
+			// reached stayed missing until it slid out of the window:
+			// TestFlappingMemberLosesNoRecords).
 			delete(p.v2.heard, m)
 		}
 	}

@@ -173,7 +173,7 @@ type flapEvent struct {
 
 // flapPattern is a test case of TestFlappingMemberLosesNoRecords: the
 // member lists' changes, and while cut lasts (tenths of a sub-window,
-// [from, until)) every message to or from y is lost, as to a member
+// (from, until]) every message to or from y is lost, as to a member
 // that cannot be reached.
 type flapPattern struct {
 	events []flapEvent
@@ -207,8 +207,14 @@ func listAt(s *scenario, at []string, name string, st State) {
 // they had sent a the window again) sent none of them again: the views
 // of x3 missed those records of e0..e2 (the manifests of e3 and e4
 // brought those epochs back) until they slid out of the window (15 of 24
-// samples at e6 on either grid). From the second epoch after the
-// member lists agree again, every view is the exact merge.
+// samples at e6 on either grid). Cut off for 1.8 sub-windows while a
+// and b list it dead and alive again, y's records of e2 and e3 are lost
+// on their way; a forgot the newest epoch it had heard of y when it
+// listed y dead, so y's return pulled no gap (e3 came back with the
+// manifests): 23 of 24 samples, and 26 of 28 when y's first records
+// after the cut came while a still listed it dead (heard then, they
+// closed the gap, their manifests unchecked). From the second epoch after
+// the member lists agree again, every view is the exact merge.
 func TestFlappingMemberLosesNoRecords(t *testing.T) {
 	patterns := map[string]flapPattern{
 		// Only the owner sees y die, for 1.4 sub-windows.
@@ -221,6 +227,18 @@ func TestFlappingMemberLosesNoRecords(t *testing.T) {
 			{38, []string{"a"}, StateAlive, ""}, {40, []string{"a"}, StateDead, ""}, {42, []string{"c"}, StateDead, ""},
 			{44, []string{"c"}, StateAlive, ""}, {48, []string{"b"}, StateDead, ""}, {49, []string{"b"}, StateAlive, ""},
 			{53, []string{"a"}, StateAlive, ""},
+		}},
+		// y cannot be reached for 1.8 sub-windows (what it sends and what
+		// is sent to it lost) while a and b list it dead and alive again.
+		"cut-off": {cut: [2]int{30, 48}, events: []flapEvent{
+			{33, []string{"b"}, StateDead, ""}, {35, []string{"a"}, StateDead, ""}, {39, []string{"b"}, StateAlive, ""},
+			{41, []string{"b"}, StateDead, ""}, {49, []string{"a", "b"}, StateAlive, ""},
+		}},
+		// So, and the owner lists it alive again only after its records
+		// of e4, the first since the cut, came.
+		"cut-off-late-return": {cut: [2]int{30, 48}, events: []flapEvent{
+			{33, []string{"b"}, StateDead, ""}, {35, []string{"a"}, StateDead, ""}, {39, []string{"b"}, StateAlive, ""},
+			{41, []string{"b"}, StateDead, ""}, {49, []string{"b"}, StateAlive, ""}, {53, []string{"a"}, StateAlive, ""},
 		}},
 		// The owner itself flaps in the others' lists.
 		"owner-flaps": {events: []flapEvent{

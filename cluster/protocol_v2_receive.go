@@ -75,12 +75,16 @@ func (p *Protocol) receiveRecords(msg []byte, now time.Time, r *Receipt) {
 	sender := MemberName(b.Key.Origin, b.Key.Boot)
 	e := p.cfg.Tracker.Epoch(now)
 	var want []int64
-	if len(b.Dests) > 0 || len(rec.Manifests) > 0 {
+	if (len(b.Dests) > 0 || len(rec.Manifests) > 0) && p.up(sender) {
+		// Not while the origin is listed dead here: its manifests are
+		// not checked then (a pull to it would not be sent), and the
+		// first message after its return pulls the gap since the last
+		// heard before (gapEpochs), what came meanwhile included.
 		last, ok := p.v2.heard[sender]
 		if b.Key.Epoch > last {
 			p.v2.heard[sender] = b.Key.Epoch
 		}
-		if ok && b.Key.Epoch > last+1 && p.up(sender) {
+		if ok && b.Key.Epoch > last+1 {
 			want = p.gapEpochs(b.Key, last, rec.Manifests, now)
 		}
 	}
