@@ -65,7 +65,9 @@
 // is observed as timeout.Superseded (whatever it returns then,
 // timeout.TimedOut if its own timeout had ended it before the win and
 // before its round trip returned, timeout.Canceled if the caller's context
-// had ended before the win). node.DoHedged's rule for one destination, as
+// had ended before the win). An answer (or a failure) of the first attempt
+// in hand when the delay's passing is handled comes first: no copy is
+// sent, no token spent. node.DoHedged's rule for one destination, as
 // timeoutgrpc's; RoundTrip documents the details.
 //
 // # Time and concurrency

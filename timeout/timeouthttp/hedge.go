@@ -57,8 +57,10 @@ type hedgeCall struct {
 // cancelled and observed as superseded at its elapsed time. Each attempt
 // has its own adaptive timeout and is observed as RoundTrip's are; an
 // attempt that fails otherwise leaves the other running. When both fail,
-// the first attempt's error is returned. Hedged attempts run no shadow
-// probe.
+// the first attempt's error is returned. The first attempt's return, if in
+// hand when the coordinator handles the delay's passing, comes first (as
+// in node.DoHedged): it ends the request and no copy is sent. Hedged
+// attempts run no shadow probe.
 func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay time.Duration) (*http.Response, error) {
 	parent := req.Context()
 	hc := &hedgeCall{results: make(chan hedgeResult, 2)}
@@ -104,7 +106,13 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 		select {
 		case <-timerC:
 			timerC = nil
-			if parent.Err() != nil || !h.SpendHedge(t.now()) {
+			now := t.now()
+			// The first attempt's return, if in hand by the time the
+			// delay's passing is handled (the timer and the return may be
+			// ready together, and Go's select takes either), comes first,
+			// as in node.DoHedged: it ends the call, an answer winning
+			// without a hedge, and no token is spent.
+			if len(hc.results) > 0 || parent.Err() != nil || !h.SpendHedge(now) {
 				continue
 			}
 			r := req.Clone(parent)

@@ -504,3 +504,68 @@ func TestHedgeAnswerErrorWins(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeAnswerInHandBeforeTheHedge: the first attempt's return that
+// the request's coordinator has in hand when it handles the hedge delay's
+// passing comes first, as in node.DoHedged: an answer wins, and no hedge
+// is sent (nothing spent, the base called once); a refusal is the
+// request's error, as it is before the delay. Here the clock holds the
+// coordinator for 2 ms on its first read after the first round trip
+// started: the read that handles the delay's passing, when the timer is
+// what it takes (or else the one that handles the answer). The round
+// trip returns at the delay, 21 ms, the same instant the timer fires, so
+// either may be taken first (repeated, so that each gets its turn), or
+// 1 ms later, while the coordinator is held on the timer's firing.
+func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		returns time.Duration
+		refused bool
+		runs    int
+	}{
+		{"an answer at the delay", 21 * time.Millisecond, false, 64},
+		{"an answer while the delay's passing is handled", 22 * time.Millisecond, false, 1},
+		{"a refusal at the delay", 21 * time.Millisecond, true, 64},
+		{"a refusal while the delay's passing is handled", 22 * time.Millisecond, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.runs {
+				synctest.Test(t, func(t *testing.T) {
+					var hold atomic.Bool
+					p := hedger(time.Second)
+					base := &callsBase{calls: []roundTripFunc{
+						func(r *http.Request) (*http.Response, error) {
+							hold.Store(true) // the coordinator's start is read
+							time.Sleep(tc.returns)
+							if tc.refused {
+								return nil, errRefused
+							}
+							return okResponse(r)
+						},
+						after(time.Millisecond), // the hedge, if sent, would win
+					}}
+					rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true, Now: holdingClock(&hold), Classify: classifyTest})
+					req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
+					require.NoError(t, err)
+					resp, err := rt.RoundTrip(req)
+					if tc.refused {
+						require.ErrorIs(t, err, errRefused)
+					} else {
+						require.NoError(t, err)
+						_, err = io.ReadAll(resp.Body)
+						require.NoError(t, err)
+						require.NoError(t, resp.Body.Close())
+					}
+					synctest.Wait()
+					require.Len(t, base.sent(), 1, "no hedge sent")
+					require.Zero(t, p.spent.Load(), "no hedge token spent")
+					want := timeout.Completed
+					if tc.refused {
+						want = timeout.Failed
+					}
+					require.Equal(t, []timeout.Outcome{want}, p.Outcomes())
+				})
+			}
+		})
+	}
+}

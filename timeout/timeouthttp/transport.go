@@ -216,8 +216,12 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // caller's context had ended before the win). Each attempt has its own
 // adaptive timeout; an attempt that fails otherwise (timed out, or an
 // error Classify calls anything else) leaves the other running, and when
-// both fail the first one's error is returned. Hedged requests run no
-// shadow probe.
+// both fail the first one's error is returned. The first attempt's
+// return, if RoundTrip has it in hand when it handles the delay's passing,
+// comes first, as in node.DoHedged: its answer wins, or its failure is the
+// request's error, and no copy is sent (no token spent); one that comes
+// in only after the copy was sent is decided as any other, by when it
+// returned. Hedged requests run no shadow probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h, ok := t.hedgeable(req); ok {
 		if delay, ok := h.HedgeDelay(t.dest(req), t.now()); ok {
