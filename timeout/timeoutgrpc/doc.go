@@ -47,7 +47,9 @@
 // hedge budget; the first answer wins and the other attempt is observed as
 // timeout.Superseded (whatever it returns then, timeout.TimedOut if its
 // own timeout had ended it before the win, timeout.Canceled if the
-// caller's context had). node.DoHedged's rule for one destination;
+// caller's context had). A reply or status of the first attempt in hand
+// when the delay's passing is handled comes first: the call is not sent
+// again, no token spent. node.DoHedged's rule for one destination;
 // streams are never hedged.
 //
 // # Time and concurrency

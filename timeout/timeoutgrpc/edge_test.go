@@ -817,3 +817,68 @@ func TestHedgeLoserReturnedInTime(t *testing.T) {
 		}, p.Observed())
 	})
 }
+
+// TestHedgeAnswerInHandBeforeTheHedge: the first attempt's return that
+// the call's coordinator has in hand when it handles the hedge delay's
+// passing comes first, as in node.DoHedged and timeouthttp: a reply wins,
+// and no hedge is sent (nothing spent, the invoker called once); an
+// Unavailable is the call's error, as it is before the delay. Here the
+// clock holds the coordinator for 2 ms on its first read after the first
+// call started: the read that handles the delay's passing, when the timer
+// is what it takes (or else the one that handles the reply). The invoker
+// returns at the delay, 21 ms, the same instant the timer fires, so either
+// may be taken first (repeated, so that each gets its turn), or 1 ms
+// later, while the coordinator is held on the timer's firing.
+func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		returns time.Duration
+		refused bool
+		runs    int
+	}{
+		{"a reply at the delay", 21 * time.Millisecond, false, 64},
+		{"a reply while the delay's passing is handled", 22 * time.Millisecond, false, 1},
+		{"a refusal at the delay", 21 * time.Millisecond, true, 64},
+		{"a refusal while the delay's passing is handled", 22 * time.Millisecond, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range tc.runs {
+				synctest.Test(t, func(t *testing.T) {
+					var hold atomic.Bool
+					clock := func() time.Time {
+						now := time.Now()
+						if hold.CompareAndSwap(true, false) {
+							time.Sleep(2 * time.Millisecond)
+						}
+						return now
+					}
+					p := &fixedHedger{Policy: policytest.New(time.Second)}
+					first := func(context.Context, *wrapperspb.StringValue) error {
+						hold.Store(true) // the coordinator's start is read
+						time.Sleep(tc.returns)
+						if tc.refused {
+							return status.Error(codes.Unavailable, "refused")
+						}
+						return nil
+					}
+					c := &calls{fs: []func(context.Context, *wrapperspb.StringValue) error{first, after(time.Millisecond)}}
+					reply, err := call1(context.Background(), p, c.invoker(), hedgeAll, WithClock(clock))
+					if tc.refused {
+						require.Equal(t, codes.Unavailable, status.Code(err))
+					} else {
+						require.NoError(t, err)
+						require.Equal(t, "ok", reply.GetValue())
+					}
+					synctest.Wait()
+					require.EqualValues(t, 1, c.n.Load(), "no hedge sent")
+					require.Zero(t, p.spent.Load(), "no hedge token spent")
+					want := timeout.Completed
+					if tc.refused {
+						want = timeout.Failed
+					}
+					require.Equal(t, []timeout.Outcome{want}, p.Outcomes())
+				})
+			}
+		})
+	}
+}

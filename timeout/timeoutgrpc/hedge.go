@@ -82,7 +82,10 @@ type hedgeCall struct {
 // if its own timeout had ended it before the win, canceled if the caller's
 // context had). Each attempt has its own adaptive timeout and its own
 // reply; one that fails or times out leaves the other running; when both
-// end without an answer, the first attempt's error is returned.
+// end without an answer, the first attempt's error is returned. The first
+// attempt's return, if in hand when the coordinator handles the delay's
+// passing, comes first (as in node.DoHedged): it ends the call and the
+// call is not sent again.
 func (o *options) invokeHedged(ctx context.Context, method string, req, reply proto.Message, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, callOpts []grpc.CallOption, h timeout.Hedger, delay time.Duration) error {
 	req = proto.Clone(req) // a loser may still be sending it when we return
@@ -116,7 +119,13 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 		select {
 		case <-timerC:
 			timerC = nil
-			if ctx.Err() == nil && h.SpendHedge(o.now()) {
+			now := o.now()
+			// The first attempt's return, if in hand by the time the
+			// delay's passing is handled (the timer and the return may be
+			// ready together, and Go's select takes either), comes first,
+			// as in node.DoHedged: it ends the call, an answer winning
+			// without a hedge, and no token is spent.
+			if len(hc.results) == 0 && ctx.Err() == nil && h.SpendHedge(now) {
 				launch()
 				pending++
 			}

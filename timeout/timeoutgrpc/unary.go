@@ -57,6 +57,11 @@ import (
 // canceled if the caller's context had). Each attempt has its own adaptive
 // timeout; an attempt that fails or times out leaves the other running,
 // and when both end without an answer the first one's error is returned.
+// The first attempt's return, if the interceptor has it in hand when it
+// handles the delay's passing, comes first, as in node.DoHedged: its reply
+// or status is the call's, and the call is not sent again (no token
+// spent); one that comes in only after the second call was sent is decided
+// as any other, by when it returned.
 // Hedged calls run no shadow probe.
 func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	o := newOptions(p, opts)
