@@ -478,3 +478,53 @@ func TestBodyErrorBeforeTheDeadline(t *testing.T) {
 type readFunc func([]byte) (int, error)
 
 func (f readFunc) Read(p []byte) (int, error) { return f(p) }
+
+// slowDone is a caller's context whose first Done call holds its caller
+// for d. The Transport's coordinator makes that call as it enters its
+// wait (nothing calls Done before), so it comes back to find all that
+// became ready meanwhile in hand at once, the attempt's return and the
+// timer's firing both, as after the scheduler kept it off the CPU.
+type slowDone struct {
+	context.Context
+	d    time.Duration
+	held atomic.Bool
+}
+
+func (c *slowDone) Done() <-chan struct{} {
+	if c.held.CompareAndSwap(false, true) {
+		time.Sleep(c.d)
+	}
+	return c.Context.Done()
+}
+
+// TestProbeableErrorBeforeTheTimeout: an error the round trip of an
+// attempt that may become a probe returned 1 ms before its timeout is its
+// own, as Options.Classify says, not a timeout, though the timer has fired
+// too by the time the Transport looks: the return in hand comes first, and
+// no probe is taken for it, as on the plain path
+// (TestErrorBeforeTheDeadline) and in node.Do. Here the caller's context
+// holds the Transport for 101 ms as it enters its wait, so the return (99
+// ms) and the timer's firing (100 ms) are both ready when it looks and Go's
+// select takes either: repeated, so that each gets its turn.
+func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			p := probing()
+			tr := newTransport(t, Options{Policy: p, Classify: classifyTest, Base: roundTripFunc(func(*http.Request) (*http.Response, error) {
+				time.Sleep(99 * time.Millisecond)
+				return nil, errRefused
+			})})
+			ctx := &slowDone{Context: context.Background(), d: 101 * time.Millisecond}
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
+			require.NoError(t, err)
+			_, err = tr.RoundTrip(req)
+			require.True(t, ctx.held.Load())
+			require.ErrorIs(t, err, errRefused)
+			require.NotErrorIs(t, err, ErrTimeout)
+			synctest.Wait()
+			require.Equal(t, []timeout.Outcome{timeout.Failed}, p.Outcomes())
+			require.Zero(t, p.Probes())
+			require.False(t, p.InFlight("h"), "no reservation left")
+		})
+	}
+}

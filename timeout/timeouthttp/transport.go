@@ -185,7 +185,11 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 //
 // Shadow probes: when the Policy offered a probe (Attempt.ProbeTimeout
 // beyond Timeout) and the attempt reaches its timeout before the response
-// headers arrived, RoundTrip asks Policy.Probe. If it reserves the probe,
+// headers arrived, RoundTrip asks Policy.Probe. A round trip that has
+// returned by the time RoundTrip handles the timeout's passing comes
+// first and is never made a probe: its response is the caller's, and an
+// error it returned before the timeout is its own, as Options.Classify
+// says, not a timeout. If Policy.Probe reserves the probe,
 // the caller gets its *TimeoutError at the normal timeout while the request
 // goes on unseen, detached from the caller's cancellation, until
 // ProbeTimeout after its start; it then reads and discards the body and is
@@ -386,6 +390,7 @@ type call struct {
 	done     chan struct{} // closed when the round trip returned
 	mu       sync.Mutex
 	finished bool // the round trip returned
+	inTime   bool // it returned an error before the timeout (the caller's deadline is later)
 	probing  bool // the caller left: the attempt goes on as a probe
 	resp     *http.Response
 	err      error
@@ -419,7 +424,7 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 		r.Body = body
 	}
 	c := &call{done: make(chan struct{})}
-	go a.run(c)
+	go a.run(c, deadline)
 
 	timer := time.NewTimer(a.a.Timeout)
 	defer timer.Stop()
@@ -430,27 +435,42 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 		<-c.done
 	case <-timer.C:
 		c.mu.Lock()
-		if !c.finished && parent.Err() == nil && a.t.p.Probe(&a.a, a.t.now()) {
+		switch {
+		case c.finished:
+			// The round trip's return, in hand by the time the timeout's
+			// passing is handled (the timer and the return may be ready
+			// together, and Go's select takes either), comes first, as if
+			// taken before the timer: no probe, and nothing ends its
+			// context.
+			c.mu.Unlock()
+		case parent.Err() == nil && a.t.p.Probe(&a.a, a.t.now()):
 			c.probing = true
 			c.mu.Unlock()
 			return nil, &TimeoutError{Dest: a.a.Dest, Attempt: a.a.Attempt, Limit: a.a.Timeout}
+		default:
+			c.mu.Unlock()
+			if parent.Err() != nil {
+				cancel(context.Cause(parent))
+			} else {
+				cancel(ErrTimeout)
+			}
+			<-c.done
 		}
-		c.mu.Unlock()
-		if parent.Err() != nil {
-			cancel(context.Cause(parent))
-		} else {
-			cancel(ErrTimeout)
-		}
-		<-c.done
 	}
-	if c.err == nil && c.resp.Body != nil {
+	if c.err != nil {
+		// An error the round trip returned before the timeout is its own,
+		// as on the plain path (failReturned), though the timer may have
+		// ended the context by the time it is looked at.
+		return nil, a.failAt(c.err, a.elapsed(), false, c.inTime)
+	}
+	if c.resp.Body != nil {
 		// The caller reads the body: cut it at the timeout, or when the
 		// caller's context ends.
 		cutTimer := time.AfterFunc(time.Until(deadline), func() { cancel(ErrTimeout) })
 		stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 		release = func() { cutTimer.Stop(); stopParent() }
 	}
-	resp, err := a.response(c.resp, c.err)
+	resp, err := a.response(c.resp, nil)
 	if release != nil { // before the caller can read the body
 		a.state.Or(cut)
 	}
@@ -458,12 +478,14 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 }
 
 // run is the goroutine of an async attempt: the round trip, then, if the
-// caller left, the rest of the probe.
-func (a *attempt) run(c *call) {
+// caller left, the rest of the probe. deadline is the attempt's timeout,
+// on the probe deadline's clock.
+func (a *attempt) run(c *call, deadline time.Time) {
 	resp, err := a.t.base.RoundTrip(a.req)
 	ret := time.Now() // when it returned, on the probe deadline's clock
+	inTime := err != nil && ret.Before(deadline)
 	c.mu.Lock()
-	c.finished, c.resp, c.err = true, resp, err
+	c.finished, c.inTime, c.resp, c.err = true, inTime, resp, err
 	probing := c.probing
 	c.mu.Unlock()
 	close(c.done)
