@@ -882,3 +882,81 @@ func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
 		})
 	}
 }
+
+// slowDone is a caller's context whose first Done call holds its caller
+// for d. The interceptor's coordinator makes that call as it enters its
+// wait (nothing calls Done before), so it comes back to find all that
+// became ready meanwhile in hand at once, the invoker's return and the
+// timer's firing both, as after the scheduler kept it off the CPU.
+type slowDone struct {
+	context.Context
+	d    time.Duration
+	held atomic.Bool
+}
+
+func (c *slowDone) Done() <-chan struct{} {
+	if c.held.CompareAndSwap(false, true) {
+		time.Sleep(c.d)
+	}
+	return c.Context.Done()
+}
+
+// TestProbeableErrorBeforeTheTimeout: an error the invoker of a call that
+// may become a probe returned 1 ms before its timeout is its own, by its
+// status, not a timeout, though the timer has fired too by the time the
+// interceptor looks: the return in hand comes first, and no probe is taken
+// for it, as on the other path (TestErrorBeforeTheDeadline), in node.Do and
+// in timeouthttp. Here the caller's context holds the interceptor for 101
+// ms as it enters its wait, so the return (99 ms) and the timer's firing
+// (100 ms) are both ready when it looks and Go's select takes either:
+// repeated, so that each gets its turn.
+func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(100 * time.Millisecond)
+			p.OfferProbe(time.Second)
+			ctx := &slowDone{Context: context.Background(), d: 101 * time.Millisecond}
+			_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(99 * time.Millisecond)
+				return status.Error(codes.Unavailable, "refused")
+			}))
+			require.True(t, ctx.held.Load())
+			require.Equal(t, codes.Unavailable, status.Code(err))
+			require.NotErrorIs(t, err, ErrTimeout)
+			synctest.Wait()
+			require.Equal(t, []timeout.Outcome{timeout.Failed}, p.Outcomes())
+			require.Zero(t, p.Probes())
+			require.False(t, p.InFlight("h"), "no reservation left")
+		})
+	}
+}
+
+// TestProbeableReplyBeforeTheCallerLeft: a reply the invoker of a call
+// that may become a probe returned before the caller cancelled is the
+// caller's, Completed, though the cancellation is in hand too by the time
+// the interceptor looks, as on the other path and in node.DoHedged: the
+// return in hand comes first. Here the caller's context holds the
+// interceptor for 60 ms as it enters its wait, so the reply (40 ms) and the
+// cancellation (50 ms) are both ready when it looks and Go's select takes
+// either: repeated, so that each gets its turn.
+func TestProbeableReplyBeforeTheCallerLeft(t *testing.T) {
+	for range 64 {
+		synctest.Test(t, func(t *testing.T) {
+			p := policytest.New(100 * time.Millisecond)
+			p.OfferProbe(time.Second)
+			cctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(50*time.Millisecond, cancel)
+			ctx := &slowDone{Context: cctx, d: 60 * time.Millisecond}
+			reply, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+				time.Sleep(40 * time.Millisecond)
+				return nil
+			}))
+			require.True(t, ctx.held.Load())
+			require.NoError(t, err)
+			require.Equal(t, "ok", reply.GetValue())
+			synctest.Wait()
+			require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes())
+		})
+	}
+}

@@ -40,7 +40,11 @@ import (
 // If it reaches the timeout and p.Probe reserves the probe, the caller gets
 // its *TimeoutError at once and the call goes on unseen until the probe
 // timeout, never writing into the caller's reply or options, and is observed
-// once when it ends; its goroutine ends by the probe timeout. Otherwise the
+// once when it ends; its goroutine ends by the probe timeout. An invoker
+// that has returned by the time the interceptor handles the timeout's
+// passing, or the caller's end, comes first and is never made a probe:
+// its reply is the caller's, and an error it returned before the timeout
+// is its own, by its status, not a timeout. Otherwise the
 // call ends at its timeout as any other.
 //
 // Hedging (WithHedging, when p is a timeout.Hedger): a call of a method
@@ -126,6 +130,7 @@ type asyncCall struct {
 	done     chan struct{} // closed when the invoker returned
 	mu       sync.Mutex
 	finished bool // the invoker returned
+	inTime   bool // it returned an error before the timeout (the caller's deadline is later)
 	probing  bool // the caller left: the call goes on as a probe
 	err      error
 
@@ -160,9 +165,16 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	go func() {
 		defer stop()
 		err := invoker(actx, c.method, req, ac.reply, cc, opts...)
-		first := err != nil && returnedBefore(actx, time.Now()) // before the probe's deadline
+		var first, inTime bool
+		if err != nil {
+			ret := time.Now()
+			first = returnedBefore(actx, ret) // before the probe's deadline
+			// Before the timeout: the probe's deadline less the probe's
+			// extra time.
+			inTime = returnedBefore(actx, ret.Add(c.a.ProbeTimeout-c.a.Timeout))
+		}
 		ac.mu.Lock()
-		ac.finished, ac.err = true, err
+		ac.finished, ac.inTime, ac.err = true, inTime, err
 		probing := ac.probing
 		ac.mu.Unlock()
 		close(ac.done)
@@ -178,31 +190,50 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	select {
 	case <-ac.done:
 	case <-ctx.Done():
-		cancel(context.Cause(ctx))
-		<-ac.done
-		callerErr = status.FromContextError(ctx.Err()).Err()
+		// The invoker's return, in hand by the time the caller's end is
+		// handled, comes first, as if taken before it: a reply is the
+		// caller's, as on the other path.
+		ac.mu.Lock()
+		finished := ac.finished
+		ac.mu.Unlock()
+		if !finished {
+			cancel(context.Cause(ctx))
+			<-ac.done
+			callerErr = status.FromContextError(ctx.Err()).Err()
+		}
 	case <-timer.C:
 		ac.mu.Lock()
-		if !ac.finished && ctx.Err() == nil && c.o.p.Probe(&c.a, c.o.now()) {
+		switch {
+		case ac.finished:
+			// The invoker's return, in hand by the time the timeout's
+			// passing is handled (the timer and the return may be ready
+			// together, and Go's select takes either), comes first, as if
+			// taken before the timer: no probe, and nothing ends its
+			// context.
+			ac.mu.Unlock()
+		case ctx.Err() == nil && c.o.p.Probe(&c.a, c.o.now()):
 			ac.probing = true
 			ac.mu.Unlock()
 			return c.timeoutError(nil)
+		default:
+			ac.mu.Unlock()
+			if ctx.Err() != nil {
+				cancel(context.Cause(ctx))
+				callerErr = status.FromContextError(ctx.Err()).Err()
+			} else {
+				cancel(ErrTimeout)
+			}
+			<-ac.done
 		}
-		ac.mu.Unlock()
-		if ctx.Err() != nil {
-			cancel(context.Cause(ctx))
-			callerErr = status.FromContextError(ctx.Err()).Err()
-		} else {
-			cancel(ErrTimeout)
-		}
-		<-ac.done
 	}
 	elapsed := c.elapsed()
 	err := ac.err
 	// Once our timeout ended the call (the probe declined), a cancellation
 	// of the caller's while the invoker returns leaves it timed out, as on
-	// the other path: outcome looks at our timeout first.
-	oc := outcome(ctx, actx, err, false) // our timeout is the timer: the select above decided
+	// the other path: outcome looks at our timeout first. An error the
+	// invoker returned before the timeout is its own, though the timer may
+	// have ended actx by the time it is looked at.
+	oc := outcome(ctx, actx, err, ac.inTime)
 	cancel(nil)
 	c.observe(oc, elapsed)
 	switch {
