@@ -148,7 +148,10 @@ func (c *config[R]) OnTimeoutExceeded(listener func(failsafe.ExecutionDoneEvent[
 
 func (c *config[R]) Build() Timeout[R] { return &adaptiveTimeout[R]{config: *c} }
 
-type adaptiveTimeout[R any] struct{ config[R] }
+type adaptiveTimeout[R any] struct {
+	config[R]
+	attempts sync.Pool // of *attempt[R] that can serve again
+}
 
 // ResultAgnostic marks the policy as one that never changes a result.
 func (*adaptiveTimeout[R]) ResultAgnostic() {}
@@ -184,10 +187,15 @@ var _ policy.Executor[any] = &executor[any]{}
 func (e *executor[R]) Apply(innerFn func(failsafe.Execution[R]) *common.PolicyResult[R]) func(failsafe.Execution[R]) *common.PolicyResult[R] {
 	return func(exec failsafe.Execution[R]) *common.PolicyResult[R] {
 		child := exec.(policy.ExecutionInternal[R]).CopyForCancellable().(policy.ExecutionInternal[R])
-		r := &attempt[R]{e: e, exec: child, start: e.now()}
+		r, _ := e.attempts.Get().(*attempt[R])
+		if r == nil {
+			r = new(attempt[R])
+			r.fire = r.expire
+		}
+		r.e, r.exec, r.start = e, child, e.now()
 		r.a = e.p.Decide(e.dest(exec), timeout.AttemptFrom(exec.Context())+exec.Retries(), r.start)
 		r.mu.Lock()
-		r.timer = time.AfterFunc(r.a.Timeout, r.expire)
+		r.timer = time.AfterFunc(r.a.Timeout, r.fire)
 		r.mu.Unlock()
 
 		result := innerFn(child)
@@ -195,13 +203,18 @@ func (e *executor[R]) Apply(innerFn func(failsafe.Execution[R]) *common.PolicyRe
 		r.mu.Lock()
 		ours := r.ended
 		r.ended = true
-		r.timer.Stop()
+		// Stopped before it fired, the timer never ran expire: nothing
+		// holds r but us, and it can serve another attempt once observed.
+		unused := r.timer.Stop()
 		r.mu.Unlock()
 		if ours { // our timeout ended it, and observed it
 			return e.PostExecute(child, r.result)
 		}
 		r.observe(r.outcome(result))
 		child.Cancel(nil)
+		if unused {
+			r.release()
+		}
 		return e.PostExecute(child, result)
 	}
 }
@@ -212,8 +225,12 @@ func (e *executor[R]) IsFailure(_ R, err error) bool {
 	return err != nil && errors.Is(err, ErrTimeout)
 }
 
-// attempt is one execution attempt under the adaptive timeout.
+// attempt is one execution attempt under the adaptive timeout. One whose
+// timer never fired serves another afterwards (adaptiveTimeout.attempts),
+// its expire already bound (fire): the two allocations are the cost of a
+// call beyond failsafe-go's own timeout that is not the clock's.
 type attempt[R any] struct {
+	fire  func() // expire
 	e     *executor[R]
 	exec  policy.ExecutionInternal[R]
 	start time.Time
@@ -223,6 +240,13 @@ type attempt[R any] struct {
 	ended bool // innerFn returned, or our timeout ended the attempt
 	// result is our timeout's result, set when it ended the attempt.
 	result *common.PolicyResult[R]
+}
+
+// release hands r, which nothing else holds, on to another attempt.
+func (r *attempt[R]) release() {
+	e := r.e
+	r.e, r.exec, r.a, r.timer, r.ended = nil, nil, timeout.Attempt{}, nil, false
+	e.attempts.Put(r)
 }
 
 func (r *attempt[R]) elapsed() time.Duration {
