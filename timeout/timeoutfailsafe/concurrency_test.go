@@ -16,9 +16,9 @@ import (
 )
 
 // TestZeroTimeoutCallerProbe: a timeout of zero fires at once, on another
-// core maybe before Apply has stored its timer, which a caller probe then
-// resets; the probe still runs to its probe timeout, or ends with the
-// answer, and is observed once. Real time (a bubble runs the timer only
+// core maybe before Apply has stored its timer; the caller probe it
+// starts still runs to its probe timeout, or ends with the answer, and is
+// observed once. Real time (a bubble runs the timer only
 // once the function blocks); each outcome is the same whichever comes
 // first, and -race checks the orders the runs took.
 func TestZeroTimeoutCallerProbe(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/failsafe-go/failsafe-go"
@@ -146,11 +147,15 @@ func (c *config[R]) OnTimeoutExceeded(listener func(failsafe.ExecutionDoneEvent[
 	return c
 }
 
-func (c *config[R]) Build() Timeout[R] { return &adaptiveTimeout[R]{config: *c} }
+func (c *config[R]) Build() Timeout[R] {
+	return &adaptiveTimeout[R]{config: *c, returned: new(common.PolicyResult[R]), probing: new(common.PolicyResult[R])}
+}
 
 type adaptiveTimeout[R any] struct {
 	config[R]
-	attempts sync.Pool // of *attempt[R] that can serve again
+	// returned and probing mark an attempt's state (attempt.state).
+	returned, probing *common.PolicyResult[R]
+	attempts          sync.Pool // of *attempt[R] that can serve again
 }
 
 // ResultAgnostic marks the policy as one that never changes a result.
@@ -194,21 +199,19 @@ func (e *executor[R]) Apply(innerFn func(failsafe.Execution[R]) *common.PolicyRe
 		}
 		r.e, r.exec, r.start = e, child, e.now()
 		r.a = e.p.Decide(e.dest(exec), timeout.AttemptFrom(exec.Context())+exec.Retries(), r.start)
-		r.mu.Lock()
 		r.timer = time.AfterFunc(r.a.Timeout, r.fire)
-		r.mu.Unlock()
 
 		result := innerFn(child)
 
-		r.mu.Lock()
-		ours := r.ended
-		r.ended = true
+		if !r.state.CompareAndSwap(nil, e.returned) && !r.claim() {
+			// our timeout ended it, and observed it
+			return e.PostExecute(child, r.state.Load())
+		}
 		// Stopped before it fired, the timer never ran expire: nothing
 		// holds r but us, and it can serve another attempt once observed.
 		unused := r.timer.Stop()
-		r.mu.Unlock()
-		if ours { // our timeout ended it, and observed it
-			return e.PostExecute(child, r.result)
+		if r.probe != nil { // set only after the timer fired
+			r.probe.Stop()
 		}
 		r.observe(r.outcome(result))
 		child.Cancel(nil)
@@ -228,24 +231,42 @@ func (e *executor[R]) IsFailure(_ R, err error) bool {
 // attempt is one execution attempt under the adaptive timeout. One whose
 // timer never fired serves another afterwards (adaptiveTimeout.attempts),
 // its expire already bound (fire): the two allocations are the cost of a
-// call beyond failsafe-go's own timeout that is not the clock's.
+// call beyond failsafe-go's own timeout that is not the clock's. Apply
+// and expire hand the attempt over with one compare-and-swap of state;
+// the mutex only makes innerFn's return wait while expire decides on a
+// caller probe.
 type attempt[R any] struct {
-	fire  func() // expire
 	e     *executor[R]
 	exec  policy.ExecutionInternal[R]
 	start time.Time
-	mu    sync.Mutex
 	a     timeout.Attempt
-	timer *time.Timer
-	ended bool // innerFn returned, or our timeout ended the attempt
-	// result is our timeout's result, set when it ended the attempt.
-	result *common.PolicyResult[R]
+	timer *time.Timer // the timeout's, Apply's alone: expire may run before it is set
+	// probe is a caller probe's timer, set by expire before the attempt
+	// goes on as one.
+	probe *time.Timer
+	fire  func() // expire
+	// mu is held by expire while it decides (state is probing then).
+	mu sync.Mutex
+	// state is nil while the attempt runs; returned once innerFn returned
+	// (Apply then observes it), probing while expire decides whether the
+	// attempt goes on as a probe, and our timeout's result once it ended
+	// the attempt (and observed it).
+	state atomic.Pointer[common.PolicyResult[R]]
+}
+
+// claim claims the attempt for innerFn's return, once expire has decided:
+// false if our timeout ended it.
+func (r *attempt[R]) claim() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.state.CompareAndSwap(nil, r.e.returned)
 }
 
 // release hands r, which nothing else holds, on to another attempt.
 func (r *attempt[R]) release() {
 	e := r.e
-	r.e, r.exec, r.a, r.timer, r.ended = nil, nil, timeout.Attempt{}, nil, false
+	r.e, r.exec, r.a, r.timer, r.probe = nil, nil, timeout.Attempt{}, nil, nil
+	r.state.Store(nil)
 	e.attempts.Put(r)
 }
 
@@ -263,30 +284,40 @@ func (r *attempt[R]) observe(o timeout.Outcome) {
 
 // expire runs at the timeout (and, for a probe, at the probe timeout).
 func (r *attempt[R]) expire() {
+	if r.state.Load() != nil { // innerFn returned
+		return
+	}
 	r.mu.Lock()
-	if r.ended || r.exec.IsCanceled() { // innerFn's return will observe it
+	if !r.state.CompareAndSwap(nil, r.e.probing) {
+		r.mu.Unlock()
+		return
+	}
+	if r.exec.IsCanceled() { // innerFn's return will observe it
+		r.state.Store(nil)
 		r.mu.Unlock()
 		return
 	}
 	if !r.a.Probe && r.probeRoom() && r.e.p.Probe(&r.a, r.e.now()) {
-		r.timer.Reset(r.a.ProbeTimeout - r.a.Timeout) // a caller probe: wait on
+		// a caller probe: wait on
+		r.probe = time.AfterFunc(r.a.ProbeTimeout-r.a.Timeout, r.fire)
+		r.state.Store(nil)
 		r.mu.Unlock()
 		return
 	}
-	r.ended = true
 	limit := r.a.Timeout
 	if r.a.Probe {
 		limit = r.a.ProbeTimeout
 	}
 	err := &TimeoutError{Dest: r.a.Dest, Attempt: r.a.Attempt, Limit: limit}
-	r.result = &common.PolicyResult[R]{Error: err, Done: true}
+	result := &common.PolicyResult[R]{Error: err, Done: true}
+	r.state.Store(result)
 	r.mu.Unlock()
 
 	r.observe(timeout.TimedOut)
 	if r.e.onTimeoutExceeded != nil {
 		r.e.onTimeoutExceeded(failsafe.ExecutionDoneEvent[R]{ExecutionInfo: r.exec, Error: err})
 	}
-	r.exec.Cancel(r.result)
+	r.exec.Cancel(result)
 }
 
 // probeRoom reports whether a probe was offered and the execution's deadline
@@ -299,9 +330,18 @@ func (r *attempt[R]) probeRoom() bool {
 	return !ok || time.Until(d) >= r.a.ProbeTimeout-r.a.Timeout
 }
 
+// canceled is exec.IsCanceledWithResult, without taking the execution's
+// lock when nothing cancelled it (a cancellation is final).
+func (r *attempt[R]) canceled() (bool, *common.PolicyResult[R]) {
+	if !r.exec.IsCanceled() {
+		return false, nil
+	}
+	return r.exec.IsCanceledWithResult()
+}
+
 // outcome classifies an attempt whose innerFn returned before our timeout.
 func (r *attempt[R]) outcome(result *common.PolicyResult[R]) timeout.Outcome {
-	if canceled, by := r.exec.IsCanceledWithResult(); canceled {
+	if canceled, by := r.canceled(); canceled {
 		// Cancelled from outside. A hedged attempt is decided by what
 		// ended it, whatever it returns then, as node.DoHedged's losers:
 		// a hedge that won cancels the others with its own result (they
