@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -45,5 +46,31 @@ func TestEvery(t *testing.T) {
 		time.Sleep(time.Minute)
 		stop() // after its last call: returns at once
 		require.Equal(t, []int{0, 1}, calls, "at most n calls")
+	})
+}
+
+func TestGoroutineID(t *testing.T) {
+	id := GoroutineID()
+	require.Positive(t, id)
+	require.Equal(t, id, GoroutineID())
+	other := make(chan uint64)
+	go func() { other <- GoroutineID() }()
+	require.NotEqual(t, id, <-other)
+}
+
+func TestCallerHeldClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var hold atomic.Bool
+		clock := CallerHeldClock(&hold, 3*time.Millisecond)
+		start := time.Now()
+		require.Equal(t, start, clock(), "not held before hold is set")
+		hold.Store(true)
+		done := make(chan time.Time)
+		go func() { done <- clock() }()
+		require.Equal(t, start, <-done, "another goroutine's read is not held")
+		require.True(t, hold.Load(), "nor does it clear hold")
+		require.Equal(t, start.Add(3*time.Millisecond), clock(), "the caller's read is held, and returns the time after")
+		require.False(t, hold.Load())
+		require.Equal(t, start.Add(3*time.Millisecond), clock(), "once")
 	})
 }
