@@ -73,7 +73,11 @@
 // # Time and concurrency
 //
 // Options.Now (default time.Now) is the clock of the Policy's decisions and
-// of latency; deadlines themselves are context and runtime timers. The
+// of latency, read for an attempt of a hedged request or one that may
+// become a shadow probe by the goroutine that runs its round trip, as the
+// round trip returns (as node.DoHedged reads when fn returned): the
+// Transport's own delay in handling a return is not latency. Deadlines
+// themselves are context and runtime timers. The
 // Transport is safe for concurrent use (every Policy is). It starts a
 // goroutine only for an attempt that may become a shadow probe, and that
 // goroutine ends by the probe timeout, or for each attempt of a hedged

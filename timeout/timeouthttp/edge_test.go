@@ -505,7 +505,8 @@ func (c *slowDone) Done() <-chan struct{} {
 // (TestErrorBeforeTheDeadline) and in node.Do. Here the caller's context
 // holds the Transport for 101 ms as it enters its wait, so the return (99
 // ms) and the timer's firing (100 ms) are both ready when it looks and Go's
-// select takes either: repeated, so that each gets its turn.
+// select takes either: repeated, so that each gets its turn. The latency
+// is the round trip's, 99 ms, not the time the Transport got to it.
 func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 	for range 64 {
 		synctest.Test(t, func(t *testing.T) {
@@ -522,7 +523,7 @@ func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 			require.ErrorIs(t, err, errRefused)
 			require.NotErrorIs(t, err, ErrTimeout)
 			synctest.Wait()
-			require.Equal(t, []timeout.Outcome{timeout.Failed}, p.Outcomes())
+			require.Equal(t, []obs{{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 99 * time.Millisecond}}, p.Observed())
 			require.Zero(t, p.Probes())
 			require.False(t, p.InFlight("h"), "no reservation left")
 		})

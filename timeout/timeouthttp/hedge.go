@@ -39,7 +39,8 @@ type hedgeResult struct {
 	i    int
 	resp *http.Response
 	err  error
-	end  time.Time // when the round trip returned, on the runtime's clock
+	end  time.Time     // when the round trip returned, on the runtime's clock
+	at   time.Duration // the attempt's elapsed time then (attempt.elapsedAt)
 }
 
 // hedgeCall is a hedged request's shared state: once won, attempts that
@@ -88,13 +89,16 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 			// lock, which the coordinator may hold while the deadline
 			// passes.
 			end := time.Now()
+			// Its latency, read here too: the coordinator may handle the
+			// return late, and its delay is not the destination's.
+			at := a.elapsedAt(end)
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
-				hc.results <- hedgeResult{i, resp, err, end}
+				hc.results <- hedgeResult{i, resp, err, end, at}
 				return
 			}
-			try.superseded(resp, end)
+			try.superseded(resp, end, at)
 		}()
 	}
 	launch(req)
@@ -128,11 +132,13 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 		case res := <-hc.results:
 			pending--
 			a := &tries[res.i].attempt
+			// Latencies are the attempt's at its return (res.at), not at
+			// its handling, as in node.DoHedged.
 			if res.err == nil {
 				hc.win(tries, a, t.now())
-				return a.response(res.resp, nil)
+				return a.response(res.resp, res.at)
 			}
-			answered, err := a.failWith(res.err, a.elapsed(), false, returnedBefore(a.ctx(), res.end))
+			answered, err := a.failWith(res.err, res.at, res.at, false, returnedBefore(a.ctx(), res.end))
 			if answered { // an error Options.Classify calls the destination's answer
 				hc.win(tries, a, t.now())
 				return nil, err
@@ -151,7 +157,7 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 // win ends a hedged request that a answered: every other attempt lost at
 // now (read before the lock, once for all of them) and is cancelled, and
 // the ones whose round trips have returned but were not yet handled are
-// observed as losers now.
+// observed as losers now, at their latencies when they returned.
 func (hc *hedgeCall) win(tries []*hedgeTry, a *attempt, now time.Time) {
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
@@ -163,7 +169,7 @@ func (hc *hedgeCall) win(tries []*hedgeTry, a *attempt, now time.Time) {
 	}
 	for len(hc.results) > 0 { // returned, not yet handled: lost too
 		late := <-hc.results
-		tries[late.i].superseded(late.resp, late.end)
+		tries[late.i].superseded(late.resp, late.end, late.at)
 	}
 }
 
@@ -187,25 +193,28 @@ func (h *hedgeTry) supersede(now time.Time) {
 }
 
 // superseded ends a loser's round trip, which returned at end (on the
-// runtime's clock): it discards a late response and observes the attempt
-// by what ended it first, whatever it returned: timed out if our timeout
-// had ended it before it returned and before it lost, canceled if the
-// caller's context had ended before it lost, else superseded at the time
-// it lost. A round trip that returned before its deadline was not ended
-// by it, though the deadline may have passed by the time the win is
-// handled, as timeoutgrpc and node.DoHedged decide. hc.mu is held.
-func (h *hedgeTry) superseded(resp *http.Response, end time.Time) {
+// runtime's clock) at elapsed time at: it discards a late response and
+// observes the attempt by what ended it first, whatever it returned, at
+// its latency when it returned: timed out if our timeout had ended it
+// before it returned and before it lost, canceled if the caller's context
+// had ended before it lost, else superseded at the time it lost, or when
+// it returned if that was earlier (a coordinator that handles the win
+// late does not make the loser slower than it was), as node.DoHedged
+// does. A round trip that returned before its deadline was not ended by
+// it, though the deadline may have passed by the time the win is handled,
+// as timeoutgrpc and node.DoHedged decide. hc.mu is held.
+func (h *hedgeTry) superseded(resp *http.Response, end time.Time, at time.Duration) {
 	if resp != nil && resp.Body != nil {
 		_ = resp.Body.Close()
 	}
 	if h.settle() {
 		switch {
 		case h.ours() && !returnedBefore(h.ctx(), end):
-			h.observe(timeout.TimedOut, h.elapsed())
+			h.observe(timeout.TimedOut, at)
 		case h.left:
-			h.observe(timeout.Canceled, h.elapsed())
+			h.observe(timeout.Canceled, at)
 		default:
-			h.observe(timeout.Superseded, h.lost)
+			h.observe(timeout.Superseded, min(h.lost, at))
 		}
 	}
 	h.end()

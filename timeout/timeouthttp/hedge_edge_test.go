@@ -15,14 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
 // fixedHedger is a test Policy that is also a timeout.Hedger: every request
-// may hedge after delay, and the budget always allows it.
+// may hedge after delay, and the budget always allows it. SpendHedge takes
+// hold (none if zero): a budget behind a busy lock holds the request's
+// coordinator as it spends.
 type fixedHedger struct {
 	*policytest.Policy
 	delay time.Duration
+	hold  time.Duration
 	spent atomic.Int32
 }
 
@@ -30,6 +34,9 @@ func (h *fixedHedger) HedgeDelay(string, time.Time) (time.Duration, bool) { retu
 
 func (h *fixedHedger) SpendHedge(time.Time) bool {
 	h.spent.Add(1)
+	if h.hold > 0 {
+		time.Sleep(h.hold)
+	}
 	return true
 }
 
@@ -388,8 +395,9 @@ func TestHedgeLoserAfterTheCallerLeft(t *testing.T) {
 
 // TestHedgeErrorBeforeTheTimeout: a hedged attempt's error that came back
 // 1 ms before its timeout is its own, though the timeout has ended its
-// context by the time the request's coordinator takes it (here the clock
-// holds it for 2 ms), as node.DoHedged decides by when fn returned.
+// context by the time the request's coordinator takes it (here the clock,
+// read as the round trip returns, holds the attempt for 2 ms before it is
+// handed over), as node.DoHedged decides by when fn returned.
 func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var hold atomic.Bool
@@ -418,19 +426,17 @@ func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 // TestHedgeLoserReturnedInTime: a loser whose round trip returned before
 // its own timeout, though that timeout has ended its context by the time
 // the request's coordinator, taking the winner, gets to it (here the clock
-// holds the coordinator for 3 ms), is superseded, not timed out, as
-// node.DoHedged decides a loser by when its fn returned and as timeoutgrpc
-// says.
+// holds the coordinator for 3 ms as it handles the win, past the loser's
+// timeout), is superseded, not timed out, as node.DoHedged decides a loser
+// by when its fn returned and as timeoutgrpc says. Both are observed at
+// their latencies when their round trips returned: the winner's 227 ms
+// from its start, the loser's 249 ms (earlier than the coordinator's
+// reading of the win, 251 ms), as node.DoHedged reads them when fn
+// returned: the coordinator's delay is not the destination's.
 func TestHedgeLoserReturnedInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var hold atomic.Bool
-		clock := func() time.Time {
-			now := time.Now()
-			if hold.CompareAndSwap(true, false) {
-				time.Sleep(3 * time.Millisecond) // past the loser's timeout
-			}
-			return now
-		}
+		clock := testutil.CallerHeldClock(&hold, 3*time.Millisecond) // past the loser's timeout
 		p := hedger(250 * time.Millisecond)
 		late := &closeSpy{Reader: strings.NewReader("late")}
 		base := &callsBase{calls: []roundTripFunc{
@@ -453,8 +459,8 @@ func TestHedgeLoserReturnedInTime(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		require.Equal(t, []obs{
-			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 248 * time.Millisecond}, // when it lost
-			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 230 * time.Millisecond},  // the clock held it 3 ms
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 249 * time.Millisecond}, // when it returned, before the win was handled
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 227 * time.Millisecond},  // when it returned, not when it was handled
 		}, p.Observed())
 		require.True(t, late.closed.Load())
 	})
@@ -510,8 +516,9 @@ func TestHedgeAnswerErrorWins(t *testing.T) {
 // passing comes first, as in node.DoHedged: an answer wins, and no hedge
 // is sent (nothing spent, the base called once); a refusal is the
 // request's error, as it is before the delay. Here the clock holds the
-// coordinator for 2 ms on its first read after the first round trip
-// started: the read that handles the delay's passing, when the timer is
+// coordinator (and only it: not the attempts' goroutines, which read it
+// as their round trips return) for 2 ms on its first read after the first
+// round trip started: the read that handles the delay's passing, when the timer is
 // what it takes (or else the one that handles the answer). The round
 // trip returns at the delay, 21 ms, the same instant the timer fires, so
 // either may be taken first (repeated, so that each gets its turn), or
@@ -544,7 +551,7 @@ func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
 						},
 						after(time.Millisecond), // the hedge, if sent, would win
 					}}
-					rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true, Now: holdingClock(&hold), Classify: classifyTest})
+					rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true, Now: testutil.CallerHeldClock(&hold, 2*time.Millisecond), Classify: classifyTest})
 					req, err := http.NewRequest(http.MethodGet, "http://h/", nil)
 					require.NoError(t, err)
 					resp, err := rt.RoundTrip(req)

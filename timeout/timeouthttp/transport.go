@@ -189,7 +189,10 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // returned by the time RoundTrip handles the timeout's passing comes
 // first and is never made a probe: its response is the caller's, and an
 // error it returned before the timeout is its own, as Options.Classify
-// says, not a timeout. If Policy.Probe reserves the probe,
+// says, not a timeout; its latency is read when it returned, by the
+// goroutine that ran it, not when RoundTrip gets to it (a response's body
+// is timed from its headers' arrival then). If Policy.Probe reserves the
+// probe,
 // the caller gets its *TimeoutError at the normal timeout while the request
 // goes on unseen, detached from the caller's cancellation, until
 // ProbeTimeout after its start; it then reads and discards the body and is
@@ -225,7 +228,12 @@ func (t *Transport) Timeout(req *http.Request) time.Duration {
 // comes first, as in node.DoHedged: its answer wins, or its failure is the
 // request's error, and no copy is sent (no token spent); one that comes
 // in only after the copy was sent is decided as any other, by when it
-// returned. Hedged requests run no shadow probe.
+// returned. Latencies, as in node.DoHedged, are read when each round trip
+// returned, by the goroutine that ran it (on Options.Now), not when
+// RoundTrip gets to its return: a response's body is timed from its
+// headers' arrival then, and a loser whose round trip had returned before
+// the win was handled is superseded at that return, if earlier than the
+// win. Hedged requests run no shadow probe.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h, ok := t.hedgeable(req); ok {
 		if delay, ok := h.HedgeDelay(t.dest(req), t.now()); ok {
@@ -249,7 +257,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, a.failReturned(err, time.Now())
 	}
-	return a.response(resp, nil)
+	return a.response(resp, a.elapsed())
 }
 
 // attempt is one RoundTrip's state and, after it returns, the response body.
@@ -338,6 +346,19 @@ func (a *attempt) elapsed() time.Duration {
 	return a.t.now().Sub(a.start)
 }
 
+// elapsedAt is the attempt's elapsed time at ret, a reading of the
+// runtime's clock just taken: ret itself when Options.Now is time.Now,
+// else a reading of Options.Now. The goroutine that ran the round trip
+// takes it as the round trip returns, so that a coordinator that handles
+// the return late (descheduled, or holding a lock) adds none of its own
+// delay to the latency, as node.DoHedged reads when fn returned.
+func (a *attempt) elapsedAt(ret time.Time) time.Duration {
+	if a.t.real {
+		return ret.Sub(a.start)
+	}
+	return a.t.now().Sub(a.start)
+}
+
 // probeable reports whether the attempt may become a shadow probe: the
 // Policy offered one, the caller's deadline leaves room for it, and the
 // request's body (if any) can be read again by the probe's own copy.
@@ -361,12 +382,11 @@ func upgrading(req *http.Request) bool {
 	return req.Header.Get("Upgrade") != "" && httpguts.HeaderValuesContainsToken(req.Header["Connection"], "upgrade")
 }
 
-// response hands the base transport's answer to the caller.
-func (a *attempt) response(resp *http.Response, err error) (*http.Response, error) {
-	if err != nil {
-		return nil, a.fail(err)
-	}
-	headers := a.elapsed()
+// response hands the base transport's answer, whose headers arrived at
+// elapsed time headers (when its round trip returned), to the caller. The
+// body's timing starts there: whatever delays the caller's first read,
+// the Transport's own handling of the return included, is not latency.
+func (a *attempt) response(resp *http.Response, headers time.Duration) (*http.Response, error) {
 	// A switch of protocols (101) completes at its headers, and its body, the
 	// connection now the caller's (an io.ReadWriteCloser), is handed over as
 	// it is. net/http detaches that connection from the request's context
@@ -389,9 +409,10 @@ func (a *attempt) response(resp *http.Response, err error) (*http.Response, erro
 type call struct {
 	done     chan struct{} // closed when the round trip returned
 	mu       sync.Mutex
-	finished bool // the round trip returned
-	inTime   bool // it returned an error before the timeout (the caller's deadline is later)
-	probing  bool // the caller left: the attempt goes on as a probe
+	finished bool          // the round trip returned
+	inTime   bool          // it returned an error before the timeout (the caller's deadline is later)
+	probing  bool          // the caller left: the attempt goes on as a probe
+	at       time.Duration // the attempt's elapsed time when the round trip returned
 	resp     *http.Response
 	err      error
 }
@@ -419,7 +440,7 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 		body, err := req.GetBody()
 		_ = req.Body.Close() // ours to close: the base gets the copy
 		if err != nil {
-			return a.response(nil, err)
+			return nil, a.fail(err)
 		}
 		r.Body = body
 	}
@@ -457,11 +478,13 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 			<-c.done
 		}
 	}
+	// Latencies are the attempt's when its round trip returned (c.at), not
+	// when the wait above ended, as on the hedged path.
 	if c.err != nil {
 		// An error the round trip returned before the timeout is its own,
 		// as on the plain path (failReturned), though the timer may have
 		// ended the context by the time it is looked at.
-		return nil, a.failAt(c.err, a.elapsed(), false, c.inTime)
+		return nil, a.failAt(c.err, c.at, c.at, false, c.inTime)
 	}
 	if c.resp.Body != nil {
 		// The caller reads the body: cut it at the timeout, or when the
@@ -470,7 +493,7 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 		stopParent := context.AfterFunc(parent, func() { cancel(context.Cause(parent)) })
 		release = func() { cutTimer.Stop(); stopParent() }
 	}
-	resp, err := a.response(c.resp, nil)
+	resp, err := a.response(c.resp, c.at)
 	if release != nil { // before the caller can read the body
 		a.state.Or(cut)
 	}
@@ -483,30 +506,33 @@ func (a *attempt) roundTripAsync(req *http.Request, parent context.Context) (*ht
 func (a *attempt) run(c *call, deadline time.Time) {
 	resp, err := a.t.base.RoundTrip(a.req)
 	ret := time.Now() // when it returned, on the probe deadline's clock
+	at := a.elapsedAt(ret)
 	inTime := err != nil && ret.Before(deadline)
 	c.mu.Lock()
-	c.finished, c.inTime, c.resp, c.err = true, inTime, resp, err
+	c.finished, c.inTime, c.at, c.resp, c.err = true, inTime, at, resp, err
 	probing := c.probing
 	c.mu.Unlock()
 	close(c.done)
 	if probing {
-		a.finishProbe(resp, err, ret)
+		a.finishProbe(resp, err, ret, at)
 	}
 }
 
-// finishProbe ends a shadow probe: it reads the body to its end (the
-// latency runs until the whole body arrived) and observes the attempt. An
-// error that came back before the probe's deadline is its own, as
-// Options.Classify says, though the deadline may have passed by the time
-// it is looked at.
-func (a *attempt) finishProbe(resp *http.Response, err error, ret time.Time) {
+// finishProbe ends a shadow probe whose round trip returned at ret (on
+// the runtime's clock) at elapsed time at: it reads the body to its end
+// (the latency runs until the whole body arrived) and observes the
+// attempt. An error that came back before the probe's deadline is its
+// own, as Options.Classify says, though the deadline may have passed by
+// the time it is looked at.
+func (a *attempt) finishProbe(resp *http.Response, err error, ret time.Time, at time.Duration) {
 	defer a.end()
+	elapsed := at
 	if err == nil && resp.Body != nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 		ret = time.Now() // before Options.Now
+		elapsed = a.elapsedAt(ret)
 		_ = resp.Body.Close()
 	}
-	elapsed := a.elapsed()
 	o := timeout.Completed
 	if err != nil {
 		if context.Cause(a.ctx()) == ErrTimeout && !returnedBefore(a.ctx(), ret) {
@@ -546,7 +572,8 @@ func (a *attempt) Read(p []byte) (int, error) {
 		n, err := a.body.Read(p)
 		if err != nil {
 			if err != io.EOF {
-				return n, a.failAt(err, a.elapsed(), false, a.before(time.Now()))
+				d := a.elapsed()
+				return n, a.failAt(err, d, d, false, a.before(time.Now()))
 			}
 			a.end()
 		}
@@ -581,7 +608,7 @@ func (a *attempt) Read(p []byte) (int, error) {
 		if err != io.EOF {
 			// Back only after the timeout had passed: the caller's own
 			// delay used the attempt up, whatever the destination did.
-			return n, a.failAt(err, at, back >= a.a.Timeout, a.before(ret))
+			return n, a.failAt(err, at, at+away, back >= a.a.Timeout, a.before(ret))
 		}
 		if !a.settled() {
 			a.complete(at)
@@ -624,7 +651,8 @@ func (a *attempt) complete(d time.Duration) {
 // fail ends a failed attempt and returns the error to hand the caller: a
 // *TimeoutError when the adaptive timeout caused it.
 func (a *attempt) fail(err error) error {
-	return a.failAt(err, a.elapsed(), false, false)
+	d := a.elapsed()
+	return a.failAt(err, d, d, false, false)
 }
 
 // failReturned is fail for an error the base transport's round trip
@@ -635,7 +663,8 @@ func (a *attempt) fail(err error) error {
 // decides by when fn returned, though the deadline may have ended the
 // context by the time it is looked at.
 func (a *attempt) failReturned(err error, ret time.Time) error {
-	_, err = a.failWith(err, a.elapsed(), false, returnedBefore(a.ctx(), ret))
+	d := a.elapsed()
+	_, err = a.failWith(err, d, d, false, returnedBefore(a.ctx(), ret))
 	return err
 }
 
@@ -661,29 +690,31 @@ func returnedBefore(ctx context.Context, ret time.Time) bool {
 }
 
 // failAt is fail for an attempt that failed at latency d (its body's
-// Reads leave the caller's time out). callerLate says the caller came back
+// Reads leave the caller's time out), wall after its start (the caller's
+// time included: a timeout's latency, since our timeout counts it).
+// callerLate says the caller came back
 // to read only after the timeout: a timeout then is its own doing, and
 // nothing is learned (Canceled), though the caller still gets the
 // timeout's error. first says the error came back before the attempt's
 // deadline (its context's; for a body on the async path, the timeout):
 // neither our timeout nor the caller's deadline is its cause (a
 // cancellation of the caller's has no time to compare with).
-func (a *attempt) failAt(err error, d time.Duration, callerLate, first bool) error {
-	_, err = a.failWith(err, d, callerLate, first)
+func (a *attempt) failAt(err error, d, wall time.Duration, callerLate, first bool) error {
+	_, err = a.failWith(err, d, wall, callerLate, first)
 	return err
 }
 
 // failWith is failAt, also reporting whether the attempt answered:
 // Options.Classify decided its outcome and said timeout.Completed (the
 // destination answered with an error; a hedged request's answer wins).
-func (a *attempt) failWith(err error, d time.Duration, callerLate, first bool) (answered bool, _ error) {
+func (a *attempt) failWith(err error, d, wall time.Duration, callerLate, first bool) (answered bool, _ error) {
 	timedOut := !first && a.ours()
 	if a.settle() {
 		switch {
 		case timedOut && callerLate:
 			a.observe(timeout.Canceled, d)
 		case timedOut:
-			a.observe(timeout.TimedOut, a.elapsed())
+			a.observe(timeout.TimedOut, wall)
 		case a.callerLeft() && !(first && a.parent.Err() == context.DeadlineExceeded):
 			a.observe(timeout.Canceled, d)
 		default:
