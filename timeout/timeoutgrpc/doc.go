@@ -55,7 +55,11 @@
 // # Time and concurrency
 //
 // WithClock (default time.Now) is the clock of the Policy's decisions and of
-// latency; deadlines themselves are context and runtime timers. The
+// latency, read for a hedged call's attempts and for a call that may
+// become a shadow probe by the goroutine that runs the invoker, as it
+// returns (as node.DoHedged reads when fn returned): the interceptor's own
+// delay in handling a return is not latency. Deadlines themselves are
+// context and runtime timers. The
 // interceptors are safe for concurrent use (every Policy is). A unary call
 // that may become a shadow probe runs in a goroutine of its own, which ends
 // by the probe timeout; a stream arms one runtime timer, stopped at its

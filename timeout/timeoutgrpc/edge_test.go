@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -752,8 +753,9 @@ func TestErrorBeforeTheDeadline(t *testing.T) {
 
 // TestHedgeErrorBeforeTheTimeout: a hedged attempt's error that came back
 // 1 ms before its timeout is its own, though the timeout has ended its
-// context by the time the call's coordinator takes it (here the clock
-// holds it for 2 ms), as node.DoHedged decides by when fn returned.
+// context by the time the call's coordinator takes it (here the clock,
+// read as the invoker returns, holds the attempt for 2 ms before it is
+// handed over), as node.DoHedged decides by when fn returned.
 func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var hold atomic.Bool
@@ -784,18 +786,17 @@ func TestHedgeErrorBeforeTheTimeout(t *testing.T) {
 // TestHedgeLoserReturnedInTime: a loser whose invoker returned before its
 // own timeout, though that timeout has ended its context by the time the
 // call's coordinator, taking the winner, gets to it (here the clock holds
-// the coordinator for 3 ms), is superseded, not timed out, as
-// node.DoHedged decides a loser by when its fn returned.
+// the coordinator for 3 ms as it handles the win, past the loser's
+// timeout), is superseded, not timed out, as node.DoHedged decides a loser
+// by when its fn returned. Both are observed at their latencies when their
+// invokers returned: the winner's 227 ms from its start, the loser's
+// 249 ms (earlier than the coordinator's reading of the win, 251 ms), as
+// node.DoHedged reads them when fn returned and as timeouthttp does: the
+// coordinator's delay is not the destination's.
 func TestHedgeLoserReturnedInTime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var hold atomic.Bool
-		clock := func() time.Time {
-			now := time.Now()
-			if hold.CompareAndSwap(true, false) {
-				time.Sleep(3 * time.Millisecond) // past the loser's timeout
-			}
-			return now
-		}
+		clock := testutil.CallerHeldClock(&hold, 3*time.Millisecond) // past the loser's timeout
 		p := &fixedHedger{Policy: policytest.New(250 * time.Millisecond)}
 		loser := func(context.Context, *wrapperspb.StringValue) error {
 			time.Sleep(249 * time.Millisecond) // it does not watch its context
@@ -812,8 +813,8 @@ func TestHedgeLoserReturnedInTime(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		require.Equal(t, []policytest.Observation{
-			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 251 * time.Millisecond}, // when it lost
-			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 227 * time.Millisecond},
+			{Dest: "h", Attempt: 1, Outcome: timeout.Superseded, Elapsed: 249 * time.Millisecond}, // when it returned, before the win was handled
+			{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 227 * time.Millisecond},  // when it returned, not when it was handled
 		}, p.Observed())
 	})
 }
@@ -823,8 +824,9 @@ func TestHedgeLoserReturnedInTime(t *testing.T) {
 // passing comes first, as in node.DoHedged and timeouthttp: a reply wins,
 // and no hedge is sent (nothing spent, the invoker called once); an
 // Unavailable is the call's error, as it is before the delay. Here the
-// clock holds the coordinator for 2 ms on its first read after the first
-// call started: the read that handles the delay's passing, when the timer
+// clock holds the coordinator (and only it: not the attempts' goroutines,
+// which read it as their invokers return) for 2 ms on its first read after
+// the first call started: the read that handles the delay's passing, when the timer
 // is what it takes (or else the one that handles the reply). The invoker
 // returns at the delay, 21 ms, the same instant the timer fires, so either
 // may be taken first (repeated, so that each gets its turn), or 1 ms
@@ -845,13 +847,7 @@ func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
 			for range tc.runs {
 				synctest.Test(t, func(t *testing.T) {
 					var hold atomic.Bool
-					clock := func() time.Time {
-						now := time.Now()
-						if hold.CompareAndSwap(true, false) {
-							time.Sleep(2 * time.Millisecond)
-						}
-						return now
-					}
+					clock := testutil.CallerHeldClock(&hold, 2*time.Millisecond)
 					p := &fixedHedger{Policy: policytest.New(time.Second)}
 					first := func(context.Context, *wrapperspb.StringValue) error {
 						hold.Store(true) // the coordinator's start is read
@@ -909,7 +905,8 @@ func (c *slowDone) Done() <-chan struct{} {
 // in timeouthttp. Here the caller's context holds the interceptor for 101
 // ms as it enters its wait, so the return (99 ms) and the timer's firing
 // (100 ms) are both ready when it looks and Go's select takes either:
-// repeated, so that each gets its turn.
+// repeated, so that each gets its turn. The latency is the invoker's,
+// 99 ms, not the time the interceptor got to it.
 func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 	for range 64 {
 		synctest.Test(t, func(t *testing.T) {
@@ -924,7 +921,7 @@ func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 			require.Equal(t, codes.Unavailable, status.Code(err))
 			require.NotErrorIs(t, err, ErrTimeout)
 			synctest.Wait()
-			require.Equal(t, []timeout.Outcome{timeout.Failed}, p.Outcomes())
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 99 * time.Millisecond}}, p.Observed())
 			require.Zero(t, p.Probes())
 			require.False(t, p.InFlight("h"), "no reservation left")
 		})
@@ -938,7 +935,8 @@ func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 // return in hand comes first. Here the caller's context holds the
 // interceptor for 60 ms as it enters its wait, so the reply (40 ms) and the
 // cancellation (50 ms) are both ready when it looks and Go's select takes
-// either: repeated, so that each gets its turn.
+// either: repeated, so that each gets its turn. The latency is the
+// invoker's, 40 ms, not the time the interceptor got to it.
 func TestProbeableReplyBeforeTheCallerLeft(t *testing.T) {
 	for range 64 {
 		synctest.Test(t, func(t *testing.T) {
@@ -956,7 +954,7 @@ func TestProbeableReplyBeforeTheCallerLeft(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "ok", reply.GetValue())
 			synctest.Wait()
-			require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes())
+			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 40 * time.Millisecond}}, p.Observed())
 		})
 	}
 }

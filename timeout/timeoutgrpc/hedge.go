@@ -64,7 +64,8 @@ type hedgeTry struct {
 type hedgeResult struct {
 	i   int
 	err error
-	end time.Time // when the invoker returned, on the runtime's clock
+	end time.Time     // when the invoker returned, on the runtime's clock
+	at  time.Duration // the attempt's elapsed time then (call.elapsedAt)
 }
 
 // hedgeCall is a hedged call's shared state: once won, attempts that
@@ -101,13 +102,16 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 		go func() {
 			err := invoker(t.ctx, method, req, t.reply, cc, callOpts...)
 			end := time.Now()
+			// Its latency, read here too: the coordinator may handle the
+			// return late, and its delay is not the destination's.
+			at := t.c.elapsedAt(end)
 			hc.mu.Lock()
 			defer hc.mu.Unlock()
 			if !hc.won {
-				hc.results <- hedgeResult{i, err, end}
+				hc.results <- hedgeResult{i, err, end, at}
 				return
 			}
-			t.superseded(ctx, end)
+			t.superseded(ctx, end, at)
 		}()
 	}
 	launch()
@@ -132,21 +136,25 @@ func (o *options) invokeHedged(ctx context.Context, method string, req, reply pr
 		case res := <-hc.results:
 			pending--
 			t := tries[res.i]
-			elapsed := t.c.elapsed()
+			elapsed := res.at // at its return, not at its handling, as in node.DoHedged
 			oc := outcome(ctx, t.ctx, res.err, returnedBefore(t.ctx, res.end))
 			if oc == timeout.Completed {
+				// Every other attempt lost at now, read once for all of
+				// them and before the lock, which their goroutines take as
+				// they return (as timeouthttp does).
+				now := o.now()
 				hc.mu.Lock()
 				hc.won = true
 				left := ctx.Err() != nil
 				for _, l := range tries {
 					if l != t && !l.ended {
-						l.lost, l.left = l.c.elapsed(), left
+						l.lost, l.left = now.Sub(l.c.start), left
 						l.cancel(context.Canceled)
 					}
 				}
 				for len(hc.results) > 0 { // returned, not yet handled: lost too
 					late := <-hc.results
-					tries[late.i].superseded(ctx, late.end)
+					tries[late.i].superseded(ctx, late.end, late.at)
 				}
 				hc.mu.Unlock()
 				t.end(oc, elapsed)
@@ -179,20 +187,23 @@ func (t *hedgeTry) end(oc timeout.Outcome, elapsed time.Duration) {
 	t.cancel(nil)
 }
 
-// superseded ends a loser, whose invoker returned at end, by what ended it
-// first, whatever it returned (a reply included, from an invoker that did
-// not watch its context): timed out if our timeout had ended it before it
-// returned and before it lost, canceled if the caller's context had ended
-// before it lost, else superseded at its elapsed time when it lost. hc.mu
-// is held.
-func (t *hedgeTry) superseded(parent context.Context, end time.Time) {
+// superseded ends a loser, whose invoker returned at end (on the
+// runtime's clock) at elapsed time at, by what ended it first, whatever it
+// returned (a reply included, from an invoker that did not watch its
+// context), at its latency when it returned: timed out if our timeout had
+// ended it before it returned and before it lost, canceled if the
+// caller's context had ended before it lost, else superseded at its
+// elapsed time when it lost, or when it returned if that was earlier (a
+// coordinator that handles the win late does not make the loser slower
+// than it was), as node.DoHedged does. hc.mu is held.
+func (t *hedgeTry) superseded(parent context.Context, end time.Time, at time.Duration) {
 	switch {
 	case t.ended:
 	case ours(parent, t.ctx) && !returnedBefore(t.ctx, end):
-		t.end(timeout.TimedOut, t.c.elapsed())
+		t.end(timeout.TimedOut, at)
 	case t.left:
-		t.end(timeout.Canceled, t.c.elapsed())
+		t.end(timeout.Canceled, at)
 	default:
-		t.end(timeout.Superseded, t.lost)
+		t.end(timeout.Superseded, min(t.lost, at))
 	}
 }

@@ -114,6 +114,19 @@ func (c *call) elapsed() time.Duration {
 	return c.o.now().Sub(c.start)
 }
 
+// elapsedAt is the call's elapsed time at ret, a reading of the runtime's
+// clock just taken: ret itself on the default clock, else a reading of
+// WithClock's. The goroutine that ran the invoker takes it as the invoker
+// returns, so that a coordinator that handles the return late
+// (descheduled, or holding a lock) adds none of its own delay to the
+// latency, as node.DoHedged reads when fn returned.
+func (c *call) elapsedAt(ret time.Time) time.Duration {
+	if c.o.real {
+		return ret.Sub(c.start)
+	}
+	return c.o.now().Sub(c.start)
+}
+
 // observe tells the Policy how the attempt ended, elapsed after its start.
 func (c *call) observe(o timeout.Outcome, elapsed time.Duration) {
 	c.o.p.Observe(c.a, o, elapsed, c.start.Add(elapsed))

@@ -45,7 +45,9 @@ import (
 // passing, or the caller's end, comes first and is never made a probe:
 // its reply is the caller's, and an error it returned before the timeout
 // is its own, by its status, not a timeout. Otherwise the
-// call ends at its timeout as any other.
+// call ends at its timeout as any other. The latency is read when the
+// invoker returned, by the goroutine that ran it, not when the interceptor
+// gets to its return.
 //
 // Hedging (WithHedging, when p is a timeout.Hedger): a call of a method
 // WithHedging calls idempotent, with protobuf request and reply and no
@@ -65,7 +67,11 @@ import (
 // handles the delay's passing, comes first, as in node.DoHedged: its reply
 // or status is the call's, and the call is not sent again (no token
 // spent); one that comes in only after the second call was sent is decided
-// as any other, by when it returned.
+// as any other, by when it returned. Latencies, as in node.DoHedged, are
+// read when each invoker returned, by the goroutine that ran it (on
+// WithClock's clock), not when the interceptor gets to its return: a
+// loser whose invoker had returned before the win was handled is
+// superseded at that return, if earlier than the win.
 // Hedged calls run no shadow probe.
 func UnaryClientInterceptor(p timeout.Policy, opts ...Option) grpc.UnaryClientInterceptor {
 	o := newOptions(p, opts)
@@ -129,9 +135,10 @@ func (c *call) probeable(ctx context.Context, req, reply any, callOpts []grpc.Ca
 type asyncCall struct {
 	done     chan struct{} // closed when the invoker returned
 	mu       sync.Mutex
-	finished bool // the invoker returned
-	inTime   bool // it returned an error before the timeout (the caller's deadline is later)
-	probing  bool // the caller left: the call goes on as a probe
+	finished bool          // the invoker returned
+	inTime   bool          // it returned an error before the timeout (the caller's deadline is later)
+	probing  bool          // the caller left: the call goes on as a probe
+	at       time.Duration // the call's elapsed time when the invoker returned
 	err      error
 
 	reply            proto.Message
@@ -165,21 +172,24 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	go func() {
 		defer stop()
 		err := invoker(actx, c.method, req, ac.reply, cc, opts...)
+		ret := time.Now() // when it returned, on the probe deadline's clock
+		// Its latency, read here: the coordinator below may handle the
+		// return late, and its delay is not the destination's.
+		at := c.elapsedAt(ret)
 		var first, inTime bool
 		if err != nil {
-			ret := time.Now()
 			first = returnedBefore(actx, ret) // before the probe's deadline
 			// Before the timeout: the probe's deadline less the probe's
 			// extra time.
 			inTime = returnedBefore(actx, ret.Add(c.a.ProbeTimeout-c.a.Timeout))
 		}
 		ac.mu.Lock()
-		ac.finished, ac.inTime, ac.err = true, inTime, err
+		ac.finished, ac.inTime, ac.at, ac.err = true, inTime, at, err
 		probing := ac.probing
 		ac.mu.Unlock()
 		close(ac.done)
 		if probing {
-			c.observe(outcome(detached, actx, err, first), c.elapsed()) // the caller's context no longer matters
+			c.observe(outcome(detached, actx, err, first), at) // the caller's context no longer matters
 			cancel(nil)
 		}
 	}()
@@ -226,7 +236,7 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 			<-ac.done
 		}
 	}
-	elapsed := c.elapsed()
+	elapsed := ac.at // when the invoker returned, not when the wait above ended
 	err := ac.err
 	// Once our timeout ended the call (the probe declined), a cancellation
 	// of the caller's while the invoker returns leaves it timed out, as on
