@@ -162,21 +162,58 @@ func TestProbeableCallerCause(t *testing.T) {
 }
 
 // TestProbeableCallerLeftBeforeTheReply: a probeable call the caller left
-// fails with the caller's error even if a reply comes afterwards, and the
-// reply is not written into the caller's.
+// whose invoker (one that does not watch its context) comes back
+// afterwards is decided as on the other path: a reply is the caller's,
+// with its header, Completed at its latency (the destination answered); an
+// error is the caller's status, Canceled, and nothing of the call is
+// written into the caller's. (A caller's deadline never comes first on
+// this path: it leaves room for the probe timeout, beyond the timeout.)
 func TestProbeableCallerLeftBeforeTheReply(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		p := policytest.New(100 * time.Millisecond)
-		p.OfferProbe(time.Second)
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(20*time.Millisecond, cancel)
-		reply, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
-			time.Sleep(50 * time.Millisecond) // it does not wait for its context
-			return nil
-		}))
-		require.Equal(t, codes.Canceled, status.Code(err))
-		require.Empty(t, reply.GetValue())
-	})
+	for _, tc := range []struct {
+		name    string
+		err     error // the invoker's, after the caller left
+		outcome timeout.Outcome
+	}{
+		{"a reply", nil, timeout.Completed},
+		{"an application's error", status.Error(codes.NotFound, "not found"), timeout.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := policytest.New(100 * time.Millisecond)
+				p.OfferProbe(time.Second)
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				time.AfterFunc(20*time.Millisecond, cancel)
+				header := metadata.MD{"k": {"v"}}
+				var got metadata.MD
+				reply := new(wrapperspb.StringValue)
+				err := UnaryClientInterceptor(p, toH)(ctx, "/test.Echo/Unary", wrapperspb.String("x"), reply, nil,
+					func(_ context.Context, _ string, _, r any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
+						time.Sleep(50 * time.Millisecond) // it does not wait for its context
+						for _, o := range opts {
+							if h, ok := o.(grpc.HeaderCallOption); ok {
+								*h.HeaderAddr = header
+							}
+						}
+						if tc.err != nil {
+							return tc.err
+						}
+						r.(*wrapperspb.StringValue).Value = "ok"
+						return nil
+					}, grpc.Header(&got))
+				require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: tc.outcome, Elapsed: 50 * time.Millisecond}}, p.Observed())
+				if tc.err == nil {
+					require.NoError(t, err)
+					require.Equal(t, "ok", reply.GetValue())
+					require.Equal(t, header, got)
+					return
+				}
+				require.Equal(t, codes.Canceled, status.Code(err), "the caller's status")
+				require.Empty(t, reply.GetValue())
+				require.Nil(t, got)
+			})
+		})
+	}
 }
 
 // TestShadowProbeOnlyIfUnanswered: a reply that arrives at the very moment
@@ -645,10 +682,10 @@ func TestHedgeLoserSupersededBeforeItsDeadline(t *testing.T) {
 
 // TestAnsweredAfterTheCallerLeft: a reply that comes after the caller's
 // cancellation (an invoker that does not watch its context) is the
-// destination's answer: Completed at its latency, whether or not the call
-// could become a probe (the probeable call still fails with the caller's
-// error), as node.Do has a fn that returns nil after its caller left, and
-// as timeouthttp has a response whose body arrives then.
+// destination's answer, the caller's reply, Completed at its latency,
+// whether or not the call could become a probe, as node.Do has a fn that
+// returns nil after its caller left, and as timeouthttp has a response
+// whose body arrives then.
 func TestAnsweredAfterTheCallerLeft(t *testing.T) {
 	for _, probe := range []bool{false, true} {
 		synctest.Test(t, func(t *testing.T) {
@@ -659,15 +696,12 @@ func TestAnsweredAfterTheCallerLeft(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			time.AfterFunc(20*time.Millisecond, cancel)
-			_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+			reply, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
 				time.Sleep(50 * time.Millisecond) // it does not watch its context
 				return nil
 			}))
-			if probe {
-				require.Equal(t, codes.Canceled, status.Code(err))
-			} else {
-				require.NoError(t, err)
-			}
+			require.NoError(t, err, "probeable: %v", probe)
+			require.Equal(t, "ok", reply.GetValue(), "probeable: %v", probe)
 			require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Completed, Elapsed: 50 * time.Millisecond}}, p.Observed(),
 				"probeable: %v", probe)
 		})

@@ -45,9 +45,12 @@ import (
 // passing, or the caller's end, comes first and is never made a probe:
 // its reply is the caller's, and an error it returned before the timeout
 // is its own, by its status, not a timeout. Otherwise the
-// call ends at its timeout as any other. The latency is read when the
-// invoker returned, by the goroutine that ran it, not when the interceptor
-// gets to its return.
+// call ends at its timeout as any other. A reply that comes back after the
+// caller's end (from an invoker that does not watch its context) is the
+// caller's too, Completed, as on the other path; an error then is the
+// caller's status, Canceled. The latency is read when the invoker
+// returned, by the goroutine that ran it, not when the interceptor gets
+// to its return.
 //
 // Hedging (WithHedging, when p is a timeout.Hedger): a call of a method
 // WithHedging calls idempotent, with protobuf request and reply and no
@@ -196,7 +199,11 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 
 	timer := time.NewTimer(c.a.Timeout)
 	defer timer.Stop()
-	callerErr := error(nil) // set when the caller's context ended the call
+	// callerErr is set when the caller's context ended the call: the
+	// caller's error, for an invoker that fails then (gRPC reports the
+	// cancellation of actx, which carries the caller's cause but not its
+	// deadline's error).
+	callerErr := error(nil)
 	select {
 	case <-ac.done:
 	case <-ctx.Done():
@@ -249,9 +256,13 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 	switch {
 	case oc == timeout.TimedOut:
 		return c.timeoutError(err)
-	case callerErr != nil:
+	case callerErr != nil && err != nil:
 		return callerErr
 	}
+	// A reply is the caller's, though it came after the caller's end (an
+	// invoker that does not watch its context): the destination answered,
+	// as on the other path, where the invoker writes the caller's reply
+	// whenever it returns, and as timeouthttp hands over such a response.
 	if err == nil {
 		proto.Reset(reply)
 		proto.Merge(reply, ac.reply)
