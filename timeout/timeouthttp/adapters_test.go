@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout/timeoutgrpc"
 )
@@ -25,11 +26,12 @@ import (
 type handling int
 
 const (
-	answers    handling = iota // an answer after its delay, whatever its context says (a response; a reply)
-	appError                   // an application's error after its delay (an error Classify calls Completed; NotFound)
-	refuses                    // a fast failure after its delay (errRefused; Unavailable)
-	hangs                      // nothing until its context ends, then its context's error
-	reportsCtx                 // its context's error, after its delay (it reports the end late)
+	answers     handling = iota // an answer after its delay, whatever its context says (a response; a reply)
+	appError                    // an application's error after its delay (an error Classify calls Completed; NotFound)
+	refuses                     // a fast failure after its delay (errRefused; Unavailable)
+	hangs                       // nothing until its context ends, then its context's error
+	reportsCtx                  // its context's error, after its delay (it reports the end late)
+	answersHeld                 // an answer after its delay, as the coordinator's next clock read is held (attemptScript.held)
 )
 
 // attemptScript is one attempt: how it is handled, and after how long
@@ -39,14 +41,23 @@ type attemptScript struct {
 	d time.Duration
 }
 
+// held makes the coordinator's next read of a clock from
+// testutil.CallerHeldClock(hold, …) slow, for an attempt that answersHeld.
+func (s attemptScript) held(hold *atomic.Bool) {
+	if s.h == answersHeld {
+		hold.Store(true)
+	}
+}
+
 // roundTrip is the attempt over HTTP.
-func (s attemptScript) roundTrip(r *http.Request) (*http.Response, error) {
+func (s attemptScript) roundTrip(r *http.Request, hold *atomic.Bool) (*http.Response, error) {
 	ctx := r.Context()
 	if s.h == hangs {
 		<-ctx.Done()
 		return nil, context.Cause(ctx)
 	}
 	time.Sleep(s.d)
+	s.held(hold)
 	switch s.h {
 	case appError:
 		return nil, errApp
@@ -60,12 +71,13 @@ func (s attemptScript) roundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // invoke is the attempt over gRPC.
-func (s attemptScript) invoke(ctx context.Context, reply *wrapperspb.StringValue) error {
+func (s attemptScript) invoke(ctx context.Context, reply *wrapperspb.StringValue, hold *atomic.Bool) error {
 	if s.h == hangs {
 		<-ctx.Done()
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	time.Sleep(s.d)
+	s.held(hold)
 	switch s.h {
 	case appError:
 		return status.Error(codes.NotFound, "not found")
@@ -83,7 +95,12 @@ func (s attemptScript) invoke(ctx context.Context, reply *wrapperspb.StringValue
 // error Options.Classify calls Completed a status other than Unavailable,
 // a refusal Unavailable), whichever came first deciding: the attempt's
 // answer, its timeout, the caller's cancellation or deadline, and with
-// hedging the other attempt's win.
+// hedging the other attempt's win; and the same latencies: an attempt's
+// when it returned (for a response, the headers' arrival, the body timed
+// from there), however late the adapter's coordinator handles the return
+// (held as it enters its wait on the probeable path, as it spends the
+// hedge budget or reads its clock on the hedged path), as node.DoHedged
+// reads when fn returned.
 func TestAdaptersAgree(t *testing.T) {
 	const ms = time.Millisecond
 	for _, tc := range []struct {
@@ -92,8 +109,13 @@ func TestAdaptersAgree(t *testing.T) {
 		cancelAt time.Duration // the caller cancels; 0: never
 		deadline time.Duration // the caller's deadline; 0: none
 		tries    []attemptScript
-		hedge    bool // hedged after 21 ms
-		timedOut bool // the caller's error is our timeout's
+		hedge    bool          // hedged after 21 ms
+		probe    bool          // the Policy offers a shadow probe: the probeable path
+		enter    time.Duration // the coordinator enters its wait this late (the caller's context holds it; probeable only)
+		spend    time.Duration // spending the hedge budget holds the coordinator this long
+		held     bool          // the clock (both adapters' injected one) holds the coordinator 3 ms after an attempt that answersHeld
+		timedOut bool          // the caller's error is our timeout's
+		answered bool          // the caller gets the answer
 		want     []obs
 	}{
 		{name: "an answer in time", timeout: 100 * ms, tries: []attemptScript{{answers, 50 * ms}},
@@ -114,8 +136,20 @@ func TestAdaptersAgree(t *testing.T) {
 		{name: "the caller's deadline first", timeout: 100 * ms, deadline: 60 * ms, tries: []attemptScript{{hangs, 0}},
 			want: []obs{{Outcome: timeout.Canceled, Elapsed: 60 * ms}}},
 		{name: "an answer after the caller cancelled", timeout: 100 * ms, cancelAt: 20 * ms,
-			tries: []attemptScript{{answers, 50 * ms}},
-			want:  []obs{{Outcome: timeout.Completed, Elapsed: 50 * ms}}},
+			tries: []attemptScript{{answers, 50 * ms}}, answered: true,
+			want: []obs{{Outcome: timeout.Completed, Elapsed: 50 * ms}}},
+		{name: "probeable: an answer after the caller cancelled", timeout: 100 * ms, cancelAt: 20 * ms, probe: true,
+			tries: []attemptScript{{answers, 50 * ms}}, answered: true,
+			want: []obs{{Outcome: timeout.Completed, Elapsed: 50 * ms}}},
+		{name: "probeable: an answer handled late", timeout: 100 * ms, probe: true, enter: 60 * ms,
+			tries: []attemptScript{{answers, 40 * ms}}, answered: true,
+			want: []obs{{Outcome: timeout.Completed, Elapsed: 40 * ms}}},
+		{name: "probeable: an application's error handled late", timeout: 100 * ms, probe: true, enter: 60 * ms,
+			tries: []attemptScript{{appError, 40 * ms}},
+			want:  []obs{{Outcome: timeout.Completed, Elapsed: 40 * ms}}},
+		{name: "probeable: a refusal handled late", timeout: 100 * ms, probe: true, enter: 60 * ms,
+			tries: []attemptScript{{refuses, 40 * ms}},
+			want:  []obs{{Outcome: timeout.Failed, Elapsed: 40 * ms}}},
 		{name: "a refusal after the caller cancelled", timeout: 100 * ms, cancelAt: 20 * ms,
 			tries: []attemptScript{{refuses, 50 * ms}},
 			want:  []obs{{Outcome: timeout.Canceled, Elapsed: 50 * ms}}},
@@ -149,6 +183,21 @@ func TestAdaptersAgree(t *testing.T) {
 		{name: "hedged: both time out", timeout: 100 * ms, hedge: true, timedOut: true,
 			tries: []attemptScript{{hangs, 0}, {hangs, 0}},
 			want:  []obs{{Outcome: timeout.TimedOut, Elapsed: 100 * ms}, {Outcome: timeout.TimedOut, Elapsed: 100 * ms}}},
+		// The first attempt returns at 22 ms, while spending holds the
+		// coordinator from 21 to 24 ms (the return was not in hand at the
+		// delay: the hedge is sent, at 24 ms, and loses at once).
+		{name: "hedged: an answer handled late", timeout: time.Second, hedge: true, spend: 3 * ms,
+			tries: []attemptScript{{answers, 22 * ms}, {hangs, 0}}, answered: true,
+			want: []obs{{Outcome: timeout.Completed, Elapsed: 22 * ms}, {Outcome: timeout.Superseded, Elapsed: 0}}},
+		{name: "hedged: a refusal handled late", timeout: time.Second, hedge: true, spend: 3 * ms,
+			tries: []attemptScript{{refuses, 22 * ms}, {answers, 10 * ms}}, answered: true,
+			want: []obs{{Outcome: timeout.Failed, Elapsed: 22 * ms}, {Outcome: timeout.Completed, Elapsed: 10 * ms}}},
+		// The hedge answers at 248 ms; the coordinator's reading of the win
+		// takes until 251 ms, and the first attempt returns at 249 ms,
+		// before its timeout and before the win was handled.
+		{name: "hedged: a win handled late", timeout: 250 * ms, hedge: true, held: true,
+			tries: []attemptScript{{answers, 249 * ms}, {answersHeld, 227 * ms}}, answered: true,
+			want: []obs{{Outcome: timeout.Superseded, Elapsed: 249 * ms}, {Outcome: timeout.Completed, Elapsed: 227 * ms}}},
 	} {
 		for i := range tc.want {
 			tc.want[i].Dest, tc.want[i].Attempt = "h", 1
@@ -167,24 +216,51 @@ func TestAdaptersAgree(t *testing.T) {
 				t.Cleanup(cancel)
 				time.AfterFunc(tc.cancelAt, cancel)
 			}
+			if tc.enter > 0 {
+				ctx = &slowDone{Context: ctx, d: tc.enter}
+			}
 			return ctx
+		}
+		// policy is the Policy, as the table says.
+		policy := func() *fixedHedger {
+			p := hedger(tc.timeout)
+			p.hold = tc.spend
+			if tc.probe {
+				p.OfferProbe(time.Minute)
+			}
+			return p
+		}
+		// clock is the adapters' clock, as the table says (nil: their
+		// default), held by hold; made by the goroutine that calls the
+		// adapter, which runs its coordinator.
+		clock := func(hold *atomic.Bool) func() time.Time {
+			if !tc.held {
+				return nil
+			}
+			return testutil.CallerHeldClock(hold, 3*time.Millisecond)
 		}
 		t.Run(tc.name+"/http", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := hedger(tc.timeout)
+				p := policy()
+				var hold atomic.Bool
 				base := &callsBase{}
 				for _, s := range tc.tries {
-					base.calls = append(base.calls, s.roundTrip)
+					base.calls = append(base.calls, func(r *http.Request) (*http.Response, error) { return s.roundTrip(r, &hold) })
 				}
-				rt := newTransport(t, Options{Base: base, Policy: p, Hedge: tc.hedge, Classify: classifyTest})
+				rt := newTransport(t, Options{Base: base, Policy: p, Hedge: tc.hedge, Classify: classifyTest, Now: clock(&hold)})
 				req, err := http.NewRequestWithContext(callerCtx(t), http.MethodGet, "http://h/", nil)
 				require.NoError(t, err)
 				resp, err := rt.RoundTrip(req)
+				var body []byte
 				if err == nil {
-					_, err = io.ReadAll(resp.Body)
+					body, err = io.ReadAll(resp.Body)
 					require.NoError(t, resp.Body.Close())
 				}
 				require.Equal(t, tc.timedOut, errors.Is(err, ErrTimeout), "the caller's error: %v", err)
+				if tc.answered {
+					require.NoError(t, err)
+					require.Equal(t, "ok", string(body))
+				}
 				time.Sleep(time.Second)
 				synctest.Wait()
 				require.ElementsMatch(t, tc.want, p.Observed())
@@ -192,19 +268,28 @@ func TestAdaptersAgree(t *testing.T) {
 		})
 		t.Run(tc.name+"/grpc", func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				p := hedger(tc.timeout)
+				p := policy()
+				var hold atomic.Bool
 				var n atomic.Int32
 				invoker := func(ctx context.Context, _ string, _, reply any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
 					s := tc.tries[n.Add(1)-1]
-					return s.invoke(ctx, reply.(*wrapperspb.StringValue))
+					return s.invoke(ctx, reply.(*wrapperspb.StringValue), &hold)
 				}
 				opts := []timeoutgrpc.Option{timeoutgrpc.WithDestination(func(context.Context, string, *grpc.ClientConn) string { return "h" })}
 				if tc.hedge {
 					opts = append(opts, timeoutgrpc.WithHedging(func(string) bool { return true }))
 				}
+				if c := clock(&hold); c != nil {
+					opts = append(opts, timeoutgrpc.WithClock(c))
+				}
+				reply := new(wrapperspb.StringValue)
 				err := timeoutgrpc.UnaryClientInterceptor(p, opts...)(callerCtx(t), "/test.Echo/Unary",
-					wrapperspb.String("x"), new(wrapperspb.StringValue), nil, invoker)
+					wrapperspb.String("x"), reply, nil, invoker)
 				require.Equal(t, tc.timedOut, errors.Is(err, timeoutgrpc.ErrTimeout), "the caller's error: %v", err)
+				if tc.answered {
+					require.NoError(t, err)
+					require.Equal(t, "ok", reply.GetValue())
+				}
 				time.Sleep(time.Second)
 				synctest.Wait()
 				require.ElementsMatch(t, tc.want, p.Observed())
