@@ -2,6 +2,7 @@ package testutil
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -41,3 +42,31 @@ func CallerHeldClock(hold *atomic.Bool, d time.Duration) func() time.Time {
 		return time.Now()
 	}
 }
+
+// SlowDone returns ctx with a Done whose first call takes d before it
+// returns ctx.Done(): code that calls Done as it enters its wait (a
+// coordinator's select) comes back to find whatever became ready meanwhile
+// in hand at once, as after the scheduler kept it off the CPU. Held says
+// whether that first call was made. Use it inside a testing/synctest
+// bubble, where the sleep is exact.
+func SlowDone(ctx context.Context, d time.Duration) *SlowDoneContext {
+	return &SlowDoneContext{Context: ctx, d: d}
+}
+
+// SlowDoneContext is SlowDone's context.
+type SlowDoneContext struct {
+	context.Context
+	d    time.Duration
+	held atomic.Bool
+}
+
+// Done is the context's Done, the first call after d.
+func (c *SlowDoneContext) Done() <-chan struct{} {
+	if c.held.CompareAndSwap(false, true) {
+		time.Sleep(c.d)
+	}
+	return c.Context.Done()
+}
+
+// Held reports whether Done has been called.
+func (c *SlowDoneContext) Held() bool { return c.held.Load() }

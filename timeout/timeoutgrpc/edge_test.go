@@ -913,24 +913,6 @@ func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
 	}
 }
 
-// slowDone is a caller's context whose first Done call holds its caller
-// for d. The interceptor's coordinator makes that call as it enters its
-// wait (nothing calls Done before), so it comes back to find all that
-// became ready meanwhile in hand at once, the invoker's return and the
-// timer's firing both, as after the scheduler kept it off the CPU.
-type slowDone struct {
-	context.Context
-	d    time.Duration
-	held atomic.Bool
-}
-
-func (c *slowDone) Done() <-chan struct{} {
-	if c.held.CompareAndSwap(false, true) {
-		time.Sleep(c.d)
-	}
-	return c.Context.Done()
-}
-
 // TestProbeableErrorBeforeTheTimeout: an error the invoker of a call that
 // may become a probe returned 1 ms before its timeout is its own, by its
 // status, not a timeout, though the timer has fired too by the time the
@@ -946,12 +928,12 @@ func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			p := policytest.New(100 * time.Millisecond)
 			p.OfferProbe(time.Second)
-			ctx := &slowDone{Context: context.Background(), d: 101 * time.Millisecond}
+			ctx := testutil.SlowDone(context.Background(), 101*time.Millisecond)
 			_, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
 				time.Sleep(99 * time.Millisecond)
 				return status.Error(codes.Unavailable, "refused")
 			}))
-			require.True(t, ctx.held.Load())
+			require.True(t, ctx.Held())
 			require.Equal(t, codes.Unavailable, status.Code(err))
 			require.NotErrorIs(t, err, ErrTimeout)
 			synctest.Wait()
@@ -979,12 +961,12 @@ func TestProbeableReplyBeforeTheCallerLeft(t *testing.T) {
 			cctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			time.AfterFunc(50*time.Millisecond, cancel)
-			ctx := &slowDone{Context: cctx, d: 60 * time.Millisecond}
+			ctx := testutil.SlowDone(cctx, 60*time.Millisecond)
 			reply, err := call1(ctx, p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
 				time.Sleep(40 * time.Millisecond)
 				return nil
 			}))
-			require.True(t, ctx.held.Load())
+			require.True(t, ctx.Held())
 			require.NoError(t, err)
 			require.Equal(t, "ok", reply.GetValue())
 			synctest.Wait()

@@ -217,7 +217,7 @@ func TestAdaptersAgree(t *testing.T) {
 				time.AfterFunc(tc.cancelAt, cancel)
 			}
 			if tc.enter > 0 {
-				ctx = &slowDone{Context: ctx, d: tc.enter}
+				ctx = testutil.SlowDone(ctx, tc.enter)
 			}
 			return ctx
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/internal/policytest"
+	"github.com/adaptivetimeout/adaptivetimeout/internal/testutil"
 	"github.com/adaptivetimeout/adaptivetimeout/timeout"
 )
 
@@ -479,24 +480,6 @@ type readFunc func([]byte) (int, error)
 
 func (f readFunc) Read(p []byte) (int, error) { return f(p) }
 
-// slowDone is a caller's context whose first Done call holds its caller
-// for d. The Transport's coordinator makes that call as it enters its
-// wait (nothing calls Done before), so it comes back to find all that
-// became ready meanwhile in hand at once, the attempt's return and the
-// timer's firing both, as after the scheduler kept it off the CPU.
-type slowDone struct {
-	context.Context
-	d    time.Duration
-	held atomic.Bool
-}
-
-func (c *slowDone) Done() <-chan struct{} {
-	if c.held.CompareAndSwap(false, true) {
-		time.Sleep(c.d)
-	}
-	return c.Context.Done()
-}
-
 // TestProbeableErrorBeforeTheTimeout: an error the round trip of an
 // attempt that may become a probe returned 1 ms before its timeout is its
 // own, as Options.Classify says, not a timeout, though the timer has fired
@@ -515,11 +498,11 @@ func TestProbeableErrorBeforeTheTimeout(t *testing.T) {
 				time.Sleep(99 * time.Millisecond)
 				return nil, errRefused
 			})})
-			ctx := &slowDone{Context: context.Background(), d: 101 * time.Millisecond}
+			ctx := testutil.SlowDone(context.Background(), 101*time.Millisecond)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://h/", nil)
 			require.NoError(t, err)
 			_, err = tr.RoundTrip(req)
-			require.True(t, ctx.held.Load())
+			require.True(t, ctx.Held())
 			require.ErrorIs(t, err, errRefused)
 			require.NotErrorIs(t, err, ErrTimeout)
 			synctest.Wait()
