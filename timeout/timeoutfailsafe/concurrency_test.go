@@ -3,10 +3,12 @@ package timeoutfailsafe
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/failsafe-go/failsafe-go"
 	"github.com/stretchr/testify/require"
@@ -171,4 +173,60 @@ func TestReturnsWhileAProbeIsDecided(t *testing.T) {
 		require.True(t, o[0].Probe)
 		require.False(t, p.InFlight("db-1"))
 	}
+}
+
+// firesWhileDeciding is a Policy whose Probe, having reserved the probe,
+// lets the attempt's timer callback run again before it returns, as a
+// probe timer does that fires while the timeout's callback is still
+// deciding: after it armed the probe's timer and before it handed the
+// attempt back (a probe window about zero, or that callback descheduled
+// there). again is closed when that second run returned.
+type firesWhileDeciding struct {
+	*policytest.Policy
+	again chan struct{}
+}
+
+func (p *firesWhileDeciding) Probe(a *timeout.Attempt, now time.Time) bool {
+	ok := p.Policy.Probe(a, now)
+	r := attemptOf(a)
+	go func() {
+		r.fire()
+		close(p.again)
+	}()
+	// Let the second run get as far as it can while the decision is
+	// pending: a run that waits for it does not return meanwhile.
+	for range 1000 {
+		select {
+		case <-p.again:
+			return ok
+		default:
+			runtime.Gosched()
+		}
+	}
+	return ok
+}
+
+// attemptOf returns the attempt whose Attempt a is (Probe gets &r.a).
+func attemptOf(a *timeout.Attempt) *attempt[string] {
+	var z attempt[string]
+	return (*attempt[string])(unsafe.Add(unsafe.Pointer(a), -int(unsafe.Offsetof(z.a))))
+}
+
+// TestProbeTimerFiresWhileDeciding: a probe's timer that fires while the
+// timeout's callback is still deciding on the probe is not lost: it waits
+// for the decision and then ends the probe, which otherwise would go on
+// past its probe timeout, the caller waiting, until its function returned.
+func TestProbeTimerFiresWhileDeciding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &firesWhileDeciding{Policy: policytest.New(100 * time.Millisecond), again: make(chan struct{})}
+		p.OfferProbe(time.Hour)
+		start := time.Now()
+		_, err := failsafe.With(New[string](p, "db-1")).GetWithExecution(hangs)
+		require.ErrorIs(t, err, ErrTimeout)
+		require.Equal(t, 100*time.Millisecond, time.Since(start), "ended by the run that came while deciding")
+		<-p.again
+		synctest.Wait()
+		require.Equal(t, []obs{{Dest: "db-1", Attempt: 1, Outcome: timeout.TimedOut, Elapsed: 100 * time.Millisecond, Probe: true}}, p.Observed())
+		require.False(t, p.InFlight("db-1"))
+	})
 }

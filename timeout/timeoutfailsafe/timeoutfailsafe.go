@@ -233,8 +233,8 @@ func (e *executor[R]) IsFailure(_ R, err error) bool {
 // its expire already bound (fire): the two allocations are the cost of a
 // call beyond failsafe-go's own timeout that is not the clock's. Apply
 // and expire hand the attempt over with one compare-and-swap of state;
-// the mutex only makes innerFn's return wait while expire decides on a
-// caller probe.
+// the mutex only makes innerFn's return, or the probe's timer firing
+// meanwhile, wait while expire decides on a caller probe.
 type attempt[R any] struct {
 	e     *executor[R]
 	exec  policy.ExecutionInternal[R]
@@ -284,7 +284,10 @@ func (r *attempt[R]) observe(o timeout.Outcome) {
 
 // expire runs at the timeout (and, for a probe, at the probe timeout).
 func (r *attempt[R]) expire() {
-	if r.state.Load() != nil { // innerFn returned
+	// innerFn returned, or our timeout ended the attempt. A probe's timer
+	// may fire while the timeout's run still decides (probing): it waits
+	// for the decision below, or the probe would outlive its timeout.
+	if s := r.state.Load(); s != nil && s != r.e.probing {
 		return
 	}
 	r.mu.Lock()
