@@ -116,9 +116,11 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 			// ready together, and Go's select takes either), comes first,
 			// as in node.DoHedged: it ends the call, an answer winning
 			// without a hedge, and no token is spent.
-			if len(hc.results) > 0 || parent.Err() != nil || !h.SpendHedge(now) {
+			if len(hc.results) > 0 || parent.Err() != nil {
 				continue
 			}
+			// The copy's body first: a hedge that cannot be sent spends
+			// no token.
 			r := req.Clone(parent)
 			if req.GetBody != nil && req.Body != nil && req.Body != http.NoBody {
 				body, err := req.GetBody()
@@ -126,6 +128,12 @@ func (t *Transport) roundTripHedged(req *http.Request, h timeout.Hedger, delay t
 					continue
 				}
 				r.Body = body
+			}
+			if !h.SpendHedge(now) {
+				if r.Body != req.Body && r.Body != nil {
+					_ = r.Body.Close()
+				}
+				continue
 			}
 			launch(r)
 			pending++

@@ -576,3 +576,60 @@ func TestHedgeAnswerInHandBeforeTheHedge(t *testing.T) {
 		})
 	}
 }
+
+// TestHedgeBodyUnavailableSpendsNothing: a hedge whose copy of the body
+// cannot be had (GetBody fails) is not sent, and spends no hedge token:
+// the budget pays only for hedges sent. The first attempt answers alone.
+func TestHedgeBodyUnavailableSpendsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := hedger(time.Second)
+		base := &callsBase{calls: []roundTripFunc{after(50 * time.Millisecond)}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodPost, "http://h/", strings.NewReader("payload"))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k1")
+		req.GetBody = func() (io.ReadCloser, error) { return nil, errors.New("body gone") }
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		synctest.Wait()
+		require.Equal(t, []string{"payload"}, base.sent(), "no hedge sent")
+		require.Zero(t, p.spent.Load(), "no hedge token spent")
+		require.Equal(t, []timeout.Outcome{timeout.Completed}, p.Outcomes())
+	})
+}
+
+// denyingHedger is a fixedHedger whose budget never allows a hedge.
+type denyingHedger struct{ *fixedHedger }
+
+func (h denyingHedger) SpendHedge(now time.Time) bool {
+	h.fixedHedger.SpendHedge(now)
+	return false
+}
+
+// TestHedgeDeniedClosesTheBodyCopy: a hedge the budget does not allow is
+// not sent, and the copy of the body made for it is closed.
+func TestHedgeDeniedClosesTheBodyCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := denyingHedger{hedger(time.Second)}
+		base := &callsBase{calls: []roundTripFunc{after(50 * time.Millisecond)}}
+		rt := newTransport(t, Options{Base: base, Policy: p, Hedge: true})
+		req, err := http.NewRequest(http.MethodPost, "http://h/", strings.NewReader("payload"))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "k1")
+		var copies []*closeSpy
+		req.GetBody = func() (io.ReadCloser, error) {
+			c := &closeSpy{Reader: strings.NewReader("payload")}
+			copies = append(copies, c)
+			return c, nil
+		}
+		resp, err := rt.RoundTrip(req)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		synctest.Wait()
+		require.Equal(t, []string{"payload"}, base.sent(), "no hedge sent")
+		require.Equal(t, int32(1), p.spent.Load(), "the budget was asked")
+		require.Len(t, copies, 1)
+		require.True(t, copies[0].closed.Load(), "the unsent copy is closed")
+	})
+}
