@@ -974,3 +974,33 @@ func TestProbeableReplyBeforeTheCallerLeft(t *testing.T) {
 		})
 	}
 }
+
+// copyingProbe is a Policy whose Probe decides on a copy of the Attempt
+// and stores the whole copy back: it writes every field of *a, not only
+// Probe.
+type copyingProbe struct{ *policytest.Policy }
+
+func (p copyingProbe) Probe(a *timeout.Attempt, now time.Time) bool {
+	b := *a
+	ok := p.Policy.Probe(&b, now)
+	*a = b
+	return ok
+}
+
+// TestProbeWritesTheWholeAttempt: a probe's goroutine reads the call's
+// Attempt only once the interceptor has handed the call over, so a Policy
+// that writes all of *a in Probe races with nothing (-race).
+func TestProbeWritesTheWholeAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := copyingProbe{policytest.New(100 * time.Millisecond)}
+		p.OfferProbe(time.Second)
+		_, err := call1(context.Background(), p, invokeFunc(func(context.Context, *wrapperspb.StringValue) error {
+			time.Sleep(150 * time.Millisecond)
+			return status.Error(codes.Unavailable, "refused")
+		}))
+		require.ErrorIs(t, err, ErrTimeout)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.Equal(t, []policytest.Observation{{Dest: "h", Attempt: 1, Outcome: timeout.Failed, Elapsed: 150 * time.Millisecond, Probe: true}}, p.Observed())
+	})
+}

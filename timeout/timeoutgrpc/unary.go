@@ -172,6 +172,9 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 		}
 	}
 	req = proto.Clone(req) // the caller may reuse req once we return
+	// The probe's extra time, read here: Policy.Probe may write c.a while
+	// the invoker runs, and the goroutine reads c.a only once handed over.
+	extra := c.a.ProbeTimeout - c.a.Timeout
 	go func() {
 		defer stop()
 		err := invoker(actx, c.method, req, ac.reply, cc, opts...)
@@ -184,7 +187,7 @@ func (c call) invokeAsync(ctx context.Context, req, reply proto.Message, cc *grp
 			first = returnedBefore(actx, ret) // before the probe's deadline
 			// Before the timeout: the probe's deadline less the probe's
 			// extra time.
-			inTime = returnedBefore(actx, ret.Add(c.a.ProbeTimeout-c.a.Timeout))
+			inTime = returnedBefore(actx, ret.Add(extra))
 		}
 		ac.mu.Lock()
 		ac.finished, ac.inTime, ac.at, ac.err = true, inTime, at, err
