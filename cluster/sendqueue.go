@@ -34,6 +34,11 @@ type sendQueue struct {
 	ready         []*peerQueue // normal members with messages waiting and none in flight, FIFO
 	probes        []*peerQueue // backed-off members with messages waiting and none in flight, FIFO
 	closed        bool
+	// seq numbers the sends, across members: a member forgotten and
+	// queued again numbers on, so slow or setAside called late for a send
+	// that has ended (its timer fired as it returned) never takes a new
+	// send to the member for it.
+	seq uint64
 }
 
 // backoffKeep is how many messages may wait for a backed-off member; a
@@ -56,7 +61,7 @@ type peerQueue struct {
 	msgs      []Message
 	busy      bool   // a send to it is in flight
 	worker    bool   // the send in flight holds a worker
-	seq       uint64 // the send in flight's number (slow)
+	seq       uint64 // the send in flight's number (sendQueue.seq)
 	backedOff bool   // its last send failed or ran past slowAfter
 	ready     bool   // in sendQueue.ready or sendQueue.probes
 	setAside  int    // its sends set aside and still running
@@ -165,7 +170,8 @@ func (q *sendQueue) pop() (m outgoing, ok bool) {
 		p.worker = true
 	}
 	p.ready, p.busy, p.overdue = false, true, false
-	p.seq++
+	q.seq++
+	p.seq = q.seq
 	m = outgoing{Message: p.msgs[0], seq: p.seq, worker: p.worker}
 	p.msgs[0] = Message{}
 	p.msgs = p.msgs[1:]

@@ -356,3 +356,31 @@ func TestSendQueueSetAside(t *testing.T) {
 	require.Zero(t, q.aside)
 	require.Zero(t, q.len())
 }
+
+// TestSendQueueLateTimerOfForgottenMember checks that slow and setAside
+// called late for a send that has ended (their timer fired as the send
+// returned) change nothing, also once the member was forgotten (normal
+// with nothing waiting) and queued again: its new send must not be taken
+// for the old one. Numbered per member, the numbers started again with
+// the member, and the old send's timer freed the new send's worker,
+// backed the member off and set its send aside.
+func TestSendQueueLateTimerOfForgottenMember(t *testing.T) {
+	q := newSendQueue(100, 1, time.Second, 4*time.Second)
+	require.Zero(t, q.push(Message{To: "a"}))
+	old, ok := q.pop()
+	require.True(t, ok)
+	require.Zero(t, q.done("a", old.seq, sendOK))
+	require.Empty(t, q.peers, "normal with nothing waiting: forgotten")
+	require.Zero(t, q.push(Message{To: "a"}))
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.True(t, m.worker)
+	q.slow("a", old.seq)
+	require.Zero(t, q.setAside("a", old.seq))
+	require.Zero(t, q.backedOff(), "the old send's timers back nobody off")
+	require.Zero(t, q.idle, "the new send keeps its worker")
+	require.Zero(t, q.aside, "nothing set aside")
+	require.Zero(t, q.done("a", m.seq, sendOK))
+	require.Empty(t, q.peers)
+	require.Equal(t, 1, q.idle)
+}
