@@ -296,8 +296,15 @@ func (q *sendQueue) done(to string, seq uint64, r sendResult) (dropped int) {
 func (q *sendQueue) doneSetAside(p *peerQueue, r sendResult) (dropped int) {
 	p.setAside--
 	q.aside--
-	if r == sendOK {
+	if r == sendOK && p.backedOff {
 		p.backedOff = false
+		if p.ready {
+			// Its next message waited for a probe: it now waits for a
+			// worker, as a normal member's does.
+			q.probes = without(q.probes, p)
+			q.ready = append(q.ready, p)
+			q.cond.Signal()
+		}
 	}
 	switch {
 	case p.busy:

@@ -384,3 +384,29 @@ func TestSendQueueLateTimerOfForgottenMember(t *testing.T) {
 	require.Empty(t, q.peers)
 	require.Equal(t, 1, q.idle)
 }
+
+// TestSendQueueSetAsideSuccessMakesNormal checks that a send set aside
+// that succeeds while the member's next message waits for its probe
+// makes that message a normal one: it goes out holding a worker (so at
+// most SendWorkers such sends run, and one that stalls backs the member
+// off at slowAfter), not as a probe of a member no longer backed off.
+func TestSendQueueSetAsideSuccessMakesNormal(t *testing.T) {
+	q := newSendQueue(100, 1, time.Second, 4*time.Second)
+	require.Zero(t, q.push(Message{To: "a", Payload: []byte{0}}))
+	require.Zero(t, q.push(Message{To: "a", Payload: []byte{1}}))
+	first, ok := q.pop()
+	require.True(t, ok)
+	require.Zero(t, q.setAside("a", first.seq))
+	require.Equal(t, 1, q.backedOff())
+	// The set-aside send succeeds before the probe is taken.
+	require.Zero(t, q.done("a", first.seq, sendOK))
+	require.Zero(t, q.backedOff())
+	m, ok := q.pop()
+	require.True(t, ok)
+	require.Equal(t, []byte{1}, m.Payload)
+	require.True(t, m.worker, "a normal member's send holds a worker")
+	require.Zero(t, q.idle)
+	require.Zero(t, q.done("a", m.seq, sendOK))
+	require.Equal(t, 1, q.idle)
+	require.Empty(t, q.peers)
+}

@@ -653,8 +653,12 @@ func (s *Sim) sent(ev *event) {
 	} else {
 		p.setAside--
 		n.sh.aside--
-		if r == sendOK {
+		if r == sendOK && p.backedOff {
 			p.backedOff = false
+			if p.ready { // waiting for a probe: for a worker now
+				n.sh.probes = slices.DeleteFunc(n.sh.probes, func(k int32) bool { return k == to })
+				n.sh.ready = append(n.sh.ready, to)
+			}
 		}
 		switch {
 		case p.busy:
