@@ -93,12 +93,12 @@
 //     whose send failed or ran longer is backed off until a send to it
 //     succeeds: its sends hold no worker and only its newest messages
 //     wait. A backed-off member's send still running after a quarter of
-//     Timing.StreamTimeout is set aside (it runs on) and its next message
-//     goes out as a new probe, at most 4 sends in flight per member, so a
-//     member reachable again gets its messages within that, not when a
-//     connect that stalled before ends. A slow or dead member delays only
-//     its own messages; the protocol's ticks and the request path never
-//     wait for a send.
+//     Timing.StreamTimeout (at least Timing.ProbeTimeout) is set aside (it
+//     runs on) and its next message goes out as a new probe, at most 4
+//     sends in flight per member, so a member reachable again gets its
+//     messages within that, not when a connect that stalled before ends.
+//     A slow or dead member delays only its own messages; the protocol's
+//     ticks and the request path never wait for a send.
 //
 // Histogram payloads never ride memberlist's broadcast queue or its
 // push/pull state: only SendReliable streams carry them.

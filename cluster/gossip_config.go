@@ -52,9 +52,9 @@ type Gossip struct {
 	// 16 of its messages wait, the oldest dropped and counted), so a slow
 	// or unreachable member holds one worker for Timing.ProbeTimeout once.
 	// A backed-off member's send still running after Timing.StreamTimeout
-	// / 4 is set aside and its next message sent as a new probe: at most 4
-	// sends (goroutines and connects) in flight per member backed off, and
-	// at most SendQueue set aside in all.
+	// / 4 (at least Timing.ProbeTimeout) is set aside and its next message
+	// sent as a new probe: at most 4 sends (goroutines and connects) in
+	// flight per member backed off, and at most SendQueue set aside in all.
 	// At least 1; default 8.
 	SendWorkers int `yaml:"send_workers"`
 
