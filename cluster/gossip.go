@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -186,7 +187,10 @@ func (g *gossiper) sender(wg *sync.WaitGroup) {
 
 // sendOne sends one message taken from the queue: dropped if it expired
 // while waiting; a send that holds a worker gives it back after slowAfter,
-// and one still running after setAsideAfter is set aside.
+// and one still running after setAsideAfter is set aside. A send that
+// fails because its member is listed down or unknown has the queue forget
+// the member (sendGone): it was queued after the member's death dropped
+// what waited for it.
 func (g *gossiper) sendOne(wg *sync.WaitGroup, m outgoing) {
 	defer wg.Done()
 	if !m.Expires.IsZero() && !g.clock().Before(m.Expires) {
@@ -201,7 +205,10 @@ func (g *gossiper) sendOne(wg *sync.WaitGroup, m outgoing) {
 	defer t.Stop()
 	err := g.sendFn(m.To, m.Payload)
 	r := sendOK
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrMemberDown) || errors.Is(err, ErrUnknownMember):
+		r = sendGone // queued after its death dropped what waited: forget it
+	case err != nil:
 		r = sendFailed
 	}
 	g.dropped(g.q.done(m.To, m.seq, r))

@@ -69,9 +69,9 @@ type peerQueue struct {
 	// could be set aside; it is set aside once one of those ends.
 	overdue bool
 	// dropped: drop forgot the member while sends to it were in flight
-	// (the probe, or sends set aside); done removes it once the last
-	// ends, whatever the result, unless a push made it a member again
-	// meanwhile.
+	// (the probe, or sends set aside), or a send to it ended sendGone;
+	// done removes it once the last ends and nothing waits, whatever the
+	// result, unless a push made it a member again meanwhile.
 	dropped bool
 }
 
@@ -248,13 +248,22 @@ const (
 	sendOK
 	// sendFailed: the send failed; the member is backed off.
 	sendFailed
+	// sendGone: the send failed because the member is listed down or
+	// unknown (ErrMemberDown, ErrUnknownMember): as sendFailed, and the
+	// member is forgotten once its sends end, as after drop, unless a
+	// push queues to it again meanwhile. A message queued after drop (built
+	// on a member list from before the death) ends so: the member's
+	// back-off would otherwise be kept until a send succeeds, never for a
+	// dead boot, and every restart is a new member.
+	sendGone
 )
 
 // done ends send seq to member to and returns how many messages waiting
 // for it it dropped (the oldest beyond backoffKeep, when the member is
 // backed off now). A send set aside that succeeds makes the member normal;
 // one that fails says nothing new (it began before the send in flight, if
-// any, or the last to end) and changes nothing.
+// any, or the last to end) and changes nothing, but for sendGone, which
+// has the member forgotten once its sends end.
 func (q *sendQueue) done(to string, seq uint64, r sendResult) (dropped int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -276,6 +285,8 @@ func (q *sendQueue) done(to string, seq uint64, r sendResult) (dropped int) {
 		p.backedOff = false
 	case sendFailed:
 		p.backedOff = true
+	case sendGone:
+		p.backedOff, p.dropped = true, true
 	}
 	switch {
 	case len(p.msgs) > 0:
@@ -296,6 +307,9 @@ func (q *sendQueue) done(to string, seq uint64, r sendResult) (dropped int) {
 func (q *sendQueue) doneSetAside(p *peerQueue, r sendResult) (dropped int) {
 	p.setAside--
 	q.aside--
+	if r == sendGone {
+		p.dropped = true
+	}
 	if r == sendOK && p.backedOff {
 		p.backedOff = false
 		if p.ready {

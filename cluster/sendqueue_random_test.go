@@ -108,7 +108,7 @@ func TestSendQueueRandomOps(t *testing.T) {
 				steps = append(steps, fmt.Sprintf("late %s %d", to, seq))
 			case k == 8 && len(l) > 0:
 				i := r.IntN(len(l))
-				m, res := l[i], sendResult(r.IntN(3))
+				m, res := l[i], sendResult(r.IntN(4))
 				q.done(to, m.seq, res)
 				ended[to] = append(ended[to], m.seq)
 				inFlight[to] = slices.Delete(l, i, i+1)
