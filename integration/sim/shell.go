@@ -624,7 +624,10 @@ func (s *Sim) setAsideNow(from, to int32, p *peerQueue) {
 	}
 }
 
-// sendResult is how a send ended (cluster's).
+// sendResult is how a send ended (cluster's, but for its sendGone: a
+// send addressed to a boot the sender lists down succeeds here, its
+// payload lost on the way, so the member's queue is forgotten then as a
+// normal member's is, as cluster's is when that send fails).
 type sendResult uint8
 
 const (
