@@ -402,3 +402,19 @@ func TestRecordEpochsOneEpochWhenSlow(t *testing.T) {
 		require.Len(t, got, len(dests), "every group's samples are in epoch %d", e)
 	}
 }
+
+// newIdleCluster is a Cluster named name (boot) on the default settings
+// with an empty fleet view, never started: for tests that drive its
+// gossiper's queue and events by hand.
+func newIdleCluster(t *testing.T, name string, boot uint64) *Cluster {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Name, cfg.BootID = name, boot
+	cfg.Logger = testLogger(t)
+	fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
+	require.NoError(t, err)
+	cfg.Store = fleet
+	c, err := New(cfg)
+	require.NoError(t, err)
+	return c
+}

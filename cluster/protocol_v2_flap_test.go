@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // runCutOff is runScenarioUntil with node cut off (unless ""): every
@@ -130,14 +129,7 @@ func TestFlappedOwnerGetsTheWindowAgain(t *testing.T) {
 // for it on its return. Once the table shows it dead, the event drops its
 // sends, as does one for a member refused for its settings.
 func TestStaleDeathKeepsQueuedSends(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Name, cfg.BootID = "a", 1
-	cfg.Logger = testLogger(t)
-	fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
-	require.NoError(t, err)
-	cfg.Store = fleet
-	c, err := New(cfg)
-	require.NoError(t, err)
+	c := newIdleCluster(t, "a", 1)
 	g := c.gossip
 	b := MemberName("b", 2)
 	list := func(st State, refused bool) { // b as the member table lists it

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/adaptivetimeout/adaptivetimeout/codec"
-	"github.com/adaptivetimeout/adaptivetimeout/tracker"
 )
 
 // TestLateSendToDeadMemberForgotten: a message queued for a member after
@@ -25,14 +24,7 @@ import (
 // backed_off gauge) with every death.
 func TestLateSendToDeadMemberForgotten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := DefaultConfig()
-		cfg.Name, cfg.BootID = "a", 1
-		cfg.Logger = testLogger(t)
-		fleet, err := tracker.NewFleet(tracker.DefaultFleetConfig(), nil)
-		require.NoError(t, err)
-		cfg.Store = fleet
-		c, err := New(cfg)
-		require.NoError(t, err)
+		c := newIdleCluster(t, "a", 1)
 		g := c.gossip
 		var sent int
 		g.sendFn = func(to string, _ []byte) error { // SendReliable's member check
